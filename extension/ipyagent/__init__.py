@@ -1,0 +1,39 @@
+"""ipyagent: a coding agent inside the Jupyter kernel, with Pi-style context compaction.
+
+``from ipyagent import Session, CompactionSettings`` is the core API; ``%load_ext ipyagent``
+adds the notebook magics. Names are imported lazily so that ``import ipyagent.providers`` (or
+the CLI) does not pay for the layers it does not use.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+__all__ = ["Session", "CompactionSettings", "Agent"]
+
+
+def __getattr__(name: str):
+    if name == "Session":
+        from ipyagent.core import Session
+
+        return Session
+    if name == "CompactionSettings":
+        from ipyagent.compaction.settings import CompactionSettings
+
+        return CompactionSettings
+    if name == "Agent":
+        from ipyagent.agent.loop import Agent
+
+        return Agent
+    raise AttributeError(f"module 'ipyagent' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython):  # %load_ext ipyagent
+    from ipyagent.notebook.extension import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):
+    from ipyagent.notebook.extension import unload
+
+    unload(ipython)

@@ -1,0 +1,46 @@
+"""The contract for agent tools.
+
+A tool is a plain class registered by name, the same way for built-ins and user tools. ``run``
+returns a ``ToolOutput``; the agent loop turns it into a Pi ``toolResult`` message (content text
+blocks, ``details`` kept out of the model's context, ``isError``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+from ipyagent.providers.base import ToolSpec
+
+
+@dataclass
+class ToolOutput:
+    text: str
+    is_error: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ToolContext:
+    """What a tool may use: the working directory, the Python namespace for ``python``."""
+
+    cwd: str = "."
+    namespace: dict[str, Any] | None = None
+
+
+class Tool:
+    name: ClassVar[str]
+    description: ClassVar[str]
+    parameters: ClassVar[dict[str, Any]]
+    # Read-only tools run without asking; the others go through the approval policy.
+    read_only: ClassVar[bool] = False
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        raise NotImplementedError
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.parameters)
+
+
+# approval(tool_name, arguments) -> True to run, False to refuse
+ApprovalCallback = Callable[[str, dict[str, Any]], bool]

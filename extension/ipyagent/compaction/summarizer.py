@@ -1,0 +1,56 @@
+"""The one interface compaction needs from a model: turn a prompt into summary text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class SummaryRequest:
+    system_prompt: str
+    prompt: str  # the single user message: <conversation>…</conversation> + instructions
+    max_tokens: int
+    reasoning: str | None = None
+    kind: str = "history"  # "history", "turn_prefix" or "branch"
+
+
+@dataclass
+class SummaryResponse:
+    text: str
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+class Summarizer(Protocol):
+    def summarize(self, request: SummaryRequest) -> SummaryResponse: ...
+
+
+class SummarizerError(RuntimeError):
+    """The summariser failed; the message says why (provider error, empty output…)."""
+
+
+class SummaryInputTooLarge(SummarizerError):
+    """The summariser's model rejected the request as too long; the caller trims and retries."""
+
+
+class ScriptedSummarizer:
+    """A summariser that returns queued texts (or calls a function); for tests and replay."""
+
+    def __init__(self, responses: list[str] | None = None, fn=None):
+        self.responses = list(responses or [])
+        self.fn = fn
+        self.requests: list[SummaryRequest] = []
+
+    def enqueue(self, text: str) -> None:
+        self.responses.append(text)
+
+    def summarize(self, request: SummaryRequest) -> SummaryResponse:
+        self.requests.append(request)
+        if self.fn is not None:
+            result = self.fn(request)
+            if isinstance(result, BaseException):
+                raise result
+            return result if isinstance(result, SummaryResponse) else SummaryResponse(text=str(result))
+        if not self.responses:
+            raise SummarizerError("ScriptedSummarizer has no queued response")
+        return SummaryResponse(text=self.responses.pop(0))

@@ -1,0 +1,66 @@
+"""Provider errors. Every message names the cause in words a notebook user can act on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ProviderError(RuntimeError):
+    retryable: bool = False
+
+    def __init__(self, message: str, *, status: int | None = None, body: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class ContextOverflowError(ProviderError):
+    """The request did not fit the model's context window."""
+
+    def __init__(self, message: str, *, status: int | None = None, body: str | None = None,
+                 context_window: int | None = None):
+        super().__init__(message, status=status, body=body)
+        self.context_window = context_window  # the real window, when the error reveals it
+
+
+class RateLimitError(ProviderError):
+    retryable = True
+
+    def __init__(self, message: str, *, status: int | None = 429, body: str | None = None,
+                 retry_after: float | None = None):
+        super().__init__(message, status=status, body=body)
+        self.retry_after = retry_after
+
+
+class ServerError(ProviderError):
+    retryable = True
+
+
+class NetworkError(ProviderError):
+    """Connection refused/reset, or the stream ended before the message was complete."""
+
+    retryable = True
+
+
+class AuthenticationError(ProviderError):
+    """401/403, or no API key configured."""
+
+
+class ModelNotFoundError(ProviderError):
+    pass
+
+
+class BadRequestError(ProviderError):
+    pass
+
+
+class MalformedStreamError(ProviderError):
+    """The server sent something that is not valid SSE/JSON for this protocol."""
+
+
+class StreamInterrupted(KeyboardInterrupt):
+    """A KeyboardInterrupt during streaming; ``partial`` is the aborted Pi assistant message."""
+
+    def __init__(self, partial: dict[str, Any]):
+        super().__init__("interrupted")
+        self.partial = partial
