@@ -1,0 +1,105 @@
+"""``python(code)``: run code in the user's namespace the way a notebook cell runs it."""
+
+from __future__ import annotations
+
+import ast
+import io
+import itertools
+import linecache
+import sys
+import traceback
+from types import TracebackType
+from typing import Any
+
+from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.registry import register_tool
+from ipyagent.agent.tools.truncate import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_LINES,
+    clean_output,
+    save_full_output,
+    tail_notice,
+    truncate_tail,
+)
+
+_cell_numbers = itertools.count(1)
+_NO_VALUE = object()
+
+
+def _execute(code: str, filename: str, namespace: dict[str, Any]) -> Any:
+    """Exec every statement; if the last one is an expression, evaluate and return its value."""
+    tree = ast.parse(code, filename, "exec")
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, filename, "exec"), namespace)
+    if last is None:
+        return _NO_VALUE
+    value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
+    # As in IPython, None is not displayed and a trailing ';' silences the value.
+    if value is None or code.rstrip().endswith(";"):
+        return _NO_VALUE
+    return value
+
+
+def _user_frames(tb: TracebackType | None, filename: str) -> TracebackType | None:
+    """Drop the tool's own frames: start at the first frame running the submitted code."""
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+        tb = tb.tb_next
+    return tb
+
+
+@register_tool
+class PythonTool(Tool):
+    name = "python"
+    description = (
+        "Run Python code in the user's live namespace (the notebook's kernel), like a notebook "
+        "cell: variables, imports and functions persist between calls and are shared with the "
+        "user. Returns stdout, stderr, the repr of the last expression's value, and the traceback "
+        f"if it raises. Output is truncated to the last {DEFAULT_MAX_LINES} lines or "
+        f"{DEFAULT_MAX_BYTES // 1024}KB."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "description": "Python code to run"}},
+        "required": ["code"],
+    }
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        if context.namespace is None:
+            context.namespace = {"__name__": "__main__"}  # outside a kernel: a namespace of its own
+        code: str = arguments["code"]
+        filename = f"<agent-python-{next(_cell_numbers)}>"
+        # Registering the source lets tracebacks show the offending lines.
+        linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+
+        stdout, stderr = io.StringIO(), io.StringIO()
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = stdout, stderr
+        value_repr: str | None = None
+        error: str | None = None
+        try:
+            value = _execute(code, filename, context.namespace)
+            if value is not _NO_VALUE:
+                value_repr = repr(value)
+        except (Exception, SystemExit) as e:  # KeyboardInterrupt is left to propagate
+            error = "".join(traceback.format_exception(type(e), e, _user_frames(e.__traceback__, filename)))
+        finally:
+            sys.stdout, sys.stderr = saved
+
+        parts = [stdout.getvalue().removesuffix("\n")]
+        if err := stderr.getvalue().removesuffix("\n"):
+            parts.append("[stderr]\n" + err)
+        parts += [error.removesuffix("\n") if error else "", value_repr or ""]
+        return _output("\n".join(p for p in parts if p), error is not None, value_repr is not None)
+
+
+def _output(text: str, is_error: bool, has_value: bool) -> ToolOutput:
+    details: dict[str, Any] = {"has_value": has_value}
+    if not text:
+        return ToolOutput("(no output)", is_error=is_error, details=details)
+    text = clean_output(text)
+    t = truncate_tail(text)
+    if not t.truncated:
+        return ToolOutput(text, is_error=is_error, details=details)
+    path = save_full_output(text, "ipyagent-python-")
+    details.update(truncation=t.as_details(), full_output_path=path)
+    return ToolOutput(f"{t.content}\n\n{tail_notice(t, path)}", is_error=is_error, details=details)

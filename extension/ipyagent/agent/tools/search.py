@@ -1,0 +1,246 @@
+"""``ls(path?)``, ``grep(pattern, path?)`` and ``find(pattern, path?)``: read-only, stdlib-only."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any, Iterator
+
+from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.paths import SKIP_DIRS, file_looks_binary, resolve_path
+from ipyagent.agent.tools.registry import register_tool
+from ipyagent.agent.tools.truncate import (
+    DEFAULT_MAX_BYTES,
+    GREP_MAX_LINE_LENGTH,
+    format_size,
+    truncate_head,
+    truncate_line,
+)
+
+LS_LIMIT = 500
+GREP_LIMIT = 100
+FIND_LIMIT = 1000
+
+def _finish(lines: list[str], notices: list[str], details: dict[str, Any]) -> ToolOutput:
+    """Join result lines, cap them at 50 KB and append the notices in one bracket, like Pi."""
+    t = truncate_head("\n".join(lines), max_lines=sys.maxsize)
+    if t.truncated:
+        notices.append(f"{format_size(DEFAULT_MAX_BYTES)} limit reached")
+        details["truncation"] = t.as_details()
+    text = t.content
+    if notices:
+        text += "\n\n[" + ". ".join(notices) + "]"
+    return ToolOutput(text, details=details)
+
+
+def _walk(base: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk in sorted order, skipping .git and node_modules."""
+    for root, dirs, files in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        yield root, dirs, sorted(files)
+
+
+def _missing(path: str) -> ToolOutput:
+    return ToolOutput(f"Path not found: {path}", is_error=True)
+
+
+@register_tool
+class LsTool(Tool):
+    name = "ls"
+    description = (
+        "List directory contents, sorted alphabetically, with '/' after directories. Includes "
+        f"dotfiles. Output is truncated to {LS_LIMIT} entries or {DEFAULT_MAX_BYTES // 1024}KB."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {"path": {"type": "string", "description": "Directory to list (default: current directory)"}},
+        "required": [],
+    }
+    read_only = True
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        path = arguments.get("path") or "."
+        full = resolve_path(path, context.cwd)
+        if not os.path.exists(full):
+            return _missing(path)
+        if not os.path.isdir(full):
+            return ToolOutput(f"Not a directory: {path}", is_error=True)
+        with os.scandir(full) as it:
+            entries = sorted(it, key=lambda e: (e.name.lower(), e.name))
+        if not entries:
+            return ToolOutput("(empty directory)")
+        names = [e.name + ("/" if e.is_dir() else "") for e in entries[:LS_LIMIT]]
+        notices, details = [], {}
+        if len(entries) > LS_LIMIT:
+            notices.append(f"{LS_LIMIT} entries limit reached ({len(entries)} entries in total)")
+            details["entry_limit_reached"] = LS_LIMIT
+        return _finish(names, notices, details)
+
+
+@register_tool
+class GrepTool(Tool):
+    name = "grep"
+    description = (
+        "Search file contents with a Python regular expression, recursively. Returns matching "
+        "lines as path:line: text. Skips binary files, .git and node_modules. Output is truncated "
+        f"to {GREP_LIMIT} matches or {DEFAULT_MAX_BYTES // 1024}KB; long lines are cut to "
+        f"{GREP_MAX_LINE_LENGTH} chars."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Regular expression (Python re syntax)"},
+            "path": {"type": "string", "description": "Directory or file to search (default: current directory)"},
+        },
+        "required": ["pattern"],
+    }
+    read_only = True
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        try:
+            regex = re.compile(arguments["pattern"])
+        except re.error as e:
+            return ToolOutput(f"Invalid regular expression {arguments['pattern']!r}: {e}", is_error=True)
+        path = arguments.get("path") or "."
+        full = resolve_path(path, context.cwd)
+        if os.path.isfile(full):
+            files = [(full, os.path.basename(full))]
+        elif os.path.isdir(full):
+            files = (
+                (p, os.path.relpath(p, full))
+                for root, _, names in _walk(full)
+                for p in (os.path.join(root, n) for n in names)
+            )
+        else:
+            return _missing(path)
+
+        out: list[str] = []
+        cut_lines = limit_hit = False
+        for file_path, shown in files:
+            for lineno, line in _matching_lines(file_path, regex):
+                if len(out) == GREP_LIMIT:
+                    limit_hit = True
+                    break
+                text, cut = truncate_line(line)
+                cut_lines |= cut
+                out.append(f"{shown}:{lineno}: {text}")
+            if limit_hit:
+                break
+        if not out:
+            return ToolOutput("No matches found")
+
+        notices: list[str] = []
+        details: dict[str, Any] = {}
+        if limit_hit:
+            notices.append(f"{GREP_LIMIT} matches limit reached. Refine the pattern or narrow the path")
+            details["match_limit_reached"] = GREP_LIMIT
+        if cut_lines:
+            notices.append(f"Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines")
+            details["lines_truncated"] = True
+        return _finish(out, notices, details)
+
+
+def _matching_lines(path: str, regex: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+    try:
+        if file_looks_binary(path):
+            return
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            for lineno, line in enumerate(f, 1):
+                line = line.rstrip("\r\n")
+                if regex.search(line):
+                    yield lineno, line
+    except OSError:
+        return  # unreadable files (permissions, vanished) are skipped, like grep -s
+
+
+def glob_to_regex(pattern: str) -> str:
+    """Translate a glob to a regex over '/'-separated relative paths.
+
+    ``*`` and ``?`` stay within one path segment, ``**/`` spans any number of directories,
+    ``[abc]``/``[!abc]`` are character classes and ``{a,b}`` are alternatives.
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[" and (j := pattern.find("]", i + 2)) != -1:
+            body = pattern[i + 1 : j].replace("\\", "\\\\")
+            out.append("[" + ("^" + body[1:] if body[0] in "!^" else body) + "]")
+            i = j + 1
+        elif c == "{" and (j := pattern.find("}", i)) != -1:
+            out.append("(?:" + "|".join(glob_to_regex(alt) for alt in pattern[i + 1 : j].split(",")) + ")")
+            i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return "".join(out)
+
+
+@register_tool
+class FindTool(Tool):
+    name = "find"
+    description = (
+        "Find files and directories by glob pattern, e.g. '*.py', '**/*.json' or 'src/**/test_*.py'. "
+        "A pattern without '/' matches names at any depth. Returns paths relative to the search "
+        f"directory, '/' after directories. Skips .git and node_modules. Output is truncated to "
+        f"{FIND_LIMIT} results or {DEFAULT_MAX_BYTES // 1024}KB."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Glob pattern to match"},
+            "path": {"type": "string", "description": "Directory to search (default: current directory)"},
+        },
+        "required": ["pattern"],
+    }
+    read_only = True
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        pattern: str = arguments["pattern"].removeprefix("./").rstrip("/")
+        path = arguments.get("path") or "."
+        full = resolve_path(path, context.cwd)
+        if not os.path.exists(full):
+            return _missing(path)
+        if not os.path.isdir(full):
+            return ToolOutput(f"Not a directory: {path}", is_error=True)
+        try:
+            # Like fd: a bare name pattern matches at any depth.
+            regex = re.compile(glob_to_regex(pattern if "/" in pattern else "**/" + pattern))
+        except re.error as e:
+            return ToolOutput(f"Invalid glob pattern {arguments['pattern']!r}: {e}", is_error=True)
+
+        found: list[str] = []
+        limit_hit = False
+        for root, dirs, files in _walk(full):
+            rel_root = os.path.relpath(root, full).replace(os.sep, "/")
+            prefix = "" if rel_root == "." else rel_root + "/"
+            for name, suffix in [(d, "/") for d in dirs] + [(f, "") for f in files]:
+                if regex.fullmatch(prefix + name):
+                    if len(found) == FIND_LIMIT:
+                        limit_hit = True
+                        break
+                    found.append(prefix + name + suffix)
+            if limit_hit:
+                break
+        if not found:
+            return ToolOutput(f"No files found matching pattern {arguments['pattern']!r}")
+
+        notices: list[str] = []
+        details: dict[str, Any] = {}
+        if limit_hit:
+            notices.append(f"{FIND_LIMIT} results limit reached. Refine the pattern or narrow the path")
+            details["result_limit_reached"] = FIND_LIMIT
+        return _finish(sorted(found), notices, details)

@@ -1,0 +1,161 @@
+"""Pi's output limits: 2000 lines or 50 KB, whichever comes first, never cutting a line in half.
+
+``truncate_head`` keeps the start (file reads, listings); ``truncate_tail`` keeps the end (command
+output, where the errors and final results are). Both report what they cut so tools can say so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from typing import Literal
+
+DEFAULT_MAX_LINES = 2000
+DEFAULT_MAX_BYTES = 50 * 1024
+GREP_MAX_LINE_LENGTH = 500
+
+
+@dataclass
+class Truncation:
+    content: str
+    truncated: bool
+    truncated_by: Literal["lines", "bytes"] | None
+    total_lines: int
+    total_bytes: int
+    output_lines: int
+    output_bytes: int
+    # Tail only: the one kept line was longer than the byte limit and was cut from its start.
+    last_line_partial: bool = False
+    # Head only: the first line alone is over the byte limit, so nothing could be kept.
+    first_line_exceeds_limit: bool = False
+
+    def as_details(self) -> dict[str, object]:
+        return {
+            "truncated_by": self.truncated_by,
+            "total_lines": self.total_lines,
+            "total_bytes": self.total_bytes,
+            "output_lines": self.output_lines,
+            "output_bytes": self.output_bytes,
+        }
+
+
+def format_size(n_bytes: int) -> str:
+    if n_bytes < 1024:
+        return f"{n_bytes}B"
+    if n_bytes < 1024 * 1024:
+        return f"{n_bytes / 1024:.1f}KB"
+    return f"{n_bytes / (1024 * 1024):.1f}MB"
+
+
+def _nbytes(text: str) -> int:
+    return len(text.encode("utf-8", errors="replace"))
+
+
+def _untruncated(text: str, lines: list[str], total_bytes: int) -> Truncation:
+    n = len(lines)
+    return Truncation(text, False, None, n, total_bytes, n, total_bytes)
+
+
+def truncate_head(
+    text: str, max_lines: int = DEFAULT_MAX_LINES, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Truncation:
+    lines = text.split("\n")
+    total_bytes = _nbytes(text)
+    if len(lines) <= max_lines and total_bytes <= max_bytes:
+        return _untruncated(text, lines, total_bytes)
+    if _nbytes(lines[0]) > max_bytes:
+        return Truncation("", True, "bytes", len(lines), total_bytes, 0, 0, first_line_exceeds_limit=True)
+
+    kept: list[str] = []
+    used = 0
+    by: Literal["lines", "bytes"] = "lines"
+    for line in lines[:max_lines]:
+        size = _nbytes(line) + (1 if kept else 0)
+        if used + size > max_bytes:
+            by = "bytes"
+            break
+        kept.append(line)
+        used += size
+    return Truncation("\n".join(kept), True, by, len(lines), total_bytes, len(kept), used)
+
+
+def _tail_bytes(line: str, max_bytes: int) -> str:
+    data = line.encode("utf-8", errors="replace")[-max_bytes:]
+    # Dropping leading continuation bytes keeps us on a character boundary.
+    start = 0
+    while start < len(data) and data[start] & 0xC0 == 0x80:
+        start += 1
+    return data[start:].decode("utf-8")
+
+
+def truncate_tail(
+    text: str, max_lines: int = DEFAULT_MAX_LINES, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Truncation:
+    lines = text.split("\n")
+    total_bytes = _nbytes(text)
+    if len(lines) <= max_lines and total_bytes <= max_bytes:
+        return _untruncated(text, lines, total_bytes)
+
+    kept: list[str] = []
+    used = 0
+    by: Literal["lines", "bytes"] = "lines"
+    partial = False
+    for line in reversed(lines):
+        if len(kept) >= max_lines:
+            break
+        size = _nbytes(line) + (1 if kept else 0)
+        if used + size > max_bytes:
+            by = "bytes"
+            if not kept:
+                line = _tail_bytes(line, max_bytes)
+                kept.append(line)
+                used = _nbytes(line)
+                partial = True
+            break
+        kept.append(line)
+        used += size
+    kept.reverse()
+    return Truncation("\n".join(kept), True, by, len(lines), total_bytes, len(kept), used, partial)
+
+
+def truncate_line(line: str, max_chars: int = GREP_MAX_LINE_LENGTH) -> tuple[str, bool]:
+    if len(line) <= max_chars:
+        return line, False
+    return line[:max_chars] + "... [truncated]", True
+
+
+def save_full_output(text: str, prefix: str) -> str:
+    """Write output that was cut to a temp file, so the notice can point the model at it."""
+    fd, path = tempfile.mkstemp(prefix=prefix, suffix=".log")
+    with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
+        f.write(text)
+    return path
+
+
+def tail_notice(t: Truncation, full_output_path: str) -> str:
+    """The notice appended to tail-truncated command output (bash, python)."""
+    start = t.total_lines - t.output_lines + 1
+    end = t.total_lines
+    if t.last_line_partial:
+        return (
+            f"[Showing last {format_size(t.output_bytes)} of line {end}. "
+            f"Full output: {full_output_path}]"
+        )
+    if t.truncated_by == "lines":
+        return f"[Showing lines {start}-{end} of {t.total_lines}. Full output: {full_output_path}]"
+    return (
+        f"[Showing lines {start}-{end} of {t.total_lines} ({format_size(DEFAULT_MAX_BYTES)} limit). "
+        f"Full output: {full_output_path}]"
+    )
+
+
+# ANSI escape sequences (CSI and OSC), then C0 controls other than tab and newline.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean_output(text: str) -> str:
+    """Strip colours and control characters so binary or terminal output can't garble a message."""
+    return _CONTROL.sub("", _ANSI.sub("", text))
