@@ -1,0 +1,187 @@
+"""Turning a plan into a summary: the model calls, the split-turn merge, the checks.
+
+``compact(plan, summarizer)`` is pure apart from the summariser it is given. It never returns an
+empty summary or one that does not shrink the context: those raise ``CompactionRejected``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ipyagent.compaction import prompts
+from ipyagent.compaction.file_ops import format_file_lists
+from ipyagent.compaction.prepare import CompactionPlan
+from ipyagent.compaction.serialize import serialize_conversation
+from ipyagent.compaction.summarizer import (
+    Summarizer,
+    SummarizerError,
+    SummaryInputTooLarge,
+    SummaryRequest,
+)
+from ipyagent.session.messages import Message
+from ipyagent.session.tokens import Chars4Estimator, Estimator, js_length
+
+MAX_TRIM_ATTEMPTS = 4
+
+
+class CompactionRejected(SummarizerError):
+    """The summary came back empty or would not make the context smaller."""
+
+
+@dataclass
+class CompactionResult:
+    summary: str
+    first_kept_entry_id: str
+    tokens_before: int
+    details: dict[str, Any]
+    tokens_after: int | None = None
+    summarizer_calls: int = 0
+    usage: list[dict[str, Any]] = field(default_factory=list)
+    omitted_messages: int = 0  # dropped (oldest first) so the summariser's input fit its window
+
+
+@dataclass
+class SummaryBudget:
+    reserve_tokens: int
+    # The summary model's input budget in tokens (its window minus its output); None: unknown.
+    input_tokens: int | None = None
+
+    @property
+    def history_max_tokens(self) -> int:
+        return math.floor(0.8 * self.reserve_tokens)
+
+    @property
+    def turn_prefix_max_tokens(self) -> int:
+        return math.floor(0.5 * self.reserve_tokens)
+
+
+class _Calls:
+    def __init__(self, summarizer: Summarizer):
+        self.summarizer = summarizer
+        self.count = 0
+        self.usage: list[dict[str, Any]] = []
+        self.omitted = 0
+
+    def summarize(self, messages: Sequence[Message], instructions: str, *, max_tokens: int, kind: str,
+                  previous_summary: str | None, input_tokens: int | None, reasoning: str | None = None) -> str:
+        """One summary, dropping the oldest messages while the request cannot fit the model."""
+        messages = list(messages)
+        omitted = 0
+        if input_tokens:
+            fixed = _tokens(instructions) + _tokens(previous_summary or "") + 50
+            while len(messages) > 1 and fixed + _tokens(serialize_conversation(messages)) > input_tokens:
+                drop = max(1, len(messages) // 8)
+                messages, omitted = messages[drop:], omitted + drop
+        for attempt in range(MAX_TRIM_ATTEMPTS + 1):
+            conversation = serialize_conversation(messages)
+            if omitted:
+                conversation = f"[{omitted} earlier messages omitted to fit the summarizer's context window]\n\n" + conversation
+            request = SummaryRequest(
+                system_prompt=prompts.SYSTEM_PROMPT,
+                prompt=prompts.summary_request_text(conversation, instructions, previous_summary),
+                max_tokens=max_tokens,
+                reasoning=reasoning,
+                kind=kind,
+            )
+            self.count += 1
+            try:
+                response = self.summarizer.summarize(request)
+            except SummaryInputTooLarge:
+                if attempt == MAX_TRIM_ATTEMPTS or len(messages) <= 1:
+                    raise
+                drop = max(1, len(messages) // 2)
+                messages, omitted = messages[drop:], omitted + drop
+                continue
+            self.usage.append(response.usage)
+            self.omitted += omitted
+            return response.text.strip()
+        raise AssertionError("unreachable")
+
+
+def _tokens(text: str) -> int:
+    return math.ceil(js_length(text) / 4)
+
+
+def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None = None,
+            input_tokens: int | None = None, kept_tokens: int | None = None,
+            estimator: Estimator | None = None, reasoning: str | None = None) -> CompactionResult:
+    """Summarise what the plan says, merge a split turn, append the file lists, check the result.
+
+    ``kept_tokens`` is the estimate of the messages kept verbatim; with it, a summary that does
+    not make the context smaller than ``plan.tokens_before`` is rejected.
+    """
+    budget = SummaryBudget(plan.settings.reserve_tokens, input_tokens)
+    calls = _Calls(summarizer)
+    history: str | None = None
+    if plan.messages_to_summarize:
+        instructions = prompts.UPDATE_PROMPT if plan.previous_summary is not None else prompts.INITIAL_PROMPT
+        history = calls.summarize(plan.messages_to_summarize, prompts.with_focus(instructions, focus),
+                                  max_tokens=budget.history_max_tokens, kind="history",
+                                  previous_summary=plan.previous_summary, input_tokens=input_tokens,
+                                  reasoning=reasoning)
+        if not history:
+            raise CompactionRejected("the summarizer returned an empty summary")
+    elif plan.previous_summary is not None:
+        history = plan.previous_summary  # Pi would write "No prior history." and lose it
+    if plan.is_split_turn and plan.turn_prefix_messages:
+        prefix = calls.summarize(plan.turn_prefix_messages, prompts.with_focus(prompts.TURN_PREFIX_PROMPT, focus),
+                                 max_tokens=budget.turn_prefix_max_tokens, kind="turn_prefix",
+                                 previous_summary=None, input_tokens=input_tokens)
+        if not prefix:
+            raise CompactionRejected("the summarizer returned an empty turn-prefix summary")
+        summary = (history or prompts.NO_PRIOR_HISTORY) + prompts.SPLIT_TURN_SEPARATOR + prefix
+    else:
+        summary = history or ""
+    if not summary.strip():
+        raise CompactionRejected("the summarizer returned an empty summary")
+    read_files, modified_files = plan.file_ops.lists()
+    summary += format_file_lists(read_files, modified_files)
+    tokens_after = None
+    if kept_tokens is not None:
+        estimator = estimator or Chars4Estimator()
+        tokens_after = kept_tokens + estimator.estimate({"role": "compactionSummary", "summary": summary})
+        if tokens_after >= plan.tokens_before:
+            raise CompactionRejected(
+                f"the summary would not shrink the context ({plan.tokens_before:,} tokens before, "
+                f"{tokens_after:,} after); compaction was not applied"
+            )
+    return CompactionResult(
+        summary=summary,
+        first_kept_entry_id=plan.first_kept_entry_id,
+        tokens_before=plan.tokens_before,
+        details={"readFiles": read_files, "modifiedFiles": modified_files},
+        tokens_after=tokens_after,
+        summarizer_calls=calls.count,
+        usage=calls.usage,
+        omitted_messages=calls.omitted,
+    )
+
+
+@dataclass
+class FailureTracker:
+    """Consecutive automatic-compaction failures; after ``limit`` in a row, stop trying
+    automatically until the user acts (``%compact``, a setting change, ``reset``)."""
+
+    limit: int = 3
+    count: int = 0
+    last_error: str | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return self.count >= self.limit
+
+    def failed(self, error: str) -> None:
+        self.count += 1
+        self.last_error = error
+
+    def succeeded(self) -> None:
+        self.count = 0
+        self.last_error = None
+
+    reset = succeeded
+
+    def message(self) -> str:
+        return (f"Automatic compaction stopped after {self.count} failures in a row "
+                f"(last: {self.last_error}). Run %compact to retry, or change the summary model.")

