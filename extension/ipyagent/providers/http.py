@@ -1,0 +1,149 @@
+"""HTTP plumbing shared by the providers: clients, turning error responses into ProviderErrors,
+Retry-After parsing, and keeping secrets out of messages."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import httpx
+
+from ipyagent.providers.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ContextOverflowError,
+    ModelNotFoundError,
+    NetworkError,
+    ProviderError,
+    RateLimitError,
+    ServerError,
+)
+from ipyagent.providers.overflow import is_overflow_error, window_from_error
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=300.0, write=60.0, pool=15.0)
+_MAX_BODY_IN_MESSAGE = 500
+
+
+def new_client(timeout: httpx.Timeout | float | None = None) -> httpx.Client:
+    return httpx.Client(timeout=timeout if timeout is not None else DEFAULT_TIMEOUT)
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """Remove a key from text that may echo it (some servers quote the key they rejected)."""
+    if secret and len(secret) >= 4 and text:
+        text = text.replace(secret, "***")
+    return text
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait, from ``retry-after-ms``, ``retry-after`` (seconds or an HTTP date)."""
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+@dataclass
+class ErrorContext:
+    """What an error message should name so the user can act on it."""
+
+    label: str  # "OpenAI", "Anthropic", "ollama"…
+    url: str
+    model: str
+    key_env: str | None = None
+    secret: str | None = None
+
+
+def _parse_error_body(body: str) -> tuple[dict[str, Any] | None, str, str | None, str | None]:
+    """(parsed JSON, message, code, type) from any of the error body shapes in the wild."""
+    try:
+        parsed = json.loads(body) if body.strip() else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        return None, body.strip()[:_MAX_BODY_IN_MESSAGE], None, None
+    err = parsed.get("error", parsed)
+    if isinstance(err, str):
+        return parsed, err, None, None
+    if not isinstance(err, dict):
+        return parsed, str(err), None, None
+    message = err.get("message") or parsed.get("message") or parsed.get("detail") or ""
+    if not isinstance(message, str):
+        message = json.dumps(message)
+    code = err.get("code")
+    return parsed, message, (str(code) if code is not None else None), err.get("type")
+
+
+def error_from_response(ctx: ErrorContext, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+    body = scrub(body, ctx.secret)
+    parsed, message, code, kind = _parse_error_body(body)
+    detail = message or body.strip()[:_MAX_BODY_IN_MESSAGE] or "(no body)"
+    where = f"{ctx.label} (HTTP {status} from {ctx.url})"
+    if status == 429:
+        retry_after = parse_retry_after(headers)
+        err = RateLimitError(f"{where}: rate limited: {detail}", status=status, body=body, retry_after=retry_after)
+        if code == "insufficient_quota" or kind == "insufficient_quota":
+            err.retryable = False  # out of credit: waiting will not help
+        return err
+    overflow_text = f"{status} (no body)" if not body.strip() else detail
+    if status != 401 and status != 403 and is_overflow_error(status, overflow_text, code or kind, body):
+        window = window_from_error(detail, parsed)
+        return ContextOverflowError(
+            f"{where}: the request does not fit the context window of {ctx.model!r}: {detail}",
+            status=status, body=body, context_window=window,
+        )
+    if status in (401, 403):
+        hint = f"check {ctx.key_env} or pass api_key=" if ctx.key_env else "check the API key"
+        return AuthenticationError(f"{where}: authentication failed: {detail}; {hint}", status=status, body=body)
+    if status == 404:
+        return ModelNotFoundError(
+            f"{where}: not found: {detail}; check the model name {ctx.model!r} and the base URL",
+            status=status, body=body,
+        )
+    if status >= 500 or status in (408, 409, 425):
+        return ServerError(f"{where}: server error: {detail}", status=status, body=body)
+    return BadRequestError(f"{where}: request rejected: {detail}", status=status, body=body)
+
+
+def error_from_event(ctx: ErrorContext, error: Any) -> ProviderError:
+    """An error that arrived inside the stream (Anthropic ``error`` event, OpenAI ``{"error":…}``)."""
+    body = scrub(json.dumps(error), ctx.secret)
+    parsed = error if isinstance(error, dict) else {"message": str(error)}
+    message = str(parsed.get("message") or body)
+    kind = str(parsed.get("type") or parsed.get("code") or "")
+    where = f"{ctx.label} (error event in the stream from {ctx.url})"
+    if is_overflow_error(None, message, kind):
+        return ContextOverflowError(f"{where}: the request does not fit the context window of {ctx.model!r}: "
+                                    f"{message}", body=body, context_window=window_from_error(message, parsed))
+    if kind == "rate_limit_error":
+        return RateLimitError(f"{where}: rate limited: {message}", body=body)
+    if kind in ("authentication_error", "permission_error"):
+        return AuthenticationError(f"{where}: {message}; check {ctx.key_env}", body=body)
+    if kind in ("invalid_request_error", "not_found_error"):
+        return BadRequestError(f"{where}: {message}", body=body)
+    # overloaded_error (Anthropic's 529), api_error, and unknown kinds: worth another try
+    return ServerError(f"{where}: {kind or 'error'}: {message}", body=body)
+
+
+def network_error(ctx: ErrorContext, exc: BaseException) -> NetworkError:
+    return NetworkError(f"{ctx.label}: connection problem with {ctx.url}: {type(exc).__name__}: "
+                        f"{scrub(str(exc), ctx.secret) or 'no details'}")

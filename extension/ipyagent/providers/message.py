@@ -1,0 +1,98 @@
+"""Assembling the Pi assistant message from stream pieces, and the normalised usage dict."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+
+def empty_usage() -> dict[str, Any]:
+    return {
+        "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+        "cost": {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0, "total": 0.0},
+    }
+
+
+def parse_arguments(raw: str) -> tuple[dict[str, Any], bool]:
+    """(arguments, ok). Tool arguments must be an object; anything else is kept as invalid."""
+    if not raw.strip():
+        return {}, True
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}, False
+    return (value, True) if isinstance(value, dict) else ({}, False)
+
+
+class MessageBuilder:
+    """Collects content blocks in arrival order; text is joined only when the message is built."""
+
+    def __init__(self, api: str, provider: str, model: str):
+        self.api = api
+        self.provider = provider
+        self.model = model
+        self.timestamp = int(time.time() * 1000)
+        self.content: list[dict[str, Any]] = []
+        self.pieces: list[list[str]] = []  # parallel to content: text/thinking pieces or argument JSON
+        self.usage = empty_usage()
+        self.response_id: str | None = None
+        self.error_message: str | None = None
+        self._open_text = -1  # position of the block the next text delta extends (OpenAI)
+        self._open_thinking = -1
+
+    def add_block(self, block: dict[str, Any]) -> int:
+        self.content.append(block)
+        self.pieces.append([])
+        return len(self.content) - 1
+
+    def text(self, piece: str) -> None:
+        if self._open_text < 0:
+            self._open_text = self.add_block({"type": "text", "text": ""})
+            self._open_thinking = -1
+        self.pieces[self._open_text].append(piece)
+
+    def thinking(self, piece: str) -> None:
+        if self._open_thinking < 0:
+            self._open_thinking = self.add_block({"type": "thinking", "thinking": ""})
+            self._open_text = -1
+        self.pieces[self._open_thinking].append(piece)
+
+    def tool_call(self, call_id: str, name: str) -> int:
+        self._open_text = self._open_thinking = -1
+        return self.add_block({"type": "toolCall", "id": call_id, "name": name, "arguments": {}})
+
+    def finish_block(self, position: int) -> dict[str, Any]:
+        block = self.content[position]
+        joined = "".join(self.pieces[position])
+        kind = block["type"]
+        if kind == "text":
+            block["text"] = joined
+        elif kind == "thinking":
+            block["thinking"] = joined
+        elif kind == "toolCall":
+            arguments, ok = parse_arguments(joined)
+            block["arguments"] = arguments
+            if not ok:
+                block["rawArguments"] = joined  # kept so the tool error can quote what the model sent
+        return block
+
+    def partial_text(self) -> str:
+        return "".join("".join(p) for b, p in zip(self.content, self.pieces) if b["type"] == "text")
+
+    def build(self, stop_reason: str, error_message: str | None = None) -> dict[str, Any]:
+        for position in range(len(self.content)):
+            self.finish_block(position)
+        content = [b for b in self.content
+                   if not (b["type"] == "text" and not b["text"])
+                   and not (b["type"] == "thinking" and not b["thinking"] and not b.get("thinkingSignature"))]
+        message: dict[str, Any] = {
+            "role": "assistant", "content": content, "api": self.api, "provider": self.provider,
+            "model": self.model, "usage": self.usage, "stopReason": stop_reason, "timestamp": self.timestamp,
+        }
+        if self.response_id:
+            message["responseId"] = self.response_id
+        error_message = error_message or self.error_message
+        if error_message:
+            message["errorMessage"] = error_message
+        return message

@@ -1,0 +1,138 @@
+"""Context windows, output limits and the reasoning flag of popular models.
+
+Numbers are from the table in reference/peers.md §2f, which cites: Codex ``openai_model_info.rs``
+(GPT-4.1, GPT-4o, GPT-5 272k input, o3/o4-mini, gpt-oss), Anthropic's models overview and
+platform.claude.com model pages (Claude 3.x/4.x), models.dev (Opus/Sonnet 4.6), the Vertex and
+gemini-cli docs (Gemini 2.5), and the Hugging Face model cards (Qwen, Llama). For local models the
+window is the one the *server* enforces (Ollama ``num_ctx``, vLLM ``--max-model-len``), so local
+entries use the native window without YaRN, and overflow errors can teach the real one
+(``learn_window``).
+
+Lookup is by model id with longest-prefix matching, so dated ids (``claude-sonnet-4-5-20250929``,
+``gpt-4o-2024-08-06``) and Ollama tags (``qwen2.5-coder:7b``) find their family. Precedence: a
+configured override, else the table; a learned window caps either (a server can only be as
+large as it says it is).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    id: str
+    context_window: int
+    max_output: int
+    reasoning: bool = False
+    vendor: str = ""
+
+
+def _m(vendor: str, ids: str, window: int, out: int, reasoning: bool = False) -> list[ModelInfo]:
+    return [ModelInfo(i, window, out, reasoning, vendor) for i in ids.split()]
+
+
+MODELS: tuple[ModelInfo, ...] = tuple(
+    _m("openai", "gpt-4.1 gpt-4.1-mini gpt-4.1-nano", 1_047_576, 32_768)
+    + _m("openai", "gpt-4o gpt-4o-mini chatgpt-4o", 128_000, 16_384)
+    + _m("openai", "gpt-5 gpt-5-mini gpt-5-nano gpt-5.1 gpt-5.2", 272_000, 128_000, True)
+    + _m("openai", "gpt-5.4 gpt-5.5", 1_050_000, 128_000, True)
+    + _m("openai", "o3 o3-mini o3-pro o4-mini o1", 200_000, 100_000, True)
+    + _m("openai", "gpt-oss-20b gpt-oss-120b gpt-oss", 131_072, 32_768, True)
+    + _m("anthropic", "claude-opus-4 claude-opus-4-0 claude-opus-4-1", 200_000, 32_000, True)
+    + _m("anthropic", "claude-sonnet-4 claude-sonnet-4-0 claude-sonnet-4-5 claude-haiku-4-5 claude-opus-4-5",
+         200_000, 64_000, True)
+    + _m("anthropic", "claude-opus-4-6 claude-opus-4-7", 1_000_000, 128_000, True)
+    + _m("anthropic", "claude-sonnet-4-6", 1_000_000, 64_000, True)
+    + _m("anthropic", "claude-3-7-sonnet", 200_000, 64_000, True)
+    + _m("anthropic", "claude-3-5-sonnet claude-3-5-haiku", 200_000, 8_192)
+    + _m("google", "gemini-2.5-pro gemini-2.5-flash gemini-2.5-flash-lite", 1_048_576, 65_535, True)
+    + _m("local", "qwen2.5 qwen2.5-coder qwen3", 32_768, 8_192)
+    + _m("local", "qwen3-coder", 262_144, 65_536)
+    + _m("local", "llama3", 8_192, 4_096)
+    + _m("local", "llama3.1 llama3.2 llama3.3 llama-3.1 llama-3.2 llama-3.3", 131_072, 8_192)
+)
+
+_BY_ID = {m.id: m for m in MODELS}
+_lock = threading.Lock()
+_overrides: dict[tuple[str, str], dict[str, object]] = {}
+_learned: dict[tuple[str, str], int] = {}
+
+
+def _candidates(model: str) -> list[str]:
+    tail = model.rsplit("/", 1)[-1]  # OpenRouter-style "anthropic/claude-sonnet-4.5"
+    names = [model, tail]
+    if tail.startswith("claude"):
+        names.append(tail.replace(".", "-"))
+    return names
+
+
+def _table_lookup(model: str) -> ModelInfo | None:
+    for name in _candidates(model.lower()):
+        if name in _BY_ID:
+            return _BY_ID[name]
+    best: ModelInfo | None = None
+    for name in _candidates(model.lower()):
+        for info in MODELS:
+            if name.startswith(info.id) and name[len(info.id):len(info.id) + 1] in ("-", ":", "@", "_", ".", "") \
+                    and (best is None or len(info.id) > len(best.id)):
+                best = info
+    return best
+
+
+def set_override(provider: str, model: str, *, context_window: int | None = None, max_output: int | None = None,
+                 reasoning: bool | None = None) -> None:
+    """Configuration: the window (etc.) to use for ``provider:model`` whatever the table says."""
+    fields = {k: v for k, v in (("context_window", context_window), ("max_output", max_output),
+                                ("reasoning", reasoning)) if v is not None}
+    with _lock:
+        _overrides[(provider, model)] = fields
+
+
+def clear_overrides() -> None:
+    with _lock:
+        _overrides.clear()
+        _learned.clear()
+
+
+def learn_window(provider: str, model: str, n: int) -> None:
+    """Record the window a server revealed (an overflow error's ``n_ctx`` or "maximum … is N")."""
+    if n and n > 0:
+        with _lock:
+            _learned[(provider, model)] = int(n)
+
+
+def learned_window(provider: str, model: str) -> int | None:
+    return _learned.get((provider, model))
+
+
+def model_info(provider: str, model: str) -> ModelInfo | None:
+    """The effective facts for ``provider:model``, or None when nothing is known."""
+    info = _table_lookup(model)
+    override = _overrides.get((provider, model))
+    if override:
+        base = info or ModelInfo(model, 0, 0, False, "")
+        info = dataclasses.replace(base, **override)  # type: ignore[arg-type]
+    learned = _learned.get((provider, model))
+    if learned:
+        base = info or ModelInfo(model, learned, 0, False, "")
+        window = min(base.context_window, learned) if base.context_window else learned
+        info = dataclasses.replace(base, context_window=window)
+    return info
+
+
+def context_window(provider: str, model: str) -> int | None:
+    info = model_info(provider, model)
+    return info.context_window if info and info.context_window else None
+
+
+def max_output(provider: str, model: str) -> int | None:
+    info = model_info(provider, model)
+    return info.max_output if info and info.max_output else None
+
+
+def is_reasoning(provider: str, model: str) -> bool:
+    info = model_info(provider, model)
+    return bool(info and info.reasoning)

@@ -1,0 +1,223 @@
+"""OpenAI Chat Completions, streamed (reference/peers.md §2a, §2d). Also serves the compatible
+servers: Ollama, vLLM, llama.cpp, LM Studio, OpenRouter, DeepSeek, Groq…"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from typing import Any, Iterator
+
+from ipyagent.providers import models
+from ipyagent.providers.base import (
+    ModelRequest,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageUpdate,
+)
+from ipyagent.providers.errors import MalformedStreamError, NetworkError
+from ipyagent.providers.http import ErrorContext, error_from_event
+from ipyagent.providers.message import MessageBuilder, empty_usage
+from ipyagent.providers.sse import SSEEvent
+from ipyagent.providers.streaming import EventLoop, HTTPProvider
+from ipyagent.providers.transform import image_data_url, openai_tool_id, prepare_history
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+_STOP = {"stop": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse",
+         "content_filter": "error"}
+
+
+def openai_usage(raw: dict[str, Any]) -> dict[str, Any]:
+    prompt = raw.get("prompt_tokens") or 0
+    output = raw.get("completion_tokens") or 0
+    details = raw.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0  # DeepSeek: the latter
+    usage = empty_usage()
+    usage.update(input=max(0, prompt - cached), output=output, cacheRead=cached, totalTokens=prompt + output)
+    return usage
+
+
+def _user_content(content: Any) -> Any:
+    if isinstance(content, str):
+        return content
+    blocks = [b for b in content or [] if b.get("type") in ("text", "image")]
+    if all(b["type"] == "text" for b in blocks):
+        return "\n".join(b["text"] for b in blocks)  # plain strings suit every compatible server
+    return [{"type": "text", "text": b["text"]} if b["type"] == "text"
+            else {"type": "image_url", "image_url": {"url": image_data_url(b)}} for b in blocks]
+
+
+def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if request.system_prompt:
+        out.append({"role": "system", "content": request.system_prompt})
+    images: list[dict[str, Any]] = []  # images from tool results, sent after the tool messages
+    history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
+                              tool_id=openai_tool_id)
+    for message in history:
+        role = message["role"]
+        if role != "toolResult" and images:
+            out.append({"role": "user", "content": [{"type": "text", "text": "Images from the tool results above:"},
+                                                    *images]})
+            images = []
+        if role == "user":
+            out.append({"role": "user", "content": _user_content(message.get("content"))})
+        elif role == "assistant":
+            text = "".join(b["text"] for b in message["content"] if b["type"] == "text")
+            calls = [{"id": b["id"], "type": "function",
+                      "function": {"name": b["name"], "arguments": json.dumps(b.get("arguments") or {})}}
+                     for b in message["content"] if b["type"] == "toolCall"]
+            wire: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if calls:
+                wire["tool_calls"] = calls
+            if text or calls:
+                out.append(wire)
+        elif role == "toolResult":
+            content = message.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+            text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            images += [{"type": "image_url", "image_url": {"url": image_data_url(b)}}
+                       for b in blocks if b.get("type") == "image"]
+            out.append({"role": "tool", "tool_call_id": message["toolCallId"], "content": text or "(no output)"})
+    if images:
+        out.append({"role": "user", "content": [{"type": "text", "text": "Images from the tool results above:"},
+                                                *images]})
+    return out
+
+
+class OpenAIChatProvider(HTTPProvider):
+    name = "openai"
+    api = "openai-completions"
+    label = "OpenAI"
+    default_base_url = OPENAI_BASE_URL
+    key_env = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
+
+    def endpoint(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def headers(self, key: str | None) -> dict[str, str]:
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        return headers
+
+    def payload(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": to_openai_messages(request, self.name, self.api),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = [{"type": "function", "function": t.to_dict()} for t in request.tools]
+        if request.max_tokens:
+            # api.openai.com wants the new name; compatible servers mostly know only the old one
+            field = "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
+            body[field] = request.max_tokens
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.reasoning and models.is_reasoning(self.name, request.model):
+            body["reasoning_effort"] = request.reasoning
+        body.update(request.options.get("extra_body") or {})
+        return body
+
+    def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
+               cancel: threading.Event | None) -> EventLoop:
+        loads = json.loads
+        calls: list[int] = []  # builder positions of the tool calls, in call order
+        by_index: dict[int, int] = {}  # wire index -> call ordinal
+        by_id: dict[str, int] = {}
+        finish: str | None = None
+        done = False
+        for event, data in sse:
+            if cancel is not None and cancel.is_set():
+                return "aborted"
+            if data == b"[DONE]":
+                done = True
+                break
+            try:
+                chunk = loads(data)
+            except ValueError:
+                raise MalformedStreamError(f"{ctx.label}: the stream from {ctx.url} sent data that is not JSON: "
+                                           f"{data[:200]!r}") from None
+            if not isinstance(chunk, dict):
+                raise MalformedStreamError(f"{ctx.label}: unexpected stream data from {ctx.url}: {data[:200]!r}")
+            if event == "error" or "error" in chunk:
+                raise error_from_event(ctx, chunk.get("error", chunk))
+            choices = chunk.get("choices")
+            if choices:
+                choice = choices[0]
+                delta = choice.get("delta")
+                if delta:
+                    text = delta.get("content")
+                    if text:
+                        builder.text(text)
+                        yield TextDelta(text)
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    if reasoning and isinstance(reasoning, str):
+                        builder.thinking(reasoning)
+                        yield ThinkingDelta(reasoning)
+                    tool_calls = delta.get("tool_calls")
+                    if tool_calls:
+                        for call in tool_calls:
+                            yield from self._tool_delta(call, builder, calls, by_index, by_id)
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+            usage = chunk.get("usage")
+            if usage:
+                builder.usage = openai_usage(usage)
+                yield UsageUpdate(builder.usage)
+            if builder.response_id is None and chunk.get("id"):
+                builder.response_id = chunk["id"]
+        if not done and finish is None:
+            raise NetworkError(f"{ctx.label}: the stream from {ctx.url} ended before the reply was complete "
+                               f"(no finish_reason and no [DONE])")
+        for ordinal, position in enumerate(calls):
+            block = builder.finish_block(position)
+            if not block["id"]:
+                block["id"] = f"call_{uuid.uuid4().hex[:24]}"
+            yield ToolCallEnd(ordinal, block["id"], block["name"], block["arguments"])
+        if finish == "content_filter":
+            builder.error_message = f"{ctx.label} stopped the reply: content filter"
+        stop = _STOP.get(finish or "stop", "stop")
+        return "toolUse" if calls and stop == "stop" else stop
+
+    @staticmethod
+    def _tool_delta(call: dict[str, Any], builder: MessageBuilder, calls: list[int], by_index: dict[int, int],
+                    by_id: dict[str, int]) -> Iterator[Any]:
+        index = call.get("index")
+        call_id = call.get("id") or ""
+        function = call.get("function") or {}
+        ordinal: int | None
+        if index is not None:
+            ordinal = by_index.get(index)
+            # a server that numbers every call 0 still gives each a new id
+            if ordinal is not None and call_id and builder.content[calls[ordinal]]["id"] not in ("", call_id):
+                ordinal = None
+        elif call_id:
+            ordinal = by_id.get(call_id)
+        else:
+            ordinal = len(calls) - 1 if calls else None  # no index, no id: continues the last call
+        if ordinal is None:
+            ordinal = len(calls)
+            calls.append(builder.tool_call(call_id, function.get("name") or ""))
+            if index is not None:
+                by_index[index] = ordinal
+            if call_id:
+                by_id[call_id] = ordinal
+            yield ToolCallStart(ordinal, call_id, function.get("name") or "")
+        block = builder.content[calls[ordinal]]
+        if call_id and not block["id"]:
+            block["id"] = call_id
+        if function.get("name") and not block["name"]:
+            block["name"] = function["name"]
+        arguments = function.get("arguments")
+        if arguments:
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments)
+            builder.pieces[calls[ordinal]].append(arguments)
+            yield ToolCallDelta(ordinal, arguments)

@@ -1,0 +1,102 @@
+"""Recognising context overflow: error codes, the message patterns providers use, silent overflow.
+
+The pattern list is Pi's ``isContextOverflow`` set plus opencode's additions (reference/pi.md §1.6,
+reference/peers.md 2d). A 429 is never an overflow, whatever its text says.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"prompt is too long",  # Anthropic
+        r"request_too_large",  # Anthropic 413
+        r"input is too long for requested model",  # Bedrock
+        r"exceeds the context window",  # OpenAI
+        r"input token count.*exceeds the maximum",  # Gemini
+        r"maximum prompt length is \d+",  # xAI
+        r"reduce the length of the messages",  # Groq / OpenAI
+        r"maximum context length is \d+ tokens",  # OpenRouter, DeepSeek, vLLM
+        r"exceeds the limit of \d+",  # Copilot
+        r"exceeds the available context size",  # llama.cpp
+        r"greater than the context length",  # LM Studio
+        r"context window exceeds limit",  # MiniMax
+        r"exceeded model token limit",  # Kimi
+        r"too large for model with \d+ maximum context length",  # Mistral
+        r"model_context_window_exceeded",  # z.ai finish reason surfacing as text
+        r"context[_ ]length[_ ]exceeded",
+        r"too many tokens",
+        r"token limit exceeded",
+        r"input length and .max_tokens. exceed context limit",  # Anthropic, older models
+    )
+)
+
+OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error", "request_too_large"})
+
+# Cerebras answers an overflow with a bare 400/413 and no body.
+_NO_BODY = re.compile(r"^4(00|13)\s*(status code)?\s*\(no body\)", re.IGNORECASE)
+
+# Patterns that reveal the real window: (regex, group holding the window).
+_WINDOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"maximum context length is (\d[\d,]*) tokens",
+        r"tokens? > (\d[\d,]*) maximum",
+        r"available context size \((\d[\d,]*) tokens\)",
+        r"context window of (\d[\d,]*)",
+        r"exceed context limit: \d[\d,]* \+ \d[\d,]* > (\d[\d,]*)",
+        r"maximum number of tokens allowed \((\d[\d,]*)\)",
+        r"maximum prompt length is (\d[\d,]*)",
+        r"exceeds the limit of (\d[\d,]*)",
+        r"too large for model with (\d[\d,]*) maximum context length",
+        r"greater than the context length of (\d[\d,]*)",
+    )
+)
+
+
+def matches_overflow_text(text: str) -> bool:
+    return bool(text) and (any(p.search(text) for p in OVERFLOW_PATTERNS) or bool(_NO_BODY.search(text.strip())))
+
+
+def is_overflow_error(status: int | None, message: str = "", code: str | None = None, body: str = "") -> bool:
+    """True when an HTTP error (or an error event, status None) means "the prompt did not fit"."""
+    if status == 429:
+        return False
+    if code and code in OVERFLOW_CODES:
+        return True
+    if status in (400, 413) and not body.strip():
+        return True
+    return matches_overflow_text(message) or matches_overflow_text(body)
+
+
+def window_from_error(text: str, parsed: dict[str, Any] | None = None) -> int | None:
+    """The real context window an overflow error reveals (llama.cpp ``n_ctx``, or the message)."""
+    if parsed:
+        for holder in (parsed, parsed.get("error") if isinstance(parsed.get("error"), dict) else None):
+            if holder and isinstance(holder.get("n_ctx"), int):
+                return holder["n_ctx"]
+    for pattern in _WINDOW_PATTERNS:
+        found = pattern.search(text or "")
+        if found:
+            return int(found.group(1).replace(",", ""))
+    return None
+
+
+def is_silent_overflow(message: dict[str, Any], context_window: int | None) -> bool:
+    """A reply that "succeeded" while its reported input exceeded the window (z.ai style)."""
+    if not context_window or message.get("stopReason") != "stop":
+        return False
+    usage = message.get("usage") or {}
+    return (usage.get("input", 0) or 0) + (usage.get("cacheRead", 0) or 0) > context_window
+
+
+def is_context_overflow(message: dict[str, Any], context_window: int | None = None) -> bool:
+    """Pi's ``isContextOverflow`` on a finished assistant message: an error whose text says so,
+    or a silent overflow."""
+    if message.get("stopReason") == "error":
+        text = message.get("errorMessage") or ""
+        return not re.search(r"\b429\b", text) and matches_overflow_text(text)
+    return is_silent_overflow(message, context_window)

@@ -1,0 +1,90 @@
+"""Model strings ``provider:model`` and the providers they name.
+
+Built-in providers are registered exactly as a user registers their own::
+
+    from ipyagent.providers import register_provider, OpenAIChatProvider
+    register_provider("together", lambda **cfg: OpenAIChatProvider(
+        name="together", label="Together", default_base_url="https://api.together.xyz/v1",
+        key_env="TOGETHER_API_KEY", **cfg))
+
+``config`` maps a provider name to keyword arguments for its factory (``api_key``, ``base_url``,
+``headers``, ``timeout``…); they win over the environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any, Callable, Mapping
+
+from ipyagent.providers.anthropic import AnthropicProvider
+from ipyagent.providers.base import Provider
+from ipyagent.providers.openai_chat import OpenAIChatProvider
+
+ProviderFactory = Callable[..., Provider]
+
+_factories: dict[str, ProviderFactory] = {}
+_instances: dict[tuple[str, str], Provider] = {}
+_lock = threading.Lock()
+
+
+def register_provider(name: str, factory: ProviderFactory) -> None:
+    """Make ``name:model`` strings resolve through ``factory(**config)``; replaces an earlier one."""
+    with _lock:
+        _factories[name] = factory
+        for key in [k for k in _instances if k[0] == name]:
+            del _instances[key]
+
+
+def unregister_provider(name: str) -> None:
+    with _lock:
+        _factories.pop(name, None)
+        for key in [k for k in _instances if k[0] == name]:
+            del _instances[key]
+
+
+def registered_providers() -> list[str]:
+    return sorted(_factories)
+
+
+def parse_model_string(model_string: str) -> tuple[str, str]:
+    """``"openai:gpt-4.1"`` → ``("openai", "gpt-4.1")``. Without a known prefix the provider is
+    guessed (``claude*`` → anthropic, else openai), so ``qwen2.5-coder:7b`` stays one model id."""
+    prefix, sep, rest = model_string.partition(":")
+    if sep and prefix in _factories and rest:
+        return prefix, rest
+    model = model_string.strip()
+    if not model:
+        raise ValueError("empty model string; expected 'provider:model', e.g. 'openai:gpt-4.1-mini'")
+    return ("anthropic" if model.startswith("claude") else "openai"), model
+
+
+def resolve_provider(model_string: str, config: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Provider, str]:
+    """The provider for ``model_string`` (created once per configuration and reused, so its HTTP
+    connections are kept alive) and the bare model id to put in ``ModelRequest.model``."""
+    name, model = parse_model_string(model_string)
+    factory = _factories.get(name)
+    if factory is None:
+        raise ValueError(f"unknown provider {name!r} in {model_string!r}; registered: {', '.join(registered_providers())}")
+    options = dict((config or {}).get(name) or {})
+    key = (name, repr(sorted(options.items(), key=lambda kv: kv[0])))
+    with _lock:
+        provider = _instances.get(key)
+        if provider is None:
+            provider = _instances[key] = factory(**options)
+    return provider, model
+
+
+def _compatible(name: str, label: str, base_url: str, key_env: str = "", base_url_env: str = "") -> ProviderFactory:
+    return functools.partial(OpenAIChatProvider, name=name, label=label, default_base_url=base_url,
+                             key_env=key_env, base_url_env=base_url_env)
+
+
+register_provider("openai", OpenAIChatProvider)
+register_provider("anthropic", AnthropicProvider)
+register_provider("ollama", _compatible("ollama", "Ollama", "http://localhost:11434/v1", "", "OLLAMA_BASE_URL"))
+register_provider("llamacpp", _compatible("llamacpp", "llama.cpp", "http://localhost:8080/v1", "", "LLAMACPP_BASE_URL"))
+register_provider("openrouter", _compatible("openrouter", "OpenRouter", "https://openrouter.ai/api/v1",
+                                            "OPENROUTER_API_KEY"))
+register_provider("deepseek", _compatible("deepseek", "DeepSeek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"))
+register_provider("groq", _compatible("groq", "Groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY"))

@@ -1,0 +1,63 @@
+"""Retrying a provider call on 429, 5xx, network errors and streams cut short.
+
+Events of an attempt are passed through live, so text streams to the screen as it arrives. When an
+attempt fails, a ``Retrying`` event is emitted before the next one: it means **reset**: whatever
+the failed attempt streamed (text, thinking, tool-call pieces) is void and must be discarded by
+the consumer. A failed attempt never emits ``MessageDone``, so a successful call yields exactly
+one ``MessageDone``, and the agent loop appends exactly one entry.
+
+Delays: the server's ``Retry-After`` / ``retry-after-ms`` when given, else
+``base_delay * 2**(attempt-1)`` capped at ``max_delay`` (Pi: 2 s, 4 s, 8 s). A server asking for
+more than ``max_delay`` fails the call at once rather than leaving the notebook hanging.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Iterator
+
+from ipyagent.providers.base import MessageDone, ModelRequest, Provider, Retrying, StreamEvent
+from ipyagent.providers.errors import ProviderError, RateLimitError, StreamInterrupted
+from ipyagent.providers.message import MessageBuilder
+
+
+def retry_delay(error: ProviderError, attempt: int, base_delay: float = 2.0, max_delay: float = 60.0) -> float | None:
+    """Seconds to wait before retry number ``attempt`` (1-based), or None when not to retry."""
+    if not error.retryable:
+        return None
+    if isinstance(error, RateLimitError) and error.retry_after is not None:
+        return error.retry_after if error.retry_after <= max_delay else None
+    return min(base_delay * 2 ** (attempt - 1), max_delay)
+
+
+def _aborted(provider: Provider, request: ModelRequest) -> dict:
+    return MessageBuilder(getattr(provider, "api", ""), provider.name, request.model).build("aborted")
+
+
+def stream_with_retry(provider: Provider, request: ModelRequest, *, max_retries: int = 3, base_delay: float = 2.0,
+                      max_delay: float = 60.0, sleep: Callable[[float], None] = time.sleep,
+                      cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+    attempt = 0
+    while True:
+        try:
+            yield from provider.stream(request, cancel)
+            return
+        except ProviderError as error:
+            delay = retry_delay(error, attempt + 1, base_delay, max_delay) if attempt < max_retries else None
+            if delay is None:
+                if attempt and error.retryable:
+                    error.args = (f"{error.args[0]} (gave up after {attempt + 1} attempts)",)
+                raise
+            attempt += 1
+            yield Retrying(attempt=attempt, delay=delay, reason=str(error))
+        try:
+            if cancel is not None and sleep is time.sleep:
+                cancel.wait(delay)  # same wait, but a cancel ends it at once
+            else:
+                sleep(delay)
+        except KeyboardInterrupt:
+            raise StreamInterrupted(_aborted(provider, request)) from None
+        if cancel is not None and cancel.is_set():
+            yield MessageDone(_aborted(provider, request))
+            return

@@ -1,0 +1,148 @@
+"""The request/stream lifecycle shared by the HTTP providers: keys and base URLs, sending,
+error responses, cancel, kernel interrupts and closing the connection."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Generator, Iterator
+
+import httpx
+
+from ipyagent.providers.base import MessageDone, ModelRequest, StreamEvent
+from ipyagent.providers.errors import AuthenticationError, StreamInterrupted
+from ipyagent.providers.http import ErrorContext, error_from_response, network_error, new_client, scrub
+from ipyagent.providers.message import MessageBuilder
+from ipyagent.providers.sse import SSEEvent, iter_sse
+
+# The inner event loop of a protocol: yields events, returns the final stop reason ("aborted" on cancel).
+EventLoop = Generator[StreamEvent, None, str]
+
+
+class HTTPProvider:
+    """Base of the wire protocols. Explicit arguments win over the environment, which is read at
+    request time, so setting ``os.environ["OPENAI_API_KEY"]`` after creating a provider works."""
+
+    name = "provider"
+    api = ""
+    label = "Provider"
+    default_base_url = ""
+    key_env: str | None = None
+    base_url_env: str | None = None
+
+    def __init__(self, *, api_key: str | None = None, base_url: str | None = None, name: str | None = None,
+                 label: str | None = None, key_env: str | None = None, base_url_env: str | None = None,
+                 default_base_url: str | None = None, headers: dict[str, str] | None = None,
+                 timeout: httpx.Timeout | float | None = None, client: httpx.Client | None = None,
+                 require_key: bool | None = None):
+        self._api_key = api_key
+        self._base_url = base_url
+        if name:
+            self.name = name
+        if label:
+            self.label = label
+        if key_env is not None:
+            self.key_env = key_env or None
+        if base_url_env is not None:
+            self.base_url_env = base_url_env or None
+        if default_base_url:
+            self.default_base_url = default_base_url
+        self.extra_headers = dict(headers or {})
+        self.require_key = require_key
+        self._client = client
+        self._timeout = timeout
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
+
+    @property
+    def client(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = new_client(self._timeout)
+            return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    @property
+    def base_url(self) -> str:
+        env = os.environ.get(self.base_url_env) if self.base_url_env else None
+        return (self._base_url or env or self.default_base_url).rstrip("/")
+
+    def api_key(self) -> str | None:
+        if self._api_key:
+            return self._api_key
+        key = os.environ.get(self.key_env) if self.key_env else None
+        if key:
+            return key
+        needs = (self.require_key if self.require_key is not None
+                 else self.key_env is not None and self.base_url == self.default_base_url)
+        if needs:
+            where = f"set the {self.key_env} environment variable" if self.key_env else "configure a key"
+            raise AuthenticationError(f"No API key for {self.label} ({self.base_url}): {where}, "
+                                      f"or pass api_key= in the provider configuration.")
+        return None
+
+    # ---- what a protocol supplies ------------------------------------------------------------
+
+    def endpoint(self) -> str:
+        raise NotImplementedError
+
+    def headers(self, key: str | None) -> dict[str, str]:
+        raise NotImplementedError
+
+    def payload(self, request: ModelRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
+               cancel: threading.Event | None) -> EventLoop:
+        raise NotImplementedError
+
+    # ---- the lifecycle -------------------------------------------------------------------------
+
+    def new_builder(self, request: ModelRequest) -> MessageBuilder:
+        return MessageBuilder(self.api, self.name, request.model)
+
+    def stream(self, request: ModelRequest, cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+        key = self.api_key()
+        url = self.endpoint()
+        ctx = ErrorContext(self.label, url, request.model, self.key_env, key)
+        headers = {**self.headers(key), **self.extra_headers}
+        body = self.payload(request)
+        builder = self.new_builder(request)
+        response: httpx.Response | None = None
+        try:
+            if cancel is not None and cancel.is_set():
+                yield MessageDone(builder.build("aborted"))
+                return
+            try:
+                response = self.client.send(self.client.build_request("POST", url, json=body, headers=headers),
+                                            stream=True)
+                if response.status_code >= 400:
+                    text = response.read().decode("utf-8", "replace")
+                    raise error_from_response(ctx, response.status_code, response.headers, text)
+                stop = yield from self.events(iter_sse(response.iter_bytes()), builder, ctx, cancel)
+            except httpx.TransportError as exc:
+                if cancel is not None and cancel.is_set():
+                    stop = "aborted"
+                else:
+                    raise network_error(ctx, exc) from None
+            yield MessageDone(builder.build(stop))
+        except StreamInterrupted:
+            raise
+        except KeyboardInterrupt:
+            if response is not None:
+                response.close()
+            raise StreamInterrupted(builder.build("aborted")) from None
+        finally:
+            if response is not None:
+                response.close()
+
+
+def redact_headers(headers: dict[str, str], key: str | None) -> dict[str, str]:
+    """Headers safe to log or show."""
+    secret_names = {"authorization", "x-api-key", "api-key"}
+    return {k: ("REDACTED" if k.lower() in secret_names else scrub(v, key)) for k, v in headers.items()}

@@ -1,0 +1,97 @@
+"""Making a Pi history acceptable to one target model before it is put on the wire.
+
+- assistant messages that ended in an error are left out; aborted ones keep their text but lose
+  their (incomplete) tool calls;
+- thinking blocks go back unchanged only to the model that wrote them (their signature is only
+  valid there); for any other model they become plain text, or vanish when empty;
+- tool-call ids are rewritten to what the target accepts, the same way for a call and its result;
+- a tool result without its call is dropped, and a call without a result gets a synthetic error
+  result, because both APIs reject unpaired tool messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Callable
+
+_ANTHROPIC_ID_BAD = re.compile(r"[^a-zA-Z0-9_-]")
+NO_RESULT_TEXT = "No result provided (the tool call was interrupted)."
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
+
+
+def anthropic_tool_id(call_id: str) -> str:
+    """Anthropic ids must match ``^[a-zA-Z0-9_-]+$`` and be at most 64 characters."""
+    cleaned = _ANTHROPIC_ID_BAD.sub("_", call_id)
+    if cleaned == call_id and 0 < len(call_id) <= 64:
+        return call_id
+    return f"{cleaned[:52]}_{_digest(call_id)}" if cleaned else f"call_{_digest(call_id)}"
+
+
+def openai_tool_id(call_id: str) -> str:
+    """OpenAI rejects tool-call ids longer than 40 characters."""
+    if 0 < len(call_id) <= 40:
+        return call_id
+    return f"{call_id[:28]}_{_digest(call_id)}" if call_id else "call_empty"
+
+
+def _same_model(message: dict[str, Any], api: str, provider: str, model: str) -> bool:
+    return message.get("api") == api and message.get("provider") == provider and message.get("model") == model
+
+
+def prepare_history(messages: list[dict[str, Any]], *, api: str, provider: str, model: str,
+                    tool_id: Callable[[str], str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    pending: dict[str, str] = {}  # mapped id -> tool name, calls still waiting for a result
+
+    def close_pending() -> None:
+        for call_id, name in pending.items():
+            out.append({"role": "toolResult", "toolCallId": call_id, "toolName": name,
+                        "content": [{"type": "text", "text": NO_RESULT_TEXT}], "isError": True})
+        pending.clear()
+
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant":
+            stop = message.get("stopReason")
+            if stop == "error":
+                continue
+            close_pending()
+            same = _same_model(message, api, provider, model)
+            content: list[dict[str, Any]] = []
+            for block in message.get("content") or []:
+                kind = block.get("type")
+                if kind == "text":
+                    if block.get("text"):
+                        content.append(block)
+                elif kind == "thinking":
+                    if same and (block.get("thinkingSignature") or block.get("thinking")):
+                        content.append(block)
+                    elif block.get("thinking", "").strip() and not block.get("redacted"):
+                        content.append({"type": "text", "text": block["thinking"]})
+                elif kind == "toolCall" and stop != "aborted":
+                    mapped = tool_id(str(block.get("id") or ""))
+                    pending[mapped] = block.get("name", "")
+                    content.append({**block, "id": mapped})
+            if content:
+                out.append({**message, "content": content})
+        elif role == "toolResult":
+            mapped = tool_id(str(message.get("toolCallId") or ""))
+            if mapped not in pending:
+                continue
+            del pending[mapped]
+            out.append({**message, "toolCallId": mapped})
+        else:
+            close_pending()
+            if role != "user":  # an unconverted custom role: the model sees it as user text
+                message = {"role": "user", "content": message.get("content", "")}
+            out.append(message)
+    close_pending()
+    return out
+
+
+def image_data_url(block: dict[str, Any]) -> str:
+    return f"data:{block.get('mimeType', 'image/png')};base64,{block.get('data', '')}"
