@@ -66,12 +66,12 @@ class ReadTool(Tool):
 
 
 def _read_lines(path: str, text: str, offset: int | None, limit: int | None) -> ToolOutput:
+    if not text:
+        return ToolOutput("(empty file)")
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()  # a final newline ends the last line; it does not start another
     total = len(lines)
-    if total == 0:
-        return ToolOutput("(empty file)")
 
     start = (offset or 1) - 1
     if start >= total:
