@@ -1,0 +1,42 @@
+"""The agent's settings: plain data, saved with the session (never a secret)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ipyagent.compaction.settings import CompactionSettings
+
+DEFAULT_MODEL_ENV = "IPYAGENT_MODEL"
+
+SYSTEM_PROMPT = """You are a coding agent working inside a live Jupyter kernel, next to the user's notebook.
+
+You can run Python in the user's namespace with the `python` tool (variables you create stay there), read and edit files, and run shell commands. Look at the data and the files before you change them; prefer small, verifiable steps; report what you did and what you found, concisely. When the user's variables matter, inspect them with `python` rather than guessing."""
+
+
+@dataclass
+class AgentConfig:
+    model: str = field(default_factory=lambda: os.environ.get(DEFAULT_MODEL_ENV, ""))
+    summary_model: str | None = None  # default: the session model
+    context_window: int | None = None  # default: the model table (or what an overflow revealed)
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    auto_compact: bool = True
+    tool_approval: str = "ask"  # "ask" or "auto"
+    system_prompt: str = SYSTEM_PROMPT
+    max_output_tokens: int | None = None
+    max_retries: int = 3
+    retry_base_delay: float = 2.0
+    retry_max_delay: float = 60.0
+    max_tool_rounds: int | None = None  # None: until the model stops
+    reasoning: str | None = None
+    # Per-provider overrides such as {"openai": {"base_url": …}}; keys here are never saved.
+    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def saved_settings(self) -> dict[str, Any]:
+        """What is stored with the session: everything but provider options (may hold keys)."""
+        data = asdict(self)
+        data.pop("provider_options", None)
+        data.pop("system_prompt", None)
+        data["compaction"] = self.compaction.to_dict()
+        return data

@@ -1,0 +1,74 @@
+"""What the agent loop reports while it runs. Provider stream events (text, thinking, tool-call
+deltas, retries) are passed through as they are; these are the loop's own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class AgentStart:
+    prompt: str
+
+
+@dataclass
+class RequestStart:
+    """A provider call is about to be made."""
+
+    model: str
+    context_tokens: int
+    messages: int
+
+
+@dataclass
+class EntryAppended:
+    entry: dict[str, Any]
+
+
+@dataclass
+class ToolExecutionStart:
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class ToolExecutionEnd:
+    call_id: str
+    name: str
+    result: dict[str, Any]  # the Pi toolResult message
+
+
+@dataclass
+class CompactionStart:
+    reason: str  # "threshold", "overflow" or "manual"
+    tokens_before: int
+
+
+@dataclass
+class CompactionEnd:
+    reason: str
+    entry: dict[str, Any] | None = None
+    error: str | None = None
+    aborted: bool = False
+    will_retry: bool = False
+    duration: float = 0.0
+
+
+@dataclass
+class AgentError:
+    message: str
+    kind: str = "provider"  # "provider", "overflow", "compaction", "interrupted"
+
+
+@dataclass
+class TurnEnd:
+    message: dict[str, Any]
+    tool_results: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class AgentEnd:
+    new_entries: list[dict[str, Any]]
+    error: str | None = None

@@ -1,0 +1,315 @@
+"""The agent loop: call the model, run its tool calls, append every entry as it completes, and
+keep the context inside the window — a budget check before every provider call (also inside tool
+loops), compact-and-retry once on overflow, and a stop after three failed compactions in a row.
+
+    agent = Agent(session, model="openai:gpt-4.1-mini", tools=default_tools())
+    agent.subscribe(print)
+    agent.prompt("What is in data.csv?")
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from ipyagent.agent import events as ev
+from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.summarizer import ProviderSummarizer
+from ipyagent.agent.tools.approval import run_tool_call
+from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext
+from ipyagent.agent.tools.registry import default_tools
+from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.compaction.summarize import FailureTracker
+from ipyagent.compaction.summarizer import Summarizer, SummarizerError
+from ipyagent.core import CompactionCancelled, NothingToCompact, Session
+from ipyagent.providers import models
+from ipyagent.providers.base import MessageDone, ModelRequest
+from ipyagent.providers.errors import ContextOverflowError, ProviderError, StreamInterrupted
+from ipyagent.providers.overflow import is_silent_overflow
+from ipyagent.providers.registry import parse_model_string, resolve_provider
+from ipyagent.providers.retry import stream_with_retry
+from ipyagent.session.ids import now_ms
+from ipyagent.session.messages import tool_calls_of, tool_result_message, user_message
+
+Listener = Callable[[Any], None]
+
+OVERFLOW_GAVE_UP = ("Context overflow recovery failed after one compact-and-retry attempt. "
+                    "Reduce the context (%compact with a focus, or a new session) or switch to a larger-context model.")
+
+
+class AgentRunError(RuntimeError):
+    """The run stopped on an error the user must act on; the session stays valid."""
+
+
+@dataclass
+class RunResult:
+    new_entries: list[dict[str, Any]] = field(default_factory=list)
+    final_message: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def text(self) -> str:
+        if not self.final_message:
+            return ""
+        return "\n".join(b.get("text", "") for b in self.final_message.get("content", []) if b.get("type") == "text")
+
+
+class Agent:
+    def __init__(self, session: Session, model: str | None = None, tools: Iterable[Tool] | None = None,
+                 settings: CompactionSettings | None = None, *, config: AgentConfig | None = None,
+                 namespace: dict[str, Any] | None = None, cwd: str = ".", approve: ApprovalCallback | None = None,
+                 summarizer: Summarizer | None = None, sleep: Callable[[float], None] = time.sleep):
+        self.session = session
+        self.config = config or AgentConfig()
+        if model:
+            self.config.model = model
+        if settings is not None:
+            self.config.compaction = settings
+        self.tools: dict[str, Tool] = {t.name: t for t in (default_tools() if tools is None else tools)}
+        self.tool_context = ToolContext(cwd=cwd, namespace=namespace if namespace is not None else {})
+        self.approve = approve
+        self._summarizer = summarizer
+        self._sleep = sleep
+        self.failures = FailureTracker()
+        self.cancel = threading.Event()
+        self._listeners: list[Listener] = []
+        self._run_entries: list[dict[str, Any]] | None = None
+
+    # ---- events ----------------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def _emit(self, event: Any) -> None:
+        for listener in list(self._listeners):
+            listener(event)
+
+    def _append(self, entry: dict[str, Any], *, message: bool = True) -> dict[str, Any]:
+        stored = self.session.append_message(entry) if message else self.session.append(entry)
+        if self._run_entries is not None:
+            self._run_entries.append(stored)
+        self._emit(ev.EntryAppended(stored))
+        return stored
+
+    # ---- model and window ------------------------------------------------------------------
+
+    def _model(self) -> tuple[str, str]:
+        if not self.config.model:
+            raise AgentRunError("No model configured. Set one with %config Agent.model = \"openai:gpt-4.1-mini\" "
+                                "(or the IPYAGENT_MODEL environment variable).")
+        return parse_model_string(self.config.model)
+
+    def context_window(self) -> int | None:
+        if self.config.context_window:
+            return self.config.context_window
+        if not self.config.model:
+            return None
+        return models.context_window(*self._model())
+
+    def summarizer(self) -> Summarizer:
+        if self._summarizer is not None:
+            return self._summarizer
+        return ProviderSummarizer(self.config.summary_model or self.config.model,
+                                  provider_options=self.config.provider_options, max_retries=self.config.max_retries,
+                                  base_delay=self.config.retry_base_delay, max_delay=self.config.retry_max_delay,
+                                  cancel=self.cancel)
+
+    def _summary_input_tokens(self) -> int | None:
+        model = self.config.summary_model or self.config.model
+        if not model:
+            return None
+        window = (self.context_window() if model == self.config.model
+                  else models.context_window(*parse_model_string(model)))
+        if not window:
+            return None
+        return max(1024, window - int(0.8 * self.config.compaction.reserve_tokens) - 512)
+
+    # ---- compaction ------------------------------------------------------------------------
+
+    def compact(self, focus: str | None = None, *, reason: str = "manual") -> dict[str, Any] | None:
+        """Compact now. Manual compaction raises on failure; automatic compaction reports and counts it."""
+        started = time.monotonic()
+        tokens_before = self.session.context_tokens()
+        self._emit(ev.CompactionStart(reason, tokens_before))
+        try:
+            entry = self.session.compact(self.summarizer(), self.config.compaction, focus=focus, reason=reason,
+                                         summary_input_tokens=self._summary_input_tokens())
+        except KeyboardInterrupt:
+            self._emit(ev.CompactionEnd(reason, aborted=True, duration=time.monotonic() - started))
+            raise
+        except (NothingToCompact, CompactionCancelled, SummarizerError) as exc:
+            self._emit(ev.CompactionEnd(reason, error=str(exc), aborted=isinstance(exc, CompactionCancelled),
+                                        duration=time.monotonic() - started))
+            if reason == "manual":
+                raise
+            if isinstance(exc, SummarizerError):
+                self.failures.failed(str(exc))
+                if self.failures.blocked:
+                    self._emit(ev.AgentError(self.failures.message(), kind="compaction"))
+            return None
+        if self._run_entries is not None:
+            self._run_entries.append(entry)
+        self._emit(ev.EntryAppended(entry))
+        self.failures.succeeded()
+        self._emit(ev.CompactionEnd(reason, entry=entry, will_retry=reason == "overflow",
+                                    duration=time.monotonic() - started))
+        return entry
+
+    def check_budget(self) -> dict[str, Any] | None:
+        """Compact if the context is over the threshold; called before every provider call."""
+        if not self.config.auto_compact or self.failures.blocked:
+            return None
+        settings = CompactionSettings(self.config.compaction.reserve_tokens,
+                                      self.config.compaction.keep_recent_tokens, self.config.auto_compact)
+        if not self.session.should_compact(self.context_window(), settings):
+            return None
+        return self.compact(reason="threshold")
+
+    # ---- the loop --------------------------------------------------------------------------
+
+    def prompt(self, text: str | list[dict[str, Any]], **message_extra: Any) -> RunResult:
+        """Send a prompt and run until the model stops. ``message_extra`` rides on the user
+        message (e.g. ``cellId``); Pi ignores such fields."""
+        self._model()
+        self.cancel.clear()
+        self._run_entries = entries = []
+        result = RunResult(new_entries=entries)
+        self._emit(ev.AgentStart(text if isinstance(text, str) else "[content blocks]"))
+        try:
+            self.check_budget()
+            self._append(user_message(text, **message_extra))
+            result.final_message = self._run()
+        except AgentRunError as exc:
+            result.error = str(exc)
+            self._emit(ev.AgentError(str(exc)))
+        finally:
+            self._run_entries = None
+            self.session.hooks.emit("agent_end", messages=[e.get("message") for e in entries if "message" in e],
+                                    session=self.session)
+            self._emit(ev.AgentEnd(entries, error=result.error))
+        if result.error is None and self.config.auto_compact:
+            self.check_budget()
+        return result
+
+    def _run(self) -> dict[str, Any] | None:
+        overflow_retried = False
+        rounds = 0
+        while True:
+            self.check_budget()
+            provider_name, model_id = self._model()
+            try:
+                message = self._call_model(model_id)
+            except ContextOverflowError as exc:
+                if exc.context_window:
+                    models.learn_window(provider_name, model_id, exc.context_window)
+                if overflow_retried or not self.config.auto_compact:
+                    raise AgentRunError(f"{exc}\n{OVERFLOW_GAVE_UP}") from exc
+                overflow_retried = True
+                self._recover_from_overflow(str(exc))
+                continue
+            if is_silent_overflow(message, self.context_window()):
+                if overflow_retried or not self.config.auto_compact:
+                    raise AgentRunError(OVERFLOW_GAVE_UP)
+                overflow_retried = True
+                self._recover_from_overflow("the provider silently truncated the request")
+                continue
+            self._append(message)
+            if message.get("stopReason") == "aborted":
+                raise AgentRunError("The response was cancelled.")
+            calls = tool_calls_of(message)
+            results = [self._run_tool(call) for call in calls]
+            self.session.hooks.emit("turn_end", message=message, tool_results=results, session=self.session)
+            self._emit(ev.TurnEnd(message, results))
+            rounds += 1
+            if not calls:
+                return message
+            if self.config.max_tool_rounds and rounds >= self.config.max_tool_rounds:
+                raise AgentRunError(f"Stopped after {rounds} tool rounds (Agent.max_tool_rounds).")
+
+    def _recover_from_overflow(self, reason: str) -> None:
+        self._emit(ev.AgentError(f"Context overflow ({reason}); compacting and retrying once.", kind="overflow"))
+        if self.compact(reason="overflow") is None:
+            raise AgentRunError(f"Context overflow, and compaction was not possible. {OVERFLOW_GAVE_UP}")
+
+    def _request(self, model_id: str) -> ModelRequest:
+        messages = self.session.build_context()
+        replaced = self.session.hooks.emit("context", messages=messages, session=self.session)
+        if isinstance(replaced, dict) and isinstance(replaced.get("messages"), list):
+            messages = replaced["messages"]
+        request = ModelRequest(model=model_id, messages=messages, system_prompt=self.config.system_prompt,
+                               tools=[t.spec() for t in self.tools.values()],
+                               max_tokens=self.config.max_output_tokens, reasoning=self.config.reasoning)
+        replaced = self.session.hooks.emit("before_provider_request", payload=request, session=self.session)
+        if isinstance(replaced, dict) and isinstance(replaced.get("payload"), ModelRequest):
+            request = replaced["payload"]
+        return request
+
+    def _call_model(self, model_id: str) -> dict[str, Any]:
+        provider, _ = resolve_provider(self.config.model, self.config.provider_options)
+        request = self._request(model_id)
+        self._emit(ev.RequestStart(self.config.model, self.session.context_tokens(), len(request.messages)))
+        message = None
+        try:
+            for event in stream_with_retry(provider, request, max_retries=self.config.max_retries,
+                                           base_delay=self.config.retry_base_delay,
+                                           max_delay=self.config.retry_max_delay, sleep=self._sleep,
+                                           cancel=self.cancel):
+                if isinstance(event, MessageDone):
+                    message = event.message
+                else:
+                    self._emit(event)
+        except StreamInterrupted as exc:
+            self._append(exc.partial)  # what arrived, recorded as an aborted message
+            raise KeyboardInterrupt from None
+        except ContextOverflowError:
+            raise
+        except ProviderError as exc:
+            raise AgentRunError(str(exc)) from exc
+        if message is None:
+            raise AgentRunError("The provider's stream ended without a message.")
+        return message
+
+    def _run_tool(self, call: dict[str, Any]) -> dict[str, Any]:
+        name, call_id = call.get("name", ""), call.get("id", "")
+        arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+        self._emit(ev.ToolExecutionStart(call_id, name, arguments))
+        tool = self.tools.get(name)
+        try:
+            if tool is None:
+                output_text, is_error, details = f"Unknown tool {name!r}. Available: {', '.join(self.tools)}", True, None
+            else:
+                output = run_tool_call(tool, arguments, self.tool_context, policy=self.config.tool_approval,
+                                       approve=self.approve)
+                output_text, is_error, details = output.text, output.is_error, output.details
+        except KeyboardInterrupt:
+            result = tool_result_message(call_id, name, "Interrupted by the user before the tool finished.",
+                                         is_error=True, timestamp=now_ms())
+            self._append(result)
+            self._emit(ev.ToolExecutionEnd(call_id, name, result))
+            self._close_remaining_calls(call)
+            raise
+        result = tool_result_message(call_id, name, output_text, is_error=is_error, details=details or None,
+                                     timestamp=now_ms())
+        self._append(result)
+        self._emit(ev.ToolExecutionEnd(call_id, name, result))
+        return result
+
+    def _close_remaining_calls(self, interrupted_call: dict[str, Any]) -> None:
+        """After an interrupt, give every later call of the same message an error result, so the
+        session never holds a tool call without its result."""
+        last = self.session.path()
+        message = next((e["message"] for e in reversed(last)
+                        if e.get("type") == "message" and e["message"].get("role") == "assistant"), None)
+        if message is None:
+            return
+        calls = tool_calls_of(message)
+        ids = [c.get("id") for c in calls]
+        if interrupted_call.get("id") not in ids:
+            return
+        for call in calls[ids.index(interrupted_call.get("id")) + 1:]:
+            self._append(tool_result_message(call.get("id", ""), call.get("name", ""),
+                                             "Not run: the user interrupted an earlier tool call.", is_error=True,
+                                             timestamp=now_ms()))

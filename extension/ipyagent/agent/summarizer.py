@@ -1,0 +1,49 @@
+"""A ``Summarizer`` backed by a provider: compaction through a (possibly cheaper) model."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ipyagent.compaction.summarizer import SummarizerError, SummaryInputTooLarge, SummaryRequest, SummaryResponse
+from ipyagent.providers.base import MessageDone, ModelRequest
+from ipyagent.providers.errors import ContextOverflowError, ProviderError
+from ipyagent.providers.registry import resolve_provider
+from ipyagent.providers.retry import stream_with_retry
+from ipyagent.session.ids import now_ms
+from ipyagent.session.messages import text_of
+
+
+class ProviderSummarizer:
+    def __init__(self, model: str, *, provider_options: dict[str, Any] | None = None, max_retries: int = 3,
+                 base_delay: float = 2.0, max_delay: float = 60.0, cancel: threading.Event | None = None):
+        self.model = model
+        self.provider, self.model_id = resolve_provider(model, provider_options)
+        self.max_retries, self.base_delay, self.max_delay = max_retries, base_delay, max_delay
+        self.cancel = cancel
+        self.calls = 0
+
+    def summarize(self, request: SummaryRequest) -> SummaryResponse:
+        self.calls += 1
+        model_request = ModelRequest(
+            model=self.model_id,
+            system_prompt=request.system_prompt,
+            messages=[{"role": "user", "content": [{"type": "text", "text": request.prompt}], "timestamp": now_ms()}],
+            max_tokens=request.max_tokens,
+            reasoning=request.reasoning,
+            options={"request_kind": f"compaction:{request.kind}"},
+        )
+        message = None
+        try:
+            for event in stream_with_retry(self.provider, model_request, max_retries=self.max_retries,
+                                           base_delay=self.base_delay, max_delay=self.max_delay, cancel=self.cancel):
+                if isinstance(event, MessageDone):
+                    message = event.message
+        except ContextOverflowError as exc:
+            raise SummaryInputTooLarge(str(exc)) from exc
+        except ProviderError as exc:
+            raise SummarizerError(f"Summarization failed: {exc}") from exc
+        if message is None or message.get("stopReason") in ("error", "aborted"):
+            reason = (message or {}).get("errorMessage") or (message or {}).get("stopReason") or "no response"
+            raise SummarizerError(f"Summarization failed: {reason}")
+        return SummaryResponse(text=text_of(message.get("content"), "\n"), usage=message.get("usage") or {})
