@@ -2,6 +2,7 @@
 
 import os
 import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -106,6 +107,15 @@ def test_binary_output_is_decoded_with_replacement(ctx):
     out = bash(ctx, r"printf '\000\377\376 abc\001\033[31mred\033[0m\n'")
     assert not out.is_error
     assert out.text == "\ufffd\ufffd abcred"
+
+
+def test_large_output_of_only_control_bytes_leaves_no_temp_file(tmp_path, ctx, monkeypatch):
+    temp_dir = tmp_path / "tmp"
+    temp_dir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp_dir))
+    out = bash(ctx, "head -c 60000 /dev/zero")
+    assert out.text == "(no output)" and "full_output_path" not in out.details
+    assert list(temp_dir.iterdir()) == []
 
 
 def test_keyboard_interrupt_kills_the_group_and_propagates(tmp_path, ctx):

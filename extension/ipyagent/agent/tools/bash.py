@@ -84,7 +84,10 @@ class OutputCollector:
         if t.truncated and self.file is None:
             self._open_file()  # cut by the line limit only: still keep the full output
         self.close()
-        return t.content, t, self.path if t.truncated else None
+        if not t.truncated and self.path is not None:
+            os.unlink(self.path)  # big, but nothing left to cut once control bytes are gone
+            self.path = None
+        return t.content, t, self.path
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

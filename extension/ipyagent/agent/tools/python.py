@@ -94,9 +94,9 @@ class PythonTool(Tool):
 
 def _output(text: str, is_error: bool, has_value: bool) -> ToolOutput:
     details: dict[str, Any] = {"has_value": has_value}
+    text = clean_output(text)
     if not text:
         return ToolOutput("(no output)", is_error=is_error, details=details)
-    text = clean_output(text)
     t = truncate_tail(text)
     if not t.truncated:
         return ToolOutput(text, is_error=is_error, details=details)
