@@ -1,0 +1,427 @@
+"""A fake model provider on loopback: real HTTP, real SSE, both wire protocols.
+
+Use it in your own tests to run ipyagent (or any OpenAI/Anthropic client) without a network::
+
+    from ipyagent.testing import FakeProviderServer
+    from ipyagent.providers import ModelRequest, stream_with_retry
+
+    with FakeProviderServer(context_window=8000) as server:
+        server.enqueue_tool_call("python", {"code": "1 + 1"})        # first reply: a tool call
+        server.enqueue_text("The answer is 2.")                      # second reply: text
+        server.enqueue_summary("## Goal\\nAdd numbers.")              # used by the next summariser call
+        provider = server.provider("openai")                         # or "anthropic"
+        events = list(stream_with_retry(provider, ModelRequest(model="fake-model", messages=[...])))
+        assert server.requests[0].body["messages"][-1]["content"] == "..."
+        assert server.summary_calls == 0
+
+Or point any client at it: ``OPENAI_BASE_URL=server.openai_base_url`` (ends with ``/v1``),
+``ANTHROPIC_BASE_URL=server.anthropic_base_url``; ``server.register("fake")`` makes the model
+string ``fake:any-model`` resolve to it.
+
+Replies come from a queue (``enqueue_*``; several tool calls in one reply with
+``enqueue_tool_calls``), else from ``policy(request_json)``. Summariser requests (recognised by
+``summary_detector``; by default a ``<conversation>`` block or a system prompt about
+summarising) take ``enqueue_summary`` replies first and otherwise get a stock summary, and are
+counted in ``summary_calls``. Usage is computed from the request: ``ceil(chars / 4)`` of the
+serialised prompt, with the longest prefix shared with an earlier request reported as cached
+(``cacheRead``; Anthropic also reports ``cacheWrite`` up to its last cache breakpoint), so prompt
+cache reuse can be measured. With ``context_window`` set, a request over the window gets the
+provider's real overflow error (``overflow_style``: ``auto``, ``openai``, ``anthropic``,
+``llamacpp``, ``cerebras``, or ``silent`` for a reply whose usage exceeds the window). Faults:
+``enqueue_rate_limit``, ``enqueue_error``, ``enqueue_cut``, ``enqueue_malformed``,
+``enqueue_stream_error``, ``enqueue_auth_error``, ``enqueue_overflow``. Every request is recorded
+in ``requests`` with its path, headers (keys REDACTED) and JSON body.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+from ipyagent.testing.specs import (
+    Fault,
+    Reply,
+    ToolCallSpec,
+    anthropic_stream,
+    error_body,
+    openai_stream,
+    overflow_response,
+    sse,
+    stream_error_event,
+)
+
+Spec = Reply | Fault
+Policy = Callable[[dict[str, Any]], "Spec | str | None"]
+_SECRET_HEADERS = {"authorization", "x-api-key", "api-key"}
+DEFAULT_SUMMARY = ("## Goal\nContinue the user's task.\n\n## Constraints & Preferences\n- (none)\n\n## Progress\n"
+                   "### Done\n- [x] Earlier work (fake summary {n})\n\n## Key Decisions\n- (none)\n\n## Next Steps\n"
+                   "1. Continue.\n\n## Critical Context\n- (none)")
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]  # lower-case names; secrets REDACTED
+    body: dict[str, Any]
+    protocol: str  # "openai" or "anthropic"
+    kind: str  # "chat", "summary" or "count_tokens"
+    prompt_tokens: int
+    cached_tokens: int = 0
+    outcome: str = ""  # "reply", "overflow", "fault:<kind>:<status>", "unscripted"
+
+
+def default_summary_detector(body: dict[str, Any]) -> bool:
+    system = body.get("system")
+    if isinstance(system, list):
+        system = " ".join(b.get("text", "") for b in system if isinstance(b, dict))
+    messages = body.get("messages") or []
+    if not system and messages and messages[0].get("role") == "system":
+        system = messages[0].get("content")
+    if isinstance(system, str) and "summar" in system.lower():
+        return True
+    last = json.dumps(messages[-1]) if messages else ""
+    return "<conversation>" in last
+
+
+def _strip_cache_control(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_strip_cache_control(v) for v in value]
+    return value
+
+
+def prompt_pieces(body: dict[str, Any], protocol: str) -> tuple[list[str], int]:
+    """The prompt as prefix-stable pieces (tools, system, each message), and how many pieces lie
+    before Anthropic's last cache breakpoint."""
+    tools = body.get("tools") or []
+    pieces = [json.dumps(_strip_cache_control(tools))]
+    marked = 1 if "cache_control" in json.dumps(tools) else 0
+    if protocol == "anthropic":
+        system = body.get("system") or ""
+        pieces.append(json.dumps(_strip_cache_control(system)))
+        if "cache_control" in json.dumps(system):
+            marked = len(pieces)
+    for message in body.get("messages") or []:
+        raw = json.dumps(message)
+        pieces.append(json.dumps(_strip_cache_control(message)) if "cache_control" in raw else raw)
+        if "cache_control" in raw:
+            marked = len(pieces)
+    return pieces, marked
+
+
+def common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n
+    while lo < hi:  # binary search over C-level slice comparisons
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def tokens(chars: int) -> int:
+    return math.ceil(chars / 4)
+
+
+class FakeProviderServer:
+    def __init__(self, *, context_window: int | None = None, overflow_style: str = "auto", chunk_size: int = 8,
+                 chunk_delay: float = 0.0, policy: Policy | None = None, api_key: str | None = None,
+                 cache: bool = True, cache_min_tokens: int = 0, model: str | None = None,
+                 summary_detector: Callable[[dict[str, Any]], bool] = default_summary_detector):
+        self.context_window = context_window
+        self.overflow_style = overflow_style
+        self.chunk_size = chunk_size
+        self.chunk_delay = chunk_delay
+        self.policy = policy
+        self.api_key = api_key  # when set, requests must carry it (else 401)
+        self.cache = cache
+        self.cache_min_tokens = cache_min_tokens
+        self.model = model
+        self.summary_detector = summary_detector
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[Spec] = deque()
+        self._summaries: deque[Spec] = deque()
+        self._history: dict[tuple[str, str], deque[str]] = {}  # recent prompts per (protocol, model)
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> "FakeProviderServer":
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._httpd = _Server(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="ipyagent-fake-provider", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> "FakeProviderServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "the server is not running: use it as a context manager or call start()"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.url
+
+    def provider(self, protocol: str = "openai", **kwargs: Any):
+        """A provider wired to this server (key: ``api_key`` or ``"fake-key"``)."""
+        from ipyagent.providers.anthropic import AnthropicProvider
+        from ipyagent.providers.openai_chat import OpenAIChatProvider
+
+        kwargs.setdefault("api_key", self.api_key or "fake-key")
+        if protocol == "anthropic":
+            return AnthropicProvider(base_url=self.anthropic_base_url, **kwargs)
+        return OpenAIChatProvider(base_url=self.openai_base_url, **kwargs)
+
+    def register(self, name: str = "fake", protocol: str = "openai") -> None:
+        """Make ``"<name>:<model>"`` resolve to this server through ``resolve_provider``."""
+        from ipyagent.providers.registry import register_provider
+
+        register_provider(name, lambda **cfg: self.provider(protocol, name=name, **cfg))
+
+    # ---- scripting ----------------------------------------------------------------------------
+
+    def enqueue(self, spec: Spec) -> None:
+        with self._lock:
+            self._queue.append(spec)
+
+    def enqueue_text(self, text: str, **reply: Any) -> None:
+        self.enqueue(Reply(text=text, **reply))
+
+    def enqueue_tool_call(self, name: str, arguments: dict[str, Any], *, id: str | None = None, text: str = "",
+                          **reply: Any) -> None:
+        self.enqueue(Reply(text=text, tool_calls=[ToolCallSpec(name, arguments, id)], **reply))
+
+    def enqueue_tool_calls(self, calls: list[tuple[str, dict[str, Any]] | ToolCallSpec], *, text: str = "",
+                           **reply: Any) -> None:
+        specs = [c if isinstance(c, ToolCallSpec) else ToolCallSpec(c[0], c[1]) for c in calls]
+        self.enqueue(Reply(text=text, tool_calls=specs, **reply))
+
+    def enqueue_summary(self, summary: str | Spec) -> None:
+        with self._lock:
+            self._summaries.append(Reply(text=summary) if isinstance(summary, str) else summary)
+
+    def enqueue_error(self, status: int, body: Any = None, headers: dict[str, str] | None = None,
+                      error_type: str | None = None) -> None:
+        self.enqueue(Fault("status", status=status, body=body, headers=dict(headers or {}), error_type=error_type))
+
+    def enqueue_rate_limit(self, retry_after: float | str | None = 1, *, header: str = "retry-after") -> None:
+        value = retry_after if isinstance(retry_after, str) else (None if retry_after is None else f"{retry_after:g}")
+        self.enqueue_error(429, headers={header: value} if value is not None else {})
+
+    def enqueue_auth_error(self) -> None:
+        self.enqueue_error(401)
+
+    def enqueue_cut(self, text: str = "This reply will be cut short before it ends.", *, after_chunks: int = 3,
+                    clean: bool = False) -> None:
+        self.enqueue(Fault("cut", after_chunks=after_chunks, clean=clean, reply=Reply(text=text)))
+
+    def enqueue_malformed(self, *, after_chunks: int = 2) -> None:
+        self.enqueue(Fault("malformed", after_chunks=after_chunks))
+
+    def enqueue_stream_error(self, error_type: str | None = None, *, after_chunks: int = 2) -> None:
+        self.enqueue(Fault("stream_error", after_chunks=after_chunks, error_type=error_type))
+
+    def enqueue_overflow(self, style: str | None = None, *, window: int = 8192) -> None:
+        self.enqueue(Fault("overflow", status=400, error_type=style, after_chunks=window))
+
+    def pending(self) -> int:
+        return len(self._queue)
+
+    @property
+    def summary_calls(self) -> int:
+        return sum(1 for r in self.requests if r.kind == "summary")
+
+    @property
+    def chat_calls(self) -> int:
+        return sum(1 for r in self.requests if r.kind == "chat")
+
+    @property
+    def last_request(self) -> RecordedRequest:
+        return self.requests[-1]
+
+    # ---- serving ------------------------------------------------------------------------------
+
+    def _usage(self, record: RecordedRequest, pieces: list[str], marked: int, reply: Reply) -> dict[str, int]:
+        prompt = "".join(pieces)
+        total = tokens(len(prompt))
+        read = write = 0
+        if self.cache:
+            with self._lock:
+                history = self._history.setdefault((record.protocol, str(record.body.get("model"))), deque(maxlen=16))
+                shared = max((common_prefix(prompt, old) for old in history), default=0)
+                history.append(prompt)
+            read = tokens(shared) if shared < len(prompt) else total
+            read = 0 if read < self.cache_min_tokens else min(read, total)
+            if record.protocol == "anthropic":
+                breakpoint_tokens = tokens(len("".join(pieces[:marked]))) if marked else 0
+                read = min(read, breakpoint_tokens)
+                write = max(0, breakpoint_tokens - read)
+        usage = {"input": total - read - write, "output": max(1, tokens(reply.output_chars())),
+                 "cacheRead": read, "cacheWrite": write}
+        usage.update(reply.usage or {})
+        record.cached_tokens = usage["cacheRead"]
+        return usage
+
+    def _pick(self, record: RecordedRequest) -> Spec | None:
+        with self._lock:
+            if record.kind == "summary" and self._summaries:
+                return self._summaries.popleft()
+            if record.kind == "chat" and self._queue:
+                return self._queue.popleft()
+        if self.policy is not None:
+            chosen = self.policy(record.body)
+            if chosen is not None:
+                return Reply(text=chosen) if isinstance(chosen, str) else chosen
+        if record.kind == "summary":
+            return Reply(text=DEFAULT_SUMMARY.format(n=self.summary_calls))
+        return None
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):  # a client hanging up is normal
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    fake: FakeProviderServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        self.send_response(status)
+        if raw:
+            self.send_header("content-type", "application/json")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("content-length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        fake = self.fake
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            return self._send_json(400, {"error": {"message": "fake server: the body is not JSON"}})
+        path = self.path.split("?")[0].rstrip("/")
+        protocol = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic",
+                    "/v1/messages/count_tokens": "anthropic"}.get(path)
+        if protocol is None:
+            return self._send_json(404, {"error": {"message": f"fake server: no route {path}"}})
+        headers = {k.lower(): ("REDACTED" if k.lower() in _SECRET_HEADERS else v) for k, v in self.headers.items()}
+        pieces, marked = prompt_pieces(body, protocol)
+        prompt_tokens = tokens(sum(len(p) for p in pieces))
+        kind = "count_tokens" if path.endswith("count_tokens") else (
+            "summary" if fake.summary_detector(body) else "chat")
+        record = RecordedRequest(path, headers, body, protocol, kind, prompt_tokens)
+        with fake._lock:
+            fake.requests.append(record)
+        if fake.api_key and not self._authorised(protocol, fake.api_key):
+            record.outcome = "fault:status:401"
+            return self._send_json(401, error_body(protocol, 401))
+        if kind == "count_tokens":
+            record.outcome = "reply"
+            return self._send_json(200, {"input_tokens": prompt_tokens})
+        style = fake.overflow_style if fake.overflow_style != "auto" else protocol
+        if fake.context_window and prompt_tokens > fake.context_window and style != "silent":
+            record.outcome = "overflow"
+            status, error = overflow_response(style, prompt_tokens, fake.context_window)
+            return self._send_json(status, error)
+        spec = fake._pick(record)
+        if spec is None:
+            record.outcome = "unscripted"
+            return self._send_json(400, error_body(protocol, 400, message=(
+                f"FakeProviderServer: no reply queued for this {kind} request to {path}; use enqueue_text() and "
+                f"friends, or set a policy")))
+        if isinstance(spec, Fault) and spec.kind in ("status", "overflow"):
+            if spec.kind == "overflow":
+                record.outcome = "overflow"
+                status, error = overflow_response(spec.error_type or protocol, prompt_tokens, spec.after_chunks)
+                return self._send_json(status, error)
+            record.outcome = f"fault:status:{spec.status}"
+            error = spec.body if spec.body is not None else error_body(protocol, spec.status, spec.error_type)
+            return self._send_json(spec.status, error, spec.headers)
+        self._stream(record, spec, pieces, marked, str(body.get("model") or fake.model or "fake-model"))
+
+    def _authorised(self, protocol: str, key: str) -> bool:
+        if protocol == "anthropic":
+            return self.headers.get("x-api-key") == key
+        return self.headers.get("authorization") == f"Bearer {key}"
+
+    def _stream(self, record: RecordedRequest, spec: Spec, pieces: list[str], marked: int, model: str) -> None:
+        fake = self.fake
+        reply = spec.reply if isinstance(spec, Fault) else spec
+        usage = fake._usage(record, pieces, marked, reply)
+        size = reply.chunk_size or fake.chunk_size
+        events = (anthropic_stream if record.protocol == "anthropic" else openai_stream)(reply, model, usage, size)
+        delay = reply.delay if reply.delay is not None else fake.chunk_delay
+        record.outcome = "reply" if isinstance(spec, Reply) else f"fault:{spec.kind}"
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        try:
+            for n, event in enumerate(events):
+                if isinstance(spec, Fault) and n == spec.after_chunks:
+                    if spec.kind == "malformed":
+                        self._chunk(b'data: {"choices": [{"delta": {"content": "broken\n\n')
+                    elif spec.kind == "stream_error":
+                        self._chunk(stream_error_event(record.protocol, spec.error_type))
+                    if spec.kind == "cut" and not spec.clean:
+                        self.close_connection = True
+                        self.wfile.flush()
+                        return  # drop the connection: no terminating chunk
+                    break
+                self._chunk(event)
+                if delay:
+                    time.sleep(delay)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client hung up (cancel, interrupt)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+
+__all__ = ["FakeProviderServer", "RecordedRequest", "Reply", "Fault", "ToolCallSpec", "default_summary_detector",
+           "DEFAULT_SUMMARY"]

@@ -1,0 +1,191 @@
+"""What the fake server answers: reply and fault specs, and how they look on each wire protocol."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+
+@dataclass
+class ToolCallSpec:
+    name: str
+    arguments: dict[str, Any]
+    id: str | None = None
+
+
+@dataclass
+class Reply:
+    """A successful streamed reply. ``usage`` overrides the computed numbers, with Pi's names
+    (``input``, ``output``, ``cacheRead``, ``cacheWrite``). ``stop_reason`` is Pi's name
+    (stop/length/toolUse) or a raw wire value (``content_filter``, ``model_context_window_exceeded``)."""
+
+    text: str = ""
+    thinking: str = ""
+    tool_calls: list[ToolCallSpec] = field(default_factory=list)
+    usage: dict[str, int] | None = None
+    stop_reason: str | None = None
+    chunk_size: int | None = None  # characters per text/argument chunk; None: the server's default
+    delay: float | None = None  # seconds between chunks; None: the server's default
+    omit_tool_index: bool = False  # like Ollama / Gemini's OpenAI endpoint
+    usage_choices: str = "empty"  # OpenAI usage chunk: "empty" ([]), "null", or "missing"
+    signature: str = "fake-signature"
+
+    def output_chars(self) -> int:
+        return len(self.text) + len(self.thinking) + sum(len(c.name) + len(json.dumps(c.arguments))
+                                                         for c in self.tool_calls)
+
+
+@dataclass
+class Fault:
+    """A failure. ``kind``: ``status`` (an HTTP error), ``cut`` (the stream stops after
+    ``after_chunks`` events; ``clean`` ends the HTTP body properly, else the connection just
+    drops), ``malformed`` (a broken JSON line after ``after_chunks`` events) or ``stream_error``
+    (an error event inside a 200 stream). ``body`` None means the provider's usual body; ``""``
+    means no body at all."""
+
+    kind: str = "status"
+    status: int = 500
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    after_chunks: int = 3
+    clean: bool = False
+    reply: Reply = field(default_factory=lambda: Reply(text="This reply will be cut short before it ends."))
+    error_type: str | None = None
+
+
+_OPENAI_STOP = {"stop": "stop", "length": "length", "toolUse": "tool_calls"}
+_ANTHROPIC_STOP = {"stop": "end_turn", "length": "max_tokens", "toolUse": "tool_use"}
+
+
+def _pieces(text: str, size: int) -> Iterator[str]:
+    for start in range(0, len(text), max(1, size)):
+        yield text[start:start + size]
+
+
+def sse(obj: Any, event: str | None = None) -> bytes:
+    data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + data + b"\n\n"
+
+
+def openai_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: int) -> Iterator[bytes]:
+    base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk", "created": 0,
+            "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], "usage": None})
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(reply.thinking, chunk_size):
+        yield chunk({"reasoning_content": piece})
+    for piece in _pieces(reply.text, chunk_size):
+        yield chunk({"content": piece})
+    for i, call in enumerate(reply.tool_calls):
+        first: dict[str, Any] = {"index": i, "id": call.id or f"call_{uuid.uuid4().hex[:16]}", "type": "function",
+                                 "function": {"name": call.name, "arguments": ""}}
+        if reply.omit_tool_index:
+            del first["index"]
+        yield chunk({"tool_calls": [first]})
+        for piece in _pieces(json.dumps(call.arguments), chunk_size):
+            fragment: dict[str, Any] = {"function": {"arguments": piece}}
+            if not reply.omit_tool_index:
+                fragment["index"] = i
+            yield chunk({"tool_calls": [fragment]})
+    stop = reply.stop_reason or ("toolUse" if reply.tool_calls else "stop")
+    yield chunk({}, _OPENAI_STOP.get(stop, stop))
+    prompt = usage["input"] + usage["cacheRead"]
+    wire_usage = {"prompt_tokens": prompt, "completion_tokens": usage["output"],
+                  "total_tokens": prompt + usage["output"],
+                  "prompt_tokens_details": {"cached_tokens": usage["cacheRead"]}}
+    last: dict[str, Any] = {**base, "usage": wire_usage}
+    if reply.usage_choices == "empty":
+        last["choices"] = []
+    elif reply.usage_choices == "null":
+        last["choices"] = None
+    yield sse(last)
+    yield sse(b"[DONE]")
+
+
+def anthropic_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: int) -> Iterator[bytes]:
+    start_usage = {"input_tokens": usage["input"], "cache_creation_input_tokens": usage["cacheWrite"],
+                   "cache_read_input_tokens": usage["cacheRead"], "output_tokens": 1}
+    yield sse({"type": "message_start", "message": {
+        "id": f"msg_{uuid.uuid4().hex[:20]}", "type": "message", "role": "assistant", "content": [], "model": model,
+        "stop_reason": None, "stop_sequence": None, "usage": start_usage}}, "message_start")
+    yield sse({"type": "ping"}, "ping")
+    index = 0
+
+    def block(start: dict[str, Any], deltas: Iterator[dict[str, Any]]) -> Iterator[bytes]:
+        yield sse({"type": "content_block_start", "index": index, "content_block": start}, "content_block_start")
+        for delta in deltas:
+            yield sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
+        yield sse({"type": "content_block_stop", "index": index}, "content_block_stop")
+
+    if reply.thinking:
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(reply.thinking, chunk_size)]
+        deltas.append({"type": "signature_delta", "signature": reply.signature})
+        yield from block({"type": "thinking", "thinking": "", "signature": ""}, iter(deltas))
+        index += 1
+    if reply.text:
+        yield from block({"type": "text", "text": ""},
+                         ({"type": "text_delta", "text": p} for p in _pieces(reply.text, chunk_size)))
+        index += 1
+    for call in reply.tool_calls:
+        start = {"type": "tool_use", "id": call.id or f"toolu_{uuid.uuid4().hex[:20]}", "name": call.name, "input": {}}
+        yield from block(start, ({"type": "input_json_delta", "partial_json": p}
+                                 for p in _pieces(json.dumps(call.arguments), chunk_size)))
+        index += 1
+    stop = reply.stop_reason or ("toolUse" if reply.tool_calls else "stop")
+    yield sse({"type": "message_delta", "delta": {"stop_reason": _ANTHROPIC_STOP.get(stop, stop), "stop_sequence": None},
+               "usage": {"output_tokens": usage["output"]}}, "message_delta")
+    yield sse({"type": "message_stop"}, "message_stop")
+
+
+def error_body(protocol: str, status: int, error_type: str | None = None, message: str | None = None) -> dict[str, Any]:
+    """The body each provider really sends for ``status``."""
+    if protocol == "anthropic":
+        kind = error_type or {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+                              429: "rate_limit_error", 529: "overloaded_error"}.get(
+            status, "api_error" if status >= 500 else "invalid_request_error")
+        text = message or {401: "invalid x-api-key", 429: "Number of request tokens has exceeded your rate limit.",
+                           529: "Overloaded", 404: "model: not found"}.get(status, f"fake {kind}")
+        return {"type": "error", "error": {"type": kind, "message": text}, "request_id": "req_fake"}
+    kind = error_type or {401: "invalid_request_error", 429: "requests", 404: "invalid_request_error"}.get(
+        status, "server_error" if status >= 500 else "invalid_request_error")
+    code = {401: "invalid_api_key", 429: "rate_limit_exceeded", 404: "model_not_found"}.get(status)
+    text = message or {401: "Incorrect API key provided: sk-fa***********key. You can find your API key at "
+                            "https://platform.openai.com/account/api-keys.",
+                       429: "Rate limit reached for requests. Please try again later.",
+                       404: "The model does not exist or you do not have access to it."}.get(
+        status, "The server had an error while processing your request. Sorry about that!")
+    return {"error": {"message": text, "type": kind, "param": None, "code": code}}
+
+
+def overflow_response(style: str, tokens: int, window: int) -> tuple[int, Any]:
+    """(status, body) of a real over-window answer: ``openai``, ``anthropic``, ``llamacpp`` or
+    ``cerebras`` (a 400 without body)."""
+    if style == "anthropic":
+        return 400, {"type": "error", "error": {"type": "invalid_request_error",
+                                                "message": f"prompt is too long: {tokens} tokens > {window} maximum"},
+                     "request_id": "req_fake"}
+    if style == "llamacpp":
+        return 400, {"error": {"code": 400, "type": "exceed_context_size_error",
+                               "message": f"request ({tokens} tokens) exceeds the available context size "
+                                          f"({window} tokens), try increasing it",
+                               "n_prompt_tokens": tokens, "n_ctx": window}}
+    if style == "cerebras":
+        return 400, ""
+    return 400, {"error": {"message": f"This model's maximum context length is {window} tokens. However, your "
+                                      f"messages resulted in {tokens} tokens. Please reduce the length of the "
+                                      f"messages.",
+                           "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
+
+
+def stream_error_event(protocol: str, error_type: str | None) -> bytes:
+    if protocol == "anthropic":
+        kind = error_type or "overloaded_error"
+        return sse({"type": "error", "error": {"type": kind, "message": "Overloaded"}}, "error")
+    return sse({"error": {"message": "The server had an error while processing your request.",
+                          "type": error_type or "server_error", "code": None}})
