@@ -21,7 +21,9 @@ def parse_pi_jsonl(text: str, source: str = "") -> tuple[dict[str, Any], list[En
     raw: list[Any] = []
     lines: list[int] = []
     sizes: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Only "\n" ends a line: JSON.stringify leaves U+2028/U+2029/U+0085 raw inside strings,
+    # and str.splitlines() would break a line at them.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -73,8 +75,9 @@ def migrate(header: dict[str, Any], raw: list[Any]) -> list[Any]:
         for value in raw:
             if isinstance(value, dict) and value.get("type") == "compaction" and "firstKeptEntryIndex" in value:
                 index = value.pop("firstKeptEntryIndex")
-                if isinstance(index, int) and 0 <= index < len(raw) and isinstance(raw[index], dict):
-                    value["firstKeptEntryId"] = raw[index]["id"]
+                # Pi indexes the file's entries with the header at 0, so entry i is raw[i - 1].
+                if isinstance(index, int) and 1 <= index <= len(raw) and isinstance(raw[index - 1], dict):
+                    value["firstKeptEntryId"] = raw[index - 1]["id"]
         header["version"] = 2
     if header["version"] < 3:
         for value in raw:
