@@ -1,5 +1,6 @@
 """bash with real subprocesses."""
 
+import contextlib
 import os
 import signal
 import tempfile
@@ -62,6 +63,13 @@ def test_timeout_kills_the_whole_process_group(tmp_path, ctx):
     assert out.is_error
     assert out.text == "started\n\nCommand timed out after 0.5 seconds"
     assert wait_until_dead(int((tmp_path / "bg.pid").read_text()))
+
+
+def test_background_job_holding_the_pipe_does_not_block_the_result(tmp_path, ctx):
+    out = bash(ctx, "(while true; do echo bg; sleep 0.01; done) & echo $! > bg.pid; echo fg")
+    with contextlib.suppress(ProcessLookupError):  # it may already have died of SIGPIPE
+        os.kill(int((tmp_path / "bg.pid").read_text()), signal.SIGKILL)
+    assert not out.is_error and "fg" in out.text.split("\n")
 
 
 def test_invalid_timeout_and_missing_cwd(tmp_path):

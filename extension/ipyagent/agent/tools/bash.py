@@ -24,8 +24,8 @@ from ipyagent.agent.tools.truncate import (
 )
 
 ROLLING_BYTES = 2 * DEFAULT_MAX_BYTES
-# After the shell exits, how long to keep reading from a pipe that a background process it
-# started still holds open before giving up on it.
+# After the shell exits, how long to keep reading from a pipe that a background job it started
+# still holds open before giving up on it.
 EXIT_GRACE_SECONDS = 0.5
 POLL_SECONDS = 0.1
 
@@ -121,15 +121,15 @@ def run_command(command: str, cwd: str, timeout: float | None) -> tuple[OutputCo
                 if deadline is not None and now >= deadline and not timed_out:
                     timed_out = True
                     _kill_group(proc)
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = now
+                if exited_at is not None and now - exited_at > EXIT_GRACE_SECONDS:
+                    break  # a background job keeps the pipe open (and may keep writing)
                 if sel.select(POLL_SECONDS):
                     chunk = os.read(proc.stdout.fileno(), 65536)
                     if not chunk:
                         break
                     out.add(chunk)
-                elif proc.poll() is not None:
-                    exited_at = exited_at or now
-                    if now - exited_at > EXIT_GRACE_SECONDS:
-                        break
         code = proc.wait()
     except BaseException:
         _kill_group(proc)
