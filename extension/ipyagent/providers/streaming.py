@@ -142,6 +142,35 @@ class HTTPProvider:
                 response.close()
 
 
+def interrupt(stream: Iterator[StreamEvent]) -> StreamInterrupted | None:
+    """Deliver a KeyboardInterrupt that landed in the *consumer's* code (between events) to the
+    suspended stream: it closes the connection and the returned ``StreamInterrupted`` carries the
+    partial message. None if the stream had already finished. Typical use::
+
+        stream = stream_with_retry(provider, request)
+        try:
+            for event in stream:
+                render(event)
+        except StreamInterrupted as exc:      # the interrupt arrived while reading
+            partial = exc.partial
+        except KeyboardInterrupt:             # it arrived in render()
+            partial = interrupt(stream).partial
+    """
+    throw = getattr(stream, "throw", None)
+    if throw is None:
+        return None
+    try:
+        throw(KeyboardInterrupt())
+    except StreamInterrupted as exc:
+        return exc
+    except (KeyboardInterrupt, StopIteration):
+        return None
+    close = getattr(stream, "close", None)
+    if close is not None:
+        close()
+    return None
+
+
 def redact_headers(headers: dict[str, str], key: str | None) -> dict[str, str]:
     """Headers safe to log or show."""
     secret_names = {"authorization", "x-api-key", "api-key"}

@@ -4,6 +4,7 @@ See ``ipyagent.testing.fake_server`` for a walk-through.
 """
 
 from ipyagent.testing.fake_server import DEFAULT_SUMMARY, FakeProviderServer, RecordedRequest
-from ipyagent.testing.specs import Fault, Reply, ToolCallSpec
+from ipyagent.testing.helpers import StreamResult, collect
+from ipyagent.testing.specs import Fault, RawStream, Reply, ToolCallSpec
 
-__all__ = ["FakeProviderServer", "RecordedRequest", "Reply", "Fault", "ToolCallSpec", "DEFAULT_SUMMARY"]
+__all__ = ["FakeProviderServer", "RecordedRequest", "Reply", "Fault", "RawStream", "ToolCallSpec", "DEFAULT_SUMMARY", "StreamResult", "collect"]

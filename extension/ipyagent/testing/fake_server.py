@@ -47,6 +47,7 @@ from typing import Any, Callable
 
 from ipyagent.testing.specs import (
     Fault,
+    RawStream,
     Reply,
     ToolCallSpec,
     anthropic_stream,
@@ -57,7 +58,7 @@ from ipyagent.testing.specs import (
     stream_error_event,
 )
 
-Spec = Reply | Fault
+Spec = Reply | Fault | RawStream
 Policy = Callable[[dict[str, Any]], "Spec | str | None"]
 _SECRET_HEADERS = {"authorization", "x-api-key", "api-key"}
 DEFAULT_SUMMARY = ("## Goal\nContinue the user's task.\n\n## Constraints & Preferences\n- (none)\n\n## Progress\n"
@@ -163,7 +164,8 @@ class FakeProviderServer:
     def start(self) -> "FakeProviderServer":
         handler = type("Handler", (_Handler,), {"fake": self})
         self._httpd = _Server(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="ipyagent-fake-provider", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
+                                        name="ipyagent-fake-provider", daemon=True)
         self._thread.start()
         return self
 
@@ -225,6 +227,9 @@ class FakeProviderServer:
                            **reply: Any) -> None:
         specs = [c if isinstance(c, ToolCallSpec) else ToolCallSpec(c[0], c[1]) for c in calls]
         self.enqueue(Reply(text=text, tool_calls=specs, **reply))
+
+    def enqueue_raw(self, chunks: list[bytes | str], *, delay: float | None = None) -> None:
+        self.enqueue(RawStream(list(chunks), delay))
 
     def enqueue_summary(self, summary: str | Spec) -> None:
         with self._lock:
@@ -387,17 +392,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, record: RecordedRequest, spec: Spec, pieces: list[str], marked: int, model: str) -> None:
         fake = self.fake
+        if isinstance(spec, RawStream):
+            record.outcome = "raw"
+            self._start_sse()
+            for chunk in spec.chunks:
+                self._chunk(chunk.encode() if isinstance(chunk, str) else chunk)
+                if spec.delay:
+                    time.sleep(spec.delay)
+            self.wfile.write(b"0\r\n\r\n")
+            return
         reply = spec.reply if isinstance(spec, Fault) else spec
         usage = fake._usage(record, pieces, marked, reply)
         size = reply.chunk_size or fake.chunk_size
         events = (anthropic_stream if record.protocol == "anthropic" else openai_stream)(reply, model, usage, size)
         delay = reply.delay if reply.delay is not None else fake.chunk_delay
         record.outcome = "reply" if isinstance(spec, Reply) else f"fault:{spec.kind}"
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
+        self._start_sse()
         try:
             for n, event in enumerate(events):
                 if isinstance(spec, Fault) and n == spec.after_chunks:
@@ -417,11 +427,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client hung up (cancel, interrupt)
+            record.outcome = "client-closed"
+
+    def _start_sse(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
 
-__all__ = ["FakeProviderServer", "RecordedRequest", "Reply", "Fault", "ToolCallSpec", "default_summary_detector",
+__all__ = ["FakeProviderServer", "RecordedRequest", "Reply", "Fault", "RawStream", "ToolCallSpec", "default_summary_detector",
            "DEFAULT_SUMMARY"]

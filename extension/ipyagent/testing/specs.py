@@ -55,6 +55,15 @@ class Fault:
     error_type: str | None = None
 
 
+@dataclass
+class RawStream:
+    """Exactly these bytes as a 200 ``text/event-stream`` body (strings are encoded): for replaying
+    a recorded stream or testing a parser against odd servers."""
+
+    chunks: list[bytes | str]
+    delay: float | None = None
+
+
 _OPENAI_STOP = {"stop": "stop", "length": "length", "toolUse": "tool_calls"}
 _ANTHROPIC_STOP = {"stop": "end_turn", "length": "max_tokens", "toolUse": "tool_use"}
 
