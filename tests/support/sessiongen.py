@@ -67,6 +67,7 @@ _PATHS = [
     "src/components/Button.tsx", "src/components/Card.tsx", "lib/parser.rs", "lib/lexer.rs",
     "config/settings.yaml", "data/sample.csv", "src/über/straße.py", "docs/日本語.md",
     "src/emoji_😀.txt", "CHANGELOG.md", ".github/workflows/ci.yml", "src/cli.py",
+    "notes/😀.md", "notes/ｆｕｌｌ.md", "notes/plain.md",  # UTF-16 order differs from code point order here
 ]
 _TOOLS = ["read", "read", "read", "bash", "bash", "edit", "edit", "write", "grep", "find", "ls"]
 _MODELS = [("anthropic", "claude-sonnet-4-5"), ("openai", "gpt-4.1-mini"), ("anthropic", "claude-opus-4-1"),
