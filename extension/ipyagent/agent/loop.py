@@ -25,12 +25,13 @@ from ipyagent.compaction.summarize import FailureTracker
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact, Session
 from ipyagent.providers import models
-from ipyagent.providers.base import MessageDone, ModelRequest
+from ipyagent.providers.base import MessageDone, ModelRequest, Retrying, TextDelta
 from ipyagent.providers.errors import ContextOverflowError, ProviderError, StreamInterrupted
 from ipyagent.providers.overflow import is_silent_overflow
 from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.retry import stream_with_retry
 from ipyagent.session.ids import now_ms
+from ipyagent.session.tokens import normalize_usage
 from ipyagent.session.messages import tool_calls_of, tool_result_message, user_message
 
 Listener = Callable[[Any], None]
@@ -252,6 +253,7 @@ class Agent:
         request = self._request(model_id)
         self._emit(ev.RequestStart(self.config.model, self.session.context_tokens(), len(request.messages)))
         message = None
+        received: list[str] = []
         try:
             for event in stream_with_retry(provider, request, max_retries=self.config.max_retries,
                                            base_delay=self.config.retry_base_delay,
@@ -260,10 +262,18 @@ class Agent:
                 if isinstance(event, MessageDone):
                     message = event.message
                 else:
+                    if isinstance(event, TextDelta):
+                        received.append(event.text)
+                    elif isinstance(event, Retrying):
+                        received.clear()
                     self._emit(event)
         except StreamInterrupted as exc:
             self._append(exc.partial)  # what arrived, recorded as an aborted message
             raise KeyboardInterrupt from None
+        except KeyboardInterrupt:
+            # The interrupt landed between two events rather than inside the provider's read.
+            self._append(self._aborted_message(model_id, "".join(received)))
+            raise
         except ContextOverflowError:
             raise
         except ProviderError as exc:
@@ -271,6 +281,12 @@ class Agent:
         if message is None:
             raise AgentRunError("The provider's stream ended without a message.")
         return message
+
+    def _aborted_message(self, model_id: str, text: str) -> dict[str, Any]:
+        provider_name, _ = self._model()
+        return {"role": "assistant", "content": [{"type": "text", "text": text}] if text else [],
+                "api": "", "provider": provider_name, "model": model_id, "usage": normalize_usage({}),
+                "stopReason": "aborted", "errorMessage": "Interrupted by the user", "timestamp": now_ms()}
 
     def _run_tool(self, call: dict[str, Any]) -> dict[str, Any]:
         name, call_id = call.get("name", ""), call.get("id", "")
