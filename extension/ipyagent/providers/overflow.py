@@ -61,15 +61,17 @@ def matches_overflow_text(text: str) -> bool:
     return bool(text) and (any(p.search(text) for p in OVERFLOW_PATTERNS) or bool(_NO_BODY.search(text.strip())))
 
 
-def is_overflow_error(status: int | None, message: str = "", code: str | None = None, body: str = "") -> bool:
-    """True when an HTTP error (or an error event, status None) means "the prompt did not fit"."""
+def is_overflow_error(status: int | None, message: str = "", code: str | None = None,
+                      body: str | None = None) -> bool:
+    """True when an HTTP error (or an error event, status None) means "the prompt did not fit".
+    ``body`` is the raw response body when known: an empty one on a 400/413 is Cerebras' overflow."""
     if status == 429:
         return False
     if code and code in OVERFLOW_CODES:
         return True
-    if status in (400, 413) and not body.strip():
+    if status in (400, 413) and body is not None and not body.strip():
         return True
-    return matches_overflow_text(message) or matches_overflow_text(body)
+    return matches_overflow_text(message) or matches_overflow_text(body or "")
 
 
 def window_from_error(text: str, parsed: dict[str, Any] | None = None) -> int | None:
