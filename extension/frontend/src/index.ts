@@ -1,0 +1,253 @@
+/**
+ * ipyagent-bridge: the JupyterLab 4 / Notebook 7 end of the `ipyagent` comm (docs/protocol.md).
+ *
+ * For every notebook and every kernel connection it gets (first start, restart, kernel change,
+ * page reload):
+ *  - registers the comm target `ipyagent`, answers `hello` with `hello_ack`, applies `entries`
+ *    messages to `metadata["ipyagent"]` idempotently by entry id and acks them;
+ *  - when the notebook's metadata holds sessions, pushes them into the kernel with one silent
+ *    execute request, queued before any user cell;
+ *  - lifts journal outputs (`application/vnd.ipyagent.entries+json`) into the metadata, on open
+ *    and when one is displayed, without touching the outputs.
+ *
+ * Only `INotebookTracker` is required, which both JupyterLab and Notebook 7 provide.
+ */
+
+import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
+
+import {
+  JOURNAL_MIME,
+  METADATA_KEY,
+  PROTOCOL,
+  applyUpdate,
+  hasSessions,
+  pushCode,
+  updateFromJournal,
+  updateFromMessage
+} from './store';
+
+const TARGET = 'ipyagent';
+const LOG = '[ipyagent-bridge]';
+
+/** Everything the bridge keeps for one open document (shared by all views of it). */
+class DocumentBridge {
+  constructor(
+    private readonly panel: NotebookPanel,
+    private readonly frontend: string
+  ) {
+    const sc = panel.sessionContext;
+    sc.kernelChanged.connect((_, args) => this.onKernel(args.newValue, 'kernel'), this);
+    sc.statusChanged.connect((_, status) => this.onStatus(status), this);
+    if (sc.session?.kernel) {
+      this.onKernel(sc.session.kernel, 'kernel');
+    }
+    void panel.context.ready.then(() => this.liftJournals());
+  }
+
+  private get model(): INotebookModel | null {
+    return this.panel.context.model ?? null;
+  }
+
+  // ---- kernel connections -----------------------------------------------------------------
+
+  private onKernel(kernel: Kernel.IKernelConnection | null, why: string): void {
+    if (!kernel) {
+      return;
+    }
+    this.registerTarget(kernel);
+    if (!this.watched.has(kernel)) {
+      this.watched.add(kernel);
+      kernel.iopubMessage.connect((_, msg) => this.onIopub(msg), this);
+    }
+    this.schedulePush(kernel, why);
+  }
+
+  private onStatus(status: Kernel.Status): void {
+    const kernel = this.panel.sessionContext.session?.kernel ?? null;
+    if (!kernel) {
+      return;
+    }
+    if (status === 'restarting') {
+      // `restart()` emits 'restarting' and then clears the connection's queue; an auto-restart
+      // clears it in a microtask scheduled before this signal. Queue the push after both, so it
+      // waits in the pending queue of the new kernel, ahead of any user cell.
+      this.registerTarget(kernel);
+      this.schedulePush(kernel, 'restart');
+    } else if (status === 'starting') {
+      this.registerTarget(kernel);
+    }
+  }
+
+  private registerTarget(kernel: Kernel.IKernelConnection): void {
+    // Idempotent: one callback per target name per connection; survives restarts, but
+    // registering again after one costs nothing.
+    kernel.registerCommTarget(TARGET, (comm, msg) => this.onCommOpen(kernel, comm, msg));
+  }
+
+  // ---- the comm ---------------------------------------------------------------------------
+
+  private onCommOpen(
+    kernel: Kernel.IKernelConnection,
+    comm: Kernel.IComm,
+    msg: KernelMessage.ICommOpenMsg
+  ): void {
+    const data = msg.content.data as any;
+    comm.onMsg = (m: KernelMessage.ICommMsgMsg) => this.onCommMsg(comm, m);
+    if (data && data.type === 'hello') {
+      comm.send({
+        type: 'hello_ack',
+        protocol: PROTOCOL,
+        frontend: this.frontend,
+        path: this.panel.context.path ?? null
+      });
+    }
+  }
+
+  private onCommMsg(comm: Kernel.IComm, msg: KernelMessage.ICommMsgMsg): void {
+    const update = updateFromMessage(msg.content.data);
+    if (!update) {
+      return;
+    }
+    const model = this.model;
+    if (!model) {
+      return;
+    }
+    const result = applyUpdate(model.getMetadata(METADATA_KEY), update);
+    if (result.changed) {
+      model.setMetadata(METADATA_KEY, result.metadata);
+    }
+    comm.send({
+      type: 'ack',
+      seq: update.seq,
+      session: update.session,
+      stored: result.stored,
+      ids: result.ids
+    });
+  }
+
+  // ---- the push after a kernel start --------------------------------------------------------
+
+  private schedulePush(kernel: Kernel.IKernelConnection, why: string): void {
+    const context = this.panel.context;
+    const go = () => {
+      if (kernel.isDisposed || this.pushing.has(kernel)) {
+        return;
+      }
+      const model = this.model;
+      const meta = model?.getMetadata(METADATA_KEY);
+      if (!model || !hasSessions(meta)) {
+        return;
+      }
+      const language = (model.getMetadata('kernelspec') as any)?.language;
+      if (typeof language === 'string' && language.toLowerCase() !== 'python') {
+        return;
+      }
+      let future: Kernel.IShellFuture<KernelMessage.IExecuteRequestMsg, KernelMessage.IExecuteReplyMsg>;
+      try {
+        future = kernel.requestExecute({
+          code: pushCode(meta, this.frontend),
+          silent: true,
+          store_history: false,
+          allow_stdin: false,
+          stop_on_error: false
+        });
+      } catch (e) {
+        console.warn(LOG, 'could not push the stored session into the kernel', e);
+        return;
+      }
+      this.pushing.add(kernel);
+      const done = () => this.pushing.delete(kernel);
+      future.done.then(done, done);
+      console.debug(LOG, `pushed the stored session (${why})`);
+    };
+    if (context.isReady) {
+      // a microtask: after the connection cleared its queue on restart, before any user event
+      void Promise.resolve().then(go);
+    } else {
+      // no user cell can run before the document is loaded
+      void context.ready.then(go);
+    }
+  }
+
+  // ---- journals ---------------------------------------------------------------------------
+
+  /** Lift every journal output of the notebook into the metadata (cell order, by id). */
+  liftJournals(): void {
+    const model = this.model;
+    if (!model) {
+      return;
+    }
+    let meta: unknown = model.getMetadata(METADATA_KEY);
+    let changed = false;
+    for (let i = 0; i < model.cells.length; i++) {
+      const cell = model.cells.get(i) as any;
+      const outputs = cell?.type === 'code' ? cell.outputs : null;
+      if (!outputs) {
+        continue;
+      }
+      for (let j = 0; j < outputs.length; j++) {
+        const payload = outputs.get(j)?.data?.[JOURNAL_MIME];
+        const update = updateFromJournal(payload);
+        if (!update) {
+          continue;
+        }
+        const result = applyUpdate(meta, update, true);
+        if (result.changed) {
+          meta = result.metadata;
+          changed = true;
+        }
+      }
+    }
+    if (changed) {
+      model.setMetadata(METADATA_KEY, meta);
+    }
+  }
+
+  /** A journal displayed while the notebook is open is lifted at once. */
+  private onIopub(msg: KernelMessage.IIOPubMessage): void {
+    const type = msg.header.msg_type;
+    if (type !== 'display_data' && type !== 'update_display_data' && type !== 'execute_result') {
+      return;
+    }
+    const data = (msg.content as any).data;
+    const update = updateFromJournal(data?.[JOURNAL_MIME]);
+    const model = this.model;
+    if (!update || !model) {
+      return;
+    }
+    const result = applyUpdate(model.getMetadata(METADATA_KEY), update, true);
+    if (result.changed) {
+      model.setMetadata(METADATA_KEY, result.metadata);
+    }
+  }
+
+  private readonly watched = new WeakSet<Kernel.IKernelConnection>();
+  private readonly pushing = new WeakSet<Kernel.IKernelConnection>();
+}
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: 'ipyagent-bridge:plugin',
+  description:
+    "Stores ipyagent's session entries in the notebook metadata and pushes them back into the kernel after a restart.",
+  autoStart: true,
+  requires: [INotebookTracker],
+  activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
+    const frontend = /notebook/i.test(app.name) ? 'notebook' : 'jupyterlab';
+    const bridges = new WeakMap<object, DocumentBridge>();
+    const attach = (panel: NotebookPanel) => {
+      // Two views of one notebook share its context (and model): one bridge per context.
+      const key = panel.context;
+      if (bridges.has(key)) {
+        return;
+      }
+      bridges.set(key, new DocumentBridge(panel, frontend));
+    };
+    tracker.forEach(attach);
+    tracker.widgetAdded.connect((_, panel) => attach(panel));
+    console.debug(LOG, `active (${frontend})`);
+  }
+};
+
+export default plugin;

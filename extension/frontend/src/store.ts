@@ -1,0 +1,175 @@
+/**
+ * Pure functions over `metadata["ipyagent"]` (docs/protocol.md): applying an `entries`
+ * message or a journal output, idempotently by entry id. No JupyterLab imports, so the logic
+ * reads (and could be tested) on its own.
+ */
+
+export const METADATA_KEY = 'ipyagent';
+export const JOURNAL_MIME = 'application/vnd.ipyagent.entries+json';
+export const PROTOCOL = 1;
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+export interface ISession extends JsonObject {
+  entries: JsonObject[];
+}
+
+export interface IAgentMetadata extends JsonObject {
+  version: number;
+  sessions: { [name: string]: ISession };
+}
+
+/** The parts of an `entries` message or a journal output that change the store. */
+export interface IUpdate {
+  session: string;
+  entries: Json[];
+  leaf?: Json;
+  header?: Json;
+  settings?: Json;
+  active?: boolean;
+}
+
+export interface IApplyResult {
+  /** the new metadata value (a fresh object; the input is not modified) */
+  metadata: IAgentMetadata;
+  /** entries newly added */
+  stored: number;
+  /** ids of the update's entries that the metadata now holds (new or already there) */
+  ids: string[];
+  /** whether anything changed (so `setMetadata` is needed) */
+  changed: boolean;
+}
+
+function isObject(v: unknown): v is JsonObject {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function clone<T>(v: T): T {
+  return v === undefined ? v : JSON.parse(JSON.stringify(v));
+}
+
+/** A copy of the stored value, normalised enough to be updated (malformed parts are kept). */
+export function normalise(raw: unknown): IAgentMetadata {
+  const meta: JsonObject = isObject(raw) ? clone(raw) : {};
+  if (typeof meta.version !== 'number') {
+    meta.version = PROTOCOL;
+  }
+  if (!isObject(meta.sessions)) {
+    meta.sessions = {};
+  }
+  return meta as IAgentMetadata;
+}
+
+/** True when the stored value holds at least one session. */
+export function hasSessions(raw: unknown): boolean {
+  return isObject(raw) && isObject(raw.sessions) && Object.keys(raw.sessions).length > 0;
+}
+
+/**
+ * Apply one update. Entries are appended in order, skipping ids already present (and entries
+ * without a string id). `leaf` is set when present in the update; `header` / `settings` replace
+ * the stored ones when present. With `onlyIfNew`, leaf/header/settings/active are applied only
+ * when the update added at least one entry (used for journals, so lifting an old journal never
+ * moves the leaf back).
+ */
+export function applyUpdate(raw: unknown, update: IUpdate, onlyIfNew = false): IApplyResult {
+  const before = normalise(raw);
+  const meta = normalise(raw);
+  const name = update.session;
+  let sess = meta.sessions[name] as unknown;
+  if (!isObject(sess)) {
+    sess = { header: null, leaf: null, settings: {}, entries: [] };
+    meta.sessions[name] = sess as ISession;
+  }
+  const session = sess as JsonObject;
+  if (!Array.isArray(session.entries)) {
+    session.entries = [];
+  }
+  const list = session.entries as Json[];
+  const have = new Set<string>();
+  for (const e of list) {
+    if (isObject(e) && typeof e.id === 'string') {
+      have.add(e.id);
+    }
+  }
+  let stored = 0;
+  const ids: string[] = [];
+  for (const e of update.entries ?? []) {
+    if (!isObject(e) || typeof e.id !== 'string') {
+      continue;
+    }
+    if (!have.has(e.id)) {
+      list.push(clone(e));
+      have.add(e.id);
+      stored += 1;
+    }
+    ids.push(e.id);
+  }
+  if (!onlyIfNew || stored > 0) {
+    if (update.leaf !== undefined) {
+      session.leaf = clone(update.leaf);
+    }
+    if (update.header !== undefined) {
+      session.header = clone(update.header);
+    }
+    if (update.settings !== undefined) {
+      session.settings = clone(update.settings);
+    }
+    if (update.active || (onlyIfNew && typeof meta.active !== 'string')) {
+      meta.active = name;
+    }
+  }
+  const changed = JSON.stringify(before) !== JSON.stringify(meta);
+  return { metadata: meta, stored, ids, changed };
+}
+
+/** Read an `entries` comm message into an update (or null when it is not one). */
+export function updateFromMessage(data: unknown): (IUpdate & { seq: Json }) | null {
+  if (!isObject(data) || data.type !== 'entries' || typeof data.session !== 'string') {
+    return null;
+  }
+  return {
+    seq: data.seq ?? null,
+    session: data.session,
+    entries: Array.isArray(data.entries) ? data.entries : [],
+    leaf: 'leaf' in data ? data.leaf : undefined,
+    header: 'header' in data ? data.header : undefined,
+    settings: 'settings' in data ? data.settings : undefined,
+    active: data.active === true
+  };
+}
+
+/** Read a journal output's data into an update (or null when it is not one). */
+export function updateFromJournal(payload: unknown): IUpdate | null {
+  if (!isObject(payload) || !Array.isArray(payload.entries)) {
+    return null;
+  }
+  const session = typeof payload.session === 'string' ? payload.session : 'default';
+  return {
+    session,
+    entries: payload.entries,
+    leaf: 'leaf' in payload ? payload.leaf : undefined,
+    header: 'header' in payload ? payload.header : undefined,
+    settings: 'settings' in payload ? payload.settings : undefined,
+    active: false
+  };
+}
+
+/**
+ * The silent execute request's code (protocol.md "Rehydration"). The JSON goes into a Python
+ * raw triple-quoted string; every `'` is written `\u0027` (still the same JSON), so the string
+ * can hold no `'''`, and JSON text always ends with `}`, never with a backslash.
+ */
+export function pushCode(meta: unknown, source: string): string {
+  const json = JSON.stringify(meta).replace(/'/g, '\\u0027');
+  return [
+    'try:',
+    '    import ipyagent.notebook.bridge as _ipyagent_b',
+    `    _ipyagent_b.receive_push(r'''${json}''', source=${JSON.stringify(source)})`,
+    '    del _ipyagent_b',
+    'except ImportError:',
+    '    pass',
+    ''
+  ].join('\n');
+}
