@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 from dataclasses import dataclass
+from decimal import Decimal
+from json.encoder import encode_basestring
 from typing import Any, Callable, Protocol, Sequence
 
 from ipyagent.session.messages import Message
@@ -46,9 +49,59 @@ def js_length(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+# Where Python's float text differs from JavaScript's: exponents (1.5e-05 vs 0.000015, 1e+16 vs
+# 10000000000000000), integral floats (1.0 vs 1), NaN/Infinity (null in JSON.stringify).
+_PY_EXPONENT = re.compile(r"e[+-]\d")
+_PY_INTEGRAL_FLOAT = re.compile(r"\.0(?![0-9])")
+
+
+def js_number(value: float) -> str:
+    """``Number.prototype.toString`` of a float, as ``JSON.stringify`` writes it."""
+    if value != value or value in (math.inf, -math.inf):
+        return "null"
+    if value == 0:
+        return "0"
+    _, digit_tuple, exponent = Decimal(repr(abs(value))).normalize().as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    k, n = len(digits), int(exponent) + len(digits)  # value = 0.digits × 10**n
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * -n + digits
+    else:
+        e = n - 1
+        text = digits[0] + ("." + digits[1:] if k > 1 else "") + "e" + ("+" if e >= 0 else "-") + str(abs(e))
+    return "-" + text if value < 0 else text
+
+
+def _js_encode(value: Any) -> str:
+    if isinstance(value, str):
+        return encode_basestring(value)
+    if value is None or value is True or value is False:
+        return json.dumps(value)
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        return js_number(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{encode_basestring(str(k))}:{_js_encode(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_js_encode(v) for v in value) + "]"
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)  # raises TypeError as json does
+
+
 def js_json(value: Any) -> str:
-    """``JSON.stringify`` for JSON data (compact, non-ASCII kept)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """``JSON.stringify`` for JSON data (compact, non-ASCII kept, JavaScript's number text).
+
+    The C encoder does the work; only text that may hold a float written differently from
+    JavaScript (``1.5e-05`` for ``0.000015``) is encoded again number by number.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if not (_PY_EXPONENT.search(text) or _PY_INTEGRAL_FLOAT.search(text) or "NaN" in text or "Infinity" in text):
+        return text
+    return _js_encode(value)
 
 
 def _blocks_text_chars(content: Any, count_images: bool) -> int:
