@@ -1,0 +1,133 @@
+"""The session tree: append, branch, path, labels (pi.md §5.4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ipyagent.session.entries import label_entry, message_entry
+from ipyagent.session.tree import SessionError, SessionTree
+
+from conftest import assistant, ids_of, new_session, user
+
+
+def test_append_chains_under_leaf_and_moves_leaf():
+    tree = SessionTree()
+    a = tree.append(message_entry(user("a")))
+    b = tree.append(message_entry(assistant("b")))
+    assert tree.leaf_id == b["id"] and b["parentId"] == a["id"]
+    assert ids_of(tree.path()) == [a["id"], b["id"]]
+    assert len(tree) == 2 and a["id"] in tree and tree.get(a["id"]) is a
+
+
+def test_append_copies_the_callers_dict():
+    tree = SessionTree()
+    message = user("a")
+    entry = message_entry(message)
+    stored = tree.append(entry)
+    message["content"] = "changed"
+    assert stored["message"]["content"] == "a"
+    assert "id" not in entry
+
+
+def test_branch_then_append_records_a_new_branch():
+    tree = SessionTree()
+    a = tree.append(message_entry(user("a")))
+    b = tree.append(message_entry(assistant("b")))
+    tree.branch(a["id"])
+    assert ids_of(tree.path()) == [a["id"]]
+    c = tree.append(message_entry(assistant("c")))
+    assert c["parentId"] == a["id"]
+    assert ids_of(tree.path()) == [a["id"], c["id"]]
+    assert ids_of(tree.path(b["id"])) == [a["id"], b["id"]]
+    assert ids_of(tree.children(a["id"])) == [b["id"], c["id"]]
+    assert len(tree) == 3  # nothing removed
+
+
+def test_branch_to_none_starts_a_second_root():
+    tree = SessionTree()
+    a = tree.append(message_entry(user("a")))
+    tree.branch(None)
+    assert tree.path() == []
+    b = tree.append(message_entry(user("b")))
+    assert b["parentId"] is None
+    assert ids_of(tree.children(None)) == [a["id"], b["id"]]
+
+
+def test_branch_to_unknown_entry_raises_and_changes_nothing():
+    tree = SessionTree()
+    a = tree.append(message_entry(user("a")))
+    with pytest.raises(SessionError):
+        tree.branch("deadbeef")
+    assert tree.leaf_id == a["id"]
+
+
+def test_explicit_parent_and_id():
+    tree = SessionTree()
+    a = tree.append(message_entry(user("a")))
+    tree.append(message_entry(assistant("b")))
+    c = tree.append({**message_entry(user("c")), "id": "cccccccc", "parentId": a["id"]})
+    assert c["id"] == "cccccccc" and c["parentId"] == a["id"] and tree.leaf_id == "cccccccc"
+    assert ids_of(tree.path()) == [a["id"], "cccccccc"]
+
+
+@pytest.mark.parametrize("bad", [
+    {"type": "message"},
+    {**message_entry(user("x")), "parentId": "nothere1"},
+    {**message_entry(user("x")), "id": ""},
+    {**message_entry(user("x")), "id": 7},
+])
+def test_bad_appends_raise_and_change_nothing(bad):
+    tree = SessionTree()
+    a = tree.append(message_entry(user("a")))
+    with pytest.raises(SessionError):
+        tree.append(bad)
+    assert len(tree) == 1 and tree.leaf_id == a["id"]
+
+
+def test_duplicate_id_rejected():
+    tree = SessionTree()
+    a = tree.append(message_entry(user("a")))
+    with pytest.raises(SessionError, match="already exists"):
+        tree.append({**message_entry(user("b")), "id": a["id"]})
+
+
+def test_leaf_defaults_to_last_entry_in_file_order():
+    entries = [
+        {"type": "message", "id": "aaaaaaaa", "parentId": None, "timestamp": "t", "message": user("a")},
+        {"type": "message", "id": "bbbbbbbb", "parentId": "aaaaaaaa", "timestamp": "t", "message": user("b")},
+        {"type": "message", "id": "cccccccc", "parentId": "aaaaaaaa", "timestamp": "t", "message": user("c")},
+    ]
+    assert SessionTree(entries=entries).leaf_id == "cccccccc"
+    assert SessionTree(entries=entries, leaf_id="bbbbbbbb").leaf_id == "bbbbbbbb"
+    assert SessionTree(entries=entries, leaf_id="zzzzzzzz").leaf_id == "cccccccc"
+    assert SessionTree().leaf_id is None and SessionTree().path() == []
+
+
+def test_labels_last_wins_and_empty_clears():
+    session = new_session(user("a"), assistant("b"))
+    a, b = session.entries
+    session.label(a["id"], "first")
+    session.label(a["id"], "second")
+    session.label(b["id"], "other")
+    assert session.labels() == {a["id"]: "second", b["id"]: "other"}
+    session.label(b["id"], None)
+    assert session.labels() == {a["id"]: "second"}
+    session.append(label_entry(a["id"], ""))
+    assert session.labels() == {}
+    with pytest.raises(SessionError):
+        session.label("nothere1", "x")
+
+
+def test_path_cache_follows_appends_and_branches():
+    session = new_session(user("a"), assistant("b"), user("c"))
+    a, b, c = session.entries
+    assert ids_of(session.path()) == [a["id"], b["id"], c["id"]]
+    session.branch(b["id"])
+    assert ids_of(session.path()) == [a["id"], b["id"]]
+    d = session.append_message(user("d"))
+    assert ids_of(session.path()) == [a["id"], b["id"], d["id"]]
+    session.branch(c["id"])
+    assert ids_of(session.path()) == [a["id"], b["id"], c["id"]]
+    # path() returns a copy: mutating it does not corrupt the cache
+    session.path().clear()
+    assert len(session.path()) == 3
