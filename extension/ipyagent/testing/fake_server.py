@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 import sys
 import threading
 import time
@@ -323,6 +324,11 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     fake: FakeProviderServer
+
+    def setup(self) -> None:
+        super().setup()
+        # small writes (headers, then each SSE event) must not wait for Nagle + delayed ACK (40 ms)
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         pass
