@@ -57,6 +57,7 @@ def sanitize_entries(raw_entries: list[Any], report: LoadReport, where=lambda i:
     """Check shapes, ids, parents and cycles; return the entries that can be used, in order."""
     kept: list[Entry] = []
     ids: set[str] = set()
+    positions: dict[str, int] = {}  # id -> index in raw_entries, so problems name the right line
     for i, entry in enumerate(raw_entries):
         label = where(i)
         if sizes is not None and sizes[i] > MAX_ENTRY_CHARS:
@@ -76,13 +77,14 @@ def sanitize_entries(raw_entries: list[Any], report: LoadReport, where=lambda i:
                        kept=False, raw=entry)
             continue
         ids.add(entry["id"])
+        positions[entry["id"]] = i
         kept.append(entry)
-    return _break_cycles_and_orphans(kept, report, where)
+    return _break_cycles_and_orphans(kept, report, where, positions)
 
 
-def _break_cycles_and_orphans(entries: list[Entry], report: LoadReport, where) -> list[Entry]:
+def _break_cycles_and_orphans(entries: list[Entry], report: LoadReport, where,
+                              position: dict[str, int]) -> list[Entry]:
     by_id = {e["id"]: e for e in entries}
-    position = {e["id"]: i for i, e in enumerate(entries)}
     in_cycle: set[str] = set()
     state: dict[str, int] = {}  # 1 = being walked, 2 = known fine
     for entry in entries:
