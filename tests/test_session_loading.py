@@ -1,0 +1,166 @@
+"""Malformed input: every problem is reported with its line, what can be kept is kept, the rest
+is set aside in the report (never dropped silently, never fatal)."""
+
+from __future__ import annotations
+
+import json
+
+from ipyagent.core import Session
+from ipyagent.session.jsonl import parse_pi_jsonl
+from ipyagent.session.loading import MAX_ENTRY_CHARS, LoadReport, sanitize_entries
+
+HEADER = {"type": "session", "version": 3, "id": "s-1", "timestamp": "2026-03-01T10:00:00.000Z", "cwd": "/p"}
+
+
+def msg(entry_id, parent, text="x", **extra):
+    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": "2026-03-01T10:00:01.000Z",
+            "message": {"role": "user", "content": text, "timestamp": 1}, **extra}
+
+
+def text_of(*rows) -> str:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
+
+
+def problems_at(report: LoadReport, where: str):
+    return [p for p in report.problems if p.where.startswith(where)]
+
+
+def test_clean_file_reports_nothing():
+    _, entries, report = parse_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None), msg("bbbbbbbb", "aaaaaaaa")))
+    assert report.ok and report.set_aside == [] and len(entries) == 2
+    assert "without problems" in report.summary()
+
+
+def test_bad_json_line_is_set_aside_with_its_line_and_raw_text():
+    bad = '{"type":"message","id":"bbbbbbbb",'
+    _, entries, report = parse_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None), bad, msg("cccccccc", "aaaaaaaa")))
+    assert [e["id"] for e in entries] == ["aaaaaaaa", "cccccccc"]
+    [problem] = report.problems
+    assert problem.where == "line 3" and "not valid JSON" in problem.message and not problem.kept
+    assert report.set_aside == [{"where": "line 3", "reason": problem.message, "raw": bad}]
+    assert "line 3" in report.summary() and "(set aside)" in report.summary()
+
+
+def test_missing_id_gets_a_new_one_and_is_kept():
+    row = msg("ignored", None)
+    del row["id"]
+    _, entries, report = parse_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None), dict(row, parentId="aaaaaaaa")))
+    assert len(entries) == 2 and len(entries[1]["id"]) == 8 and entries[1]["parentId"] == "aaaaaaaa"
+    [problem] = report.problems
+    assert problem.where == "line 3" and problem.kept and entries[1]["id"] in problem.message
+    assert report.set_aside == []
+
+
+def test_dangling_parent_becomes_a_root_and_is_kept():
+    _, entries, report = parse_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None), msg("bbbbbbbb", "nothere1")))
+    assert [e["id"] for e in entries] == ["aaaaaaaa", "bbbbbbbb"] and entries[1]["parentId"] is None
+    [problem] = report.problems
+    assert problem.where == "line 3 (id bbbbbbbb)" and problem.kept and "nothere1" in problem.message
+
+
+def test_cycle_is_set_aside_and_its_descendants_kept_as_roots():
+    rows = [HEADER, msg("aaaaaaaa", None), msg("bbbbbbbb", "cccccccc"), msg("cccccccc", "bbbbbbbb"),
+            msg("dddddddd", "cccccccc")]
+    _, entries, report = parse_pi_jsonl(text_of(*rows))
+    assert [e["id"] for e in entries] == ["aaaaaaaa", "dddddddd"]
+    assert entries[1]["parentId"] is None
+    cycle = [p for p in report.problems if "cycle" in p.message]
+    assert {p.where for p in cycle} == {"line 3 (id bbbbbbbb)", "line 4 (id cccccccc)"}
+    assert all(not p.kept for p in cycle)
+    assert {s["raw"]["id"] for s in report.set_aside} == {"bbbbbbbb", "cccccccc"}
+    assert problems_at(report, "line 5")[0].kept
+
+
+def test_self_parent_is_a_cycle():
+    _, entries, report = parse_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", "aaaaaaaa"), msg("bbbbbbbb", None)))
+    assert [e["id"] for e in entries] == ["bbbbbbbb"]
+    assert report.problems[0].where == "line 2 (id aaaaaaaa)" and "cycle" in report.problems[0].message
+
+
+def test_duplicate_id_keeps_the_first():
+    _, entries, report = parse_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None, "first"),
+                                                msg("aaaaaaaa", None, "second")))
+    assert [e["message"]["content"] for e in entries] == ["first"]
+    [problem] = report.problems
+    assert problem.where == "line 3 (id aaaaaaaa)" and "duplicate" in problem.message and not problem.kept
+    assert report.set_aside[0]["raw"]["message"]["content"] == "second"
+
+
+def test_wrong_shapes_are_set_aside_naming_the_field():
+    rows = [HEADER, msg("aaaaaaaa", None), [1, 2], {"id": "bbbbbbbb"},
+            {"type": "message", "id": "cccccccc", "parentId": "aaaaaaaa", "message": {"role": "assistant",
+                                                                                    "content": "not blocks"}},
+            {"type": "compaction", "id": "dddddddd", "parentId": "aaaaaaaa", "summary": "s"},
+            {"type": "message", "id": "eeeeeeee", "parentId": "aaaaaaaa",
+             "message": {"role": "toolResult", "content": []}}]
+    _, entries, report = parse_pi_jsonl(text_of(*rows))
+    assert [e["id"] for e in entries] == ["aaaaaaaa"]
+    by_line = {p.where: p.message for p in report.problems}
+    assert "JSON object" in by_line["line 3"]
+    assert "type" in by_line["line 4"]
+    assert "list of blocks" in by_line["line 5"]
+    assert "firstKeptEntryId" in by_line["line 6"]
+    assert "toolCallId" in by_line["line 7"]
+    assert len(report.set_aside) == 5 and all(not p.kept for p in report.problems)
+
+
+def test_huge_entry_is_set_aside_not_loaded():
+    huge = msg("bbbbbbbb", "aaaaaaaa", "x" * (MAX_ENTRY_CHARS + 10))
+    _, entries, report = parse_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None), huge, msg("cccccccc", "bbbbbbbb")))
+    assert [e["id"] for e in entries] == ["aaaaaaaa", "cccccccc"]
+    assert entries[1]["parentId"] is None  # its parent was set aside; the child is kept as a root
+    huge_problem = problems_at(report, "line 3")[0]
+    assert "limit" in huge_problem.message and not huge_problem.kept
+    assert report.set_aside[0]["where"] == "line 3"
+    assert problems_at(report, "line 4")[0].kept
+
+
+def test_missing_header_is_made_up_and_reported():
+    header, entries, report = parse_pi_jsonl(text_of(msg("aaaaaaaa", None)))
+    assert header["type"] == "session" and header["version"] == 3 and isinstance(header["id"], str)
+    assert [e["id"] for e in entries] == ["aaaaaaaa"]
+    assert report.problems[0].where == "line 1" and report.problems[0].kept
+
+
+def test_header_without_id_gets_one():
+    header, _, report = parse_pi_jsonl(text_of({"type": "session", "version": 3}, msg("aaaaaaaa", None)))
+    assert isinstance(header["id"], str) and header["id"]
+    assert report.problems[0].where == "header"
+
+
+def test_empty_file():
+    header, entries, report = parse_pi_jsonl("")
+    assert entries == [] and header["type"] == "session"
+    assert report.problems[0].where == "file"
+
+
+def test_everything_at_once_still_gives_a_working_session():
+    rows = [HEADER, msg("aaaaaaaa", None, "keep me"), "not json", msg("bbbbbbbb", "nothere1", "orphan"),
+            msg("aaaaaaaa", None, "dup"), {"type": "message"}, msg("cccccccc", "bbbbbbbb", "last")]
+    session = Session.from_pi_jsonl(text_of(*rows))
+    report = session.load_report
+    assert [e["id"] for e in session.entries] == ["aaaaaaaa", "bbbbbbbb", "cccccccc"]
+    assert {s["where"].split(" (")[0] for s in report.set_aside} == {"line 3", "line 5", "line 6"}
+    assert session.leaf_id == "cccccccc"
+    assert [m["content"] for m in session.build_context()] == ["orphan", "last"]
+    session.append_message({"role": "user", "content": "more", "timestamp": 2})  # still usable
+    assert len(session.build_context()) == 3
+
+
+def test_sanitize_entries_labels_entries_for_metadata():
+    report = LoadReport(source="notebook")
+    kept = sanitize_entries([msg("aaaaaaaa", None), {"type": "nope"}, "junk"], report)
+    # an entry of an unknown type is kept (a newer Pi's) with a fresh id; "junk" is not an object
+    assert len(kept) == 2 and kept[0]["id"] == "aaaaaaaa" and kept[1]["type"] == "nope"
+    assert [s["where"] for s in report.set_aside] == ["entry 3"]
+    assert [p.where for p in report.problems] == ["entry 2", "entry 3"]
+    assert report.summary().startswith("notebook: 2 problem")
+
+
+def test_parent_problems_name_the_right_line_after_a_set_aside_line():
+    rows = [HEADER, "garbage", "more garbage", msg("aaaaaaaa", None), msg("bbbbbbbb", "nothere1"),
+            msg("cccccccc", "dddddddd"), msg("dddddddd", "cccccccc")]
+    _, entries, report = parse_pi_jsonl(text_of(*rows))
+    assert [e["id"] for e in entries] == ["aaaaaaaa", "bbbbbbbb"]
+    wheres = [p.where for p in report.problems]
+    assert wheres == ["line 2", "line 3", "line 5 (id bbbbbbbb)", "line 6 (id cccccccc)", "line 7 (id dddddddd)"]
