@@ -499,3 +499,198 @@ def test_cli_prints_the_same_plan(compared):
     assert sample
     for c in sample:
         assert ipyagent_cli(c.file, c.case.reserve, c.case.keep) == c.ipyagent, c.file.name
+
+
+# ------------------------------------------------------------------------------------------------
+# Crafted sessions: what Pi 0.73.1 does (facts checked against the oracle), and the minimal
+# cases of every difference
+# ------------------------------------------------------------------------------------------------
+
+def _usage(total: int) -> dict[str, Any]:
+    return {"input": total, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": total,
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+
+
+def U(text: str = "hi", image: bool = False) -> dict[str, Any]:
+    content: Any = text
+    if image:
+        content = [{"type": "text", "text": text}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}]
+    return {"type": "message", "message": {"role": "user", "content": content, "timestamp": 1}}
+
+
+def A(text: str = "ok", *calls: tuple[str, str], total: int = 100, stop: str | None = None) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    content += [{"type": "toolCall", "id": f"call_{i}", "name": name, "arguments": {"path": p}}
+                for i, (name, p) in enumerate(calls)]
+    return {"type": "message", "message": {
+        "role": "assistant", "content": content, "api": "anthropic-messages", "provider": "anthropic",
+        "model": "claude-sonnet-4-5", "usage": _usage(total),
+        "stopReason": stop or ("toolUse" if calls else "stop"), "timestamp": 2}}
+
+
+def TR(text: str = "result", call: str = "call_0") -> dict[str, Any]:
+    return {"type": "message", "message": {"role": "toolResult", "toolCallId": call, "toolName": "read",
+                                           "content": [{"type": "text", "text": text}], "isError": False,
+                                           "timestamp": 3}}
+
+
+def MODEL() -> dict[str, Any]:
+    return {"type": "model_change", "provider": "openai", "modelId": "gpt-4.1-mini"}
+
+
+def CM(text: str = "note") -> dict[str, Any]:
+    return {"type": "custom_message", "customType": "reminder", "content": text, "display": True}
+
+
+def BASH(out: str = "") -> dict[str, Any]:
+    return {"type": "message", "message": {"role": "bashExecution", "command": "ls", "output": out, "exitCode": 0,
+                                           "cancelled": False, "truncated": False, "timestamp": 4}}
+
+
+def BS(summary: str = "went elsewhere") -> dict[str, Any]:
+    return {"type": "branch_summary", "fromId": "root", "summary": summary}
+
+
+def COMP(first_kept: int | str, summary: str = "S" * 40, details: dict | None = None,
+         from_hook: bool = False) -> dict[str, Any]:
+    e: dict[str, Any] = {"type": "compaction", "summary": summary, "firstKeptEntryId": first_kept,
+                         "tokensBefore": 50_000}
+    if details is not None:
+        e["details"] = details
+    if from_hook:
+        e["fromHook"] = True
+    return e
+
+
+def crafted(*specs: dict[str, Any]) -> list[dict[str, Any]]:
+    """A linear session; a compaction's integer firstKeptEntryId is an index into ``specs``."""
+    entries = []
+    for i, spec in enumerate(specs):
+        e = {"type": spec["type"], "id": f"e{i:07d}", "parentId": f"e{i - 1:07d}" if i else None,
+             "timestamp": f"2026-01-01T00:00:{i % 60:02d}.000Z"}
+        e.update({k: v for k, v in spec.items() if k != "type"})
+        if e["type"] == "compaction" and isinstance(e["firstKeptEntryId"], int):
+            e["firstKeptEntryId"] = f"e{e['firstKeptEntryId']:07d}"
+        entries.append(e)
+    return entries
+
+
+T = "x" * 400  # 100 tokens
+FACTS: dict[str, tuple[list[dict[str, Any]], int, dict[str, Any]]] = {
+    # name: (entries, keepRecentTokens, the fields of Pi 0.73.1's answer that show the fact)
+    "boundary-at-previous-first-kept (#2608 fixed in 0.73.1)": (
+        crafted(U(T), A(T), U(T), A(T), COMP(2), U(T), A(T)), 150,
+        {"first_kept_entry_id": "e0000005", "messages_to_summarize": 2, "is_split_turn": False,
+         "previous_summary": True}),
+    "first-kept-off-the-path: boundary after the compaction": (
+        crafted(U(T), A(T), U(T), A(T), COMP("deadbeef"), U(T), A(T), U(T), A(T)), 150,
+        {"first_kept_entry_id": "e0000007", "messages_to_summarize": 2}),
+    "nothing to summarise still gives a plan (no `undefined`)": (
+        crafted(U(T), A(T)), 20_000,
+        {"first_kept_entry_id": "e0000000", "messages_to_summarize": 0, "turn_prefix_messages": 0}),
+    "last entry a compaction: undefined": (
+        crafted(U(T), A(T), U(T), COMP(2)), 1, {"nothing_to_compact": True}),
+    "cut walk skips custom_message (counts only `message` entries)": (
+        crafted(U(T * 4), A("a"), U("u"), CM(T * 10), A("b")), 500,
+        {"first_kept_entry_id": "e0000000", "messages_to_summarize": 0}),
+    "spurious split: cut moved onto a model_change before a prompt": (
+        crafted(U(T), A(T), U(T), A(T), MODEL(), U(T), A(T)), 150,
+        {"first_kept_entry_id": "e0000004", "is_split_turn": True, "messages_to_summarize": 2,
+         "turn_prefix_messages": 2}),
+    "cut at a custom_message: split with an empty turn prefix": (
+        crafted(U(T), A("r", ("read", "a.py")), TR(T * 3), CM("n"), A(T)), 150,
+        {"first_kept_entry_id": "e0000003", "is_split_turn": True, "messages_to_summarize": 3,
+         "turn_prefix_messages": 0}),
+    "cut moved back onto a custom_message: split with an empty turn prefix (ipyagent too)": (
+        crafted(U(T), A(T), CM(T), A(T)), 100,
+        {"first_kept_entry_id": "e0000002", "is_split_turn": True, "messages_to_summarize": 2,
+         "turn_prefix_messages": 0}),
+    "cut at a bashExecution: split with an empty turn prefix": (
+        crafted(U(T), A(T), BASH(T), U(T), A(T)), 250,
+        {"first_kept_entry_id": "e0000002", "is_split_turn": True, "turn_prefix_messages": 0}),
+    "budget crossed on a trailing tool result past the last cut point: everything kept": (
+        crafted(U(T), A("r", ("read", "a.py")), TR(T * 10)), 500,
+        {"first_kept_entry_id": "e0000000", "messages_to_summarize": 0}),
+    "compaction entries are never summarised; previous details feed the file lists": (
+        crafted(U(T), A(T), U(T), A("r", ("read", "b.py")), TR(T), A(T), COMP(2, details={
+            "readFiles": ["x.py"], "modifiedFiles": ["y.py"]}), U(T), A("e", ("edit", "b.py")), TR(T), A(T), U(T), A(T)),
+        150,
+        {"messages_to_summarize": 8, "read_files": ["x.py"], "modified_files": ["b.py", "y.py"]}),
+    "a fromHook compaction's details are ignored": (
+        crafted(U(T), A(T), COMP(0, details={"readFiles": ["x.py"], "modifiedFiles": ["y.py"]}, from_hook=True),
+                U(T), A("w", ("write", "z.py")), TR(T), A(T), U(T), A(T)),
+        150, {"read_files": [], "modified_files": ["z.py"]}),
+    "tokens_before: the last valid usage plus estimates after it": (
+        crafted(U(T), A(T, total=5000), U(T), A(T, total=9999, stop="error"), U(T)), 1,
+        {"tokens_before": 5000 + 100 + 100 + 100}),  # the error message's text is estimated too
+    "tokens_before: totalTokens 0 falls back to the sum of the parts": (
+        crafted(U(T), {**A(T), "message": {**A(T)["message"], "usage": {
+            "input": 10, "output": 20, "cacheRead": 30, "cacheWrite": 40, "totalTokens": 0}}}, U(T)), 1,
+        {"tokens_before": 100 + 100}),
+    "UTF-16 lengths: an emoji counts 2 chars": (
+        crafted(U("😀" * 200)), 1, {"tokens_before": 100}),
+    # --- where ipyagent's core deviates (see KNOWN_CORE_DEVIATIONS) ---
+    "user images are not counted": (
+        crafted(U(T), A(T, total=1000), U("look", image=True)), 1,
+        {"tokens_before": 1001, "first_kept_entry_id": "e0000002", "messages_to_summarize": 2}),
+    "an all-zero usage is taken as the last usage": (
+        crafted(U(T), A(T, total=5000), U(T), A(T, total=0) | {"message": {**A(T)["message"], "usage": {
+            "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}}}, U(T)), 1,
+        {"tokens_before": 0 + 100}),
+    "usage recorded before the latest compaction still counts": (
+        crafted(U(T), A(T), U(T), A(T, total=7000), COMP(2), U(T)), 1,
+        {"tokens_before": 7000 + 100, "previous_summary": True}),
+    "file lists sorted by UTF-16 code units": (
+        crafted(U(T), A("r", ("read", "n/ｆ.md"), ("read", "n/😀.md"), ("read", "n/a.md")), TR("1", "call_0"),
+                TR("2", "call_1"), TR("3", "call_2"), A(T), U(T), A(T)), 150,
+        {"read_files": ["n/a.md", "n/😀.md", "n/ｆ.md"]}),
+    "an empty branch_summary counts as a message to summarise": (
+        crafted(U(T), A(T), BS(""), U(T), A(T), U(T), A(T)), 150,
+        {"first_kept_entry_id": "e0000005", "messages_to_summarize": 5}),
+}
+
+# The crafted cases where ipyagent must equal Pi but does not (yet): core bugs, reported.
+CORE_BUG_CASES = {
+    "user images are not counted": "count_user_images",
+    "an all-zero usage is taken as the last usage": "skip_zero_usage",
+    "usage recorded before the latest compaction still counts": "skip_usage_before_compaction",
+    "file lists sorted by UTF-16 code units": "code_point_sort",
+    "an empty branch_summary counts as a message to summarise": "skip_empty_branch_summary",
+}
+
+
+@pytest.fixture(scope="module")
+def facts(tmp_path_factory) -> dict[str, tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]], int]]:
+    root = tmp_path_factory.mktemp("pi_facts")
+    files = {}
+    for i, (name, (entries, keep, _)) in enumerate(FACTS.items()):
+        header = {"type": "session", "version": 3, "id": f"00000000-0000-4000-a000-{i:012d}",
+                  "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp"}
+        files[name] = write_jsonl(root / f"fact{i:02d}.jsonl", header, entries)
+    answers = run_oracle([{"file": str(f), "keepRecentTokens": FACTS[n][1]} for n, f in files.items()])
+    return {name: (pi, ipyagent_plan(files[name], 16384, FACTS[name][1]), FACTS[name][0], FACTS[name][1])
+            for name, pi in zip(files, answers)}
+
+
+@pytest.mark.parametrize("name", list(FACTS))
+def test_pi_0731_fact(facts, name):
+    """What Pi 0.73.1 does (docs/pi-differences.md), checked on the real package, and the model agrees."""
+    pi, _, entries, keep = facts[name]
+    expected = FACTS[name][2]
+    assert {k: pi.get(k) for k in expected} == expected, pi
+    assert model_prepare(entries, keep, PI).result == pi
+
+
+@pytest.mark.parametrize("name", [n for n in FACTS if n not in CORE_BUG_CASES])
+def test_ipyagent_on_crafted_case(facts, name):
+    """ipyagent equals Pi, or differs exactly as its deliberate fixes prescribe."""
+    pi, mine, entries, keep = facts[name]
+    assert mine == model_prepare(entries, keep, IPYAGENT).result
+
+
+@pytest.mark.parametrize("name", list(CORE_BUG_CASES))
+@pytest.mark.xfail(strict=True, reason="core differs from Pi where no DESIGN.md fix asks it to (reported; "
+                                       "see KNOWN_CORE_DEVIATIONS and docs/pi-differences.md)")
+def test_core_bug_minimal_case(facts, name):
+    pi, mine, entries, keep = facts[name]
+    assert mine == model_prepare(entries, keep, IPYAGENT).result, f"pi={pi}\nipyagent={mine}"
