@@ -122,8 +122,8 @@ def _blocks_text_chars(content: Any, count_images: bool) -> int:
 def message_chars(message: Message) -> int:
     """The characters Pi's estimator counts for one message, by role."""
     role = message.get("role")
-    if role == "user":
-        return _blocks_text_chars(message.get("content"), count_images=True)
+    if role == "user":  # text only: Pi does not count a user message's images (pi.md §1.3)
+        return _blocks_text_chars(message.get("content"), count_images=False)
     if role == "assistant":
         chars = 0
         for block in message.get("content") or []:
