@@ -133,6 +133,9 @@ def run_compact(args: argparse.Namespace) -> int:
     return compact_file(session, plan, settings, args)
 
 
+import ipyagent.commands_notebook  # noqa: E402,F401  (registers lift/export/import)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ipyagent", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)

@@ -1,0 +1,185 @@
+"""``ipyagent lift | export | import``: move sessions between notebooks, journals and Pi files.
+
+These commands write notebook files. Run them on notebooks no frontend holds open (a JupyterLab
+tab with the notebook would see a "file changed" conflict on its next save).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ipyagent.cli import CliError, command
+from ipyagent.session.loading import LoadReport
+
+
+def _warn_report(report: LoadReport | None) -> None:
+    if report is not None and not report.ok:
+        print(report.summary(), file=sys.stderr)
+
+
+def _read_sessions(path: Path):
+    from ipyagent.notebook.store import NotebookError, read_notebook, sessions_from_notebook
+
+    try:
+        nb = read_notebook(path)
+    except FileNotFoundError:
+        raise CliError(f"no such file: {path}")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {path}: {exc}")
+    except NotebookError as exc:
+        raise CliError(str(exc))
+    sessions, report = sessions_from_notebook(nb, source=str(path))
+    return nb, sessions, report
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc}")
+
+
+# ---- lift ---------------------------------------------------------------------------------------
+
+
+def _configure_lift(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", help="the notebook whose journal outputs to lift")
+    parser.add_argument("-o", "--output", help="write the result here (default: the notebook, in place)")
+
+
+@command("lift", _configure_lift)
+def run_lift(args: argparse.Namespace) -> int:
+    """Move journal outputs' entries into the notebook's metadata (outputs are kept)."""
+    from ipyagent.notebook.store import NotebookError, lift_notebook_report
+
+    src = Path(args.notebook)
+    try:
+        added, report, written, journals = lift_notebook_report(src, args.output)
+    except FileNotFoundError:
+        raise CliError(f"no such file: {src}")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot lift {src}: {exc}")
+    except NotebookError as exc:
+        raise CliError(str(exc))
+    _warn_report(report)
+    target = args.output or str(src)
+    if written:
+        print(f"lifted {added} entr{'y' if added == 1 else 'ies'} from {journals} journal output(s); wrote {target}")
+    else:
+        print(f"nothing to lift: the metadata already holds every journal entry ({journals} journal output(s))")
+    return 0
+
+
+# ---- export -------------------------------------------------------------------------------------
+
+
+def _configure_export(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", help="a notebook (.ipynb) or a Pi session file (.jsonl)")
+    parser.add_argument("--format", choices=["pi", "markdown"], required=True,
+                        help="pi: a Pi v3 session file (JSONL); markdown: a readable transcript")
+    parser.add_argument("-o", "--output", help="the file to write (default: standard output)")
+    parser.add_argument("--session", help="which session of the notebook (default: the active one)")
+
+
+@command("export", _configure_export)
+def run_export(args: argparse.Namespace) -> int:
+    """Export a notebook's session as a Pi session file or a Markdown transcript."""
+    from ipyagent.notebook.journal import transcript_markdown
+    from ipyagent.notebook.store import SessionNotFound
+    from ipyagent.session.jsonl import dump_pi_jsonl
+
+    path = Path(args.notebook)
+    settings: dict = {}
+    if path.suffix == ".ipynb":
+        _, sessions, report = _read_sessions(path)
+        try:
+            name = sessions.resolve_name(args.session)
+        except SessionNotFound as exc:
+            raise CliError(f"{path}: {exc}")
+        session = sessions.to_session(name)
+        settings = sessions.sessions[name].settings
+    else:
+        from ipyagent.core import Session
+
+        name = args.session or path.stem
+        try:
+            session = Session.from_file(path)
+        except FileNotFoundError:
+            raise CliError(f"no such file: {path}")
+        except (OSError, ValueError) as exc:
+            raise CliError(f"cannot read {path}: {exc}")
+        report = session.load_report
+    _warn_report(report)
+    if args.format == "pi":
+        text = dump_pi_jsonl(session.header, session.entries)
+        if session.entries and session.leaf_id != session.entries[-1]["id"]:
+            print(f"note: the session's leaf {session.leaf_id} is not its last entry; Pi resumes a session "
+                  f"file at its last entry ({session.entries[-1]['id']})", file=sys.stderr)
+    else:
+        text = transcript_markdown(session, name, settings)
+    if args.output:
+        _write(Path(args.output), text)
+        print(f"exported session {name!r} ({len(session.entries)} entries) to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+# ---- import -------------------------------------------------------------------------------------
+
+
+def _configure_import(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session_file", metavar="SESSION.jsonl", help="a Pi session file")
+    parser.add_argument("notebook", help="the notebook to store it in (created if missing)")
+    parser.add_argument("--session", help="the name to store it under (default: 'default')")
+    parser.add_argument("--force", action="store_true", help="replace a session of the same name")
+
+
+def _model_of(entries: list[dict]) -> dict:
+    for entry in reversed(entries):
+        if entry.get("type") == "model_change" and entry.get("modelId"):
+            provider = entry.get("provider")
+            return {"model": f"{provider}:{entry['modelId']}" if provider else entry["modelId"]}
+    return {}
+
+
+@command("import", _configure_import)
+def run_import(args: argparse.Namespace) -> int:
+    """Store a Pi session file as a session of a notebook (made if missing)."""
+    from ipyagent.notebook.store import (DEFAULT_SESSION, NotebookSessions, StoredSession, new_notebook,
+                                         write_notebook, write_sessions_into_notebook)
+    from ipyagent.session.jsonl import read_pi_jsonl
+
+    source = Path(args.session_file)
+    try:
+        header, entries, report = read_pi_jsonl(source)
+    except FileNotFoundError:
+        raise CliError(f"no such file: {source}")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {source}: {exc}")
+    _warn_report(report)
+    target = Path(args.notebook)
+    name = args.session or DEFAULT_SESSION
+    if target.exists():
+        nb, sessions, nb_report = _read_sessions(target)
+        _warn_report(nb_report)
+    else:
+        if target.suffix != ".ipynb":
+            raise CliError(f"{target}: a notebook's name ends with .ipynb")
+        nb, sessions = new_notebook(), NotebookSessions(None, {})
+    replaced = sessions.sessions.get(name)
+    if replaced is not None and not args.force:
+        raise CliError(f"{target} already holds a session named {name!r} ({len(replaced.entries)} entries); "
+                       "choose another name with --session NAME, or replace it with --force")
+    leaf = entries[-1]["id"] if entries else None  # Pi resumes at the file's last entry
+    sessions.sessions[name] = StoredSession(header, leaf, _model_of(entries), entries)
+    sessions.active = name
+    try:
+        write_notebook(target, write_sessions_into_notebook(nb, sessions))
+    except OSError as exc:
+        raise CliError(f"cannot write {target}: {exc}")
+    verb = "replaced" if replaced is not None else "imported"
+    print(f"{verb} session {name!r}: {len(entries)} entries from {source} into {target}")
+    return 0
