@@ -160,4 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the importable module, so command modules share this module's classes.
+    from ipyagent.cli import main as _main
+
+    sys.exit(_main())

@@ -108,6 +108,11 @@ class Session(SessionTree):
                                   estimator=self.estimator, entry_estimate=self.estimate_entry,
                                   tokens_before=self.context_tokens())
 
+    def estimated_context_tokens(self) -> int:
+        """The whole context by the estimator alone (no provider usage): what a summary's
+        effect is measured against, so before and after are counted the same way."""
+        return sum(self.context_state().estimates)
+
     def kept_tokens(self, plan: CompactionPlan) -> int:
         """Estimated tokens of what stays verbatim after compacting with ``plan``."""
         total = 0
@@ -152,7 +157,8 @@ class Session(SessionTree):
                 raise CompactionRejected("a session_before_compact hook returned an empty summary")
         else:
             result = compact(plan, summarizer, focus=focus, input_tokens=summary_input_tokens,
-                             kept_tokens=self.kept_tokens(plan), estimator=self.estimator)
+                             kept_tokens=self.kept_tokens(plan), estimated_before=self.estimated_context_tokens(),
+                             estimator=self.estimator)
         extra: dict[str, Any] = {}
         if result.usage:
             extra["usage"] = _sum_usage(result.usage)

@@ -105,12 +105,13 @@ def _tokens(text: str) -> int:
 
 
 def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None = None,
-            input_tokens: int | None = None, kept_tokens: int | None = None,
+            input_tokens: int | None = None, kept_tokens: int | None = None, estimated_before: int | None = None,
             estimator: Estimator | None = None, reasoning: str | None = None) -> CompactionResult:
     """Summarise what the plan says, merge a split turn, append the file lists, check the result.
 
     ``kept_tokens`` is the estimate of the messages kept verbatim; with it, a summary that does
-    not make the context smaller than ``plan.tokens_before`` is rejected.
+    not make the context smaller is rejected. The comparison is against ``estimated_before``
+    (the same estimator's count of the whole context) when given, else ``plan.tokens_before``.
     """
     budget = SummaryBudget(plan.settings.reserve_tokens, input_tokens)
     calls = _Calls(summarizer)
@@ -142,9 +143,10 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
     if kept_tokens is not None:
         estimator = estimator or Chars4Estimator()
         tokens_after = kept_tokens + estimator.estimate({"role": "compactionSummary", "summary": summary})
-        if tokens_after >= plan.tokens_before:
+        before = estimated_before if estimated_before is not None else plan.tokens_before
+        if tokens_after >= before:
             raise CompactionRejected(
-                f"the summary would not shrink the context ({plan.tokens_before:,} tokens before, "
+                f"the summary would not shrink the context ({before:,} tokens before, "
                 f"{tokens_after:,} after); compaction was not applied"
             )
     return CompactionResult(

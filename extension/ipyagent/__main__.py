@@ -1,0 +1,5 @@
+import sys
+
+from ipyagent.cli import main
+
+sys.exit(main())
