@@ -1,0 +1,104 @@
+"""``Agent``: the traitlets configurable behind ``%config Agent.…`` and ``c.Agent.…`` in
+``ipython_config.py``.
+
+Every setting the notebook layer reads comes from here; :meth:`Agent.agent_config` turns the
+traits into the agent loop's plain :class:`~ipyagent.agent.config.AgentConfig`. What is saved with
+a session is :meth:`AgentConfig.saved_settings` — never ``provider_options`` (which may hold keys).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, Unicode, default, validate
+from traitlets.config import Configurable
+
+from ipyagent.agent.config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, AgentConfig
+from ipyagent.compaction.settings import CompactionSettings
+
+__all__ = ["Agent", "SETTING_NAMES"]
+
+
+class Agent(Configurable):
+    """ipyagent's settings. ``%config Agent`` lists them; ``%config Agent.model = "openai:gpt-4.1-mini"``."""
+
+    model = Unicode(help="The model, as provider:model (default: $IPYAGENT_MODEL).").tag(config=True)
+    summary_model = Unicode(None, allow_none=True,
+                            help="A (cheaper) model for compaction summaries; default: the session model."
+                            ).tag(config=True)
+    context_window = Int(None, allow_none=True,
+                         help="The model's context window in tokens; default: the bundled model table.").tag(config=True)
+    reserve_tokens = Int(16384, help="Tokens kept free for the reply; compaction starts above window − reserve."
+                         ).tag(config=True)
+    keep_recent_tokens = Int(20000, help="Tokens of recent work kept verbatim by a compaction.").tag(config=True)
+    auto_compact = Bool(True, help="Compact automatically when the context passes the threshold.").tag(config=True)
+    tool_approval = CaselessStrEnum(["ask", "auto"], default_value="ask",
+                                    help='"ask": tools that change files, run commands or code ask first; '
+                                         '"auto": they run without asking.').tag(config=True)
+    max_tool_rounds = Int(None, allow_none=True,
+                          help="Stop a run after this many model turns with tool calls (None: no limit)."
+                          ).tag(config=True)
+    max_output_tokens = Int(None, allow_none=True, help="max_tokens for each reply.").tag(config=True)
+    max_retries = Int(3, help="Retries of a rate-limited or failed request (429 / 5xx).").tag(config=True)
+    retry_base_delay = Float(2.0, help="First retry delay in seconds (doubles each retry).").tag(config=True)
+    reasoning = Unicode(None, allow_none=True, help='Reasoning effort: None, "low", "medium" or "high".'
+                        ).tag(config=True)
+    system_prompt = Unicode(SYSTEM_PROMPT, help="The system prompt.").tag(config=True)
+    provider_options = Dict(help="Per-provider options such as {'openai': {'base_url': …}}; never saved."
+                            ).tag(config=True)
+    show_widget = Bool(True, help="Show the context-budget widget under each %%agent run.").tag(config=True)
+    max_updates_per_second = Float(10.0, help="Streaming display updates per second, at most.").tag(config=True)
+    notebook_path = Unicode(None, allow_none=True,
+                            help="This notebook's path, to reload sessions from disk after a restart "
+                                 "(default: found from the environment).").tag(config=True)
+    hydrate = Bool(True, help="On load, read earlier sessions from the notebook file on disk.").tag(config=True)
+
+    @default("model")
+    def _default_model(self) -> str:
+        return os.environ.get(DEFAULT_MODEL_ENV, "")
+
+    @validate("context_window", "reserve_tokens", "keep_recent_tokens", "max_tool_rounds")
+    def _non_negative(self, proposal: Any) -> Any:
+        value = proposal["value"]
+        if value is not None and value < 0:
+            raise ValueError(f"Agent.{proposal['trait'].name} must not be negative, got {value}")
+        return value
+
+    def agent_config(self, **overrides: Any) -> AgentConfig:
+        """The agent loop's settings from the traits (``overrides`` win, e.g. ``model``)."""
+        config = AgentConfig(
+            model=self.model,
+            summary_model=self.summary_model or None,
+            context_window=self.context_window or None,
+            compaction=CompactionSettings(self.reserve_tokens, self.keep_recent_tokens, self.auto_compact),
+            auto_compact=self.auto_compact,
+            tool_approval=self.tool_approval,
+            system_prompt=self.system_prompt,
+            max_output_tokens=self.max_output_tokens,
+            max_retries=self.max_retries,
+            retry_base_delay=self.retry_base_delay,
+            max_tool_rounds=self.max_tool_rounds,
+            reasoning=self.reasoning or None,
+            provider_options={k: dict(v) for k, v in self.provider_options.items()},
+        )
+        for key, value in overrides.items():
+            if value is not None:
+                setattr(config, key, value)
+        return config
+
+    def settings_table(self) -> list[tuple[str, Any, str]]:
+        """(name, value, help) of every setting, for ``%agent config``; option values hidden."""
+        rows = []
+        for name in SETTING_NAMES:
+            trait = self.traits()[name]
+            value = getattr(self, name)
+            if name == "provider_options":
+                value = {k: sorted(v) for k, v in value.items()}  # option names only: values may be keys
+            elif name == "system_prompt":
+                value = value if len(value) < 60 else value[:57] + "…"
+            rows.append((name, value, trait.help or ""))
+        return rows
+
+
+SETTING_NAMES = [name for name in Agent.class_trait_names(config=True)]

@@ -1,0 +1,206 @@
+"""``%load_ext ipyagent``: the kernel-side state (sessions, settings, bridge) and the magics.
+
+One :class:`AgentRuntime` per shell holds the named sessions, the ``Agent`` configurable, the
+bridge to the frontend and the persister. Loading twice (``%reload_ext``) keeps the sessions.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ipyagent.agent.config import AgentConfig
+from ipyagent.core import Session
+from ipyagent.notebook import bridge as bridge_mod
+from ipyagent.notebook.configurable import Agent as AgentConfigurable
+from ipyagent.notebook.persistence import LoadResult, Persister, SessionSlot, collect_sessions
+
+__all__ = ["AgentRuntime", "load", "unload", "get_runtime"]
+
+_RUNTIME_ATTR = "_ipyagent_runtime"
+
+
+class AgentRuntime:
+    def __init__(self, shell: Any):
+        self.shell = shell
+        self.config = AgentConfigurable(parent=shell)
+        self.slots: dict[str, SessionSlot] = {}
+        self.active = "default"
+        self.bridge: Any = None
+        self.persister = Persister(None)
+        self.load_result: LoadResult | None = None
+        self.notes: list[str] = []
+        self.running = False
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, *, open_bridge: bool | None = None, hydrate: bool = True) -> None:
+        self.running = True
+        if open_bridge is None:
+            open_bridge = getattr(self.shell, "kernel", None) is not None
+        if open_bridge:
+            try:
+                self.bridge = bridge_mod.KernelBridge().open()
+            except Exception as exc:  # no comm machinery: the journal carries everything
+                self.bridge = None
+                self.notes.append(f"No frontend bridge ({exc}); each run saves its entries in its last output.")
+        self.persister.bridge = self.bridge
+        if hydrate:
+            self.hydrate()
+
+    def hydrate(self) -> LoadResult:
+        result = collect_sessions(user_ns=self.shell.user_ns, environ=os.environ,
+                                  explicit_path=self.config.notebook_path, hydrate=self.config.hydrate)
+        self.load_result = result
+        for name, slot in result.slots.items():
+            if name in self.slots:
+                from ipyagent.notebook.persistence import merge_into
+
+                merge_into(self.slots[name], slot.session)
+            else:
+                self.slots[name] = slot
+        if result.active and result.active in self.slots:
+            self.active = result.active
+        elif result.slots and self.active not in self.slots:
+            self.active = next(iter(result.slots))
+        if not self.config.model:
+            saved = (self.slots.get(self.active).settings if self.active in self.slots else {}).get("model")
+            if isinstance(saved, str) and saved:
+                self.config.model = saved
+        self.notes.extend(result.notes)
+        return result
+
+    def stop(self) -> None:
+        self.running = False
+        if self.bridge is not None:
+            try:
+                self.bridge.close()
+            except Exception:
+                pass
+            self.bridge = None
+            self.persister.bridge = None
+        for slot in self.slots.values():
+            if slot.agent is not None:
+                slot.agent.cancel.set()
+
+    # ---- sessions ----------------------------------------------------------------------------
+
+    def slot(self, name: str | None = None, *, create: bool = True) -> SessionSlot:
+        name = name or self.active
+        slot = self.slots.get(name)
+        if slot is None:
+            if not create:
+                raise KeyError(name)
+            slot = self.slots[name] = SessionSlot(name, Session())
+            slot.session.header.setdefault("cwd", os.getcwd())
+        return slot
+
+    def new_session(self, name: str) -> SessionSlot:
+        if name in self.slots:
+            raise ValueError(f"a session named {name!r} exists already; use %agent switch {name}")
+        self.slot()  # the session being left stays listed, so one can switch back to it
+        slot = self.slot(name)
+        self.active = name
+        return slot
+
+    def next_session_name(self) -> str:
+        n = len(self.slots) + 1
+        while f"session-{n}" in self.slots:
+            n += 1
+        return f"session-{n}"
+
+    # ---- agents ------------------------------------------------------------------------------
+
+    def agent_config(self, **overrides: Any) -> AgentConfig:
+        return self.config.agent_config(**overrides)
+
+    def agent_for(self, slot: SessionSlot, config: AgentConfig, *, tools: Any = None, approve: Any = None) -> Any:
+        """The slot's agent (kept across runs for its failure tracker), set up for this run."""
+        from ipyagent.agent.loop import Agent
+        from ipyagent.agent.tools import default_tools
+
+        tool_list = default_tools() if tools is None else list(tools)
+        agent = slot.agent
+        if agent is None:
+            agent = slot.agent = Agent(slot.session, config=config, tools=tool_list,
+                                       namespace=self.shell.user_ns, cwd=os.getcwd(), approve=approve)
+        else:
+            agent.session = slot.session
+            agent.config = config
+            agent.tools = {t.name: t for t in tool_list}
+            agent.tool_context.cwd = os.getcwd()
+            agent.tool_context.namespace = self.shell.user_ns
+            agent.approve = approve
+        return agent
+
+    def settings_of(self, slot: SessionSlot, config: AgentConfig | None = None) -> dict[str, Any]:
+        settings = dict(slot.settings)
+        settings.update((config or self.agent_config()).saved_settings())
+        slot.settings = settings
+        return settings
+
+    def persist(self, slot: SessionSlot, config: AgentConfig | None = None, *, force: bool = False) -> str | None:
+        return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
+                                      force=force)
+
+    def bridge_state(self) -> str:
+        if self.bridge is None:
+            return "no bridge (plain IPython): entries are saved in journal outputs"
+        if self.bridge.connected:
+            frontend = self.bridge.frontend or "frontend"
+            unacked = sum(len(v) for v in self.bridge.unacked().values())
+            return f"bridge connected ({frontend})" + (f", {unacked} entries awaiting ack" if unacked else "")
+        return "no frontend acknowledged the bridge: each run ends with a journal output"
+
+
+def get_runtime(shell: Any) -> AgentRuntime | None:
+    return getattr(shell, _RUNTIME_ATTR, None)
+
+
+def load(ipython: Any) -> AgentRuntime:
+    runtime = get_runtime(ipython)
+    fresh = runtime is None
+    if fresh:
+        runtime = AgentRuntime(ipython)
+        setattr(ipython, _RUNTIME_ATTR, runtime)
+    if runtime.config not in ipython.configurables:
+        ipython.configurables.append(runtime.config)
+    from ipyagent.notebook.magics import register_magics
+
+    register_magics(ipython, runtime)
+    if fresh:
+        runtime.start()
+        _announce(runtime)
+    elif not runtime.running:  # %reload_ext: the sessions stay, the bridge opens again
+        runtime.start(hydrate=False)
+    return runtime
+
+
+def _announce(runtime: AgentRuntime) -> None:
+    result = runtime.load_result
+    lines = []
+    if result is not None and result.slots:
+        counts = ", ".join(f"{name} ({len(slot.session)} entries, from {slot.origin})"
+                           for name, slot in result.slots.items())
+        lines.append(f"ipyagent: resumed {counts}; the kernel's namespace is new.")
+    elif result is not None and result.path is None and runtime.config.hydrate:
+        lines.append("ipyagent: no stored sessions found (no frontend push, notebook path unknown). "
+                     "New runs are kept in memory and saved with the notebook through the bridge or the "
+                     "runs' journal outputs; set %config Agent.notebook_path to reload from disk after a restart.")
+    lines.extend(n for n in runtime.notes if n)
+    runtime.notes.clear()
+    if lines:
+        print("\n".join(lines))
+
+
+def unload(ipython: Any) -> None:
+    runtime = get_runtime(ipython)
+    if runtime is None:
+        return
+    runtime.stop()
+    if runtime.config in ipython.configurables:
+        ipython.configurables.remove(runtime.config)
+    from ipyagent.notebook.magics import unregister_magics
+
+    unregister_magics(ipython)
+    # The runtime (and its sessions) stays on the shell, so %reload_ext ipyagent loses nothing.

@@ -1,0 +1,382 @@
+"""In-process tests of the magics: argument parsing, dispatch, configuration, runs against the
+fake provider server, forks on re-run, %compact, approvals, the journal output. A real kernel is
+exercised in tests/test_kernel_*.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from IPython.core.error import StdinNotImplementedError, UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.testing import globalipapp
+from IPython.utils.capture import capture_output
+from traitlets.config import Config
+
+from ipyagent.notebook import bridge as bridge_mod
+from ipyagent.notebook import extension
+from ipyagent.notebook.configurable import Agent as AgentSettings
+from ipyagent.notebook.journal import JOURNAL_MIME
+from ipyagent.notebook.magics_commands import COMMANDS
+from ipyagent.notebook.store import new_notebook, write_notebook
+from ipyagent.testing import FakeProviderServer
+
+
+@pytest.fixture
+def server(monkeypatch):
+    with FakeProviderServer() as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.openai_base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        yield srv
+
+
+@pytest.fixture
+def ip(monkeypatch, tmp_path):
+    shell = start_ipython()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    bridge_mod._reset_for_tests()
+    _fresh(shell)
+    runtime = extension.load(shell)
+    shell.run_line_magic("config", "Agent.model = 'openai:fake-model'")
+    yield shell
+    extension.unload(shell)
+    _fresh(shell)
+    for key in [k for k in ("get_parent",) if k in shell.__dict__]:
+        delattr(shell, key)
+    assert runtime is not None
+
+
+def start_ipython():
+    globalipapp.start_ipython()
+    return InteractiveShell.instance()
+
+
+def _fresh(shell):
+    shell.config.pop("Agent", None)  # %config Agent.… also lands in the shell's config
+    runtime = extension.get_runtime(shell)
+    if runtime is not None:
+        if runtime.config in shell.configurables:
+            shell.configurables.remove(runtime.config)
+        delattr(shell, extension._RUNTIME_ATTR)
+
+
+def rt(shell):
+    return extension.get_runtime(shell)
+
+
+def run(shell, line: str, cell: str, cell_id: str | None = None):
+    if cell_id is not None:
+        shell.get_parent = lambda: {"metadata": {"cellId": cell_id}}
+    elif "get_parent" in shell.__dict__:
+        del shell.get_parent
+    with capture_output() as cap:
+        shell.run_cell_magic("agent", line, cell)
+    return cap
+
+
+def user_entries(session):
+    return [e for e in session.entries if e["type"] == "message" and e["message"]["role"] == "user"]
+
+
+# ---- configuration -------------------------------------------------------------------------------
+
+
+def test_configurable_is_registered_and_settable(ip):
+    settings = rt(ip).config
+    assert settings in ip.configurables
+    ip.run_line_magic("config", "Agent.context_window = 3000")
+    ip.run_line_magic("config", "Agent.tool_approval = 'auto'")
+    assert settings.context_window == 3000
+    cfg = settings.agent_config()
+    assert cfg.context_window == 3000 and cfg.tool_approval == "auto" and cfg.model == "openai:fake-model"
+    with pytest.raises(Exception):
+        settings.tool_approval = "sometimes"
+
+
+def test_model_default_from_environment_and_config_file(monkeypatch):
+    monkeypatch.setenv("IPYAGENT_MODEL", "anthropic:claude-sonnet-4-5")
+    assert AgentSettings().model == "anthropic:claude-sonnet-4-5"
+    c = Config()
+    c.Agent.reserve_tokens = 500
+    c.Agent.model = "openai:from-config"
+    settings = AgentSettings(config=c)  # what ipython_config.py's c.Agent.… does
+    assert settings.reserve_tokens == 500 and settings.model == "openai:from-config"
+    assert settings.agent_config().compaction.reserve_tokens == 500
+
+
+def test_saved_settings_hold_no_provider_options(ip, server):
+    ip.run_line_magic("config", "Agent.provider_options = {'openai': {'api_key': 'sk-hidden-123'}}")
+    settings = rt(ip).settings_of(rt(ip).slot())
+    assert "sk-hidden-123" not in json.dumps(settings)
+
+
+# ---- parsing and dispatch ------------------------------------------------------------------------
+
+
+def test_dispatch_table_has_every_command():
+    assert set(COMMANDS) >= {"status", "config", "model", "new", "sessions", "switch", "tree", "checkout",
+                             "context", "summary", "export", "import", "load", "help"}
+
+
+def test_unknown_command_and_bad_arguments_are_usage_errors(ip):
+    with pytest.raises(UsageError, match="unknown command"):
+        ip.run_line_magic("agent", "frobnicate")
+    with pytest.raises(UsageError):
+        ip.run_cell_magic("agent", "--bogus", "hi")
+    with pytest.raises(UsageError, match="needs a prompt"):
+        ip.run_cell_magic("agent", "", "   \n")
+    with pytest.raises(UsageError):
+        ip.run_line_magic("agent", "switch")
+    with pytest.raises(UsageError, match="no session"):
+        ip.run_line_magic("agent", "switch nowhere")
+
+
+def test_no_model_is_a_clear_usage_error(ip, monkeypatch):
+    monkeypatch.delenv("IPYAGENT_MODEL", raising=False)
+    rt(ip).config.model = ""
+    with pytest.raises(UsageError, match="No model configured"):
+        ip.run_cell_magic("agent", "", "hello")
+
+
+def test_sessions_new_switch(ip, capsys):
+    ip.run_line_magic("agent", "new research")
+    assert rt(ip).active == "research"
+    with pytest.raises(UsageError, match="exists"):
+        ip.run_line_magic("agent", "new research")
+    ip.run_line_magic("agent", "switch default")
+    ip.run_line_magic("agent", "sessions")
+    out = capsys.readouterr().out
+    assert "* default" in out and "  research" in out
+
+
+# ---- runs ------------------------------------------------------------------------------------------
+
+
+def test_session_across_cells_with_cell_ids(ip, server):
+    server.enqueue_text("Hello! I am the agent.")
+    server.enqueue_text("You said hello before.")
+    run(ip, "", "hello", cell_id="cell-a")
+    cap = run(ip, "", "what did I say?", cell_id="cell-b")
+    session = rt(ip).slot().session
+    users = user_entries(session)
+    assert [u["message"]["cellId"] for u in users] == ["cell-a", "cell-b"]
+    assert all(isinstance(u["message"]["executionCount"], int) for u in users)
+    sent = server.requests[-1].body["messages"]
+    assert [m["role"] for m in sent if m["role"] != "system"] == ["user", "assistant", "user"]
+    assert "You said hello before." in "".join(o.data.get("text/markdown", "") for o in cap.outputs)
+    # exactly one journal output per run, and it is the run's last output
+    journals = [o for o in cap.outputs if JOURNAL_MIME in o.data]
+    assert len(journals) == 1 and JOURNAL_MIME in cap.outputs[-1].data
+    ids = [e["id"] for e in journals[0].data[JOURNAL_MIME]["entries"]]
+    assert ids == [e["id"] for e in session.entries[2:]]
+    assert journals[0].metadata["ipyagent"]["entry_ids"] == ids
+
+
+def test_widget_bundle_has_static_views(ip, server):
+    server.enqueue_text("ok")
+    cap = run(ip, "", "hi")
+    widget_outputs = [o for o in cap.outputs if "application/vnd.jupyter.widget-view+json" in o.data]
+    assert widget_outputs, [list(o.data) for o in cap.outputs]
+    data = widget_outputs[0].data
+    assert "Context" in data["text/html"] and "Context" in data["text/markdown"] and "text/plain" in data
+
+
+def test_rerun_of_a_cell_forks_before_its_previous_prompt(ip, server):
+    for text in ("one", "two", "one again", "two again"):
+        server.enqueue_text(text)
+    run(ip, "", "first", cell_id="A")
+    run(ip, "", "second", cell_id="B")
+    session = rt(ip).slot().session
+    first_a = user_entries(session)[0]
+    run(ip, "", "first (edited)", cell_id="A")  # Restart & Run All: A again, then B again
+    run(ip, "", "second", cell_id="B")
+    users = user_entries(session)
+    assert len(users) == 4
+    assert users[2]["parentId"] == first_a["parentId"]  # a sibling of the old A prompt
+    path_users = [e["message"]["content"] for e in session.path()
+                  if e["type"] == "message" and e["message"]["role"] == "user"]
+    assert path_users == ["first (edited)", "second"]
+    assert [m["content"] for m in server.requests[-1].body["messages"] if m["role"] == "user"] == \
+        ["first (edited)", "second"]
+
+
+def test_without_cell_id_it_appends(ip, server):
+    server.enqueue_text("a")
+    server.enqueue_text("b")
+    run(ip, "", "same text")
+    run(ip, "", "same text")
+    session = rt(ip).slot().session
+    assert len([e for e in session.path() if e["type"] == "message" and e["message"]["role"] == "user"]) == 2
+
+
+def test_session_and_model_options(ip, server):
+    server.enqueue_text("in side session")
+    run(ip, "--session side --model openai:other-model --no-tools", "hello")
+    assert rt(ip).active == "side"
+    body = server.requests[-1].body
+    assert body["model"] == "other-model" and not body.get("tools")
+    assert rt(ip).config.model == "openai:fake-model"  # --model is for that cell only
+
+
+def test_provider_error_is_readable_not_a_traceback(ip, server):
+    server.enqueue_error(400, error_type="invalid_request_error")
+    cap = run(ip, "", "hi")
+    text = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
+    assert "Model error" in text and "Traceback" not in text
+    assert len(rt(ip).slot().session) == 1  # the prompt is kept
+
+
+# ---- approvals -------------------------------------------------------------------------------------
+
+
+def test_ask_approval_through_input(ip, server, monkeypatch, tmp_path):
+    answers = iter(["y", "n"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    server.enqueue_tool_call("write", {"path": "ok.txt", "content": "yes"})
+    server.enqueue_tool_call("write", {"path": "no.txt", "content": "no"})
+    server.enqueue_text("done")
+    run(ip, "", "write two files")
+    assert (tmp_path / "ok.txt").read_text() == "yes"
+    assert not (tmp_path / "no.txt").exists()
+    results = [e["message"] for e in rt(ip).slot().session.entries
+               if e["type"] == "message" and e["message"]["role"] == "toolResult"]
+    assert results[1]["isError"] and "declined" in results[1]["content"][0]["text"]
+
+
+def test_ask_approval_without_stdin_refuses_clearly(ip, server, monkeypatch, tmp_path):
+    def no_stdin(prompt=""):
+        raise StdinNotImplementedError("raw_input was called, but this frontend does not support input requests.")
+
+    monkeypatch.setattr("builtins.input", no_stdin)
+    server.enqueue_tool_call("bash", {"command": "touch created.txt"})
+    server.enqueue_text("I could not run it.")
+    cap = run(ip, "", "make a file")
+    assert not (tmp_path / "created.txt").exists()
+    result = [e["message"] for e in rt(ip).slot().session.entries
+              if e["type"] == "message" and e["message"]["role"] == "toolResult"][0]
+    assert result["isError"] and "nobody can answer" in result["content"][0]["text"]
+    shown = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
+    assert "tool_approval" in shown
+
+
+# ---- compaction --------------------------------------------------------------------------------------
+
+
+def _long_session(ip, server, turns=6):
+    for i in range(turns):
+        server.enqueue_text(f"Answer {i}: " + "lorem ipsum dolor sit amet " * 40)
+        run(ip, "", f"Question {i}: " + "please explain in detail " * 20)
+
+
+def test_compact_with_focus(ip, server):
+    ip.run_line_magic("config", "Agent.keep_recent_tokens = 300")
+    _long_session(ip, server)
+    server.enqueue_summary("## Goal\nExplain things.\n\n## Progress\n- [x] explained, focusing on the database")
+    with capture_output() as cap:
+        ip.run_line_magic("compact", "focus on the database")
+    session = rt(ip).slot().session
+    assert len(session.compactions()) == 1
+    summary_request = [r for r in server.requests if r.kind == "summary"][-1]
+    assert "focus on the database" in json.dumps(summary_request.body)
+    shown = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
+    assert "Compacted:" in shown and "→" in shown
+    assert JOURNAL_MIME in cap.outputs[-1].data
+    assert cap.outputs[-1].data[JOURNAL_MIME]["entries"][-1]["type"] == "compaction"
+    with capture_output() as cap2:
+        ip.run_line_magic("agent", "summary")
+    assert "focusing on the database" in cap2.outputs[0].data["text/markdown"]
+
+
+def test_compact_cell_form_and_nothing_to_compact(ip, server):
+    server.enqueue_text("short")
+    run(ip, "", "hi")
+    with capture_output() as cap:
+        ip.run_cell_magic("compact", "", "keep the numbers\nand the names")
+    assert "Nothing to compact" in "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
+    assert server.summary_calls == 0
+
+
+def test_automatic_compaction_with_small_window(ip, server):
+    ip.run_line_magic("config", "Agent.context_window = 3000")
+    ip.run_line_magic("config", "Agent.reserve_tokens = 500")
+    ip.run_line_magic("config", "Agent.keep_recent_tokens = 400")
+    ip.run_line_magic("config", "Agent.show_widget = False")
+    _long_session(ip, server, turns=8)
+    session = rt(ip).slot().session
+    assert session.compactions(), "no automatic compaction happened"
+    assert server.summary_calls >= 1
+
+
+# ---- commands ------------------------------------------------------------------------------------------
+
+
+def test_tree_checkout_context_export(ip, server, capsys, tmp_path):
+    server.enqueue_text("first answer")
+    server.enqueue_text("second answer")
+    run(ip, "", "first")
+    run(ip, "", "second")
+    session = rt(ip).slot().session
+    second_prompt = user_entries(session)[1]
+    ip.run_line_magic("agent", f"checkout {second_prompt['id']}")
+    assert session.leaf_id == second_prompt["parentId"]
+    ip.run_line_magic("agent", "tree")
+    out = capsys.readouterr().out
+    assert second_prompt["id"] in out and "← leaf" in out
+    with capture_output() as cap:
+        ip.run_line_magic("agent", "context")
+    text = cap.outputs[0].data["text/plain"]
+    assert "system prompt" in text and "tools (" in text and "first answer" in text and "second" not in text.split(
+        "first answer")[1]
+    ip.run_line_magic("agent", f"export -o {tmp_path / 's.jsonl'}")
+    lines = (tmp_path / "s.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["type"] == "session" and len(lines) == 1 + len(session)
+    ip.run_line_magic("agent", f"import {tmp_path / 's.jsonl'} --name copy")
+    assert rt(ip).active == "copy" and len(rt(ip).slot().session) == len(session)
+    ip.run_line_magic("agent", f"export --format markdown -o {tmp_path / 's.md'}")
+    assert "first answer" in (tmp_path / "s.md").read_text()
+
+
+def test_load_path_merges_by_id(ip, server, tmp_path, capsys):
+    server.enqueue_text("stored answer")
+    cap = run(ip, "", "stored question")
+    journal = [o for o in cap.outputs if JOURNAL_MIME in o.data][0]
+    nb = new_notebook([{"cell_type": "code", "id": "c1", "metadata": {}, "execution_count": 1,
+                        "source": "%%agent\nstored question",
+                        "outputs": [{"output_type": "display_data", "data": journal.data,
+                                     "metadata": journal.metadata}]}])
+    write_notebook(tmp_path / "other.ipynb", nb)
+    before = len(rt(ip).slot().session)
+    ip.run_line_magic("agent", f"load {tmp_path / 'other.ipynb'}")
+    assert len(rt(ip).slot().session) == before  # same ids: nothing new
+    rt(ip).slots.clear()
+    ip.run_line_magic("agent", f"load {tmp_path / 'other.ipynb'}")
+    assert len(rt(ip).slot("default").session) == before
+
+
+def test_hydration_from_disk_appends_a_kernel_reset_once(monkeypatch, tmp_path, server):
+    from ipyagent.core import Session
+    from ipyagent.notebook.store import NotebookSessions, write_sessions_into_notebook
+
+    s = Session()
+    s.append_message({"role": "user", "content": "remember 7", "timestamp": 1})
+    nb = write_sessions_into_notebook(new_notebook(), NotebookSessions.from_session("default", s, {}))
+    path = tmp_path / "nb.ipynb"
+    write_notebook(path, nb)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(path))
+    shell = start_ipython()
+    bridge_mod._reset_for_tests()
+    _fresh(shell)
+    try:
+        runtime = extension.load(shell)
+        session = runtime.slot().session
+        resets = [e for e in session.entries if e.get("customType") == "ipyagent.kernel_reset"]
+        assert len(resets) == 1 and session.leaf_id == resets[0]["id"]
+        runtime.config.model = "openai:fake-model"
+        server.enqueue_text("It was 7.")
+        run(shell, "", "what number?")
+        sent = json.dumps(server.requests[-1].body["messages"])
+        assert "remember 7" in sent and "namespace was reset" in sent
+    finally:
+        extension.unload(shell)
+        _fresh(shell)
