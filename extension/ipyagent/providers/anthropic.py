@@ -21,6 +21,7 @@ from ipyagent.providers.errors import ContextOverflowError, MalformedStreamError
 from ipyagent.providers.http import ErrorContext, error_from_event
 from ipyagent.providers.message import MessageBuilder, empty_usage
 from ipyagent.providers.sse import SSEEvent
+from ipyagent.providers.sse import loads as sse_loads
 from ipyagent.providers.streaming import EventLoop, HTTPProvider
 from ipyagent.providers.transform import anthropic_tool_id, prepare_history
 
@@ -143,7 +144,7 @@ class AnthropicProvider(HTTPProvider):
 
     def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
                cancel: threading.Event | None) -> EventLoop:
-        loads = json.loads
+        loads = sse_loads
         positions: dict[int, int] = {}  # wire block index -> builder position
         ordinals: dict[int, int] = {}  # wire block index -> tool-call ordinal
         raw_usage: dict[str, int] = {}

@@ -22,6 +22,7 @@ from ipyagent.providers.errors import MalformedStreamError, NetworkError
 from ipyagent.providers.http import ErrorContext, error_from_event
 from ipyagent.providers.message import MessageBuilder, empty_usage
 from ipyagent.providers.sse import SSEEvent
+from ipyagent.providers.sse import loads as sse_loads
 from ipyagent.providers.streaming import EventLoop, HTTPProvider
 from ipyagent.providers.transform import image_data_url, openai_tool_id, prepare_history
 
@@ -127,7 +128,7 @@ class OpenAIChatProvider(HTTPProvider):
 
     def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
                cancel: threading.Event | None) -> EventLoop:
-        loads = json.loads
+        loads = sse_loads
         calls: list[int] = []  # builder positions of the tool calls, in call order
         by_index: dict[int, int] = {}  # wire index -> call ordinal
         by_id: dict[str, int] = {}
