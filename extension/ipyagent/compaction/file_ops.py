@@ -43,11 +43,16 @@ class FileOps:
     def lists(self) -> tuple[list[str], list[str]]:
         """(read_files, modified_files): modified = edited ∪ written; read = only-read files."""
         modified = self.edited | self.written
-        return sorted(self.read - modified), sorted(modified)
+        return js_sorted(self.read - modified), js_sorted(modified)
 
     def details(self) -> dict[str, list[str]]:
         read, modified = self.lists()
         return {"readFiles": read, "modifiedFiles": modified}
+
+
+def js_sorted(items: Iterable[str]) -> list[str]:
+    """Sorted as JavaScript's ``Array.prototype.sort`` orders strings: by UTF-16 code units."""
+    return sorted(items, key=lambda s: s.encode("utf-16-be"))
 
 
 def format_file_lists(read_files: list[str], modified_files: list[str]) -> str:

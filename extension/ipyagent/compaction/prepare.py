@@ -62,10 +62,19 @@ def summarizing_boundary(path: Sequence[Entry], previous_index: int) -> int:
     return previous_index + 1
 
 
+def _summarized_message(entry: Entry) -> Message | None:
+    # Compaction entries: the previous summary goes separately. An empty branch summary adds
+    # nothing to the context, but Pi still counts it among the messages to summarise.
+    if entry.get("type") == "branch_summary":
+        return {"role": "branchSummary", "summary": entry.get("summary") or "", "fromId": entry.get("fromId"),
+                "timestamp": 0}
+    return context_message(entry)
+
+
 def _messages(entries: Sequence[Entry]) -> tuple[list[Message], list[str]]:
     messages, ids = [], []
     for entry in entries:
-        message = context_message(entry)  # compaction entries: the previous summary goes separately
+        message = _summarized_message(entry)
         if message is not None:
             messages.append(message)
             ids.append(entry["id"])
