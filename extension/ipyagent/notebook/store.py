@@ -222,18 +222,17 @@ class NotebookSessions:
         """Store a :class:`ipyagent.core.Session` under ``name`` and make it the active session.
 
         On the class, ``NotebookSessions.from_session(name, session, settings)`` returns a new
-        object holding just that session. On an instance it updates the instance (entries it
-        already holds and the session lacks are kept, before the session's) and returns it.
+        object holding just that session. On an instance it updates the instance and returns it:
+        the entries it holds stay, in their order, followed by the session's new ones (so an entry
+        the session lacks is never lost); ``settings=None`` keeps the stored settings.
         """
         new = StoredSession.from_session(session, settings)
         if isinstance(target, type):
             return target(active=name, sessions={name: new})
         existing = target.sessions.get(name)
         if existing is not None:
-            have = new.ids()
-            missing = [e for e in existing.entries if e["id"] not in have]
-            if missing:
-                new.entries = missing + new.entries
+            held = existing.ids()
+            new.entries = existing.entries + [e for e in new.entries if e["id"] not in held]
             if settings is None:
                 new.settings = existing.settings
         target.sessions[name] = new
@@ -587,45 +586,73 @@ def _sorted(value: Any) -> Any:
     return value
 
 
-def _canonical(nb: dict[str, Any]) -> dict[str, Any]:
-    """nbformat's key order (sorted), except inside the session data, which keeps its own."""
+def _split(value: Any) -> Any:
+    return value.splitlines(True) if isinstance(value, str) else value
+
+
+def _split_bundle(data: Any, keep: str | None = None) -> Any:
+    """A mimebundle as nbformat writes it: text split into lines, sorted keys (``keep`` untouched)."""
+    if not isinstance(data, dict):
+        return _sorted(data)
+    out = {}
+    for key in sorted(data):
+        value = data[key]
+        if key == keep:
+            out[key] = value
+        elif isinstance(value, str) and (key.startswith("text/") or key == "image/svg+xml"):
+            out[key] = value.splitlines(True)
+        else:
+            out[key] = _sorted(value)
+    return out
+
+
+def _canonical_output(output: Any) -> Any:
     from ipyagent.notebook.journal import JOURNAL_MIME
 
+    if not isinstance(output, dict):
+        return _sorted(output)
+    kind = output.get("output_type")
+    out = {}
+    for key in sorted(output):
+        value = output[key]
+        if key == "data" and kind in ("execute_result", "display_data"):
+            out[key] = _split_bundle(value, keep=JOURNAL_MIME)
+        elif key == "text" and kind == "stream":
+            out[key] = _split(value)
+        else:
+            out[key] = _sorted(value)
+    return out
+
+
+def _canonical_cell(cell: Any) -> Any:
+    if not isinstance(cell, dict):
+        return _sorted(cell)
+    out = {}
+    for key in sorted(cell):
+        value = cell[key]
+        if key == "source":
+            out[key] = _split(value)
+        elif key == "attachments" and isinstance(value, dict):
+            out[key] = {name: _split_bundle(value[name]) for name in sorted(value)}
+        elif key == "outputs" and isinstance(value, list) and cell.get("cell_type") == "code":
+            out[key] = [_canonical_output(o) for o in value]
+        else:
+            out[key] = _sorted(value)
+    return out
+
+
+def _canonical(nb: dict[str, Any]) -> dict[str, Any]:
+    """What nbformat writes (sorted keys, multi-line text split into lines), except that the
+    session data (``metadata["ipyagent"]``, journal payloads) keeps its own key order."""
     out: dict[str, Any] = {}
     for key in sorted(nb):
         value = nb[key]
         if key == "metadata" and isinstance(value, dict):
             out[key] = {k: value[k] if k == METADATA_KEY else _sorted(value[k]) for k in sorted(value)}
         elif key == "cells" and isinstance(value, list):
-            cells = []
-            for cell in value:
-                if not isinstance(cell, dict):
-                    cells.append(_sorted(cell))
-                    continue
-                new_cell = {}
-                for ck in sorted(cell):
-                    cv = cell[ck]
-                    if ck == "outputs" and isinstance(cv, list):
-                        new_cell[ck] = [_canonical_output(o, JOURNAL_MIME) for o in cv]
-                    else:
-                        new_cell[ck] = _sorted(cv)
-                cells.append(new_cell)
-            out[key] = cells
+            out[key] = [_canonical_cell(cell) for cell in value]
         else:
             out[key] = _sorted(value)
-    return out
-
-
-def _canonical_output(output: Any, mime: str) -> Any:
-    if not isinstance(output, dict) or not isinstance(output.get("data"), dict) or mime not in output["data"]:
-        return _sorted(output)
-    out = {}
-    for key in sorted(output):
-        if key == "data":
-            data = output["data"]
-            out[key] = {k: data[k] if k == mime else _sorted(data[k]) for k in sorted(data)}
-        else:
-            out[key] = _sorted(output[key])
     return out
 
 
