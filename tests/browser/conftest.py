@@ -1,0 +1,202 @@
+"""Fixtures for the browser tests: a real JupyterLab on loopback, driven by Playwright with
+Debian's chromium (never a downloaded browser build).
+
+These tests are not skipped when something is missing: without chromium, Playwright, JupyterLab
+or the built labextension they fail with a message saying what to install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("IPYAGENT_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).parent / "artifacts"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        pytest.fail(
+            f"chromium not found at {CHROMIUM}: the browser tests need Debian's chromium "
+            "(apt-get update && apt-get install -y chromium; .ci/run does this), "
+            "or IPYAGENT_CHROMIUM=/path/to/chromium",
+            pytrace=False,
+        )
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def labextension_installed() -> None:
+    """The bridge must be installed where JupyterLab looks (pip install -e . puts it there)."""
+    try:
+        from jupyterlab.labextensions import LabExtensionApp  # noqa: F401
+    except ImportError:
+        pytest.fail("jupyterlab is not installed: pip install -e '.[test]'", pytrace=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "jupyter", "labextension", "list"],
+        capture_output=True,
+        text=True,
+    )
+    text = out.stdout + out.stderr
+    if "ipyagent-bridge" not in text:
+        pytest.fail(
+            "the ipyagent-bridge labextension is not installed (pip install -e . builds it into "
+            "share/jupyter/labextensions/ipyagent-bridge; it needs Node.js at build time):\n" + text,
+            pytrace=False,
+        )
+
+
+class JupyterLab:
+    def __init__(self, root: Path, port: int, token: str, proc: subprocess.Popen, log: Path):
+        self.root = root
+        self.port = port
+        self.token = token
+        self.proc = proc
+        self.log = log
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str) -> str:
+        sep = "&" if "?" in path else "?"
+        return f"{self.base}{path}{sep}token={self.token}"
+
+    def api(self, path: str, method: str = "GET") -> object:
+        req = urllib.request.Request(
+            self.base + path, method=method, headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def shutdown_kernels(self) -> None:
+        for k in self.api("/api/kernels"):
+            self.api(f"/api/kernels/{k['id']}", method="DELETE")
+
+
+@pytest.fixture(scope="session")
+def jupyterlab(tmp_path_factory, labextension_installed) -> JupyterLab:
+    base = tmp_path_factory.mktemp("jlab")
+    root = base / "root"
+    root.mkdir()
+    settings = base / "settings"
+    # no "news" toast over the page
+    notif = settings / "@jupyterlab" / "apputils-extension"
+    notif.mkdir(parents=True)
+    (notif / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
+    port = _free_port()
+    token = secrets.token_hex(16)
+    env = dict(os.environ)
+    env.update(
+        JUPYTER_CONFIG_DIR=str(base / "config"),
+        JUPYTER_RUNTIME_DIR=str(base / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(settings),
+        JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"),
+        PYTHONUNBUFFERED="1",
+    )
+    log = base / "jupyterlab.log"
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True",
+        "--allow-root",
+    ]
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            cmd, cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    lab = JupyterLab(root, port, token, proc, log)
+    deadline = time.time() + 90
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"JupyterLab exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        try:
+            lab.api("/api/status")
+            break
+        except Exception:
+            if time.time() > deadline:
+                proc.kill()
+                pytest.fail(f"JupyterLab did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.3)
+    yield lab
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path):
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("playwright is not installed: pip install -e '.[test]'", pytrace=False)
+    pw = sync_playwright().start()
+    b = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS, headless=True)
+    yield b
+    b.close()
+    pw.stop()
+
+
+@pytest.fixture
+def context(browser, request):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+    logs: list[str] = []
+    ctx.logs = logs  # type: ignore[attr-defined]
+    ctx.on("console", lambda m: logs.append(f"{m.type}: {m.text}"))
+    yield ctx
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        ARTIFACTS.mkdir(exist_ok=True)
+        for i, page in enumerate(ctx.pages):
+            try:
+                page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-failed-{i}.png"))
+            except Exception:
+                pass
+        (ARTIFACTS / f"{request.node.name}-console.log").write_text("\n".join(logs))
+    ctx.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)

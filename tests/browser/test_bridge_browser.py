@@ -1,0 +1,349 @@
+"""End to end: the ipyagent-bridge labextension in a real JupyterLab, with a real kernel.
+
+The kernel side is driven directly with ``ipyagent.notebook.bridge.KernelBridge`` (what the
+notebook magics use), so these tests exercise exactly the comm contract of docs/protocol.md:
+entries → ``metadata["ipyagent"]`` → saved file; the silent push after a restart, queued before a
+user cell; a second tab; close and reopen; journal outputs lifted on open.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ARTIFACTS = Path(__file__).parent / "artifacts"
+
+# ---- Pi-shaped entries ------------------------------------------------------------------------
+
+HEADER = {
+    "type": "session",
+    "version": 3,
+    "id": "3f0c9a52-7c1e-4a8e-9d7b-2b8f3f1d0a11",
+    "timestamp": "2026-11-30T08:00:00.000Z",
+    "cwd": "/tmp",
+}
+SETTINGS = {"model": "openai:gpt-4.1-mini", "context_window": 8000}
+
+
+def _msg(eid, parent, message, ts="2026-11-30T08:00:01.000Z"):
+    return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": message}
+
+
+ENTRIES = [
+    _msg("a1b2c3d4", None, {"role": "user", "content": [{"type": "text", "text": "Plot x**2"}],
+                            "timestamp": 1764489601000, "cellId": "c-1", "executionCount": 1}),
+    _msg("b2c3d4e5", "a1b2c3d4", {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "Use matplotlib."},
+            {"type": "toolCall", "id": "call_1", "name": "python",
+             "arguments": {"code": "print('''quoted''', r'C:\\tmp\\')"}},
+        ],
+        "api": "openai-completions", "provider": "openai", "model": "gpt-4.1-mini",
+        "usage": {"input": 120, "output": 30, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 150,
+                  "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+        "stopReason": "toolUse", "timestamp": 1764489602000}),
+    _msg("c3d4e5f6", "b2c3d4e5", {
+        "role": "toolResult", "toolCallId": "call_1", "toolName": "python",
+        "content": [{"type": "text", "text": "quoted C:\\tmp\\ ✓ '''"}], "isError": False,
+        "timestamp": 1764489603000}),
+    {"type": "compaction", "id": "d4e5f6a7", "parentId": "c3d4e5f6",
+     "timestamp": "2026-11-30T08:00:04.000Z",
+     "summary": "## Goal\nPlot x**2.\n\n## Progress\n- [x] ran the code",
+     "firstKeptEntryId": "b2c3d4e5", "tokensBefore": 1234},
+]
+EXTRA = [_msg("e5f6a7b8", "d4e5f6a7", {"role": "user", "content": [{"type": "text", "text": "more"}],
+                                       "timestamp": 1764489605000})]
+EXTRA2 = [_msg("f6a7b8c9", "e5f6a7b8", {"role": "user", "content": [{"type": "text", "text": "after reopen"}],
+                                        "timestamp": 1764489606000})]
+ALL_IDS = [e["id"] for e in ENTRIES]
+
+CELLS = [
+    # 0: open the bridge (the notebook magics will do this on %load_ext ipyagent)
+    "import json\n"
+    "from ipyagent.notebook.bridge import KernelBridge\n"
+    f"ENTRIES = json.loads({json.dumps(ENTRIES)!r})\n"
+    f"EXTRA = json.loads({json.dumps(EXTRA)!r})\n"
+    f"EXTRA2 = json.loads({json.dumps(EXTRA2)!r})\n"
+    f"HEADER = json.loads({json.dumps(HEADER)!r})\n"
+    f"SETTINGS = json.loads({json.dumps(SETTINGS)!r})\n"
+    "b = KernelBridge().open()\n"
+    "print('OPEN', b.connected)",
+    # 1: the first two entries, with header and settings
+    "seq = b.send_entries('default', ENTRIES[:2], leaf=ENTRIES[1]['id'], header=HEADER, settings=SETTINGS)\n"
+    "print('SENT', seq)",
+    # 2: state
+    "print('STATE', json.dumps({'connected': b.connected, 'unacked': b.unacked(), "
+    "'hello_ack': b.hello_ack, 'acks': len(b.acks)}))",
+    # 3: all entries again (the first two are already stored: idempotent)
+    "b.send_entries('default', ENTRIES, leaf=ENTRIES[-1]['id'])\n"
+    "b.send_entries('default', ENTRIES, leaf=ENTRIES[-1]['id'])",
+    # 4: what the frontend pushed into this kernel
+    "import json, ipyagent.notebook.bridge as B\n"
+    "print('PUSH', json.dumps(B.pending_push()))",
+    # 5: one more entry
+    "b.send_entries('default', EXTRA, leaf=EXTRA[-1]['id'])",
+    # 6: another one
+    "b.send_entries('default', EXTRA2, leaf=EXTRA2[-1]['id'])",
+]
+
+HELPERS = """
+window.__ipa = {
+  panel(path) {
+    const app = window.jupyterapp;
+    if (!app) return null;
+    for (const w of app.shell.widgets('main')) {
+      if (w.context && w.context.path === path && !w.isDisposed) return w;
+    }
+    return null;
+  },
+  ready(path) {
+    const p = this.panel(path);
+    const k = p && p.sessionContext.session && p.sessionContext.session.kernel;
+    return !!(p && p.context.isReady && k && k.status === 'idle' && k.connectionStatus === 'connected');
+  },
+  meta(path) {
+    const p = this.panel(path);
+    return p ? p.context.model.getMetadata('ipyagent') : null;
+  },
+  outputs(p, i) {
+    return p.content.widgets[i].model.outputs.toJSON();
+  },
+  async run(path, i) {
+    const app = window.jupyterapp;
+    const p = this.panel(path);
+    app.shell.activateById(p.id);
+    p.content.activeCellIndex = i;
+    await app.commands.execute('notebook:run-cell');
+    return this.outputs(p, i);
+  },
+  async restartThenRun(path, i) {
+    const app = window.jupyterapp;
+    const p = this.panel(path);
+    app.shell.activateById(p.id);
+    const restarted = p.sessionContext.restartKernel();
+    // a user cell submitted while the kernel is still restarting
+    await new Promise(r => setTimeout(r, 0));
+    p.content.activeCellIndex = i;
+    const ran = app.commands.execute('notebook:run-cell');
+    await restarted;
+    await ran;
+    return this.outputs(p, i);
+  }
+};
+"""
+
+
+def _text(outputs) -> str:
+    parts = []
+    for o in outputs:
+        if o.get("output_type") == "stream":
+            t = o.get("text", "")
+            parts.append("".join(t) if isinstance(t, list) else t)
+        elif o.get("output_type") == "error":
+            parts.append("ERROR " + o.get("ename", "") + ": " + o.get("evalue", ""))
+    return "".join(parts)
+
+
+def _line(outputs, tag: str) -> str:
+    for line in _text(outputs).splitlines():
+        if line.startswith(tag + " "):
+            return line[len(tag) + 1:]
+    raise AssertionError(f"no {tag!r} line in {_text(outputs)!r}")
+
+
+def _write_notebook(path: Path, cells, outputs=None, metadata=None) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    if metadata:
+        nb.metadata.update(metadata)
+    for i, src in enumerate(cells):
+        c = nbformat.v4.new_code_cell(src)
+        if outputs and i in outputs:
+            c.outputs = outputs[i]
+        nb.cells.append(c)
+    nbformat.write(nb, str(path))
+
+
+def _open(page, lab, name: str, reset: bool = True) -> None:
+    page.add_init_script(HELPERS)
+    page.goto(lab.url(f"/lab/tree/{name}" + ("?reset" if reset else "")))
+    page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=90_000)
+
+
+def _ids(meta) -> list[str]:
+    return [e["id"] for e in meta["sessions"]["default"]["entries"]]
+
+
+def _saved_meta(path: Path, want_ids: list[str], timeout: float = 20) -> dict:
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = json.loads(path.read_text()).get("metadata", {}).get("ipyagent")
+        except (OSError, ValueError):
+            last = None
+        if last and _ids(last) == want_ids:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"{path.name} on disk never held {want_ids}; last metadata: {last}")
+
+
+def _save(page, name: str) -> None:
+    page.evaluate(
+        "(path) => { const p = window.__ipa.panel(path); window.jupyterapp.shell.activateById(p.id);"
+        " p.content.activeCellIndex = 0; p.content.mode = 'command'; p.content.node.focus(); }",
+        name,
+    )
+    page.keyboard.press("Control+s")
+
+
+def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
+    lab = jupyterlab
+    name = "x.ipynb"
+    path = lab.root / name
+    _write_notebook(path, CELLS)
+    page = context.new_page()
+    _open(page, lab, name)
+
+    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    assert _line(out, "OPEN") in ("False", "True"), out
+    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 1])
+    assert _line(out, "SENT") == "1", out
+    state = json.loads(_line(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 2]), "STATE"))
+    assert state["connected"] is True, state
+    assert state["unacked"] == {}, state
+    assert state["hello_ack"]["frontend"] == "jupyterlab"
+    assert state["hello_ack"]["path"] == name
+
+    meta = page.evaluate("(p) => window.__ipa.meta(p)", name)
+    assert _ids(meta) == ALL_IDS[:2]
+    assert meta["active"] == "default" and meta["version"] == 1
+    sess = meta["sessions"]["default"]
+    assert sess["header"] == HEADER and sess["settings"] == SETTINGS and sess["leaf"] == ALL_IDS[1]
+
+    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 3])
+    meta = page.evaluate("(p) => window.__ipa.meta(p)", name)
+    assert _ids(meta) == ALL_IDS  # no duplicates although everything was sent three times
+    assert meta["sessions"]["default"]["leaf"] == ALL_IDS[-1]
+    assert meta["sessions"]["default"]["entries"] == ENTRIES  # stored verbatim
+    state = json.loads(_line(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 2]), "STATE"))
+    assert state["unacked"] == {}
+
+    # Ctrl+S writes the metadata to disk
+    _save(page, name)
+    saved = _saved_meta(path, ALL_IDS)
+    assert saved["sessions"]["default"]["header"] == HEADER
+    assert saved["sessions"]["default"]["settings"] == SETTINGS
+    assert saved["sessions"]["default"]["entries"] == ENTRIES
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "bridge-saved.png"))
+
+    # restart: the push reaches the new kernel before a cell submitted during the restart
+    out = page.evaluate("([p, i]) => window.__ipa.restartThenRun(p, i)", [name, 4])
+    pushed = json.loads(_line(out, "PUSH"))
+    assert pushed is not None, "the cell ran before the push arrived"
+    assert _ids(pushed) == ALL_IDS
+    assert pushed["sessions"]["default"]["entries"] == ENTRIES  # ''' and backslashes survived
+
+    # the restarted kernel opens a new bridge; a second tab of the same notebook connects
+    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    page2 = context.new_page()
+    _open(page2, lab, name, reset=False)
+    meta2 = page2.evaluate("(p) => window.__ipa.meta(p)", name)
+    assert _ids(meta2) == ALL_IDS
+    # the kernel re-opened its comm for the new tab; give both tabs' hello_ack time to arrive
+    state = json.loads(_line(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 2]), "STATE"))
+    assert state["connected"] is True
+    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 3])  # everything again
+    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 5])  # one new entry
+    want = ALL_IDS + [EXTRA[0]["id"]]
+    page2.wait_for_function(
+        f"() => JSON.stringify(window.__ipa.meta({json.dumps(name)}).sessions.default.entries.map(e => e.id)) === {json.dumps(json.dumps(want, separators=(',', ':')))}",
+        timeout=20_000,
+    )
+    for pg in (page, page2):
+        assert _ids(pg.evaluate("(p) => window.__ipa.meta(p)", name)) == want
+    state = json.loads(_line(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 2]), "STATE"))
+    assert state["unacked"] == {}
+    _save(page, name)
+    _saved_meta(path, want)
+    page2.close()
+
+    # close the notebook and open it again: the running kernel gets the push, the bridge says
+    # hello to the new panel, and new entries keep arriving
+    page.evaluate(
+        "async (path) => { const p = window.__ipa.panel(path); await p.context.save(); p.close(); }", name
+    )
+    page.wait_for_function(f"() => !window.__ipa.panel({json.dumps(name)})")
+    page.evaluate("(path) => window.jupyterapp.commands.execute('docmanager:open', {path})", name)
+    page.wait_for_function(f"() => window.__ipa.ready({json.dumps(name)})", timeout=60_000)
+    assert _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)) == want
+    state = json.loads(_line(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 2]), "STATE"))
+    assert state["connected"] is True, state
+    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 6])
+    want2 = want + [EXTRA2[0]["id"]]
+    page.wait_for_function(
+        f"() => window.__ipa.meta({json.dumps(name)}).sessions.default.entries.length === {len(want2)}",
+        timeout=20_000,
+    )
+    assert _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)) == want2
+    _save(page, name)
+    _saved_meta(path, want2)
+    page.screenshot(path=str(ARTIFACTS / "bridge-reopened.png"))
+    lab.shutdown_kernels()
+
+
+def test_journal_outputs_lifted_on_open(jupyterlab, context):
+    lab = jupyterlab
+    name = "journal.ipynb"
+    path = lab.root / name
+    mime = "application/vnd.ipyagent.entries+json"
+
+    def journal(entries, leaf):
+        return nbformat.v4.new_output(
+            "display_data",
+            data={
+                mime: {"version": 1, "session": "default", "header": HEADER, "leaf": leaf,
+                       "settings": SETTINGS, "entries": entries},
+                "text/markdown": f"**ipyagent** · {len(entries)} entries",
+            },
+            metadata={"ipyagent": {"entry_ids": [e["id"] for e in entries], "final": True}},
+        )
+
+    outputs = {
+        0: [journal(ENTRIES[:2], ENTRIES[1]["id"])],
+        1: [journal(ENTRIES[1:], ENTRIES[-1]["id"])],  # overlaps the first journal by one entry
+    }
+    _write_notebook(path, ["%%agent\nPlot x**2", "%%agent\ncontinue"], outputs=outputs)
+    before = json.loads(path.read_text())["cells"]
+
+    page = context.new_page()
+    _open(page, lab, name)
+    page.wait_for_function(f"() => !!window.__ipa.meta({json.dumps(name)})", timeout=20_000)
+    meta = page.evaluate("(p) => window.__ipa.meta(p)", name)
+    assert _ids(meta) == ALL_IDS
+    assert meta["sessions"]["default"]["leaf"] == ALL_IDS[-1]
+    assert meta["active"] == "default"
+    page.screenshot(path=str(ARTIFACTS / "journal-lifted.png"))
+
+    _save(page, name)
+    saved = _saved_meta(path, ALL_IDS)
+    assert saved["sessions"]["default"]["entries"] == ENTRIES
+    after = json.loads(path.read_text())["cells"]
+    assert [c["outputs"] for c in after] == [c["outputs"] for c in before]  # outputs untouched
+    lab.shutdown_kernels()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_kernels(jupyterlab):
+    yield
+    try:
+        jupyterlab.shutdown_kernels()
+    except Exception:
+        pass
