@@ -34,17 +34,18 @@ from ipyagent.providers.errors import (
     ServerError,
     StreamInterrupted,
 )
-from ipyagent.providers.models import context_window, learn_window, model_info, set_override
+from ipyagent.providers.models import context_window, learn_from_error, learn_window, model_info, set_override
 from ipyagent.providers.openai_chat import OpenAIChatProvider
 from ipyagent.providers.overflow import is_context_overflow, is_overflow_error, is_silent_overflow
 from ipyagent.providers.registry import parse_model_string, register_provider, resolve_provider
-from ipyagent.providers.retry import stream_with_retry
+from ipyagent.providers.streaming import interrupt
+from ipyagent.providers.retry import complete, error_message, stream_with_retry
 
 __all__ = [
     "AnthropicProvider", "OpenAIChatProvider", "Provider", "ModelRequest", "ToolSpec", "StreamEvent",
     "TextDelta", "ThinkingDelta", "ToolCallStart", "ToolCallDelta", "ToolCallEnd", "UsageUpdate", "Retrying",
     "MessageDone", "ProviderError", "ContextOverflowError", "RateLimitError", "ServerError", "NetworkError",
     "AuthenticationError", "ModelNotFoundError", "BadRequestError", "MalformedStreamError", "StreamInterrupted",
-    "context_window", "learn_window", "model_info", "set_override", "is_context_overflow", "is_overflow_error",
+    "context_window", "learn_window", "learn_from_error", "complete", "error_message", "interrupt", "model_info", "set_override", "is_context_overflow", "is_overflow_error",
     "is_silent_overflow", "parse_model_string", "register_provider", "resolve_provider", "stream_with_retry",
 ]

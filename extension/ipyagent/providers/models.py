@@ -104,6 +104,15 @@ def learn_window(provider: str, model: str, n: int) -> None:
             _learned[(provider, model)] = int(n)
 
 
+def learn_from_error(provider: str, model: str, error: BaseException) -> int | None:
+    """If ``error`` is an overflow that revealed the real window, remember it; returns the window."""
+    window = getattr(error, "context_window", None)
+    if isinstance(window, int) and window > 0:
+        learn_window(provider, model, window)
+        return window
+    return None
+
+
 def learned_window(provider: str, model: str) -> int | None:
     return _learned.get((provider, model))
 

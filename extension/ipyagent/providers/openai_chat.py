@@ -119,9 +119,11 @@ class OpenAIChatProvider(HTTPProvider):
             # api.openai.com wants the new name; compatible servers mostly know only the old one
             field = "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
             body[field] = request.max_tokens
-        if request.temperature is not None:
+        reasoning_model = models.is_reasoning(self.name, request.model)
+        # OpenAI's reasoning models reject any temperature but the default
+        if request.temperature is not None and not (reasoning_model and "api.openai.com" in self.base_url):
             body["temperature"] = request.temperature
-        if request.reasoning and models.is_reasoning(self.name, request.model):
+        if request.reasoning and reasoning_model:
             body["reasoning_effort"] = request.reasoning
         body.update(request.options.get("extra_body") or {})
         return body

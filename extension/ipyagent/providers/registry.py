@@ -50,9 +50,11 @@ def registered_providers() -> list[str]:
 def parse_model_string(model_string: str) -> tuple[str, str]:
     """``"openai:gpt-4.1"`` → ``("openai", "gpt-4.1")``. Without a known prefix the provider is
     guessed (``claude*`` → anthropic, else openai), so ``qwen2.5-coder:7b`` stays one model id."""
-    prefix, sep, rest = model_string.partition(":")
-    if sep and prefix in _factories and rest:
-        return prefix, rest
+    prefix, sep, rest = model_string.strip().partition(":")
+    if sep and prefix in _factories:
+        if not rest.strip():
+            raise ValueError(f"no model after the provider in {model_string!r}; expected e.g. '{prefix}:<model>'")
+        return prefix, rest.strip()
     model = model_string.strip()
     if not model:
         raise ValueError("empty model string; expected 'provider:model', e.g. 'openai:gpt-4.1-mini'")

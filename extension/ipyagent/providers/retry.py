@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, Retrying, StreamEvent
 from ipyagent.providers.errors import ProviderError, RateLimitError, StreamInterrupted
@@ -61,3 +61,21 @@ def stream_with_retry(provider: Provider, request: ModelRequest, *, max_retries:
         if cancel is not None and cancel.is_set():
             yield MessageDone(_aborted(provider, request))
             return
+
+
+def complete(provider: Provider, request: ModelRequest, **retry: Any) -> dict[str, Any]:
+    """Run a call to the end (with retries) and return the final Pi assistant message; for callers
+    that do not stream, such as a summariser. Raises the ProviderError of the last attempt."""
+    message: dict[str, Any] | None = None
+    for event in stream_with_retry(provider, request, **retry):
+        if isinstance(event, MessageDone):
+            message = event.message
+    assert message is not None, "a provider stream ended without MessageDone"
+    return message
+
+
+def error_message(provider: Provider, request: ModelRequest, error: BaseException) -> dict[str, Any]:
+    """The Pi assistant message that records a failed call (``stopReason: "error"``), in the form
+    Pi's ``isContextOverflow`` and retry rules read."""
+    return MessageBuilder(getattr(provider, "api", ""), provider.name, request.model).build(
+        "error", error_message=str(error) or type(error).__name__)

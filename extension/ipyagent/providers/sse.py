@@ -66,12 +66,13 @@ def iter_sse(chunks: Iterable[bytes]) -> Iterator[SSEEvent]:
     for chunk in chunks:
         if pending:
             chunk = pending + chunk
+        held = b""
         if b"\r" in chunk:
+            if chunk[-1:] == b"\r":  # maybe half of a \r\n: decide with the next chunk
+                chunk, held = chunk[:-1], b"\r"
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            # a \r\n split across two chunks reads as two line breaks: harmless, except inside a
-            # multi-line data field, which neither protocol sends
         blocks = chunk.split(b"\n\n")
-        pending = blocks.pop()
+        pending = blocks.pop() + held
         for block in blocks:
             if block[:6] == b"data: " and b"\n" not in block:
                 yield None, block[6:]
