@@ -31,7 +31,7 @@ from typing import Any, Iterable
 
 from ipyagent.session.entries import Entry
 from ipyagent.session.ids import new_session_id
-from ipyagent.session.loading import MAX_ENTRY_CHARS, LoadReport, sanitize_entries
+from ipyagent.session.loading import LoadReport, sanitize_entries
 
 __all__ = [
     "METADATA_KEY",
