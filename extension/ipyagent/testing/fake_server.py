@@ -80,13 +80,15 @@ class RecordedRequest:
 
 
 def default_summary_detector(body: dict[str, Any]) -> bool:
+    """A summariser request: its system prompt presents a summarisation assistant (Pi's and
+    ipyagent's do), or its last message carries a ``<conversation>`` transcript."""
     system = body.get("system")
     if isinstance(system, list):
         system = " ".join(b.get("text", "") for b in system if isinstance(b, dict))
     messages = body.get("messages") or []
     if not system and messages and messages[0].get("role") == "system":
         system = messages[0].get("content")
-    if isinstance(system, str) and "summar" in system.lower():
+    if isinstance(system, str) and "summarization assistant" in system.lower():
         return True
     last = json.dumps(messages[-1]) if messages else ""
     return "<conversation>" in last
@@ -258,7 +260,7 @@ class FakeProviderServer:
         self.enqueue(Fault("stream_error", after_chunks=after_chunks, error_type=error_type))
 
     def enqueue_overflow(self, style: str | None = None, *, window: int = 8192) -> None:
-        self.enqueue(Fault("overflow", status=400, error_type=style, after_chunks=window))
+        self.enqueue(Fault("overflow", status=400, error_type=style, window=window))
 
     def pending(self) -> int:
         return len(self._queue)
@@ -384,7 +386,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(spec, Fault) and spec.kind in ("status", "overflow"):
             if spec.kind == "overflow":
                 record.outcome = "overflow"
-                status, error = overflow_response(spec.error_type or protocol, prompt_tokens, spec.after_chunks)
+                status, error = overflow_response(spec.error_type or protocol, prompt_tokens, spec.window)
                 return self._send_json(status, error)
             record.outcome = f"fault:status:{spec.status}"
             error = spec.body if spec.body is not None else error_body(protocol, spec.status, spec.error_type)

@@ -39,7 +39,8 @@ class Reply:
 
 @dataclass
 class Fault:
-    """A failure. ``kind``: ``status`` (an HTTP error), ``cut`` (the stream stops after
+    """A failure. ``kind``: ``status`` (an HTTP error), ``overflow`` (the provider's over-window
+    error for a ``window``, in the style ``error_type`` or the protocol's), ``cut`` (the stream stops after
     ``after_chunks`` events; ``clean`` ends the HTTP body properly, else the connection just
     drops), ``malformed`` (a broken JSON line after ``after_chunks`` events) or ``stream_error``
     (an error event inside a 200 stream). ``body`` None means the provider's usual body; ``""``
@@ -53,6 +54,7 @@ class Fault:
     clean: bool = False
     reply: Reply = field(default_factory=lambda: Reply(text="This reply will be cut short before it ends."))
     error_type: str | None = None
+    window: int = 8192
 
 
 @dataclass
