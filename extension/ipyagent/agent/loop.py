@@ -18,14 +18,14 @@ from ipyagent.agent import events as ev
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.summarizer import ProviderSummarizer
 from ipyagent.agent.tools.approval import run_tool_call
-from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext
+from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.registry import default_tools
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarize import FailureTracker
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact, Session
 from ipyagent.providers import models
-from ipyagent.providers.base import MessageDone, ModelRequest, Retrying, TextDelta
+from ipyagent.providers.base import MessageDone, ModelRequest, Provider, Retrying, TextDelta
 from ipyagent.providers.errors import ContextOverflowError, ProviderError, StreamInterrupted
 from ipyagent.providers.overflow import is_silent_overflow
 from ipyagent.providers.registry import parse_model_string, resolve_provider
@@ -35,6 +35,8 @@ from ipyagent.session.tokens import normalize_usage
 from ipyagent.session.messages import tool_calls_of, tool_result_message, user_message
 
 Listener = Callable[[Any], None]
+# (tool call, run it) -> its output; replay answers from the recording instead of running.
+ToolResultSource = Callable[[dict[str, Any], Callable[[], ToolOutput]], ToolOutput]
 
 OVERFLOW_GAVE_UP = ("Context overflow recovery failed after one compact-and-retry attempt. "
                     "Reduce the context (%compact with a focus, or a new session) or switch to a larger-context model.")
@@ -61,7 +63,8 @@ class Agent:
     def __init__(self, session: Session, model: str | None = None, tools: Iterable[Tool] | None = None,
                  settings: CompactionSettings | None = None, *, config: AgentConfig | None = None,
                  namespace: dict[str, Any] | None = None, cwd: str = ".", approve: ApprovalCallback | None = None,
-                 summarizer: Summarizer | None = None, sleep: Callable[[float], None] = time.sleep):
+                 summarizer: Summarizer | None = None, sleep: Callable[[float], None] = time.sleep,
+                 provider: Provider | None = None, tool_results: ToolResultSource | None = None):
         self.session = session
         self.config = config or AgentConfig()
         if model:
@@ -72,6 +75,8 @@ class Agent:
         self.tool_context = ToolContext(cwd=cwd, namespace=namespace if namespace is not None else {})
         self.approve = approve
         self._summarizer = summarizer
+        self.provider = provider  # default: resolved from config.model on each call
+        self.tool_results = tool_results  # replay: recorded results instead of running tools
         self._sleep = sleep
         self.failures = FailureTracker()
         self.cancel = threading.Event()
@@ -249,7 +254,7 @@ class Agent:
         return request
 
     def _call_model(self, model_id: str) -> dict[str, Any]:
-        provider, _ = resolve_provider(self.config.model, self.config.provider_options)
+        provider = self.provider or resolve_provider(self.config.model, self.config.provider_options)[0]
         request = self._request(model_id)
         self._emit(ev.RequestStart(self.config.model, self.session.context_tokens(), len(request.messages)))
         message = None
@@ -297,8 +302,11 @@ class Agent:
             if tool is None:
                 output_text, is_error, details = f"Unknown tool {name!r}. Available: {', '.join(self.tools)}", True, None
             else:
-                output = run_tool_call(tool, arguments, self.tool_context, policy=self.config.tool_approval,
-                                       approve=self.approve)
+                def run(tool: Tool = tool) -> ToolOutput:
+                    return run_tool_call(tool, arguments, self.tool_context, policy=self.config.tool_approval,
+                                         approve=self.approve)
+
+                output = self.tool_results(call, run) if self.tool_results else run()
                 output_text, is_error, details = output.text, output.is_error, output.details
         except KeyboardInterrupt:
             result = tool_result_message(call_id, name, "Interrupted by the user before the tool finished.",

@@ -1,0 +1,215 @@
+"""Replaying a recorded session: the model's answers (and the summariser's) come from the
+entries recorded for each cell, while everything else — the budget, the trigger, the cut point,
+the preparation — runs for real. Recorded tool calls are not re-executed unless asked.
+
+    recording = Recording.from_entries(recorded_session.entries)
+    cell = recording.cell("cell-id")                  # what that cell recorded
+    agent = Agent(session, provider=ReplayProvider(cell), summarizer=ReplaySummarizer(cell),
+                  tool_results=ReplayToolResults(cell))
+
+Where the live run departs from the recording (another prompt, more calls than recorded,
+another cut point), ``ReplayDivergence`` names the cell and says how; with a ``fallback``
+provider the run continues live instead.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from ipyagent.agent.tools.base import ToolOutput
+from ipyagent.compaction.prompts import SPLIT_TURN_SEPARATOR
+from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
+from ipyagent.providers.base import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
+from ipyagent.providers.errors import ProviderError
+from ipyagent.session.messages import text_of
+
+Notice = Callable[[str], None]
+
+
+class ReplayDivergence(ProviderError):
+    """The live run no longer matches the recording and no live provider is configured."""
+
+
+@dataclass
+class CellRecording:
+    cell_id: str
+    prompt: str  # the recorded prompt text
+    assistant_messages: list[dict[str, Any]] = field(default_factory=list)
+    tool_results: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> toolResult message
+    compactions: list[dict[str, Any]] = field(default_factory=list)  # compaction entries, in order
+    kept_first: list[str] = field(default_factory=list)  # text of each compaction's first kept message
+
+
+@dataclass
+class Recording:
+    """Recorded runs by cell id; a cell run several times keeps its runs in order."""
+
+    cells: dict[str, list[CellRecording]] = field(default_factory=dict)
+
+    @classmethod
+    def from_entries(cls, entries: list[dict[str, Any]]) -> "Recording":
+        recording = cls()
+        by_id = {e["id"]: e for e in entries}
+        current: CellRecording | None = None
+        for entry in entries:
+            message = entry.get("message") if entry.get("type") == "message" else None
+            if message and message.get("role") == "user":
+                cell_id = message.get("cellId")
+                current = None
+                if cell_id:
+                    current = CellRecording(cell_id, text_of(message.get("content"), "\n"))
+                    recording.cells.setdefault(cell_id, []).append(current)
+                continue
+            if current is None:
+                continue
+            if message and message.get("role") == "assistant":
+                current.assistant_messages.append(message)
+            elif message and message.get("role") == "toolResult":
+                current.tool_results[message.get("toolCallId")] = message
+            elif entry.get("type") == "compaction":
+                current.compactions.append(entry)
+                kept = by_id.get(entry.get("firstKeptEntryId"))
+                current.kept_first.append(_fingerprint(kept))
+        return recording
+
+    def cell(self, cell_id: str, run: int = 0) -> CellRecording | None:
+        runs = self.cells.get(cell_id) or []
+        return runs[run] if run < len(runs) else None
+
+
+def _fingerprint(entry: dict[str, Any] | None) -> str:
+    if not entry:
+        return ""
+    message = entry.get("message") or {}
+    content = message.get("content")
+    if message.get("role") == "assistant":
+        calls = [b.get("id") for b in content or [] if isinstance(b, dict) and b.get("type") == "toolCall"]
+        return f"assistant:{text_of(content)}:{calls}"
+    return f"{message.get('role', entry.get('type'))}:{text_of(content) if content is not None else ''}"
+
+
+class ReplayProvider:
+    """A Provider that answers with a cell's recorded assistant messages, in order."""
+
+    name = "replay"
+    api = "replay"
+
+    def __init__(self, cell: CellRecording, *, fallback: Provider | None = None, notice: Notice | None = None):
+        self.cell = cell
+        self.fallback = fallback
+        self.notice = notice or (lambda text: None)
+        self.position = 0
+        self.diverged: str | None = None
+
+    def _diverge(self, why: str) -> None:
+        if self.diverged is None:
+            self.diverged = why
+            text = f"Replay of cell {self.cell.cell_id} diverged: {why}."
+            if self.fallback is None:
+                raise ReplayDivergence(text + " No live provider is configured, so the run stops here.")
+            self.notice(text + " Continuing with the live provider.")
+
+    def stream(self, request: ModelRequest, cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+        if self.diverged is None:
+            prompt = _last_user_text(request.messages)
+            if self.position == 0 and prompt is not None and prompt.strip() != self.cell.prompt.strip():
+                self._diverge("the cell's prompt is not the recorded one")
+            elif self.position >= len(self.cell.assistant_messages):
+                self._diverge(f"the live run asks for more than the {len(self.cell.assistant_messages)} recorded responses")
+        if self.diverged is not None:
+            assert self.fallback is not None
+            yield from self.fallback.stream(request, cancel)
+            return
+        message = self.cell.assistant_messages[self.position]
+        self.position += 1
+        for block in message.get("content") or []:
+            if block.get("type") == "text" and block.get("text"):
+                yield TextDelta(block["text"])
+            elif block.get("type") == "toolCall":
+                yield ToolCallEnd(0, block.get("id", ""), block.get("name", ""), block.get("arguments") or {})
+        yield MessageDone(dict(message))
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str | None:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return text_of(message.get("content"), "\n")
+    return None
+
+
+def split_recorded_summary(summary: str) -> tuple[str, str | None]:
+    """(history part, turn-prefix part or None) of a recorded summary, without its file lists."""
+    body = summary
+    for tag in ("\n\n<read-files>", "\n\n<modified-files>"):
+        if tag in body:
+            body = body[:body.index(tag)]
+    if SPLIT_TURN_SEPARATOR in body:
+        history, prefix = body.split(SPLIT_TURN_SEPARATOR, 1)
+        return history, prefix
+    return body, None
+
+
+class ReplaySummarizer:
+    """Gives each compaction in the cell its recorded summary (history and turn prefix)."""
+
+    def __init__(self, cell: CellRecording, *, fallback=None, notice: Notice | None = None):
+        self.cell = cell
+        self.fallback = fallback
+        self.notice = notice or (lambda text: None)
+        self.position = 0
+        self.calls = 0
+
+    def summarize(self, request: SummaryRequest) -> SummaryResponse:
+        self.calls += 1
+        kind = request.kind
+        if self.position >= len(self.cell.compactions):
+            return self._live(request, "the live run compacts where the recording did not")
+        history, prefix = split_recorded_summary(self.cell.compactions[self.position].get("summary", ""))
+        if kind == "turn_prefix":
+            self.position += 1
+            if prefix is None:
+                return self._live(request, "the live compaction splits a turn the recording did not split")
+            return SummaryResponse(prefix)
+        if prefix is None:
+            self.position += 1
+        return SummaryResponse(history)
+
+    def _live(self, request: SummaryRequest, why: str) -> SummaryResponse:
+        text = f"Replay of cell {self.cell.cell_id} diverged: {why}."
+        if self.fallback is None:
+            raise SummarizerError(text + " No live summary model is configured, so the compaction stops here.")
+        self.notice(text + " Summarising with the live model.")
+        return self.fallback.summarize(request)
+
+
+class ReplayToolResults:
+    """Recorded tool results by call id; with ``rerun`` the tool runs and differences are reported."""
+
+    def __init__(self, cell: CellRecording, *, rerun: bool = False, notice: Notice | None = None):
+        self.cell = cell
+        self.rerun = rerun
+        self.notice = notice or (lambda text: None)
+        self.differences: list[str] = []
+
+    def recorded(self, call: dict[str, Any]) -> ToolOutput | None:
+        message = self.cell.tool_results.get(call.get("id"))
+        if message is None:
+            return None
+        return ToolOutput(text_of(message.get("content"), ""), is_error=bool(message.get("isError")),
+                          details=message.get("details") or {})
+
+    def __call__(self, call: dict[str, Any], run: Callable[[], ToolOutput]) -> ToolOutput:
+        recorded = self.recorded(call)
+        if recorded is None:
+            return run()  # a call the recording never saw: only possible after divergence
+        if not self.rerun:
+            return recorded
+        live = run()
+        if live.text != recorded.text or live.is_error != recorded.is_error:
+            text = (f"Replay of cell {self.cell.cell_id}: tool call {call.get('name')} ({call.get('id')}) "
+                    f"returned a different result than recorded.")
+            self.differences.append(text)
+            self.notice(text)
+        return live

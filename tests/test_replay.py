@@ -1,0 +1,121 @@
+"""Replay: recorded responses drive a fresh run; budget, trigger and cut point run for real."""
+
+from __future__ import annotations
+
+import pytest
+
+from ipyagent import Agent, CompactionSettings, Session
+from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.replay import (
+    Recording,
+    ReplayProvider,
+    ReplaySummarizer,
+    ReplayToolResults,
+    split_recorded_summary,
+)
+from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.compaction.summarizer import ScriptedSummarizer
+from ipyagent.testing import FakeProviderServer
+
+SETTINGS = CompactionSettings(reserve_tokens=900, keep_recent_tokens=500)
+PROMPTS = [f"cell {i}: look at the data and count " + "carefully " * 25 for i in range(6)]
+
+
+def config() -> AgentConfig:
+    return AgentConfig(model="fake:recorder", context_window=3500, compaction=SETTINGS, tool_approval="auto")
+
+
+def record(tmp_path) -> Session:
+    session = Session(hooks=HookRegistry())
+    summaries = iter(f"## Goal\nSummary number {i}." for i in range(100))
+    with FakeProviderServer() as server:
+        server.register("fake")
+        agent = Agent(session, config=config(), cwd=str(tmp_path), namespace={},
+                      summarizer=ScriptedSummarizer(fn=lambda r: next(summaries)), sleep=lambda s: None)
+        for i, prompt in enumerate(PROMPTS):
+            server.enqueue_tool_call("bash", {"command": f"echo run >> {tmp_path}/marker-{i}.txt; seq 1 150"})
+            server.enqueue_text(f"Cell {i} counted 150 lines. " + "notes " * 40)
+            assert agent.prompt(prompt, cellId=f"cell-{i}").error is None
+    assert len(session.compactions()) >= 2
+    return session
+
+
+def replay(recorded: Session, tmp_path, *, prompts=PROMPTS, fallback=None, rerun=False):
+    recording = Recording.from_entries(recorded.entries)
+    session = Session(hooks=HookRegistry())
+    notices: list[str] = []
+    results = []
+    for i, prompt in enumerate(prompts):
+        cell = recording.cell(f"cell-{i}")
+        tools = ReplayToolResults(cell, rerun=rerun, notice=notices.append)
+        agent = Agent(session, config=config(), cwd=str(tmp_path), namespace={},
+                      provider=ReplayProvider(cell, fallback=fallback, notice=notices.append),
+                      summarizer=ReplaySummarizer(cell, notice=notices.append), tool_results=tools,
+                      sleep=lambda s: None)
+        results.append(agent.prompt(prompt, cellId=f"cell-{i}"))
+    return session, results, notices
+
+
+def messages(session: Session) -> list[tuple]:
+    out = []
+    for entry in session.path():
+        if entry["type"] == "message":
+            m = entry["message"]
+            out.append((m["role"], str(m.get("content"))))
+        elif entry["type"] == "compaction":
+            out.append(("compaction", entry["summary"]))
+    return out
+
+
+def test_replay_reproduces_the_session_offline_without_running_tools(tmp_path):
+    recorded = record(tmp_path)
+    for marker in tmp_path.glob("marker-*.txt"):
+        marker.unlink()
+    session, results, notices = replay(recorded, tmp_path)  # no server is running now
+    assert all(r.error is None for r in results)
+    assert notices == []
+    assert messages(session) == messages(recorded)
+    # same cut points: each compaction keeps the same message first
+    kept = lambda s: [s.get(c["firstKeptEntryId"])["message"]["content"] for c in s.compactions()]
+    assert [str(k) for k in kept(session)] == [str(k) for k in kept(recorded)]
+    assert list(tmp_path.glob("marker-*.txt")) == []  # recorded tool calls were not re-executed
+
+
+def test_a_changed_prompt_is_named_and_stops_without_a_live_provider(tmp_path):
+    recorded = record(tmp_path)
+    changed = list(PROMPTS)
+    changed[2] = "cell 2: something else entirely"
+    session, results, _ = replay(recorded, tmp_path, prompts=changed)
+    assert results[0].error is None and results[1].error is None
+    assert "Replay of cell cell-2 diverged" in results[2].error and "prompt" in results[2].error
+    assert "No live provider" in results[2].error
+
+
+def test_divergence_continues_with_a_live_provider_when_one_is_configured(tmp_path):
+    recorded = record(tmp_path)
+    changed = list(PROMPTS)
+    changed[1] = "cell 1: a new question"
+    with FakeProviderServer() as server:
+        server.enqueue_text("a live answer")
+        for _ in range(10):
+            server.enqueue_text("more live answers")
+        session, results, notices = replay(recorded, tmp_path, prompts=changed[:2], fallback=server.provider("openai"))
+        assert results[1].text == "a live answer"
+        assert any("cell-1 diverged" in n and "live provider" in n for n in notices)
+        assert server.chat_calls == 1
+
+
+def test_replay_tools_reruns_and_reports_differences(tmp_path):
+    recorded = record(tmp_path)
+    session, results, notices = replay(recorded, tmp_path, rerun=True)
+    assert all(r.error is None for r in results)
+    assert len(list(tmp_path.glob("marker-*.txt"))) == len(PROMPTS)
+    for marker in tmp_path.glob("marker-*.txt"):
+        assert marker.read_text() == "run\nrun\n"  # once recorded, once replayed
+    assert notices == []  # `seq 1 150` prints the same thing again
+
+
+def test_split_recorded_summary():
+    text = "## Goal\nA\n\n---\n\n**Turn Context (split turn):**\n\n## Original Request\nB\n\n<read-files>\na.py\n</read-files>"
+    assert split_recorded_summary(text) == ("## Goal\nA", "## Original Request\nB")
+    assert split_recorded_summary("## Goal\nonly") == ("## Goal\nonly", None)
