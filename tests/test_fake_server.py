@@ -6,7 +6,6 @@ import json
 
 import httpx
 import pytest
-
 from ipyagent.providers import ContextOverflowError, ModelRequest, stream_with_retry
 from ipyagent.testing import DEFAULT_SUMMARY, FakeProviderServer, Fault, Reply, collect
 
@@ -76,7 +75,8 @@ def test_summariser_calls_are_served_and_counted(server):
 
 
 def test_summary_queue_accepts_faults(server):
-    server.enqueue_summary(Fault("status", status=400, body={"error": {"message": "prompt is too long: 9 tokens > 5 maximum"}}))
+    too_long = {"error": {"message": "prompt is too long: 9 tokens > 5 maximum"}}
+    server.enqueue_summary(Fault("status", status=400, body=too_long))
     with pytest.raises(ContextOverflowError):
         collect(server.provider("openai").stream(ModelRequest(
             model="m", messages=[{"role": "user", "content": "<conversation>x</conversation>"}])))

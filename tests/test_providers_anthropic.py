@@ -7,7 +7,6 @@ import re
 import threading
 
 import pytest
-
 from ipyagent.providers import (
     AnthropicProvider,
     AuthenticationError,

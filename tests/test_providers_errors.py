@@ -8,7 +8,6 @@ import threading
 import time
 
 import pytest
-
 from ipyagent.providers import (
     AuthenticationError,
     BadRequestError,
@@ -24,9 +23,9 @@ from ipyagent.providers import (
     is_context_overflow,
     is_overflow_error,
     is_silent_overflow,
+    models,
     stream_with_retry,
 )
-from ipyagent.providers import models
 from ipyagent.providers.http import parse_retry_after
 from ipyagent.providers.overflow import window_from_error
 from ipyagent.testing import FakeProviderServer, collect
@@ -101,9 +100,8 @@ def test_newer_openai_overflow_message_and_413(server):
     ("This model's maximum prompt length is 131072 but the request contains 140000 tokens.", 131072),
     ("Please reduce the length of the messages or completion.", None),
     ("prompt token count of 140000 exceeds the limit of 128000", 128000),
-    ("Trying to keep the first 9000 tokens when context the overflows. However, the model is loaded with context "
-     "length of only 4096 tokens, which is not enough. Try to load the model with a larger context length, or "
-     "provide a shorter input. greater than the context length", None),
+    (("Trying to keep the first 9000 tokens when context the overflows. However, the model is loaded with "
+      "context length of only 4096 tokens, which is not enough. greater than the context length"), None),
     ("invalid params, context window exceeds limit (2013)", None),
     ("Your request exceeded model token limit: 262144", None),
     ("Prompt contains 140000 tokens, too large for model with 131072 maximum context length", 131072),
@@ -233,6 +231,13 @@ def test_connection_refused_is_a_retryable_network_error():
     assert info.value.retryable and delays == [2.0, 4.0] and KEY not in str(info.value)
 
 
+def test_base_url_without_scheme_is_a_configuration_error():
+    delays: list[float] = []
+    with pytest.raises(BadRequestError, match="invalid base URL 'localhost:11434/v1'"):
+        run(OpenAIChatProvider(base_url="localhost:11434/v1"), sleep=delays.append)
+    assert delays == []
+
+
 def test_cancel_during_the_backoff_returns_an_aborted_message(server):
     server.enqueue_error(503)
     cancel = threading.Event()
@@ -264,7 +269,8 @@ def test_401_names_the_variable_and_never_the_key(server):
 
 
 def test_a_server_echoing_the_key_is_scrubbed(server):
-    server.enqueue_error(401, body={"error": {"message": f"Incorrect API key provided: {KEY}", "code": "invalid_api_key"}})
+    server.enqueue_error(401, body={"error": {"message": f"Incorrect API key provided: {KEY}",
+                                              "code": "invalid_api_key"}})
     with pytest.raises(AuthenticationError) as info:
         run(server.provider("openai", api_key=KEY))
     assert KEY not in str(info.value) and KEY not in (info.value.body or "") and "***" in str(info.value)

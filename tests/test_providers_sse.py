@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from ipyagent.providers import (
     ContextOverflowError,
     ModelRequest,
@@ -13,9 +12,10 @@ from ipyagent.providers import (
     error_message,
     is_context_overflow,
     learn_from_error,
+    models,
     parse_model_string,
+    sse,
 )
-from ipyagent.providers import models, sse
 from ipyagent.providers.sse import iter_sse
 from ipyagent.testing import FakeProviderServer
 

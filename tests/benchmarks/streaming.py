@@ -29,11 +29,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "extension"))
 
-import httpx  # noqa: E402
-
-from ipyagent.providers import AnthropicProvider, MessageDone, ModelRequest, OpenAIChatProvider  # noqa: E402
-from ipyagent.providers import sse  # noqa: E402
-from ipyagent.testing.specs import Reply, anthropic_stream, openai_stream  # noqa: E402
+import httpx
+from ipyagent.providers import (
+    AnthropicProvider,
+    MessageDone,
+    ModelRequest,
+    OpenAIChatProvider,
+    sse,
+)
+from ipyagent.testing.specs import Reply, anthropic_stream, openai_stream
 
 USAGE = {"input": 1000, "output": 10000, "cacheRead": 0, "cacheWrite": 0}
 
@@ -58,7 +62,7 @@ def serve(port_queue: multiprocessing.Queue, chunks: int, pace: float) -> None:
         def log_message(self, *args: object) -> None:
             pass
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length") or 0))
             paced_run = self.path.startswith("/paced/")
             path = self.path.removeprefix("/paced")
@@ -121,7 +125,8 @@ def bench(name: str, provider, url: str, runs: int, chunks: int, paced: bool = F
     assert len(text) == chunks * 2 // 5 * 5, len(text)
     raw_med, parsed_med = statistics.median(raw_times), statistics.median(parsed_times)
     overhead = (parsed_med - raw_med) / raw_med * 100
-    print(f"{name:9s} {'paced' if paced else 'burst':5s} {lines:6d} lines -> {events:6d} events | raw iter_lines {raw_med * 1e3:7.2f} ms "
+    print(f"{name:9s} {'paced' if paced else 'burst':5s} {lines:6d} lines -> {events:6d} events | "
+          f"raw iter_lines {raw_med * 1e3:7.2f} ms "
           f"({raw_med / chunks * 1e6:5.2f} us/chunk) | provider {parsed_med * 1e3:7.2f} ms "
           f"({parsed_med / chunks * 1e6:5.2f} us/chunk) | overhead {overhead:+6.1f} % "
           f"(best-of: raw {min(raw_times) * 1e3:.2f} ms, provider {min(parsed_times) * 1e3:.2f} ms)")

@@ -8,8 +8,9 @@ the request carries ``user`` / ``assistant`` / ``toolResult`` messages (already 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 
 @dataclass

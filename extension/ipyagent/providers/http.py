@@ -9,8 +9,9 @@ import json
 import socket
 import ssl
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import httpx
 

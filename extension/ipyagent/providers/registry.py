@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ipyagent.providers.anthropic import AnthropicProvider
 from ipyagent.providers.base import Provider
@@ -67,7 +68,8 @@ def resolve_provider(model_string: str, config: Mapping[str, Mapping[str, Any]] 
     name, model = parse_model_string(model_string)
     factory = _factories.get(name)
     if factory is None:
-        raise ValueError(f"unknown provider {name!r} in {model_string!r}; registered: {', '.join(registered_providers())}")
+        raise ValueError(f"unknown provider {name!r} in {model_string!r}; "
+                         f"registered: {', '.join(registered_providers())}")
     options = dict((config or {}).get(name) or {})
     key = (name, repr(sorted(options.items(), key=lambda kv: kv[0])))
     with _lock:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, Retrying, StreamEvent
 from ipyagent.providers.errors import ProviderError, RateLimitError, StreamInterrupted

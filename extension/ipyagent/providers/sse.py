@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import json.scanner
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 SSEEvent = tuple[str | None, bytes]
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Generator, Iterator
+from collections.abc import Generator, Iterator
+from typing import Any
 
 import httpx
 
 from ipyagent.providers.base import MessageDone, ModelRequest, StreamEvent
-from ipyagent.providers.errors import AuthenticationError, StreamInterrupted
+from ipyagent.providers.errors import AuthenticationError, BadRequestError, StreamInterrupted
 from ipyagent.providers.http import ErrorContext, error_from_response, network_error, new_client, scrub
 from ipyagent.providers.message import MessageBuilder
 from ipyagent.providers.sse import SSEEvent, iter_sse
@@ -125,6 +126,9 @@ class HTTPProvider:
                     text = response.read().decode("utf-8", "replace")
                     raise error_from_response(ctx, response.status_code, response.headers, text)
                 stop = yield from self.events(iter_sse(response.iter_bytes()), builder, ctx, cancel)
+            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # configuration, not bad luck
+                raise BadRequestError(f"{self.label}: invalid base URL {self.base_url!r} ({exc}); it should look "
+                                      f"like {self.default_base_url!r}") from None
             except httpx.TransportError as exc:
                 if cancel is not None and cancel.is_set():
                     stop = "aborted"

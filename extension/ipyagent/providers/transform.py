@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _ANTHROPIC_ID_BAD = re.compile(r"[^a-zA-Z0-9_-]")
 NO_RESULT_TEXT = "No result provided (the tool call was interrupted)."

@@ -7,4 +7,5 @@ from ipyagent.testing.fake_server import DEFAULT_SUMMARY, FakeProviderServer, Re
 from ipyagent.testing.helpers import StreamResult, collect
 from ipyagent.testing.specs import Fault, RawStream, Reply, ToolCallSpec
 
-__all__ = ["FakeProviderServer", "RecordedRequest", "Reply", "Fault", "RawStream", "ToolCallSpec", "DEFAULT_SUMMARY", "StreamResult", "collect"]
+__all__ = ["DEFAULT_SUMMARY", "FakeProviderServer", "Fault", "RawStream", "RecordedRequest", "Reply", "StreamResult",
+           "ToolCallSpec", "collect"]

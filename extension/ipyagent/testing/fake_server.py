@@ -42,9 +42,10 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 from ipyagent.testing.specs import (
     Fault,
@@ -55,7 +56,6 @@ from ipyagent.testing.specs import (
     error_body,
     openai_stream,
     overflow_response,
-    sse,
     stream_error_event,
 )
 
@@ -164,7 +164,7 @@ class FakeProviderServer:
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
-    def start(self) -> "FakeProviderServer":
+    def start(self) -> FakeProviderServer:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._httpd = _Server(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
@@ -178,7 +178,7 @@ class FakeProviderServer:
             self._httpd.server_close()
             self._httpd = None
 
-    def __enter__(self) -> "FakeProviderServer":
+    def __enter__(self) -> FakeProviderServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -346,7 +346,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:
         fake = self.fake
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         try:
@@ -449,5 +449,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-__all__ = ["FakeProviderServer", "RecordedRequest", "Reply", "Fault", "RawStream", "ToolCallSpec", "default_summary_detector",
-           "DEFAULT_SUMMARY"]
+__all__ = [
+    "DEFAULT_SUMMARY",
+    "FakeProviderServer",
+    "Fault",
+    "RawStream",
+    "RecordedRequest",
+    "Reply",
+    "ToolCallSpec",
+    "default_summary_detector",
+]

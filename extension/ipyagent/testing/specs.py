@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 
 @dataclass
@@ -149,7 +150,8 @@ def anthropic_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size
                                  for p in _pieces(json.dumps(call.arguments), chunk_size)))
         index += 1
     stop = reply.stop_reason or ("toolUse" if reply.tool_calls else "stop")
-    yield sse({"type": "message_delta", "delta": {"stop_reason": _ANTHROPIC_STOP.get(stop, stop), "stop_sequence": None},
+    yield sse({"type": "message_delta",
+               "delta": {"stop_reason": _ANTHROPIC_STOP.get(stop, stop), "stop_sequence": None},
                "usage": {"output_tokens": usage["output"]}}, "message_delta")
     yield sse({"type": "message_stop"}, "message_stop")
 
