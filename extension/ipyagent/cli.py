@@ -134,6 +134,7 @@ def run_compact(args: argparse.Namespace) -> int:
 
 
 import ipyagent.commands_notebook  # noqa: E402,F401  (registers lift/export/import)
+import ipyagent.commands_run  # noqa: E402,F401  (registers run)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,43 @@
+"""``ipyagent run NOTEBOOK [-o OUT] [--timeout S]``: execute a notebook headlessly (nbclient, a real
+kernel), answer the ipyagent bridge, and write the sessions into the output's metadata."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ipyagent.cli import CliError, command
+
+
+def _configure_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", help="the notebook to execute (.ipynb)")
+    parser.add_argument("-o", "--output", help="where to write the executed notebook (default: in place)")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600; 0: none)")
+    parser.add_argument("--kernel", default=None, help="kernel name (default: the notebook's kernelspec)")
+
+
+@command("run", _configure_run)
+def run_run(args: argparse.Namespace) -> int:
+    """Execute a notebook headlessly and store its ipyagent sessions in the output's metadata."""
+    try:
+        from ipyagent.notebook.headless import run_notebook
+    except ImportError as exc:  # nbclient / nbformat missing
+        raise CliError(f"ipyagent run needs nbclient and nbformat ({exc}); pip install 'ipyagent[test]'")
+    from ipyagent.notebook.store import NotebookError
+
+    try:
+        outcome = run_notebook(args.notebook, args.output, timeout=args.timeout or None, kernel_name=args.kernel)
+    except FileNotFoundError:
+        raise CliError(f"no such notebook: {args.notebook}")
+    except NotebookError as exc:
+        raise CliError(str(exc))
+    target = args.output or args.notebook
+    sessions = outcome.sessions.sessions if outcome.sessions is not None else {}
+    summary = ", ".join(f"{name} ({len(s.entries)} entries)" for name, s in sessions.items()) or "no sessions"
+    print(f"ipyagent run: wrote {target}: {summary}")
+    for problem in outcome.problems:
+        print(f"ipyagent run: {problem}", file=sys.stderr)
+    if outcome.error:
+        print(f"ipyagent run: a cell failed:\n{outcome.error}", file=sys.stderr)
+        return 1
+    return 0

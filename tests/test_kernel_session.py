@@ -1,0 +1,130 @@
+"""ipyagent in a REAL kernel against the fake provider: a session across cells, re-running cells
+(forks), a kernel restart (the frontend's push, and hydration from disk), an interrupt."""
+
+from __future__ import annotations
+
+import json
+
+from kernel_support import (
+    SETUP,
+    LiveKernel,
+    fake_provider,
+    notebook,
+    outputs_text,
+    path_of,
+    user_messages,
+)
+
+from ipyagent.notebook.headless import execute_notebook
+from ipyagent.notebook.journal import JOURNAL_MIME
+from ipyagent.notebook.store import write_notebook
+
+
+def _texts(messages):
+    return json.dumps(messages)
+
+
+def test_session_across_cells_and_rerun_forks(tmp_path):
+    with fake_provider() as server:
+        server.enqueue_text("Noted: the number is 42.")
+        server.enqueue_tool_call("python", {"code": "answer = 42\nanswer + 1"})
+        server.enqueue_text("answer + 1 is 43.")
+        nb = notebook(SETUP + "%config Agent.tool_approval = 'auto'",
+                      "%%agent\nRemember the number 42.",
+                      "answer = 0",
+                      "%%agent\nSet answer to 42 and add one.",
+                      "print(answer)")
+        first = execute_notebook(nb, timeout=120, cwd=str(tmp_path))
+        assert first.ok, first.error
+        chat = [r for r in server.requests if r.kind == "chat"]
+        assert len(chat) == 3
+        assert "Noted: the number is 42." in _texts(chat[1].body["messages"])  # the second cell saw the first
+        session = first.nb["metadata"]["ipyagent"]["sessions"]["default"]
+        users = user_messages(session["entries"])
+        assert [u["message"]["cellId"] for u in users] == ["cell-1", "cell-3"]
+        assert [u["message"]["executionCount"] for u in users] == [2, 4]
+        assert "42" in outputs_text(first.nb["cells"][4]["outputs"])  # the tool ran in the kernel's namespace
+        # the bridge acknowledged everything: no journal outputs
+        assert not any(JOURNAL_MIME in (o.get("data") or {}) for c in first.nb["cells"] for o in c["outputs"])
+        assert len(session["entries"]) == 6
+
+        # Run All again on the executed notebook: the stored session is pushed, and each %%agent
+        # cell forks from before its previous prompt, so the path is exactly the visible cells.
+        server.enqueue_text("Noted again: 42.")
+        server.enqueue_tool_call("python", {"code": "answer = 42\nanswer + 1"})
+        server.enqueue_text("Again 43.")
+        second = execute_notebook(first.nb, timeout=120, cwd=str(tmp_path))
+        assert second.ok, second.error
+    session = second.nb["metadata"]["ipyagent"]["sessions"]["default"]
+    entries = session["entries"]
+    assert {e["id"] for e in first.nb["metadata"]["ipyagent"]["sessions"]["default"]["entries"]} <= {
+        e["id"] for e in entries}  # nothing lost
+    cell1 = [u for u in user_messages(entries) if u["message"]["cellId"] == "cell-1"]
+    assert len(cell1) == 2 and cell1[0]["parentId"] == cell1[1]["parentId"]  # siblings: a fork
+    on_path = [e["message"]["content"] for e in user_messages(path_of(session))]
+    assert on_path == ["Remember the number 42.", "Set answer to 42 and add one."]
+    sent = _texts(server.requests[-1].body["messages"])
+    assert "Noted again: 42." in sent and "Noted: the number is 42." not in sent
+
+
+def test_restart_push_then_hydration_from_disk(tmp_path):
+    with fake_provider() as server:
+        with LiveKernel(cwd=str(tmp_path)) as k:
+            k.run(SETUP, "setup")
+            server.enqueue_text("Noted: the secret word is PAPAYA.")
+            cell = k.run("%%agent\nThe secret word is PAPAYA.", "c1")
+            assert cell.status == "ok", outputs_text(cell.outputs)
+            stored = k.metadata["sessions"]["default"]["entries"]
+            assert len(stored) == 2  # delivered through the bridge and acknowledged
+            assert not any(JOURNAL_MIME in (o.get("data") or {}) for o in cell.outputs)
+
+            k.restart()  # the frontend pushes the stored sessions into the new kernel
+            k.run(SETUP, "setup")
+            server.enqueue_text("It was PAPAYA.")
+            cell = k.run("%%agent\nWhat was the secret word?", "c2")
+            assert cell.status == "ok", outputs_text(cell.outputs)
+            sent = server.requests[-1].body["messages"]
+            text = _texts(sent)
+            assert "The secret word is PAPAYA." in text and "Noted: the secret word is PAPAYA." in text
+            assert "namespace was reset" in text
+            resets = [e for e in k.metadata["sessions"]["default"]["entries"]
+                      if e.get("customType") == "ipyagent.kernel_reset"]
+            assert len(resets) == 1
+            saved = {"cells": [], "metadata": {"ipyagent": k.metadata}, "nbformat": 4, "nbformat_minor": 5}
+
+        # No frontend at all now: a fresh kernel finds its notebook on disk (JPY_SESSION_NAME).
+        path = tmp_path / "saved.ipynb"
+        write_notebook(path, saved)
+        with LiveKernel(cwd=str(tmp_path), env={"JPY_SESSION_NAME": str(path)}) as k2:
+            cell = k2.run(SETUP, "setup")
+            assert "resumed default" in outputs_text(cell.outputs)
+            server.enqueue_text("Still PAPAYA.")
+            k2.run("%%agent\nAnd now?", "c3")
+            text = _texts(server.requests[-1].body["messages"])
+            assert "PAPAYA" in text and "It was PAPAYA." in text
+
+
+def test_interrupt_during_agent_cell_keeps_a_valid_session(tmp_path):
+    with fake_provider(chunk_delay=0.03) as server, LiveKernel(cwd=str(tmp_path)) as k:
+        k.run(SETUP + "%config Agent.show_widget = False", "setup")
+        server.enqueue_text("Once upon a time " + "there was a very long story " * 60)
+        msg_id = k.send_execute("%%agent\nTell me a long story.", "c1")
+
+        def streaming():
+            return any("Once upon" in outputs_text([o]) for o in k.cells[-1].outputs)
+
+        cell = k.interrupt_when(streaming, msg_id)
+        assert cell.status == "error" and cell.error["ename"] == "KeyboardInterrupt"
+        assert "Interrupted" in outputs_text(cell.outputs)
+        roles = k.evaluate("[(e['message']['role'], e['message'].get('stopReason')) for e in "
+                           "__import__('ipyagent.notebook.extension', fromlist=['x']).get_runtime(get_ipython())"
+                           ".slot().session.path() if e['type'] == 'message']")
+        assert roles == [["user", None], ["assistant", "aborted"]]
+
+        server.enqueue_text("Sorry, here is a short one.")
+        cell = k.run("%%agent\nA short one, please.", "c2")
+        assert cell.status == "ok", outputs_text(cell.outputs)
+        sent = server.requests[-1].body["messages"]
+        assert [m["role"] for m in sent if m["role"] != "system"][-1] == "user"
+        stored = k.metadata["sessions"]["default"]["entries"]
+        assert any(e["type"] == "message" and e["message"].get("stopReason") == "aborted" for e in stored)
