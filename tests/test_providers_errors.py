@@ -118,6 +118,22 @@ def test_overflow_patterns(message, window):
     assert is_context_overflow({"role": "assistant", "stopReason": "error", "errorMessage": message})
 
 
+def test_output_too_large_is_resent_with_a_max_tokens_that_fits(server):
+    server.enqueue_error(400, body={"type": "error", "error": {"type": "invalid_request_error", "message": (
+        "input length and `max_tokens` exceed context limit: 188059 + 20000 > 200000, decrease input length or "
+        "`max_tokens` and try again")}})
+    server.enqueue_text("fits now")
+    req = ModelRequest(model="claude-3-5-sonnet", messages=[{"role": "user", "content": "q"}], max_tokens=20000)
+    assert run(server.provider("anthropic"), req).text == "fits now"
+    assert [r.body["max_tokens"] for r in server.requests] == [20000, 200000 - 188059]
+    vllm = ("'max_tokens' or 'max_completion_tokens' is too large: 4000. This model's maximum context length is "
+            "32768 tokens and your request has 32000 input tokens (4000 > 32768 - 32000).")
+    server.enqueue_error(400, body={"error": {"message": vllm, "type": "BadRequestError"}})
+    with pytest.raises(ContextOverflowError) as info:  # 768 tokens left: too little to be useful, so compact
+        run(server.provider("openai"), ModelRequest(model="m", messages=[], max_tokens=4000))
+    assert info.value.context_window == 32768 and len(server.requests) == 3
+
+
 def test_429_is_never_overflow():
     assert not is_overflow_error(429, "Too many tokens per minute: context_length_exceeded")
     assert not is_overflow_error(400, "Invalid value for temperature")

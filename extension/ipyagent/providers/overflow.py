@@ -87,6 +87,27 @@ def window_from_error(text: str, parsed: dict[str, Any] | None = None) -> int | 
     return None
 
 
+# Errors saying that the *input* fits but input + max_tokens does not: (regex, input group, window group).
+_OUTPUT_TOO_LARGE: tuple[tuple[re.Pattern[str], int, int], ...] = (
+    (re.compile(r"input length and .max_tokens. exceed context limit: (\d+) \+ \d+ > (\d+)", re.I), 1, 2),
+    (re.compile(r"is too large: \d+\. This model's maximum context length is (\d+) tokens and your request has "
+                r"(\d+) input tokens", re.I), 2, 1),
+)
+MIN_USEFUL_OUTPUT = 1024
+
+
+def max_tokens_that_fit(text: str) -> int | None:
+    """When an error says only the requested output is too large (Anthropic's "input length and
+    `max_tokens` exceed context limit", vLLM's "'max_tokens' … is too large"), the largest
+    ``max_tokens`` that fits; None when the error is not of that kind or too little room is left."""
+    for pattern, input_group, window_group in _OUTPUT_TOO_LARGE:
+        found = pattern.search(text or "")
+        if found:
+            room = int(found.group(window_group)) - int(found.group(input_group))
+            return room if room >= MIN_USEFUL_OUTPUT else None
+    return None
+
+
 def is_silent_overflow(message: dict[str, Any], context_window: int | None) -> bool:
     """A reply that "succeeded" while its reported input exceeded the window (z.ai style)."""
     if not context_window or message.get("stopReason") != "stop":

@@ -14,6 +14,7 @@ from ipyagent.providers.base import MessageDone, ModelRequest, StreamEvent
 from ipyagent.providers.errors import AuthenticationError, BadRequestError, StreamInterrupted
 from ipyagent.providers.http import ErrorContext, error_from_response, network_error, new_client, scrub
 from ipyagent.providers.message import MessageBuilder
+from ipyagent.providers.overflow import max_tokens_that_fit
 from ipyagent.providers.sse import SSEEvent, iter_sse
 
 # The inner event loop of a protocol: yields events, returns the final stop reason ("aborted" on cancel).
@@ -120,11 +121,7 @@ class HTTPProvider:
                 yield MessageDone(builder.build("aborted"))
                 return
             try:
-                response = self.client.send(self.client.build_request("POST", url, json=body, headers=headers),
-                                            stream=True)
-                if response.status_code >= 400:
-                    text = response.read().decode("utf-8", "replace")
-                    raise error_from_response(ctx, response.status_code, response.headers, text)
+                response = self._open(url, body, headers, ctx)
                 stop = yield from self.events(iter_sse(response.iter_bytes()), builder, ctx, cancel)
             except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # configuration, not bad luck
                 raise BadRequestError(f"{self.label}: invalid base URL {self.base_url!r} ({exc}); it should look "
@@ -144,6 +141,30 @@ class HTTPProvider:
         finally:
             if response is not None:
                 response.close()
+
+
+    def _open(self, url: str, body: dict[str, Any], headers: dict[str, str], ctx: ErrorContext) -> httpx.Response:
+        """Send the request; on an error status raise its ProviderError. If the error says only the
+        requested output does not fit, resend once with the largest ``max_tokens`` that does."""
+        for attempt in (1, 2):
+            response = self.client.send(self.client.build_request("POST", url, json=body, headers=headers),
+                                        stream=True)
+            if response.status_code < 400:
+                return response
+            try:
+                text = response.read().decode("utf-8", "replace")
+            finally:
+                response.close()
+            error = error_from_response(ctx, response.status_code, response.headers, text)
+            smaller = max_tokens_that_fit(text) if attempt == 1 else None
+            field = next((f for f in ("max_tokens", "max_completion_tokens") if f in body), None)
+            if smaller is None or field is None or smaller >= body[field]:
+                raise error
+            body = {**body, field: smaller}
+            thinking = body.get("thinking")
+            if isinstance(thinking, dict) and thinking.get("budget_tokens", 0) >= smaller:
+                body["thinking"] = {**thinking, "budget_tokens": max(1024, smaller // 2)}
+        raise AssertionError("unreachable")
 
 
 def interrupt(stream: Iterator[StreamEvent]) -> StreamInterrupted | None:
