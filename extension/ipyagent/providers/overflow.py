@@ -89,9 +89,9 @@ def window_from_error(text: str, parsed: dict[str, Any] | None = None) -> int | 
 
 # Errors saying that the *input* fits but input + max_tokens does not: (regex, input group, window group).
 _OUTPUT_TOO_LARGE: tuple[tuple[re.Pattern[str], int, int], ...] = (
-    (re.compile(r"input length and .max_tokens. exceed context limit: (\d+) \+ \d+ > (\d+)", re.I), 1, 2),
+    (re.compile(r"input length and .max_tokens. exceed context limit: (\d+) \+ \d+ > (\d+)", re.IGNORECASE), 1, 2),
     (re.compile(r"is too large: \d+\. This model's maximum context length is (\d+) tokens and your request has "
-                r"(\d+) input tokens", re.I), 2, 1),
+                r"(\d+) input tokens", re.IGNORECASE), 2, 1),
 )
 MIN_USEFUL_OUTPUT = 1024
 
