@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 
 import httpx
 import pytest
@@ -18,6 +19,14 @@ def server():
 
 def sse_data(response: httpx.Response) -> list[str]:
     return [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+
+
+def test_the_module_docstring_example_runs():
+    import ipyagent.testing.fake_server as module
+
+    doc = module.__doc__
+    example = doc[doc.index("::\n") + 3:doc.index("Or point any client")]
+    exec(textwrap.dedent(example), {})
 
 
 def test_plain_httpx_client_gets_real_openai_sse(server):

@@ -2,16 +2,21 @@
 
 Use it in your own tests to run ipyagent (or any OpenAI/Anthropic client) without a network::
 
-    from ipyagent.testing import FakeProviderServer
-    from ipyagent.providers import ModelRequest, stream_with_retry
+    from ipyagent.providers import ModelRequest, ToolSpec, stream_with_retry
+    from ipyagent.testing import FakeProviderServer, collect
 
     with FakeProviderServer(context_window=8000) as server:
-        server.enqueue_tool_call("python", {"code": "1 + 1"})        # first reply: a tool call
-        server.enqueue_text("The answer is 2.")                      # second reply: text
-        server.enqueue_summary("## Goal\\nAdd numbers.")              # used by the next summariser call
-        provider = server.provider("openai")                         # or "anthropic"
-        events = list(stream_with_retry(provider, ModelRequest(model="fake-model", messages=[...])))
-        assert server.requests[0].body["messages"][-1]["content"] == "..."
+        server.enqueue_tool_call("python", {"code": "1 + 1"})   # the next reply: a tool call
+        server.enqueue_text("The answer is 2.")                 # the one after: text
+        server.enqueue_summary("## Goal\\nAdd numbers.")        # for the next summariser request
+        provider = server.provider("openai")                    # or "anthropic"
+        request = ModelRequest(model="fake-model", messages=[{"role": "user", "content": "1 + 1?"}],
+                               tools=[ToolSpec("python", "Run code", {"type": "object"})])
+        first = collect(stream_with_retry(provider, request))
+        assert first.tool_calls[0].arguments == {"code": "1 + 1"}
+        assert first.message["stopReason"] == "toolUse"
+        assert server.requests[0].body["messages"][-1]["content"] == "1 + 1?"
+        assert server.requests[0].headers["authorization"] == "REDACTED"
         assert server.summary_calls == 0
 
 Or point any client at it: ``OPENAI_BASE_URL=server.openai_base_url`` (ends with ``/v1``),
