@@ -6,6 +6,7 @@ import copy
 import json
 import os
 
+import nbformat
 import pytest
 
 from ipyagent.core import Session
@@ -88,7 +89,6 @@ def test_pi_jsonl_to_notebook_to_pi_jsonl_is_identical(tmp_path):
 
 
 def test_round_trip_through_nbformat_keeps_the_data(tmp_path):
-    nbformat = pytest.importorskip("nbformat")
     header, entries = generate_session(8, 40)
     sessions = NotebookSessions("s", {"s": StoredSession(header, entries[-1]["id"], {}, entries)})
     path = tmp_path / "nb.ipynb"
@@ -101,7 +101,6 @@ def test_round_trip_through_nbformat_keeps_the_data(tmp_path):
 
 
 def test_our_writer_matches_nbformat_outside_the_session_data(tmp_path):
-    nbformat = pytest.importorskip("nbformat")
     nb = notebook_with(metadata(chain(3)))
     nb["cells"] += [
         {"cell_type": "markdown", "id": "m1", "metadata": {"tags": ["b", "a"]}, "source": "# Title\n\ntext"},
@@ -249,7 +248,6 @@ def test_journal_alone_makes_a_session():
 
 
 def test_lift_keeps_outputs_byte_identical_and_is_idempotent(tmp_path):
-    nbformat = pytest.importorskip("nbformat")
     nb = notebook_with(metadata(chain(2)), journals=[{"session": "default", "leaf": "00000004",
                                                       "entries": chain(3, 2, "00000001")}])
     path = tmp_path / "nb.ipynb"
