@@ -255,6 +255,7 @@ class ModelPlan:
     landing: int = 0
     first_kept: int = 0
     turn_start: int = -1
+    over_budget_kept_all: bool = False  # the budget was crossed after the last cut point: all kept
 
 
 def model_prepare(path: list[dict[str, Any]], keep: int, fx: Fixes) -> ModelPlan:
@@ -271,9 +272,11 @@ def model_prepare(path: list[dict[str, Any]], keep: int, fx: Fixes) -> ModelPlan
     if not cuts:
         landing = cut = start
         turn_start, split = -1, False
+        over_budget_kept_all = False
     else:
         cut = cuts[0]
         acc = 0
+        over_budget_kept_all = False
         for i in range(end - 1, start - 1, -1):
             e = path[i]
             if e["type"] == "message":
@@ -287,6 +290,7 @@ def model_prepare(path: list[dict[str, Any]], keep: int, fx: Fixes) -> ModelPlan
                 continue
             if acc >= keep:
                 cut = next((c for c in cuts if c >= i), cuts[0])
+                over_budget_kept_all = i > cuts[-1]
                 break
         landing = cut
         while cut > start and path[cut - 1]["type"] not in ("compaction", "message"):
@@ -307,7 +311,7 @@ def model_prepare(path: list[dict[str, Any]], keep: int, fx: Fixes) -> ModelPlan
     tpm = ([m for e in path[turn_start:cut] if (m := entry_message(e, fx, for_compaction=True)) is not None]
            if split else [])
     if fx.nothing_when_empty and not mts and not tpm:
-        return ModelPlan({"nothing_to_compact": True}, start, landing, cut, turn_start)
+        return ModelPlan({"nothing_to_compact": True}, start, landing, cut, turn_start, over_budget_kept_all)
     read: set[str] = set()
     edited: set[str] = set()
     written: set[str] = set()
@@ -333,7 +337,7 @@ def model_prepare(path: list[dict[str, Any]], keep: int, fx: Fixes) -> ModelPlan
         "read_files": js_sorted(read - modified, fx),
         "modified_files": js_sorted(modified, fx),
         "previous_summary": prev is not None and "summary" in prev,
-    }, start, landing, cut, turn_start)
+    }, start, landing, cut, turn_start, over_budget_kept_all)
 
 
 def pi_path(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -505,6 +509,8 @@ def test_ipyagent_matches_pi_except_deliberate_fixes(compared):
     for c in compared:
         kind, switches = explain(c)
         stats[kind] += 1
+        if model_prepare(c.path, c.keep, PI).over_budget_kept_all:
+            stats["(pi and ipyagent: budget crossed past the last cut point, nothing summarised)"] += 1
         for s in switches:
             hits[s] += 1
         if kind == "unexplained":
