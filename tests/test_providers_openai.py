@@ -12,6 +12,7 @@ from ipyagent.providers import (
     AuthenticationError,
     ModelRequest,
     OpenAIChatProvider,
+    ServerError,
     StreamInterrupted,
     TextDelta,
     ToolCallDelta,
@@ -110,6 +111,17 @@ def test_every_call_numbered_zero_but_distinct_ids(server):
     server.enqueue(RawStream(chunks))
     result = collect(server.provider("openai").stream(request()))
     assert [(c.id, c.name) for c in result.tool_calls] == [("call_x", "read"), ("call_y", "ls")]
+
+
+def test_error_null_and_unknown_fields_are_ignored_but_an_error_object_raises(server):
+    server.enqueue(RawStream([
+        'data: {"choices":[{"index":0,"delta":{"content":"fine"}}],"error":null,"x_extra":{"a":1}}\n\n',
+        'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n', "data: [DONE]\n\n"]))
+    assert collect(server.provider("openai").stream(request())).text == "fine"
+    server.enqueue(RawStream(['data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n',
+                              'data: {"error":{"message":"upstream timed out","type":"server_error"}}\n\n']))
+    with pytest.raises(ServerError, match="upstream timed out"):
+        collect(server.provider("openai").stream(request()))
 
 
 @pytest.mark.parametrize("shape", ["empty", "null", "missing"])

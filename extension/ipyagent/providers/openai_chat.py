@@ -150,8 +150,8 @@ class OpenAIChatProvider(HTTPProvider):
                                            f"{data[:200]!r}") from None
             if not isinstance(chunk, dict):
                 raise MalformedStreamError(f"{ctx.label}: unexpected stream data from {ctx.url}: {data[:200]!r}")
-            if event == "error" or "error" in chunk:
-                raise error_from_event(ctx, chunk.get("error", chunk))
+            if event == "error" or chunk.get("error"):  # some servers send "error": null on every chunk
+                raise error_from_event(ctx, chunk.get("error") or chunk)
             choices = chunk.get("choices")
             if choices:
                 choice = choices[0]
