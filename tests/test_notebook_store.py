@@ -240,6 +240,16 @@ def test_sessions_from_notebook_merges_metadata_and_journals_in_cell_order():
     assert stored.entries[3]["parentId"] == "00000002"  # a journal entry's parent in the metadata: not an orphan
 
 
+def test_a_journal_without_header_or_settings_keeps_the_stored_ones():
+    nb = notebook_with(metadata(chain(2), settings={"model": "kept"}),
+                       journals=[{"session": "default", "header": None, "settings": None, "leaf": "00000002",
+                                  "entries": chain(1, 2, "00000001")}])
+    sessions, report = sessions_from_notebook(nb)
+    assert report.ok, problems(report)
+    stored = sessions.sessions["default"]
+    assert stored.header == HEADER and stored.settings == {"model": "kept"} and stored.leaf == "00000002"
+
+
 def test_journal_alone_makes_a_session():
     nb = notebook_with(None, journals=[{"session": "work", "header": HEADER, "leaf": "00000001",
                                         "settings": {"model": "m"}, "entries": chain(2)}])

@@ -405,12 +405,12 @@ class _Gather:
         header = data.get("header")
         if header is not None and not isinstance(header, dict):
             self._aside(name, f"{where}.header", f"must be a JSON object, not {type(header).__name__}", header)
-        elif isinstance(header, dict) and (newer or pending.header is None):
-            pending.header = header
+        elif isinstance(header, dict) and header and (newer or pending.header is None):
+            pending.header = header  # an empty header or settings object means "not given"
         settings = data.get("settings")
         if settings is not None and not isinstance(settings, dict):
             self._aside(name, f"{where}.settings", f"must be a JSON object, not {type(settings).__name__}", settings)
-        elif isinstance(settings, dict) and (newer or not pending.settings):
+        elif isinstance(settings, dict) and settings and (newer or not pending.settings):
             pending.settings = strip_secrets(settings)
             if len(pending.settings) != len(settings):
                 self._note(f"{where}.settings", "settings that look like credentials were removed")
