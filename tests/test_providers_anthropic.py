@@ -254,3 +254,12 @@ def test_base_url_from_environment_has_no_v1(server, monkeypatch):
     provider = AnthropicProvider()
     assert provider.endpoint() == server.anthropic_base_url + "/v1/messages"
     assert collect(provider.stream(request())).text == "env ok"
+
+
+def test_count_tokens_uses_the_providers_endpoint(server):
+    req = request({"role": "user", "content": "count me " * 50}, tools=[ToolSpec("ls", "List", {"type": "object"})])
+    n = server.provider("anthropic").count_tokens(req)
+    sent = server.last_request
+    assert sent.path == "/v1/messages/count_tokens" and n == sent.prompt_tokens > 100
+    assert "stream" not in sent.body and "max_tokens" not in sent.body and sent.body["tools"][0]["name"] == "ls"
+    assert server.chat_calls == 0

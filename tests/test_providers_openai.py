@@ -124,6 +124,21 @@ def test_error_null_and_unknown_fields_are_ignored_but_an_error_object_raises(se
         collect(server.provider("openai").stream(request()))
 
 
+def test_gemini_thought_signature_round_trips_on_tool_calls(server):
+    extra = {"google": {"thought_signature": "c2lnbmF0dXJl"}}
+    call = {"id": "g1", "type": "function", "function": {"name": "ls", "arguments": "{}"}, "extra_content": extra}
+    server.enqueue(RawStream([  # Gemini's OpenAI endpoint: no index, whole call in one chunk
+        "data: " + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}) + "\n\n",
+        'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n', "data: [DONE]\n\n"]))
+    provider = server.provider("openai")
+    first = collect(provider.stream(request())).message
+    assert first["content"][0]["extraContent"] == extra
+    server.enqueue_text("ok")
+    result = {"role": "toolResult", "toolCallId": "g1", "toolName": "ls", "content": [{"type": "text", "text": "a"}]}
+    collect(provider.stream(request({"role": "user", "content": "hi"}, first, result)))
+    assert server.last_request.body["messages"][2]["tool_calls"][0]["extra_content"] == extra
+
+
 @pytest.mark.parametrize("shape", ["empty", "null", "missing"])
 def test_usage_with_cached_tokens(server, shape):
     server.enqueue(Reply(text="cached!", usage={"input": 120, "cacheRead": 880, "output": 7}, usage_choices=shape))

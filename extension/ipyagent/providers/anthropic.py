@@ -8,6 +8,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
+
 from ipyagent.providers import models
 from ipyagent.providers.base import (
     ModelRequest,
@@ -19,7 +21,7 @@ from ipyagent.providers.base import (
     UsageUpdate,
 )
 from ipyagent.providers.errors import ContextOverflowError, MalformedStreamError, NetworkError
-from ipyagent.providers.http import ErrorContext, error_from_event
+from ipyagent.providers.http import ErrorContext, error_from_event, error_from_response, network_error
 from ipyagent.providers.message import MessageBuilder, empty_usage
 from ipyagent.providers.sse import SSEEvent
 from ipyagent.providers.sse import loads as sse_loads
@@ -142,6 +144,21 @@ class AnthropicProvider(HTTPProvider):
             body["temperature"] = request.temperature  # not allowed together with thinking
         body.update(request.options.get("extra_body") or {})
         return body
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """The input tokens of ``request`` by Anthropic's own count (``/v1/messages/count_tokens``:
+        free, rate-limited, and itself an estimate)."""
+        key = self.api_key()
+        url = f"{self.base_url}/v1/messages/count_tokens"
+        body = {k: v for k, v in self.payload(request).items() if k not in ("stream", "max_tokens", "temperature")}
+        ctx = ErrorContext(self.label, url, request.model, self.key_env, key)
+        try:
+            response = self.client.post(url, json=body, headers={**self.headers(key), **self.extra_headers})
+        except httpx.TransportError as exc:
+            raise network_error(ctx, exc) from None
+        if response.status_code >= 400:
+            raise error_from_response(ctx, response.status_code, response.headers, response.text)
+        return int(response.json()["input_tokens"])
 
     def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
                cancel: threading.Event | None) -> EventLoop:

@@ -52,6 +52,14 @@ def _user_content(content: Any) -> Any:
             else {"type": "image_url", "image_url": {"url": image_data_url(b)}} for b in blocks]
 
 
+def _wire_call(block: dict[str, Any], same: bool) -> dict[str, Any]:
+    call = {"id": block["id"], "type": "function",
+            "function": {"name": block["name"], "arguments": json.dumps(block.get("arguments") or {})}}
+    if same and block.get("extraContent"):
+        call["extra_content"] = block["extraContent"]
+    return call
+
+
 def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if request.system_prompt:
@@ -69,8 +77,7 @@ def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[d
             out.append({"role": "user", "content": _user_content(message.get("content"))})
         elif role == "assistant":
             text = "".join(b["text"] for b in message["content"] if b["type"] == "text")
-            calls = [{"id": b["id"], "type": "function",
-                      "function": {"name": b["name"], "arguments": json.dumps(b.get("arguments") or {})}}
+            calls = [_wire_call(b, same=message.get("provider") == provider)
                      for b in message["content"] if b["type"] == "toolCall"]
             wire: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
@@ -215,6 +222,8 @@ class OpenAIChatProvider(HTTPProvider):
                 by_id[call_id] = ordinal
             yield ToolCallStart(ordinal, call_id, function.get("name") or "")
         block = builder.content[calls[ordinal]]
+        if call.get("extra_content"):  # Gemini's thought_signature: must go back with the call
+            block["extraContent"] = call["extra_content"]
         if call_id and not block["id"]:
             block["id"] = call_id
         if function.get("name") and not block["name"]:
