@@ -10,7 +10,7 @@ import socket
 import ssl
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -83,7 +83,7 @@ class ErrorContext:
     url: str
     model: str
     key_env: str | None = None
-    secret: str | None = None
+    secret: str | None = field(default=None, repr=False)  # only to scrub it from messages
 
 
 def _parse_error_body(body: str) -> tuple[dict[str, Any] | None, str, str | None, str | None]:
