@@ -8,6 +8,8 @@ import os
 
 import nbformat
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ipyagent.core import Session
 from ipyagent.notebook.journal import JOURNAL_MIME, journal_bundle, journal_outputs, transcript_markdown
@@ -27,7 +29,7 @@ from ipyagent.notebook.store import (
     write_sessions_into_notebook,
 )
 from ipyagent.session.jsonl import dump_pi_jsonl, parse_pi_jsonl
-from ipyagent.session.loading import MAX_ENTRY_CHARS
+from ipyagent.session.loading import MAX_ENTRY_CHARS, LoadReport
 from support.sessiongen import generate_session
 
 
@@ -460,3 +462,36 @@ def test_transcript_shows_compactions():
     assert "> ## Goal\n> Test things." in markdown
     assert "**kept**" in markdown and "`00000002` on" in markdown
     assert "**tool call** `read`" in markdown and "Done." in markdown
+
+
+def test_stored_session_from_dict_and_back():
+    data = {"header": HEADER, "leaf": "00000001", "settings": {"model": "m"}, "entries": chain(3)}
+    report = LoadReport()
+    stored = StoredSession.from_dict(data, report, "x")
+    assert report.ok and stored.to_dict() == data
+    broken = StoredSession.from_dict({"entries": "nope"}, report, "y")
+    assert broken.entries == [] and "must be a list of entries" in problems(report)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_any_split_into_metadata_and_journals_lifts_to_the_whole_session(data):
+    header, entries = generate_session(data.draw(st.integers(0, 50)), 60)
+    cut = data.draw(st.integers(0, len(entries)))
+    rest = entries[cut:]
+    bounds = sorted(data.draw(st.lists(st.integers(0, len(rest)), max_size=5)))
+    runs = [rest[a:b] for a, b in zip([0, *bounds], [*bounds, len(rest)]) if rest[a:b]]
+    replays = data.draw(st.lists(st.integers(0, len(entries) - 1), max_size=3))  # journals repeating stored entries
+    journals = [{"session": "default", "header": header, "leaf": run[-1]["id"], "entries": run} for run in runs]
+    journals += [{"session": "default", "entries": [entries[i]]} for i in replays]
+    order = data.draw(st.permutations(range(len(journals))))
+    nb = notebook_with(metadata(entries[:cut]) if cut else None, journals=[journals[i] for i in order])
+    sessions, report = sessions_from_notebook(nb)
+    assert report.ok, problems(report)
+    stored = sessions.sessions["default"]
+    assert sorted(e["id"] for e in stored.entries) == sorted(e["id"] for e in entries)
+    by_id = {e["id"]: e for e in stored.entries}
+    assert all(by_id[e["id"]] == e for e in entries)  # nothing re-rooted or altered
+    again, _ = sessions_from_notebook(write_sessions_into_notebook(copy.deepcopy(nb), sessions))
+    assert again.to_dict() == sessions.to_dict()  # lifting a lifted notebook changes nothing
+    assert again.merge(copy.deepcopy(sessions)) == 0
