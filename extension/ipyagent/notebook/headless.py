@@ -144,7 +144,7 @@ def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_na
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
-    node = nbformat.from_dict(nb)
+    node = nbformat.reads(json.dumps(nb), as_version=4)  # also joins multi-line sources
     stored, report = sessions_from_notebook(nb)
     frontend = HeadlessFrontend()
     current: dict[str, Any] = {}
