@@ -96,6 +96,7 @@ def test_lift_reports_problems_but_keeps_going(tmp_path, capsys):
     code, out, err = run(capsys, "lift", path)
     assert code == 0
     assert "parent 'nowhere!' is missing; the entry is kept as a root" in err
+    assert "wrote the checked metadata" in out and "see the problems above" in out
 
 
 # ---- import / export -----------------------------------------------------------------------------

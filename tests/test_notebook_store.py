@@ -413,7 +413,9 @@ def test_set_aside_survives_a_lift_and_a_second_load(tmp_path):
     assert md["set_aside"][0]["raw"]["id"] == "0000000a"
     assert "needs 'message'" in md["set_aside"][0]["reason"]
     sessions, report = sessions_from_notebook(read_notebook(path))
-    assert report.ok and sessions.set_aside == md["set_aside"]
+    assert sessions.set_aside == md["set_aside"]
+    assert [p.where for p in report.problems] == ["metadata.ipyagent.set_aside"]  # said once, not again per entry
+    assert "1 item(s) an earlier load could not use are kept here" in problems(report)
     assert lift_notebook(path) == 0
 
 

@@ -65,8 +65,11 @@ def run_lift(args: argparse.Namespace) -> int:
         raise CliError(str(exc))
     _warn_report(report)
     target = args.output or str(src)
-    if written:
+    if written and (added or journals):
         print(f"lifted {added} entr{'y' if added == 1 else 'ies'} from {journals} journal output(s); wrote {target}")
+    elif written:
+        print(f"no journal entries to lift; wrote the checked metadata to {target}"
+              + (" (see the problems above)" if not report.ok else ""))
     else:
         print(f"nothing to lift: the metadata already holds every journal entry ({journals} journal output(s))")
     return 0

@@ -373,6 +373,10 @@ class _Gather:
             else:
                 self.set_aside.append({"session": None, "where": f"{where}.set_aside", "reason": "not a list",
                                        "raw": kept})
+            if kept:
+                count = len(kept) if isinstance(kept, list) else 1
+                self._note(f"{where}.set_aside", f"{count} item(s) an earlier load could not use are kept here "
+                                                 "(each with its reason); delete the key once they are not needed")
         sessions = md.get("sessions")
         if sessions is None:
             sessions = {}
