@@ -68,6 +68,13 @@ def test_discovery_skips_consoles_and_missing_files(tmp_path):
     assert find_notebook_path({"__session__": 42}, {"JPY_SESSION_NAME": ""}) == (None, "none")
 
 
+def test_a_server_relative_path_is_found_in_the_kernels_folder(tmp_path, monkeypatch):
+    notebook(tmp_path, "nb.ipynb")
+    monkeypatch.chdir(tmp_path)
+    path, source = find_notebook_path({}, {"JPY_SESSION_NAME": "projects/sub/nb.ipynb"})
+    assert source == "JPY_SESSION_NAME" and path.resolve() == (tmp_path / "nb.ipynb").resolve()
+
+
 def test_an_explicit_path_is_taken_as_given(tmp_path):
     target = tmp_path / "not-yet.ipynb"
     assert find_notebook_path({"__session__": str(notebook(tmp_path))}, {}, explicit=target) == (target, "explicit")

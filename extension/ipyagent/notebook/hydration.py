@@ -66,8 +66,14 @@ def find_notebook_path(user_ns: Mapping[str, Any] | None, environ: Mapping[str, 
                           ("JPY_SESSION_NAME", environ.get("JPY_SESSION_NAME")),
                           ("__vsc_ipynb_file__", user_ns.get("__vsc_ipynb_file__"))):
         path = _candidate(value)
-        if path is not None and path.is_file():
+        if path is None:
+            continue
+        if path.is_file():
             return path, source
+        # jupyter_server < 2.0.7 gave a path relative to the server's root, while the kernel runs
+        # in the notebook's folder: try the file name there.
+        if not path.is_absolute() and len(path.parts) > 1 and Path(path.name).is_file():
+            return Path(path.name), source
     return None, "none"
 
 
