@@ -152,7 +152,7 @@ def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_na
     def on_notebook_start(notebook: Any) -> None:
         frontend.kc = client.kc
         _with_cell_ids(client.kc, current)
-        if push and stored.sessions:
+        if push:  # also when empty: the kernel then knows a frontend holds the notebook
             client.kc.execute(push_code(stored.to_dict()), silent=True, store_history=False)
 
     def on_cell_start(cell: Any, cell_index: int) -> None:

@@ -60,6 +60,7 @@ class LoadResult:
     report: LoadReport = field(default_factory=LoadReport)
     path: str | None = None
     path_source: str | None = None
+    pushed: bool = False  # a frontend handed this kernel its stored sessions (maybe none)
 
 
 # ---- loading -----------------------------------------------------------------------------------
@@ -78,7 +79,8 @@ def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] |
     merged = NotebookSessions(None, {})
     origin: dict[str, str] = {}
     pushed = bridge_mod.pending_push()
-    if pushed:
+    if pushed is not None:
+        result.pushed = True
         found, report = NotebookSessions.from_metadata(pushed, source="frontend push")
         merged.merge(found)
         origin.update((name, "push") for name in found.sessions)
