@@ -263,3 +263,21 @@ def test_count_tokens_uses_the_providers_endpoint(server):
     assert sent.path == "/v1/messages/count_tokens" and n == sent.prompt_tokens > 100
     assert "stream" not in sent.body and "max_tokens" not in sent.body and sent.body["tools"][0]["name"] == "ls"
     assert server.chat_calls == 0
+
+
+def test_tool_ids_reused_by_a_local_server_become_unique(server):
+    def turn(n):
+        return [{"role": "assistant", "provider": "ollama", "api": "openai-completions", "model": "qwen3",
+                 "stopReason": "toolUse", "content": [{"type": "toolCall", "id": "call_0", "name": "ls",
+                                                       "arguments": {}}]},
+                {"role": "toolResult", "toolCallId": "call_0", "toolName": "ls",
+                 "content": [{"type": "text", "text": f"result {n}"}], "isError": False}]
+
+    server.enqueue_text("ok")
+    collect(server.provider("anthropic").stream(request({"role": "user", "content": "go"}, *turn(1), *turn(2))))
+    messages = server.last_request.body["messages"]
+    ids = [b["id"] for m in messages for b in m["content"] if b["type"] == "tool_use"]
+    results = [(b["tool_use_id"], b["content"][0]["text"]) for m in messages for b in m["content"]
+               if b["type"] == "tool_result"]
+    assert len(set(ids)) == 2 and ids[0] == "call_0"
+    assert results == [(ids[0], "result 1"), (ids[1], "result 2")]

@@ -4,7 +4,8 @@
   their (incomplete) tool calls;
 - thinking blocks go back unchanged only to the model that wrote them (their signature is only
   valid there); for any other model they become plain text, or vanish when empty;
-- tool-call ids are rewritten to what the target accepts, the same way for a call and its result;
+- tool-call ids are rewritten to what the target accepts, the same way for a call and its result,
+  and made unique across the history;
 - a tool result without its call is dropped, and a call without a result gets a synthetic error
   result, because both APIs reject unpaired tool messages.
 """
@@ -46,7 +47,9 @@ def _same_model(message: dict[str, Any], api: str, provider: str, model: str) ->
 def prepare_history(messages: list[dict[str, Any]], *, api: str, provider: str, model: str,
                     tool_id: Callable[[str], str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    pending: dict[str, str] = {}  # mapped id -> tool name, calls still waiting for a result
+    pending: dict[str, str] = {}  # wire id -> tool name, calls still waiting for a result
+    scope: dict[str, str] = {}  # original id -> wire id, for the latest assistant message's calls
+    used: set[str] = set()  # wire ids so far: a server reusing "call_0" every turn must not collide
 
     def close_pending() -> None:
         for call_id, name in pending.items():
@@ -61,6 +64,7 @@ def prepare_history(messages: list[dict[str, Any]], *, api: str, provider: str, 
             if stop == "error":
                 continue
             close_pending()
+            scope = {}
             same = _same_model(message, api, provider, model)
             content: list[dict[str, Any]] = []
             for block in message.get("content") or []:
@@ -74,17 +78,23 @@ def prepare_history(messages: list[dict[str, Any]], *, api: str, provider: str, 
                     elif block.get("thinking", "").strip() and not block.get("redacted"):
                         content.append({"type": "text", "text": block["thinking"]})
                 elif kind == "toolCall" and stop != "aborted":
-                    mapped = tool_id(str(block.get("id") or ""))
-                    pending[mapped] = block.get("name", "")
-                    content.append({**block, "id": mapped})
+                    original = str(block.get("id") or "")
+                    wire, n = tool_id(original), 1
+                    while wire in used:
+                        n += 1
+                        wire = tool_id(f"{original}_{n}")
+                    used.add(wire)
+                    scope[original] = wire
+                    pending[wire] = block.get("name", "")
+                    content.append({**block, "id": wire})
             if content:
                 out.append({**message, "content": content})
         elif role == "toolResult":
-            mapped = tool_id(str(message.get("toolCallId") or ""))
-            if mapped not in pending:
+            wire = scope.get(str(message.get("toolCallId") or ""))
+            if wire is None or wire not in pending:
                 continue
-            del pending[mapped]
-            out.append({**message, "toolCallId": mapped})
+            del pending[wire]
+            out.append({**message, "toolCallId": wire})
         else:
             close_pending()
             if role != "user":  # an unconverted custom role: the model sees it as user text
