@@ -264,3 +264,31 @@ def test_the_console_script_exits_non_zero_with_stderr(tmp_path):
     done = subprocess.run([sys.executable, "-m", "ipyagent.cli", "lift", str(tmp_path / "none.ipynb")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == "" and "no such file" in done.stderr
+
+
+def test_a_journal_written_by_a_real_kernel_and_saved_by_nbclient_lifts(tmp_path, capsys):
+    """The journal output goes through a real kernel's display_data, nbclient and nbformat's writer."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    entries = chain(3)
+    code = ("from ipyagent.notebook.journal import journal_bundle\n"
+            "from IPython.display import display\n"
+            f"data, meta = journal_bundle('default', {HEADER!r}, '00000002', {{'model': 'm'}}, {entries!r})\n"
+            "display(data, raw=True, metadata=meta)")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(code)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    path = tmp_path / "ran.ipynb"
+    nbformat.write(nb, str(path))
+    before = path.read_text(encoding="utf-8")
+    code_, out, err = run(capsys, "lift", path)
+    assert code_ == 0, err
+    assert "lifted 3 entries from 1 journal output(s)" in out
+    after = path.read_text(encoding="utf-8")
+    cut = '\n "metadata": {'
+    assert before.split(cut)[0] == after.split(cut)[0]
+    stored = read_notebook(path)["metadata"]["ipyagent"]["sessions"]["default"]
+    assert stored["entries"] == entries and stored["leaf"] == "00000002" and stored["settings"] == {"model": "m"}
+    assert Session.from_file(path).leaf_id == "00000002"
