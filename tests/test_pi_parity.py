@@ -408,8 +408,8 @@ def corpus() -> list[Case]:
                               {"p_settings": 0.5, "p_compaction": 0.1, "p_custom_message": 0.15,
                                "p_bash_execution": 0.1, "p_branch": 0.1, "size_scale": 0.15}))
     # a few large ones, and the generator's defaults at full size
-    for seed, n, keep in ((90_001, 4000, 20000), (90_002, 16000, 20000), (90_003, 16000, 3000)):
-        cases.append(Case(f"large-{n}-k{keep}", seed, n, keep, 16384, {}))
+    for seed, n, keep, scale in ((90_001, 4000, 20000, 1.0), (90_002, 16000, 20000, 1.0), (90_003, 16000, 3000, 0.2)):
+        cases.append(Case(f"large-{n}-k{keep}", seed, n, keep, 16384, {"size_scale": scale}))
     return cases
 
 

@@ -29,15 +29,26 @@ const { prepareCompaction, DEFAULT_COMPACTION_SETTINGS } = await import(
 const { computeFileLists } = await import(pathToFileURL(join(dist, "compaction", "utils.js")).href);
 const { SessionManager } = await import(pathToFileURL(join(dist, "session-manager.js")).href);
 
+// The path of the last file loaded: a batch asks for one file at several budgets in a row.
+// (prepareCompaction only reads the entries.)
+let cached = { file: undefined, pathEntries: undefined };
+
+function loadPath(file) {
+  if (cached.file !== file) {
+    // persist=false: load only, never rewrite or create anything.
+    const manager = new SessionManager(process.cwd(), "", file, false);
+    cached = { file, pathEntries: manager.getBranch() };
+  }
+  return cached.pathEntries;
+}
+
 export function piPrepare(file, reserveTokens, keepRecentTokens) {
   const settings = {
     enabled: true,
     reserveTokens: reserveTokens ?? DEFAULT_COMPACTION_SETTINGS.reserveTokens,
     keepRecentTokens: keepRecentTokens ?? DEFAULT_COMPACTION_SETTINGS.keepRecentTokens,
   };
-  // persist=false: load only, never rewrite or create anything.
-  const manager = new SessionManager(process.cwd(), "", file, false);
-  const pathEntries = manager.getBranch();
+  const pathEntries = loadPath(file);
   const prep = prepareCompaction(pathEntries, settings);
   if (!prep) return { nothing_to_compact: true };
   const { readFiles, modifiedFiles } = computeFileLists(prep.fileOps);
