@@ -380,3 +380,60 @@ def test_hydration_from_disk_appends_a_kernel_reset_once(monkeypatch, tmp_path, 
     finally:
         extension.unload(shell)
         _fresh(shell)
+
+
+# ---- persistence through a bridge ---------------------------------------------------------------------
+
+
+class _FakeBridge:
+    """A bridge whose frontend acks only when told to (the real one is tested in test_bridge_kernel)."""
+
+    def __init__(self):
+        self.connected = True
+        self.sent: list[list[str]] = []
+        self._acked: set[str] = set()
+        self._all: list[str] = []
+
+    def send_entries(self, name, entries, *, leaf, header=None, settings=None, active=True):
+        ids = [e["id"] for e in entries]
+        self.sent.append(ids)
+        self._all += [i for i in ids if i not in self._all]
+
+    def unacked(self, name=None):
+        ids = [i for i in self._all if i not in self._acked]
+        return {name: ids} if ids else {}
+
+    def ack_all(self):
+        self._acked.update(self._all)
+
+
+def test_bridge_when_acked_journal_for_what_was_never_acked(ip, server):
+    bridge = _FakeBridge()
+    rt(ip).bridge = rt(ip).persister.bridge = bridge
+    server.enqueue_text("one")
+    cap = run(ip, "", "first")
+    assert not [o for o in cap.outputs if JOURNAL_MIME in o.data] and len(bridge.sent) == 1
+    bridge.ack_all()
+    server.enqueue_text("two")
+    cap = run(ip, "", "second")
+    assert not [o for o in cap.outputs if JOURNAL_MIME in o.data]  # acked: no journal
+    server.enqueue_text("three")  # the frontend stopped acknowledging after the first run
+    cap = run(ip, "", "third")
+    journals = [o for o in cap.outputs if JOURNAL_MIME in o.data]
+    assert len(journals) == 1
+    ids = [e["id"] for e in journals[0].data[JOURNAL_MIME]["entries"]]
+    assert ids == [e["id"] for e in rt(ip).slot().session.entries[2:]]  # second's (never acked) and third's
+
+
+def test_shell_config_reaches_the_configurable(monkeypatch):
+    shell = start_ipython()
+    bridge_mod._reset_for_tests()
+    _fresh(shell)
+    shell.config.Agent.reserve_tokens = 1234  # what c.Agent.reserve_tokens in ipython_config.py does
+    try:
+        runtime = extension.load(shell)
+        assert runtime.config.reserve_tokens == 1234
+        assert runtime.agent_config().compaction.reserve_tokens == 1234
+    finally:
+        extension.unload(shell)
+        _fresh(shell)

@@ -146,6 +146,7 @@ class Persister:
         self._display = display_func
         self.journals = 0
         self.sent = 0
+        self._sent_before: dict[str, set[str]] = {}
 
     def _show(self, data: dict[str, Any], metadata: dict[str, Any]) -> None:
         if self._display is not None:
@@ -157,21 +158,31 @@ class Persister:
 
     def persist(self, slot: SessionSlot, settings: Mapping[str, Any], *, active: bool = True,
                 force: bool = False) -> str | None:
-        """Persist ``slot``'s new entries; return "bridge", "journal" or None (nothing to do)."""
+        """Persist ``slot``'s new entries; return "bridge", "journal" or None (nothing to do).
+
+        Entries sent through the bridge in an earlier run and still not acknowledged (the
+        frontend went away, or never stores) go into this run's journal output too.
+        """
         new = slot.unpersisted()
         if not new and slot.session.leaf_id == slot.persisted_leaf and not force:
             return None
         header = slot.session.header
         bridge = self.bridge
+        stale: list[dict[str, Any]] = []
+        if bridge is not None and bridge.connected:
+            earlier = self._sent_before.get(slot.name, set())
+            unacked = set(bridge.unacked(slot.name).get(slot.name, ())) & earlier
+            stale = [e for e in slot.session.entries if e["id"] in unacked]
         if bridge is not None:
             try:
                 bridge.send_entries(slot.name, new, leaf=slot.session.leaf_id, header=header,
                                     settings=dict(settings), active=active)
+                self._sent_before.setdefault(slot.name, set()).update(e["id"] for e in new)
             except Exception:  # the journal below still carries the entries
                 bridge = None
         how = "bridge"
-        if bridge is None or not bridge.connected:
-            data, metadata = journal_output(slot.name, header, slot.session.leaf_id, settings, new)
+        if bridge is None or not bridge.connected or stale:
+            data, metadata = journal_output(slot.name, header, slot.session.leaf_id, settings, stale + new)
             self._show(data, metadata)
             self.journals += 1
             how = "journal"
