@@ -286,6 +286,15 @@ def test_lift_to_another_file_leaves_the_source_alone(tmp_path):
     assert len(read_notebook(dst)["metadata"]["ipyagent"]["sessions"]["default"]["entries"]) == 2
 
 
+def test_writing_through_a_symlink_keeps_the_link(tmp_path):
+    real = tmp_path / "real.ipynb"
+    write_notebook(real, notebook_with(None, journals=[{"session": "default", "entries": chain(2)}]))
+    link = tmp_path / "link.ipynb"
+    link.symlink_to(real)
+    assert lift_notebook(link) == 2
+    assert link.is_symlink() and "ipyagent" in read_notebook(real)["metadata"]
+
+
 def test_write_sessions_touches_nothing_else():
     nb = notebook_with(metadata(chain(2)), journals=[{"session": "default", "entries": chain(1, 2, "00000001")}])
     nb["metadata"]["custom"] = {"keep": [1, 2]}

@@ -668,6 +668,8 @@ def dumps_notebook(nb: dict[str, Any]) -> str:
 def write_notebook(path: str | Path, nb: dict[str, Any]) -> None:
     """Write atomically (a temporary file in the same folder, then a rename)."""
     path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()  # replace the file the link points to, not the link
     text = dumps_notebook(nb)
     folder = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
