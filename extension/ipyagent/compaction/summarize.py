@@ -100,6 +100,10 @@ class _Calls:
         raise AssertionError("unreachable")
 
 
+def _with_content(messages: Sequence[Message]) -> Sequence[Message]:
+    return messages if any(serialize_conversation([m]) for m in messages) else []
+
+
 def _tokens(text: str) -> int:
     return math.ceil(js_length(text) / 4)
 
@@ -116,9 +120,15 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
     budget = SummaryBudget(plan.settings.reserve_tokens, input_tokens)
     calls = _Calls(summarizer)
     history: str | None = None
-    if plan.messages_to_summarize:
+    # Messages the model never saw (an excluded !!cmd, an empty branch summary, an image-only
+    # prompt) serialise to nothing: never send the summariser an empty conversation.
+    history_messages = _with_content(plan.messages_to_summarize)
+    prefix_messages = _with_content(plan.turn_prefix_messages)
+    if not history_messages and not prefix_messages and plan.previous_summary is None:
+        raise CompactionRejected("nothing the model saw is left to summarise; compaction was not applied")
+    if history_messages:
         instructions = prompts.UPDATE_PROMPT if plan.previous_summary is not None else prompts.INITIAL_PROMPT
-        history = calls.summarize(plan.messages_to_summarize, prompts.with_focus(instructions, focus),
+        history = calls.summarize(history_messages, prompts.with_focus(instructions, focus),
                                   max_tokens=budget.history_max_tokens, kind="history",
                                   previous_summary=plan.previous_summary, input_tokens=input_tokens,
                                   reasoning=reasoning)
@@ -126,8 +136,8 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
             raise CompactionRejected("the summarizer returned an empty summary")
     elif plan.previous_summary is not None:
         history = plan.previous_summary  # Pi would write "No prior history." and lose it
-    if plan.is_split_turn and plan.turn_prefix_messages:
-        prefix = calls.summarize(plan.turn_prefix_messages, prompts.with_focus(prompts.TURN_PREFIX_PROMPT, focus),
+    if plan.is_split_turn and prefix_messages:
+        prefix = calls.summarize(prefix_messages, prompts.with_focus(prompts.TURN_PREFIX_PROMPT, focus),
                                  max_tokens=budget.turn_prefix_max_tokens, kind="turn_prefix",
                                  previous_summary=None, input_tokens=input_tokens)
         if not prefix:
