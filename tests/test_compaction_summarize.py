@@ -260,3 +260,33 @@ def test_failure_tracker_blocks_after_three_in_a_row():
     assert "3 failures" in tracker.message() and "boom 2" in tracker.message() and "%compact" in tracker.message()
     tracker.reset()
     assert not tracker.blocked and tracker.last_error is None
+
+
+def excluded_bash(output="secret"):
+    return {"role": "bashExecution", "command": "cat .env", "output": output, "exitCode": 0, "cancelled": False,
+            "truncated": False, "excludeFromContext": True, "timestamp": 1}
+
+
+def test_no_empty_summary_request_when_the_model_saw_nothing_to_summarise():
+    # The only message before the kept tail is a !!cmd the model never saw: its transcript is empty.
+    s = new_session(excluded_bash("o" * 4000), user("u" * 4000), assistant("a" * 4000))
+    plan = s.prepare_compaction(CompactionSettings(keep_recent_tokens=1500))
+    assert plan is not None and len(plan.messages_to_summarize) == 1
+    summarizer = ScriptedSummarizer(["never used"])
+    before = snapshot(s)
+    with pytest.raises(CompactionRejected, match="nothing the model saw"):
+        s.compact(summarizer, CompactionSettings(keep_recent_tokens=1500), plan=plan)
+    assert summarizer.requests == [] and snapshot(s) == before
+
+
+def test_content_less_history_with_a_previous_summary_keeps_that_summary_without_a_call():
+    s = new_session(user("u0" * 2000))
+    first_kept = s.append_message(excluded_bash("o" * 4000))
+    s.append(compaction_entry("PREVIOUS", first_kept["id"], 5000))
+    s.append_message(user("u" * 4000))
+    s.append_message(assistant("a" * 4000))
+    plan = s.prepare_compaction(CompactionSettings(keep_recent_tokens=1500))
+    assert [m["role"] for m in plan.messages_to_summarize] == ["bashExecution"]
+    summarizer = ScriptedSummarizer([])
+    result = compact(plan, summarizer)
+    assert summarizer.requests == [] and result.summary == "PREVIOUS"

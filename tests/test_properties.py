@@ -1,0 +1,244 @@
+"""Property tests on generated sessions and on random sequences of appends and compactions.
+
+- the built context never holds a tool result without its call;
+- Pi JSONL import → export → import is the identity (and export is byte-stable);
+- after any sequence of appends and compactions, no kept message is lost, and every message of
+  the path is either in the context or covered by a summary;
+- compaction never runs (never calls the summariser) with nothing to summarise.
+"""
+
+from __future__ import annotations
+
+import string
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.compaction.summarize import CompactionRejected
+from ipyagent.compaction.summarizer import ScriptedSummarizer, SummaryResponse
+from ipyagent.core import NothingToCompact, Session
+from ipyagent.session.context import ContextState, context_message, latest_compaction_index
+from ipyagent.session.jsonl import dump_pi_jsonl, parse_pi_jsonl
+from ipyagent.session.tokens import js_json
+from support.sessiongen import generate_session
+
+from conftest import assistant, call, tool_result, user
+
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def pi_text(header, entries) -> str:
+    return "".join(js_json(x) + "\n" for x in [header, *entries])
+
+
+def assert_calls_before_results(messages):
+    calls: set[str] = set()
+    for m in messages:
+        if m["role"] == "assistant":
+            calls.update(b["id"] for b in m["content"] if isinstance(b, dict) and b.get("type") == "toolCall")
+        elif m["role"] == "toolResult":
+            assert m["toolCallId"] in calls, f"tool result {m['toolCallId']} without its call in the context"
+
+
+def conversation_of(prompt: str) -> str:
+    return prompt.split("<conversation>\n", 1)[1].split("\n</conversation>", 1)[0]
+
+
+def counting_summarizer():
+    def fn(request):
+        assert conversation_of(request.prompt).strip(), "the summariser was asked to summarise nothing"
+        return SummaryResponse(f"S{len(summarizer.requests)}")
+
+    summarizer = ScriptedSummarizer(fn=fn)
+    return summarizer
+
+
+# ---- generated Pi sessions ----------------------------------------------------------------------
+
+seeds = st.integers(0, 2**31 - 1)
+
+
+@FAST
+@given(seed=seeds, n=st.integers(1, 400), leaf_back=st.integers(0, 30))
+def test_context_never_holds_a_tool_result_without_its_call(seed, n, leaf_back):
+    header, entries = generate_session(seed, n)
+    session = Session(header, entries, hooks=HookRegistry())
+    assert_calls_before_results(session.build_context())
+    # any other leaf of the tree too
+    other = entries[max(0, len(entries) - 1 - leaf_back)]["id"]
+    session.branch(other)
+    assert_calls_before_results(session.build_context())
+
+
+@FAST
+@given(seed=seeds, n=st.integers(0, 300), unicode=st.floats(0, 1), image=st.floats(0, 0.2))
+def test_import_export_import_is_identity(seed, n, unicode, image):
+    header, entries = generate_session(seed, n, p_unicode=unicode, p_image=image)
+    text = pi_text(header, entries)
+    h1, e1, r1 = parse_pi_jsonl(text)
+    assert r1.ok, r1.summary()
+    exported = dump_pi_jsonl(h1, e1)
+    assert exported == text
+    h2, e2, r2 = parse_pi_jsonl(exported)
+    assert r2.ok and (h2, e2) == (h1, e1)
+
+
+def as_doubles(value):
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, list):
+        return [as_doubles(v) for v in value]
+    return {k: as_doubles(v) for k, v in value.items()}
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**60, 2**60)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=json_values, text=st.text(max_size=40))
+def test_any_json_payload_round_trips(value, text):
+    entry = {"type": "custom", "id": "aaaaaaaa", "parentId": None, "timestamp": "2026-01-01T00:00:00.000Z",
+             "customType": text, "data": value}
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}
+    exported = dump_pi_jsonl(header, [entry])
+    h, [e], report = parse_pi_jsonl(exported)
+    # equal as JSON data: JavaScript has one number type, so 1.0 comes back as 1 and 6.9e16 as
+    # the integer JSON.stringify writes for it
+    assert report.ok and as_doubles(e) == as_doubles(entry)
+    assert dump_pi_jsonl(h, [e]) == exported
+
+
+@FAST
+@given(seed=seeds, n=st.integers(20, 400), keep=st.sampled_from([500, 2000, 8000, 20000]))
+def test_compacting_a_generated_session_keeps_or_summarises_everything(seed, n, keep):
+    header, entries = generate_session(seed, n)
+    session = Session(header, entries, hooks=HookRegistry())
+    settings_ = CompactionSettings(keep_recent_tokens=keep)
+    plan = session.prepare_compaction(settings_)
+    summarizer = counting_summarizer()
+    if plan is None:
+        try:
+            session.compact(summarizer, settings_)
+        except NothingToCompact:
+            pass
+        assert summarizer.requests == []
+        return
+    assert plan.messages_to_summarize or plan.turn_prefix_messages
+    path = session.path()
+    covered = set(plan.summarized_entry_ids) | set(plan.turn_prefix_entry_ids)
+    for entry in path[plan.boundary_start:plan.first_kept_index]:
+        if context_message(entry) is not None:
+            assert entry["id"] in covered
+    try:
+        session.compact(summarizer, settings_, plan=plan)
+    except CompactionRejected:
+        assert len(session) == len(entries)
+        return
+    context_ids = set(session.context_state().entry_ids)
+    for entry in path[plan.first_kept_index:]:
+        if context_message(entry) is not None:
+            assert entry["id"] in context_ids, "a kept message is missing from the context"
+    assert_calls_before_results(session.build_context())
+
+
+# ---- random sequences of appends and compactions -------------------------------------------------
+
+operations = st.lists(st.one_of(
+    st.tuples(st.just("turn"), st.integers(0, 4), st.sampled_from([5, 150, 1200]), st.booleans(),
+              st.booleans()),
+    st.tuples(st.just("compact"), st.sampled_from([30, 300, 1000, 3000])),
+    st.tuples(st.just("settings")),
+    st.tuples(st.just("custom_message"), st.integers(1, 2000)),
+    st.tuples(st.just("bash"), st.integers(0, 2000)),
+), min_size=1, max_size=30)
+
+
+def apply_turn(session, tools, size, finish, with_usage, counter):
+    session.append_message(user(f"prompt {next(counter)} " + "p" * size))
+    for _ in range(tools):
+        cid = f"call{next(counter)}"
+        session.append_message(assistant("t" * size, call(cid, "read", path=f"f{cid}.py")))
+        session.append_message(tool_result(cid, "r" * size))
+    if finish:
+        session.append_message(assistant("done " + "d" * size, total=(size * 3 + 100) if with_usage else 0))
+
+
+def check_coverage(session, summarised: set[str]):
+    path = session.path()
+    state = session.context_state()
+    context_ids = set(state.entry_ids)
+    ci = latest_compaction_index(path)
+    first_kept = -1
+    if ci >= 0:
+        ids = [e["id"] for e in path]
+        first_kept = ids.index(path[ci]["firstKeptEntryId"])
+        assert path[ci]["id"] in context_ids
+    for i, entry in enumerate(path):
+        if entry["type"] == "compaction" or context_message(entry) is None:
+            continue
+        if ci < 0 or i >= first_kept:
+            assert entry["id"] in context_ids, "a kept message was lost"
+        else:
+            assert entry["id"] in summarised, "a message left the context without being summarised"
+    # the incremental context equals a rebuild from scratch
+    fresh = ContextState.build(path, session.leaf_id, lambda e, m: session.estimator.estimate(m))
+    assert fresh.entry_ids == state.entry_ids and fresh.llm_messages == state.llm_messages
+    assert fresh.context_tokens() == state.context_tokens()
+    assert_calls_before_results(session.build_context())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=operations)
+def test_appends_and_compactions_lose_nothing(ops):
+    import itertools
+
+    counter = itertools.count()
+    session = Session(hooks=HookRegistry())
+    summarizer = counting_summarizer()
+    summarised: set[str] = set()
+    for op in ops:
+        kind = op[0]
+        if kind == "turn":
+            apply_turn(session, *op[1:], counter)
+        elif kind == "settings":
+            session.append({"type": "model_change", "provider": "openai", "modelId": "gpt-4.1"})
+        elif kind == "custom_message":
+            session.append({"type": "custom_message", "customType": "ext", "content": "c" * op[1],
+                            "display": True})
+        elif kind == "bash":
+            session.append_message({"role": "bashExecution", "command": "ls", "output": "o" * op[1], "exitCode": 0,
+                                    "cancelled": False, "truncated": False, "timestamp": 1})
+        elif kind == "compact":
+            settings_ = CompactionSettings(keep_recent_tokens=op[1])
+            calls_before, entries_before, leaf_before = len(summarizer.requests), len(session), session.leaf_id
+            plan = session.prepare_compaction(settings_)
+            try:
+                session.compact(summarizer, settings_, plan=plan) if plan else session.compact(summarizer, settings_)
+            except NothingToCompact:
+                assert plan is None and len(summarizer.requests) == calls_before
+                assert (len(session), session.leaf_id) == (entries_before, leaf_before)
+                continue
+            except CompactionRejected:
+                assert (len(session), session.leaf_id) == (entries_before, leaf_before)
+                continue
+            assert plan is not None and (plan.messages_to_summarize or plan.turn_prefix_messages)
+            expected_calls = int(bool(plan.messages_to_summarize)) + int(
+                plan.is_split_turn and bool(plan.turn_prefix_messages))
+            assert len(summarizer.requests) - calls_before == expected_calls
+            summarised |= set(plan.summarized_entry_ids) | set(plan.turn_prefix_entry_ids)
+        check_coverage(session, summarised)
+    # and the whole thing survives a Pi export / import
+    again = Session.from_pi_jsonl(session.to_pi_jsonl(), hooks=HookRegistry())
+    assert again.entries == session.entries and again.load_report.ok
+    assert again.build_context() == session.build_context()
+
+
+_ = string  # (kept for readable hypothesis reprs)
