@@ -729,3 +729,42 @@ def test_ipyagent_on_crafted_case(facts, name):
 def test_core_bug_minimal_case(facts, name):
     pi, mine, entries, keep = facts[name]
     assert mine == model_prepare(entries, keep, IPYAGENT).result, f"pi={pi}\nipyagent={mine}"
+
+
+# ------------------------------------------------------------------------------------------------
+# The generator the corpus comes from
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed,n,options", [
+    (1, 3000, {}), (2, 500, {"p_branch": 0.3, "p_compaction": 0.3}), (3, 200, {"end": "toolResult"}),
+    (4, 50, {"end": "compaction"}), (5, 1, {}), (6, 0, {}),
+])
+def test_generated_sessions_are_deterministic_and_well_formed(seed, n, options):
+    header, entries = generate_session(seed, n, **options)
+    assert (header, entries) == generate_session(seed, n, **options)
+    assert header["type"] == "session" and header["version"] == 3 and isinstance(header["id"], str)
+    assert len(entries) == n
+    seen: dict[str, dict[str, Any]] = {}
+    last_ts = header["timestamp"]
+    for e in entries:
+        assert len(e["id"]) == 8 and int(e["id"], 16) >= 0 and e["id"] not in seen
+        assert e["parentId"] is None or e["parentId"] in seen  # parents come first in the file
+        assert e["timestamp"] > last_ts  # ISO strings of one format sort as the times do
+        last_ts = e["timestamp"]
+        seen[e["id"]] = e
+    # along the leaf's path every tool result answers a call of the assistant message before it
+    calls: set[str] = set()
+    for e in pi_path(entries):
+        if e["type"] == "message" and e["message"]["role"] == "assistant":
+            calls = {b["id"] for b in e["message"]["content"] if b["type"] == "toolCall"}
+        elif e["type"] == "message" and e["message"]["role"] == "toolResult":
+            assert e["message"]["toolCallId"] in calls
+    if options.get("end") == "compaction":
+        assert entries[-1]["type"] == "compaction"
+    if options.get("end") == "toolResult":
+        assert entries[-1]["message"]["role"] == "toolResult"
+
+
+def test_generator_rejects_unknown_options():
+    with pytest.raises(TypeError):
+        generate_session(1, 10, p_nonsense=1)

@@ -135,11 +135,14 @@ class _Gen:
         self.model = self.rng.choice(_MODELS)
         self.boundary = 0                         # path index where the last compaction's kept part starts
         self.call_n = 0
+        self.rnd = self.rng.random                # hot paths: bound once
+        self.scale = float(opts["size_scale"])
+        self.p_unicode = float(opts["p_unicode"])
 
     # ---- small helpers --------------------------------------------------------------------------
     def chance(self, key: str) -> bool:
         p = self.o[key]
-        return p > 0 and self.rng.random() < p
+        return p > 0 and self.rnd() < p
 
     def new_id(self) -> str:
         while True:
@@ -149,32 +152,29 @@ class _Gen:
                 return i
 
     def randint(self, lo: int, hi: int) -> int:
-        return lo + int(self.rng.random() * (hi - lo + 1))
-
-    def tick(self, lo: int = 50, hi: int = 5000) -> int:
-        self.ms += self.randint(lo, hi)
-        return self.ms
+        return lo + int(self.rnd() * (hi - lo + 1))
 
     def iso(self) -> str:
         return _iso(self.ms)
 
     def text(self, lo: int, hi: int) -> str:
-        n = int(self.randint(lo, hi) * self.o["size_scale"])
+        rnd = self.rnd
+        n = int((lo + int(rnd() * (hi - lo + 1))) * self.scale)
         if n <= 0:
             return ""
-        uni = self.chance("p_unicode")
+        uni = self.p_unicode > 0 and rnd() < self.p_unicode
         half = _HALF[uni]
         if n > half:
             n = half
-        start = int(self.rng.random() * half)
+        start = int(rnd() * half)
         return _CORPUS[uni][start:start + n]
 
     def full(self) -> bool:
         return len(self.entries) >= self.n
 
     def append(self, entry: dict[str, Any], tokens: int = 0) -> dict[str, Any]:
-        self.tick()
-        e = {"type": entry.pop("type"), "id": self.new_id(), "parentId": self.leaf, "timestamp": self.iso()}
+        self.ms += 50 + int(self.rnd() * 4951)
+        e = {"type": entry.pop("type"), "id": self.new_id(), "parentId": self.leaf, "timestamp": _iso(self.ms)}
         e.update(entry)
         self.entries.append(e)
         self.path.append(e)
@@ -238,9 +238,9 @@ class _Gen:
         total = inp + output_tokens + cache_read + cache_write
         if self.chance("p_zero_total"):
             total = 0
-        cost = {"input": round(inp * 3e-6, 6), "output": round(output_tokens * 15e-6, 6),
-                "cacheRead": round(cache_read * 3e-7, 6), "cacheWrite": round(cache_write * 3.75e-6, 6)}
-        cost["total"] = round(sum(cost.values()), 6)
+        cost = {"input": inp * 3e-6, "output": output_tokens * 15e-6, "cacheRead": cache_read * 3e-7,
+                "cacheWrite": cache_write * 3.75e-6}
+        cost["total"] = cost["input"] + cost["output"] + cost["cacheRead"] + cost["cacheWrite"]
         return {"input": inp, "output": output_tokens, "cacheRead": cache_read, "cacheWrite": cache_write,
                 "totalTokens": total, "cost": cost}
 
