@@ -222,6 +222,20 @@ def test_cancel_gives_an_aborted_message_with_what_arrived(server):
     wait_for(lambda: server.last_request.outcome == "client-closed", "the server to see the connection closed")
 
 
+def test_cancel_while_waiting_for_a_slow_server_stops_at_once(server):
+    server.enqueue(RawStream(['data: {"choices":[{"index":0,"delta":{"content":"first chunk,"}}]}\n\n',
+                              'data: {"choices":[{"index":0,"delta":{"content":" second"}}]}\n\n'], delay=30.0))
+    cancel = threading.Event()
+    events = []
+    for event in server.provider("openai").stream(request(), cancel=cancel):
+        events.append(event)
+        if isinstance(event, TextDelta):
+            threading.Timer(0.05, cancel.set).start()  # e.g. a stop button, from another thread
+    # had the read not been woken, the next chunk (30 s later) would be in the message
+    assert events[-1].message["stopReason"] == "aborted"
+    assert events[-1].message["content"] == [{"type": "text", "text": "first chunk,"}]
+
+
 def test_cancel_before_start_sends_nothing(server):
     cancel = threading.Event()
     cancel.set()

@@ -3,7 +3,9 @@ error responses, cancel, kernel interrupts and closing the connection."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import threading
 from collections.abc import Generator, Iterator
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import httpx
 
 from ipyagent.providers.base import MessageDone, ModelRequest, StreamEvent
-from ipyagent.providers.errors import AuthenticationError, BadRequestError, StreamInterrupted
+from ipyagent.providers.errors import AuthenticationError, BadRequestError, NetworkError, StreamInterrupted
 from ipyagent.providers.http import ErrorContext, error_from_response, network_error, new_client, scrub
 from ipyagent.providers.message import MessageBuilder
 from ipyagent.providers.overflow import max_tokens_that_fit
@@ -116,19 +118,24 @@ class HTTPProvider:
         body = self.payload(request)
         builder = self.new_builder(request)
         response: httpx.Response | None = None
+        finished = threading.Event()
         try:
             if cancel is not None and cancel.is_set():
                 yield MessageDone(builder.build("aborted"))
                 return
             try:
                 response = self._open(url, body, headers, ctx)
+                if cancel is not None:
+                    _watch(cancel, finished, response)
                 stop = yield from self.events(iter_sse(response.iter_bytes()), builder, ctx, cancel)
             except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # configuration, not bad luck
                 raise BadRequestError(f"{self.label}: invalid base URL {self.base_url!r} ({exc}); it should look "
                                       f"like {self.default_base_url!r}") from None
-            except httpx.TransportError as exc:
+            except (httpx.TransportError, NetworkError) as exc:
                 if cancel is not None and cancel.is_set():
-                    stop = "aborted"
+                    stop = "aborted"  # the watcher cut the connection
+                elif isinstance(exc, NetworkError):
+                    raise
                 else:
                     raise network_error(ctx, exc) from None
             yield MessageDone(builder.build(stop))
@@ -139,6 +146,7 @@ class HTTPProvider:
                 response.close()
             raise StreamInterrupted(builder.build("aborted")) from None
         finally:
+            finished.set()
             if response is not None:
                 response.close()
 
@@ -165,6 +173,25 @@ class HTTPProvider:
             if isinstance(thinking, dict) and thinking.get("budget_tokens", 0) >= smaller:
                 body["thinking"] = {**thinking, "budget_tokens": max(1024, smaller // 2)}
         raise AssertionError("unreachable")
+
+
+def _watch(cancel: threading.Event, finished: threading.Event, response: httpx.Response) -> None:
+    """Make ``cancel`` stop a read that is waiting for the server (a slow first token): shutting
+    the socket down wakes the blocked read at once, where closing it would not."""
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is None:
+        return  # cancel is then noticed when the next chunk arrives
+
+    def wait() -> None:
+        while not finished.is_set():
+            if cancel.wait(0.05):
+                if not finished.is_set():
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+                return
+
+    threading.Thread(target=wait, name="ipyagent-cancel-watch", daemon=True).start()
 
 
 def interrupt(stream: Iterator[StreamEvent]) -> StreamInterrupted | None:

@@ -262,6 +262,7 @@ class FakeProviderServer:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    block_on_close = False  # stop() must not wait for a handler sleeping in a slow script
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):  # a client hanging up is normal
