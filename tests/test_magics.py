@@ -437,3 +437,21 @@ def test_shell_config_reaches_the_configurable(monkeypatch):
     finally:
         extension.unload(shell)
         _fresh(shell)
+
+
+def test_push_after_load_is_absorbed_at_the_next_run(ip, server):
+    from ipyagent.core import Session
+    from ipyagent.notebook.store import NotebookSessions
+
+    s = Session()
+    s.append_message({"role": "user", "content": "the colour is TEAL", "timestamp": 1})
+    pushed = NotebookSessions.from_session("default", s, {}).to_dict()
+    bridge_mod.receive_push(json.dumps(pushed), source="test")  # e.g. the extension loaded at startup
+    server.enqueue_text("TEAL.")
+    run(ip, "", "which colour?")
+    sent = json.dumps(server.requests[-1].body["messages"])
+    assert "the colour is TEAL" in sent and "namespace was reset" in sent
+    bridge_mod.receive_push(json.dumps(pushed), source="reload")  # a page reload pushes again: nothing new
+    before = len(rt(ip).slot().session)
+    ip.run_line_magic("agent", "sessions")
+    assert len(rt(ip).slot().session) == before

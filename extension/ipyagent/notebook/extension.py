@@ -70,6 +70,27 @@ class AgentRuntime:
         self.notes.extend(result.notes)
         return result
 
+    def absorb_push(self) -> None:
+        """Take sessions a frontend pushed after the extension was loaded (loaded from
+        ``ipython_config.py`` before the push, or a page reload into a running kernel)."""
+        if bridge_mod.peek_push() is None:
+            return
+        from ipyagent.notebook.persistence import merge_into
+
+        result = collect_sessions(user_ns=self.shell.user_ns, hydrate=False)
+        for name, slot in result.slots.items():
+            if name in self.slots:  # known here: only what the kernel lacks, no reset notice
+                stored = [e for e in slot.session.entries if e["id"] in slot.persisted]
+                mine = self.slots[name]
+                before = len(mine.session)
+                merge_into(mine, stored)
+                mine.persisted.update(e["id"] for e in mine.session.entries[before:])
+            else:
+                self.slots[name] = slot
+                if len(self.slots) == 1 or result.active == name:
+                    self.active = name
+        self.notes.extend(result.notes)
+
     def stop(self) -> None:
         self.running = False
         if self.bridge is not None:

@@ -97,6 +97,7 @@ def _agent_cell_args(line: str, cell: str) -> None:
 
 def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
     args = parse_argstring(_agent_cell_args, line)
+    runtime.absorb_push()
     prompt = cell.strip("\n")
     if not prompt.strip():
         raise UsageError("%%agent needs a prompt: write it in the cell body, below the %%agent line.")
@@ -161,6 +162,7 @@ class AgentMagics(Magics):
             return run_agent_cell(self.runtime, line, cell)
         from ipyagent.notebook.magics_commands import dispatch
 
+        self.runtime.absorb_push()
         return dispatch(self.runtime, line)
 
 

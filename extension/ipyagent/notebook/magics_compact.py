@@ -41,6 +41,7 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
     from ipyagent.notebook.magics import RunView
 
     args = parse_argstring(_compact_args, line)
+    runtime.absorb_push()
     focus = " ".join(args.focus).strip()
     if cell is not None and cell.strip():
         focus = (focus + "\n" + cell.strip()).strip()

@@ -116,10 +116,10 @@ def load_path(path: str | os.PathLike[str]) -> tuple[NotebookSessions, LoadRepor
     return NotebookSessions.from_session(path.stem, session, {}), session.load_report
 
 
-def merge_into(slot: SessionSlot, other: Session) -> int:
+def merge_into(slot: SessionSlot, other: Session | list[dict[str, Any]]) -> int:
     """Add ``other``'s entries that ``slot`` lacks (by id); return how many were added."""
     have = {e["id"] for e in slot.session.entries}
-    new = [e for e in other.entries if e["id"] not in have]
+    new = [e for e in (other.entries if isinstance(other, Session) else other) if e["id"] not in have]
     if not new:
         return 0
     report = LoadReport()
