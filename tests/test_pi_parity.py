@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -78,8 +79,12 @@ def run_oracle(requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def ipyagent_plan(path: Path, reserve: int, keep: int) -> dict[str, Any]:
-    session = Session.from_file(path, estimator="chars4")
-    plan = session.prepare_compaction(CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep))
+    """``ipyagent compact --dry-run --json``'s object, in process; a crash gives {"error": ...}."""
+    try:
+        session = Session.from_file(path, estimator="chars4")
+        plan = session.prepare_compaction(CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep))
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
     return {"nothing_to_compact": True} if plan is None else plan.to_summary_dict()
 
 
@@ -109,6 +114,7 @@ class Fixes:
     skip_usage_before_compaction: bool = False
     skip_empty_branch_summary: bool = False
     code_point_sort: bool = False
+    crash_on_lone_surrogate: bool = False  # not modelled: explain() recognises the crash itself
 
 
 PI = Fixes()
@@ -128,20 +134,24 @@ KNOWN_CORE_DEVIATIONS = {
     "skip_zero_usage": "an assistant message with all-zero usage is not taken as the last usage (Pi 0.73.1 takes it)",
     "skip_usage_before_compaction": "tokens_before ignores usage recorded before the latest compaction "
                                     "(Pi 0.73.1 takes the last valid usage among the kept messages)",
+    "crash_on_lone_surrogate": "a lone UTF-16 surrogate in a message (Pi's grep cuts lines with "
+                               "String.slice(0, 500), so its session files can hold one, written as "
+                               "\\ud83d) makes the estimate raise UnicodeEncodeError",
 }
 # Found by this test and since fixed in the core (their switches stay in the model, off):
 # count_user_images, skip_empty_branch_summary, code_point_sort.
 
 
 def js_len(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
+    """String.prototype.length: UTF-16 code units (a lone surrogate, which Pi can write, counts 1)."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def js_sorted(items: set[str], fx: Fixes) -> list[str]:
     """Array.prototype.sort(): UTF-16 code unit order (unless the code-point deviation is on)."""
     if fx.code_point_sort:
         return sorted(items)
-    return sorted(items, key=lambda s: s.encode("utf-16-be"))
+    return sorted(items, key=lambda s: s.encode("utf-16-be", "surrogatepass"))
 
 
 def js_stringify(value: Any) -> str:
@@ -383,7 +393,7 @@ def corpus() -> list[Case]:
         ("branches", {"p_branch": 0.25, "p_branch_summary": 0.8, "size_scale": 0.3}),
         ("extensions", {"p_custom_message": 0.3, "p_bash_execution": 0.25, "p_meta_midturn": 0.1, "size_scale": 0.3}),
         ("errors", {"p_error": 0.15, "p_aborted": 0.15, "p_zero_total": 0.4, "size_scale": 0.3}),
-        ("unicode", {"p_unicode": 0.9, "size_scale": 0.3}),
+        ("unicode", {"p_unicode": 0.9, "p_lone_surrogate": 0.3, "size_scale": 0.3}),
         ("odd", {"p_odd": 0.3, "p_zero_usage": 0.3, "p_image": 0.2, "p_compaction": 0.15, "size_scale": 0.3}),
     ]
     for pi, (pname, popts) in enumerate(profiles):
@@ -451,10 +461,13 @@ def compared(tmp_path_factory) -> list[Compared]:
     out = []
     session, loaded = None, None
     for (case, keep, f, path), p in zip(runs, pi):
-        if loaded != f:
-            session, loaded = Session.from_file(f, estimator="chars4"), f
-        plan = session.prepare_compaction(CompactionSettings(reserve_tokens=case.reserve, keep_recent_tokens=keep))
-        mine = {"nothing_to_compact": True} if plan is None else plan.to_summary_dict()
+        try:
+            if loaded != f:
+                session, loaded = Session.from_file(f, estimator="chars4"), f
+            plan = session.prepare_compaction(CompactionSettings(reserve_tokens=case.reserve, keep_recent_tokens=keep))
+            mine = {"nothing_to_compact": True} if plan is None else plan.to_summary_dict()
+        except Exception as exc:  # a crash is a difference too; explain() decides whether it is known
+            mine = {"error": f"{type(exc).__name__}: {exc}"}
         out.append(Compared(case, keep, f, path, p, mine))
     return out
 
@@ -484,10 +497,21 @@ def split_detail(c: Compared) -> str:
     return "split_on_landing/other"
 
 
+def has_lone_surrogate(path: list[dict[str, Any]]) -> bool:
+    return any(_SURROGATE.search(json.dumps(e, ensure_ascii=False)) for e in path)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def explain(c: Compared) -> tuple[str, list[str]]:
     """('same' | 'deliberate' | 'known-deviation' | 'unexplained', the switches needed)."""
     if c.ipyagent == c.pi:
         return "same", []
+    if "error" in c.ipyagent:
+        if c.ipyagent["error"].startswith("UnicodeEncodeError") and has_lone_surrogate(c.path):
+            return "known-deviation", ["crash_on_lone_surrogate"]
+        return "unexplained", []
     expected = model_prepare(c.path, c.keep, IPYAGENT).result
     if c.ipyagent == expected:
         needed = [name for name in DELIBERATE
@@ -533,7 +557,7 @@ def test_ipyagent_matches_pi_except_deliberate_fixes(compared):
 
 def test_cli_prints_the_same_plan(compared):
     """The real ``ipyagent compact --dry-run --json`` agrees with the in-process plan."""
-    sample = [c for c in compared if c.case.n <= 600][::150]
+    sample = [c for c in compared if c.case.n <= 600 and "error" not in c.ipyagent][::150]
     assert sample
     for c in sample:
         assert ipyagent_cli(c.file, c.case.reserve, c.keep) == c.ipyagent, c.file.name
@@ -671,6 +695,9 @@ FACTS: dict[str, tuple[list[dict[str, Any]], int, dict[str, Any]]] = {
     "user images are not counted": (
         crafted(U(T), A(T, total=1000), U("look", image=True)), 1,
         {"tokens_before": 1001, "first_kept_entry_id": "e0000002", "messages_to_summarize": 2}),
+    "a lone surrogate (Pi's grep line cut) counts one code unit": (
+        crafted(U(T), A("g"), TR("x" * 398 + "\ud83d" + "y"), U(T)), 1,
+        {"tokens_before": 100 + 100 + 100, "first_kept_entry_id": "e0000003"}),  # usage + 400 units + user
     "an all-zero usage is taken as the last usage": (
         crafted(U(T), A(T, total=5000), U(T), A(T, total=0) | {"message": {**A(T)["message"], "usage": {
             "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}}}, U(T)), 1,
@@ -689,6 +716,7 @@ FACTS: dict[str, tuple[list[dict[str, Any]], int, dict[str, Any]]] = {
 
 # The crafted cases where ipyagent must equal Pi but does not (yet): core bugs, reported.
 CORE_BUG_CASES = {
+    "a lone surrogate (Pi's grep line cut) counts one code unit": "crash_on_lone_surrogate",
     "an all-zero usage is taken as the last usage": "skip_zero_usage",
     "usage recorded before the latest compaction still counts": "skip_usage_before_compaction",
 }

@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 import json
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "p_zero_usage": 0.0,         # a successful assistant message whose usage is all zeros
     "p_float_args": 0.0,         # integer-valued floats in tool arguments (1.0 is "1" in JS)
     "p_odd": 0.01,               # odd but legal: firstKeptEntryId off the path, empty branch summary
+    "p_lone_surrogate": 0.0,     # a grep result line cut at 500 UTF-16 units in the middle of an emoji,
+                                 # as Pi's truncateLine does (a lone high surrogate in the text)
     "max_steps": 12,             # assistant steps per turn at most
     "size_scale": 1.0,           # multiplies every text size
     "big_results": 0.08,         # share of tool results that are large (8–50 KB)
@@ -279,6 +282,10 @@ class _Gen:
             return f"Successfully wrote {len(args.get('content', ''))} bytes to {args['path']}"
         if name == "edit":
             return f"Successfully replaced text in {args['path']}."
+        if name == "grep" and self.chance("p_lone_surrogate"):
+            # Pi's grep cuts each line with String.slice(0, 500): in UTF-16 units
+            line = "src/app.py:12: " + "x" * 484 + "\U0001F600" * 3
+            return line[:499] + "\ud83d" + "... [truncated]\n" + self.text(0, 300)
         if self.rng.random() < self.o["big_results"]:
             return self.text(8000, 50000)
         if name == "read":
@@ -611,9 +618,16 @@ def generate_session(seed: int, n_entries: int, **options: Any) -> tuple[dict[st
     return header, entries
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def to_jsonl(header: dict[str, Any], entries: list[dict[str, Any]]) -> str:
+    """The file's text: ``JSON.stringify`` per line (a lone surrogate is written as a \\uXXXX escape)."""
     dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-    return "".join(dumps(x) + "\n" for x in [header, *entries])
+    text = "".join(dumps(x) + "\n" for x in [header, *entries])
+    if _LONE_SURROGATE.search(text):
+        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
 
 
 def write_jsonl(path: str | Path, header: dict[str, Any], entries: list[dict[str, Any]]) -> Path:
