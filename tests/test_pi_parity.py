@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 import pytest
 
-from support.sessiongen import generate_session, write_jsonl
+from support.sessiongen import generate_session, to_jsonl, write_jsonl
 
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session
@@ -796,3 +796,41 @@ def test_generated_sessions_are_deterministic_and_well_formed(seed, n, options):
 def test_generator_rejects_unknown_options():
     with pytest.raises(TypeError):
         generate_session(1, 10, p_nonsense=1)
+
+
+# ------------------------------------------------------------------------------------------------
+# Files as Pi reads them: malformed lines, version 2 (hookMessage), sessions written by Pi's rules
+# ------------------------------------------------------------------------------------------------
+
+def _both(tmp_path: Path, name: str, text: str, keep: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    f = tmp_path / name
+    f.write_text(text, encoding="utf-8")
+    pi = run_oracle([{"file": str(f), "keepRecentTokens": keep}])[0]
+    return pi, ipyagent_plan(f, 16384, keep)
+
+
+@pytest.mark.parametrize("keep", [1, 200, 3000])
+def test_malformed_and_blank_lines_are_skipped_like_pi(tmp_path, keep):
+    header, entries = generate_session(4242, 80, p_settings=0.4, size_scale=0.1)
+    lines = to_jsonl(header, entries).splitlines()
+    lines.insert(20, "{not json")
+    lines.insert(40, "")
+    lines.insert(41, "   ")
+    pi, mine = _both(tmp_path, "malformed.jsonl", "\n".join(lines) + "\n", keep)
+    assert pi == model_prepare(pi_path(entries), keep, PI).result
+    assert mine == model_prepare(pi_path(entries), keep, IPYAGENT).result
+
+
+@pytest.mark.parametrize("keep", [1, 150, 250])
+def test_version_2_hook_messages_are_migrated_like_pi(tmp_path, keep):
+    """v2 files call extension messages role "hookMessage"; Pi renames it "custom" on load."""
+    hook = {"type": "message", "message": {"role": "hookMessage", "customType": "reminder", "content": T,
+                                           "display": True, "timestamp": 5}}
+    entries = crafted(U(T), A(T), U(T), hook, A(T), U(T), A(T))
+    header = {"type": "session", "version": 2, "id": "00000000-0000-4000-a000-000000000002",
+              "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/tmp"}
+    pi, mine = _both(tmp_path, "v2.jsonl", to_jsonl(header, entries), keep)
+    migrated = [dict(e, message=dict(e["message"], role="custom"))
+                if e["type"] == "message" and e["message"]["role"] == "hookMessage" else e for e in entries]
+    assert pi == model_prepare(migrated, keep, PI).result
+    assert mine == model_prepare(migrated, keep, IPYAGENT).result
