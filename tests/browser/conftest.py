@@ -99,9 +99,7 @@ class JupyterLab:
             self.api(f"/api/kernels/{k['id']}", method="DELETE")
 
 
-@pytest.fixture(scope="session")
-def jupyterlab(tmp_path_factory, labextension_installed) -> JupyterLab:
-    base = tmp_path_factory.mktemp("jlab")
+def _start_server(base: Path, module: str, extra: list[str]) -> JupyterLab:
     root = base / "root"
     root.mkdir()
     settings = base / "settings"
@@ -121,19 +119,19 @@ def jupyterlab(tmp_path_factory, labextension_installed) -> JupyterLab:
         JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"),
         PYTHONUNBUFFERED="1",
     )
-    log = base / "jupyterlab.log"
+    log = base / f"{module}.log"
     cmd = [
         sys.executable,
         "-m",
-        "jupyterlab",
+        module,
         "--no-browser",
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={root}",
-        "--LabApp.expose_app_in_browser=True",
         "--allow-root",
+        *extra,
     ]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
@@ -143,25 +141,51 @@ def jupyterlab(tmp_path_factory, labextension_installed) -> JupyterLab:
     deadline = time.time() + 90
     while True:
         if proc.poll() is not None:
-            pytest.fail(f"JupyterLab exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+            pytest.fail(f"{module} exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
         try:
             lab.api("/api/status")
-            break
+            return lab
         except Exception:
             if time.time() > deadline:
-                proc.kill()
-                pytest.fail(f"JupyterLab did not start:\n{log.read_text()[-3000:]}")
+                _stop(proc)
+                pytest.fail(f"{module} did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.3)
-    yield lab
+
+
+def _stop(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
-        pass
+        return
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def jupyterlab(tmp_path_factory, labextension_installed) -> JupyterLab:
+    """JupyterLab 4 on 127.0.0.1, a random free port, a token, a temporary root directory."""
+    lab = _start_server(
+        tmp_path_factory.mktemp("jlab"), "jupyterlab", ["--LabApp.expose_app_in_browser=True"]
+    )
+    yield lab
+    _stop(lab.proc)
+
+
+@pytest.fixture(scope="session")
+def notebook7(tmp_path_factory, labextension_installed) -> JupyterLab:
+    """Jupyter Notebook 7, started the same way."""
+    try:
+        import notebook  # noqa: F401
+    except ImportError:
+        pytest.fail("notebook (Jupyter Notebook 7) is not installed: pip install -e '.[test]'", pytrace=False)
+    nb = _start_server(
+        tmp_path_factory.mktemp("nb7"), "notebook", ["--JupyterNotebookApp.expose_app_in_browser=True"]
+    )
+    yield nb
+    _stop(nb.proc)
 
 
 @pytest.fixture(scope="session")

@@ -79,7 +79,7 @@ export function applyUpdate(raw: unknown, update: IUpdate, onlyIfNew = false): I
   const name = update.session;
   let sess = meta.sessions[name] as unknown;
   if (!isObject(sess)) {
-    sess = { header: null, leaf: null, settings: {}, entries: [] };
+    sess = { leaf: null, entries: [] };
     meta.sessions[name] = sess as ISession;
   }
   const session = sess as JsonObject;
