@@ -48,6 +48,8 @@ def shape_problem(entry: Any) -> str | None:
         return "the entry has no 'type'"
     if "parentId" in entry and entry["parentId"] is not None and not isinstance(entry["parentId"], str):
         return "'parentId' must be a string or null"
+    if entry.get("timestamp") is not None and not _is_text_or_number(entry["timestamp"]):
+        return "'timestamp' must be an ISO string or a number"
     for field, types in _REQUIRED.get(kind, ()):
         if not isinstance(entry.get(field), types) or isinstance(entry.get(field), bool):
             return f"a {kind} entry needs '{field}' ({' or '.join(t.__name__ for t in types)})"
@@ -62,6 +64,45 @@ def shape_problem(entry: Any) -> str | None:
             return "an assistant message's content must be a list of blocks"
         if role == "toolResult" and not isinstance(entry["message"].get("toolCallId"), str):
             return "a toolResult message needs 'toolCallId'"
+        return _message_fields_problem(entry["message"], content)
+    return None
+
+
+def _is_text_or_number(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_BLOCK_TEXT_FIELDS = (("text", "text"), ("thinking", "thinking"), ("toolCall", "name"))
+_USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+
+
+def _message_fields_problem(message: dict[str, Any], content: Any) -> str | None:
+    """Fields that token counting, context building and serialising read, when present with a
+    wrong type (hostile or corrupted input must be set aside, not crash the session later)."""
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                return "every content block must be a JSON object"
+            for kind, field in _BLOCK_TEXT_FIELDS:
+                if block.get("type") == kind and block.get(field) is not None and not isinstance(block[field], str):
+                    return f"a {kind} block's '{field}' must be a string"
+    usage = message.get("usage")
+    if usage is not None:
+        if not isinstance(usage, dict):
+            return "'usage' must be an object"
+        if any(usage.get(k) is not None and not _is_number(usage[k]) for k in _USAGE_FIELDS):
+            return "'usage' token counts must be numbers"
+        cost = usage.get("cost")
+        if cost is not None and (not isinstance(cost, dict) or any(
+                v is not None and not _is_number(v) for v in cost.values())):
+            return "'usage.cost' must be an object of numbers"
+    for field in ("command", "output", "summary"):
+        if message.get(field) is not None and not isinstance(message[field], str):
+            return f"the message's '{field}' must be a string"
     return None
 
 

@@ -51,6 +51,10 @@ def parse_pi_jsonl(text: str, source: str = "") -> tuple[dict[str, Any], list[En
         header["id"] = new_session_id()
         report.add("header", "the header has no id; a new one was made", kept=True)
     version = header.get("version") or 1
+    if not isinstance(version, (int, float)) or isinstance(version, bool):
+        report.add("header", f"the header's version {version!r} is not a number; read as version {CURRENT_VERSION}",
+                   kept=True)
+        version = header["version"] = CURRENT_VERSION
     if version < CURRENT_VERSION:
         report.migrated_from = version
         raw = migrate(header, raw)
