@@ -164,3 +164,57 @@ def test_parent_problems_name_the_right_line_after_a_set_aside_line():
     assert [e["id"] for e in entries] == ["aaaaaaaa", "bbbbbbbb"]
     wheres = [p.where for p in report.problems]
     assert wheres == ["line 2", "line 3", "line 5 (id bbbbbbbb)", "line 6 (id cccccccc)", "line 7 (id dddddddd)"]
+
+
+HOSTILE_MESSAGES = [
+    ({"role": "assistant", "content": ["str", 5]}, "content block"),
+    ({"role": "user", "content": [{"type": "text", "text": 5}]}, "'text'"),
+    ({"role": "assistant", "content": [{"type": "thinking", "thinking": ["x"]}]}, "'thinking'"),
+    ({"role": "assistant", "content": [{"type": "toolCall", "id": "c", "name": 5, "arguments": {}}]}, "'name'"),
+    ({"role": "assistant", "content": [], "usage": [1]}, "'usage'"),
+    ({"role": "assistant", "content": [], "usage": {"totalTokens": "many"}}, "token counts"),
+    ({"role": "assistant", "content": [], "usage": {"input": 1, "cost": [1]}}, "usage.cost"),
+    ({"role": "bashExecution", "command": 5, "output": ""}, "'command'"),
+    ({"role": "bashExecution", "command": "ls", "output": {"x": 1}}, "'output'"),
+    ({"role": "compactionSummary", "summary": 7}, "'summary'"),
+]
+
+
+def test_hostile_message_fields_are_set_aside_instead_of_crashing_later():
+    rows = [HEADER, msg("aaaaaaaa", None, "ok")]
+    for k, (message, _) in enumerate(HOSTILE_MESSAGES):
+        rows.append({"type": "message", "id": f"m{k:07d}", "parentId": "aaaaaaaa",
+                     "timestamp": "t", "message": message})
+    rows.append({"type": "custom_message", "id": "cccccccc", "parentId": "aaaaaaaa", "timestamp": {"a": 1},
+                 "customType": "x", "content": "c"})
+    session = Session.from_pi_jsonl(text_of(*rows))
+    report = session.load_report
+    assert [e["id"] for e in session.entries] == ["aaaaaaaa"]
+    for k, (_, fragment) in enumerate(HOSTILE_MESSAGES):
+        problem = report.problems[k]
+        assert problem.where == f"line {k + 3}" and fragment in problem.message and not problem.kept
+    assert report.problems[-1].where == f"line {len(rows)}" and "timestamp" in report.problems[-1].message
+    # the session works: context, tokens, compaction planning, export
+    session.build_context()
+    session.context_tokens()
+    session.to_pi_jsonl()
+
+
+def test_legitimate_odd_shapes_are_kept():
+    rows = [HEADER,
+            {"type": "message", "id": "aaaaaaaa", "parentId": None, "timestamp": 1772359201000,
+             "message": {"role": "assistant", "content": [{"type": "thinking", "thinking": "", "redacted": True,
+                                                           "thinkingSignature": "sig"},
+                                                          {"type": "toolCall", "id": "c", "name": "f",
+                                                           "arguments": "raw"}],
+                         "usage": {"input": 1, "output": 2.0, "cost": {"total": 0.000015}}}},
+            {"type": "message", "id": "bbbbbbbb", "parentId": "aaaaaaaa", "timestamp": "t",
+             "message": {"role": "bashExecution", "command": "ls", "output": None, "exitCode": None}}]
+    _, entries, report = parse_pi_jsonl(text_of(*rows))
+    assert report.ok and len(entries) == 2
+
+
+def test_header_version_that_is_not_a_number():
+    header, entries, report = parse_pi_jsonl(text_of(dict(HEADER, version="3"), msg("aaaaaaaa", None)))
+    assert header["version"] == 3 and len(entries) == 1
+    assert report.problems[0].where == "header" and report.problems[0].kept
