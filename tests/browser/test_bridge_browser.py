@@ -309,6 +309,40 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
     lab.shutdown_kernels()
 
 
+def test_push_on_first_start_and_after_a_crash(jupyterlab, context):
+    """A notebook that already holds a session: its kernel gets the push before the first user
+    cell, and again after the kernel dies and the server restarts it."""
+    lab = jupyterlab
+    name = "crash.ipynb"
+    path = lab.root / name
+    meta = {"version": 1, "active": "default", "sessions": {"default": {
+        "header": HEADER, "leaf": ALL_IDS[-1], "settings": SETTINGS, "entries": ENTRIES}}}
+    _write_notebook(path, [CELLS[4], "import os\nos._exit(1)"], metadata={"ipyagent": meta})
+    page = context.new_page()
+    _open(page, lab, name)
+    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    pushed = json.loads(_line(out, "PUSH"))
+    assert pushed == meta
+
+    page.evaluate(
+        """(path) => {
+            const p = window.__ipa.panel(path);
+            window.__statuses = [];
+            p.sessionContext.statusChanged.connect((_, s) => window.__statuses.push(s));
+            p.content.activeCellIndex = 1;
+            void window.jupyterapp.commands.execute('notebook:run-cell');
+        }""",
+        name,
+    )
+    page.wait_for_function(
+        f"() => window.__statuses.includes('autorestarting') && window.__ipa.ready({json.dumps(name)})",
+        timeout=60_000,
+    )
+    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    assert json.loads(_line(out, "PUSH")) == meta, page.evaluate("() => window.__statuses")
+    lab.shutdown_kernels()
+
+
 def test_journal_outputs_lifted_on_open(jupyterlab, context):
     lab = jupyterlab
     name = "journal.ipynb"
