@@ -154,8 +154,19 @@ def js_sorted(items: set[str], fx: Fixes) -> list[str]:
     return sorted(items, key=lambda s: s.encode("utf-16-be", "surrogatepass"))
 
 
+def _js_numbers(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)  # JavaScript has one number type: 60.0 is written "60"
+    if isinstance(value, dict):
+        return {k: _js_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_js_numbers(v) for v in value]
+    return value
+
+
 def js_stringify(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """JSON.stringify for the JSON data the generator makes (integral floats, no exotic numbers)."""
+    return json.dumps(_js_numbers(value), separators=(",", ":"), ensure_ascii=False)
 
 
 def estimate(message: dict[str, Any], fx: Fixes) -> int:
@@ -394,7 +405,8 @@ def corpus() -> list[Case]:
         ("extensions", {"p_custom_message": 0.3, "p_bash_execution": 0.25, "p_meta_midturn": 0.1, "size_scale": 0.3}),
         ("errors", {"p_error": 0.15, "p_aborted": 0.15, "p_zero_total": 0.4, "size_scale": 0.3}),
         ("unicode", {"p_unicode": 0.9, "p_lone_surrogate": 0.3, "size_scale": 0.3}),
-        ("odd", {"p_odd": 0.3, "p_zero_usage": 0.3, "p_image": 0.2, "p_compaction": 0.15, "size_scale": 0.3}),
+        ("odd", {"p_odd": 0.3, "p_zero_usage": 0.3, "p_image": 0.2, "p_compaction": 0.15, "p_float_args": 0.3,
+                 "size_scale": 0.3}),
     ]
     for pi, (pname, popts) in enumerate(profiles):
         for si, n in enumerate(sizes):
