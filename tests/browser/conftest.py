@@ -99,7 +99,7 @@ class JupyterLab:
             self.api(f"/api/kernels/{k['id']}", method="DELETE")
 
 
-def _start_server(base: Path, module: str, extra: list[str]) -> JupyterLab:
+def _start_server(base: Path, module: str, extra: list[str], env_extra: dict | None = None) -> JupyterLab:
     root = base / "root"
     root.mkdir()
     settings = base / "settings"
@@ -119,6 +119,8 @@ def _start_server(base: Path, module: str, extra: list[str]) -> JupyterLab:
         JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"),
         PYTHONUNBUFFERED="1",
     )
+    env.pop("JPY_SESSION_NAME", None)
+    env.update(env_extra or {})
     log = base / f"{module}.log"
     cmd = [
         sys.executable,
@@ -164,12 +166,32 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
+FAKE_KEY = "sk-ipyagent-browser-test-key"
+
+
 @pytest.fixture(scope="session")
-def jupyterlab(tmp_path_factory, labextension_installed) -> JupyterLab:
+def fake_provider():
+    """ipyagent's loopback fake model server; the kernels JupyterLab starts use it."""
+    from ipyagent.testing import FakeProviderServer
+
+    with FakeProviderServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def jupyterlab(tmp_path_factory, labextension_installed, fake_provider) -> JupyterLab:
     """JupyterLab 4 on 127.0.0.1, a random free port, a token, a temporary root directory."""
     lab = _start_server(
-        tmp_path_factory.mktemp("jlab"), "jupyterlab", ["--LabApp.expose_app_in_browser=True"]
+        tmp_path_factory.mktemp("jlab"),
+        "jupyterlab",
+        ["--LabApp.expose_app_in_browser=True"],
+        env_extra={
+            "OPENAI_BASE_URL": fake_provider.openai_base_url,
+            "OPENAI_API_KEY": FAKE_KEY,
+            "IPYAGENT_MODEL": "openai:fake-model",
+        },
     )
+    lab.fake = fake_provider
     yield lab
     _stop(lab.proc)
 

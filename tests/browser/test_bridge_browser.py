@@ -343,6 +343,62 @@ def test_push_on_first_start_and_after_a_crash(jupyterlab, context):
     lab.shutdown_kernels()
 
 
+def test_agent_magic_end_to_end(jupyterlab, context):
+    """The real flow: %load_ext ipyagent, %%agent against the fake model server; the entries reach
+    the metadata through the bridge (no journal output), survive a save and a kernel restart, and
+    the session continues after the restart."""
+    lab = jupyterlab
+    server = lab.fake
+    name = "agent.ipynb"
+    path = lab.root / name
+    _write_notebook(path, ["%load_ext ipyagent", "%%agent\nSay hello.", "%%agent\nAgain."])
+    page = context.new_page()
+    _open(page, lab, name)
+    mime = "application/vnd.ipyagent.entries+json"
+
+    def roles():
+        meta = page.evaluate("(p) => window.__ipa.meta(p)", name) or {}
+        entries = ((meta.get("sessions") or {}).get("default") or {}).get("entries") or []
+        return [e["message"]["role"] for e in entries if e.get("type") == "message"]
+
+    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    server.enqueue_text("Hello from the model.")
+    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 1])
+    assert not [o for o in out if o.get("output_type") == "error"], out
+    page.wait_for_function(
+        f"() => ((window.__ipa.meta({json.dumps(name)}) || {{}}).sessions || {{}}).default",
+        timeout=20_000,
+    )
+    assert roles() == ["user", "assistant"]
+    assert not [o for o in out if mime in (o.get("data") or {})], "a journal although the bridge is there"
+    _save(page, name)
+    first = _saved_meta(path, _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)))
+    assert first["active"] == "default"
+
+    page.evaluate("(p) => window.__ipa.panel(p).sessionContext.restartKernel()", name)
+    page.wait_for_function(f"() => window.__ipa.ready({json.dumps(name)})", timeout=60_000)
+    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    server.enqueue_text("Second answer.")
+    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 2])
+    assert not [o for o in out if o.get("output_type") == "error"], out
+    page.wait_for_function(
+        f"() => window.__ipa.meta({json.dumps(name)}).sessions.default.entries"
+        ".filter(e => e.type === 'message').length >= 4",
+        timeout=20_000,
+    )
+    assert roles() == ["user", "assistant", "user", "assistant"]
+    # the model saw the conversation from before the restart
+    sent = json.dumps(server.requests[-1].body)
+    assert "Say hello." in sent and "Hello from the model." in sent
+    _save(page, name)
+    final = _saved_meta(path, _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)))
+    assert _ids(final)[: len(_ids(first))] == _ids(first)
+    cells = json.loads(path.read_text())["cells"]
+    assert not [o for c in cells for o in c.get("outputs", []) if mime in (o.get("data") or {})]
+    page.screenshot(path=str(ARTIFACTS / "agent-end-to-end.png"))
+    lab.shutdown_kernels()
+
+
 def test_journal_outputs_lifted_on_open(jupyterlab, context):
     lab = jupyterlab
     name = "journal.ipynb"
