@@ -5,7 +5,7 @@ The oracle is Pi's npm package, pinned in ``tests/oracle/package.json`` and run 
 come from ``support.sessiongen``. For every session three plans are compared:
 
 * **pi** — the oracle's answer (Pi 0.73.1 itself);
-* **model** — ``PiModel`` below, an independent re-statement of Pi 0.73.1's rules written for
+* **model** — ``model_prepare`` below, an independent re-statement of Pi 0.73.1's rules written for
   this test. With every fix switched off it must reproduce the oracle exactly, which proves the
   model; with ipyagent's deliberate fixes switched on it says exactly what ipyagent must answer;
 * **ipyagent** — ``Session.prepare_compaction`` (what ``ipyagent compact --dry-run --json``
@@ -13,10 +13,13 @@ come from ``support.sessiongen``. For every session three plans are compared:
 
 Each difference between pi and ipyagent must be explained by one of the fixes listed in
 ``DELIBERATE`` (see ``docs/pi-differences.md``); the test counts how many sessions hit each.
-Differences that no deliberate fix explains are core bugs; each one known has a minimal case
-below, marked ``xfail(strict=True)`` so that it turns into a failure once the core is fixed.
+Differences that no deliberate fix explains are core bugs; each one known is listed in
+``KNOWN_CORE_DEVIATIONS`` and has a minimal case below marked ``xfail(strict=True)``, so that it
+turns into a failure once the core changes; any other difference fails the test.
 
 The test is not skipped: without ``tests/oracle/node_modules`` it runs ``npm ci`` itself.
+``IPYAGENT_PARITY_REPORT=FILE`` writes the counts; ``IPYAGENT_PARITY_EXTRA=N`` (and
+``IPYAGENT_PARITY_SEED``) add N more generated sessions for a longer hunt.
 """
 
 from __future__ import annotations
@@ -429,6 +432,15 @@ def corpus() -> list[Case]:
             cases.append(Case(f"sweep-s{seed}-k{keep}", 70_000 + seed, 400, keep, 16384,
                               {"p_settings": 0.5, "p_compaction": 0.1, "p_custom_message": 0.15,
                                "p_bash_execution": 0.1, "p_branch": 0.1, "size_scale": 0.15}))
+    # IPYAGENT_PARITY_EXTRA=N adds N more sessions with mixed profiles (a longer hunt; CI runs without)
+    extra = int(os.environ.get("IPYAGENT_PARITY_EXTRA", "0") or 0)
+    base = int(os.environ.get("IPYAGENT_PARITY_SEED", "100000") or 100000)
+    for j in range(extra):
+        pname, popts = profiles[j % len(profiles)]
+        mixed = dict(popts, p_settings=(j % 5) * 0.15, p_custom_message=(j % 3) * 0.1,
+                     p_compaction=(j % 4) * 0.05, p_branch=(j % 6) * 0.04)
+        n = sizes[(j * 7) % len(sizes)]
+        cases.append(Case(f"extra-{pname}-{j}", base + j, n, KEEPS[j % len(KEEPS)], 16384, mixed))
     # a few large ones, and the generator's defaults at full size
     for seed, n, keep, scale in ((90_001, 4000, 20000, 1.0), (90_002, 16000, 20000, 1.0), (90_003, 16000, 3000, 0.2)):
         cases.append(Case(f"large-{n}-k{keep}", seed, n, keep, 16384, {"size_scale": scale}))
