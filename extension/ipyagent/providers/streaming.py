@@ -68,8 +68,11 @@ class HTTPProvider:
             return self._client
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        """Close the connections; a later call opens new ones."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     @property
     def base_url(self) -> str:

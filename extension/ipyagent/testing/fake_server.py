@@ -106,6 +106,7 @@ class FakeProviderServer:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._providers: list[Any] = []
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -118,6 +119,9 @@ class FakeProviderServer:
         return self
 
     def stop(self) -> None:
+        for provider in self._providers:
+            provider.close()
+        self._providers.clear()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -149,8 +153,11 @@ class FakeProviderServer:
 
         kwargs.setdefault("api_key", self.api_key or "fake-key")
         if protocol == "anthropic":
-            return AnthropicProvider(base_url=self.anthropic_base_url, **kwargs)
-        return OpenAIChatProvider(base_url=self.openai_base_url, **kwargs)
+            provider = AnthropicProvider(base_url=self.anthropic_base_url, **kwargs)
+        else:
+            provider = OpenAIChatProvider(base_url=self.openai_base_url, **kwargs)
+        self._providers.append(provider)  # closed with the server
+        return provider
 
     def register(self, name: str = "fake", protocol: str = "openai") -> None:
         """Make ``"<name>:<model>"`` resolve to this server through ``resolve_provider``."""
