@@ -88,7 +88,7 @@ def _message_fields_problem(message: dict[str, Any], content: Any) -> str | None
             if not isinstance(block, dict):
                 return "every content block must be a JSON object"
             for kind, field in _BLOCK_TEXT_FIELDS:
-                if block.get("type") == kind and block.get(field) is not None and not isinstance(block[field], str):
+                if block.get("type") == kind and field in block and not isinstance(block[field], str):
                     return f"a {kind} block's '{field}' must be a string"
     usage = message.get("usage")
     if usage is not None:
