@@ -242,3 +242,54 @@ def test_appends_and_compactions_lose_nothing(ops):
 
 
 _ = string  # (kept for readable hypothesis reprs)
+
+
+# ---- corrupted input never crashes the session --------------------------------------------------
+
+def _paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from _paths(child, prefix + (key,))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _paths(child, prefix + (index,))
+
+
+def _set(value, path, new):
+    if not path:
+        return new
+    value[path[0]] = _set(value[path[0]], path[1:], new)
+    return value
+
+
+@settings(max_examples=int(__import__('os').environ.get('CORRUPT_EXAMPLES', '80')), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=seeds, data=st.data())
+def test_corrupted_entries_are_reported_never_crash(seed, data):
+    import copy
+
+    header, entries = generate_session(seed, 60)
+    entries = copy.deepcopy(entries)
+    for _ in range(data.draw(st.integers(1, 4))):
+        k = data.draw(st.integers(0, len(entries) - 1))
+        paths = list(_paths(entries[k]))
+        where = data.draw(st.sampled_from(paths))
+        entries[k] = _set(entries[k], where, data.draw(json_values))
+    text = "".join(js_json(x) + "\n" for x in [header, *entries])
+    session = Session.from_pi_jsonl(text, hooks=HookRegistry())
+    report = session.load_report
+    assert len(session) + len(report.set_aside) <= len(entries)
+    assert all(p.where.startswith("line ") for p in report.problems)
+    session.build_context()
+    session.context_tokens()
+    session.labels()
+    for entry in session.entries[-5:]:
+        session.branch(entry["id"])
+        session.build_context()
+    plan = session.prepare_compaction(CompactionSettings(keep_recent_tokens=300))
+    if plan is not None:
+        try:
+            session.compact(counting_summarizer(), CompactionSettings(keep_recent_tokens=300), plan=plan)
+        except CompactionRejected:
+            pass
+    session.to_pi_jsonl()

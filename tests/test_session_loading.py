@@ -169,6 +169,7 @@ def test_parent_problems_name_the_right_line_after_a_set_aside_line():
 HOSTILE_MESSAGES = [
     ({"role": "assistant", "content": ["str", 5]}, "content block"),
     ({"role": "user", "content": [{"type": "text", "text": 5}]}, "'text'"),
+    ({"role": "toolResult", "toolCallId": "c", "content": [{"type": "text", "text": None}]}, "'text'"),
     ({"role": "assistant", "content": [{"type": "thinking", "thinking": ["x"]}]}, "'thinking'"),
     ({"role": "assistant", "content": [{"type": "toolCall", "id": "c", "name": 5, "arguments": {}}]}, "'name'"),
     ({"role": "assistant", "content": [], "usage": [1]}, "'usage'"),
