@@ -328,6 +328,12 @@ def test_resolve_provider_from_model_strings(server):
         unregister_provider("fake")
 
 
+def test_misspelt_provider_option_is_a_clear_error():
+    with pytest.raises(ValueError, match="invalid options \\['api_key', 'baseurl'\\] for provider 'openai'") as info:
+        resolve_provider("openai:gpt-4o", {"openai": {"baseurl": "http://x", "api_key": "sk-hidden"}})
+    assert "sk-hidden" not in str(info.value)
+
+
 def test_user_registered_provider(server):
     register_provider("mylocal", lambda **cfg: OpenAIChatProvider(name="mylocal", base_url=server.openai_base_url,
                                                                    **cfg))

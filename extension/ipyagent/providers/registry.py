@@ -75,7 +75,10 @@ def resolve_provider(model_string: str, config: Mapping[str, Mapping[str, Any]] 
     with _lock:
         provider = _instances.get(key)
         if provider is None:
-            provider = _instances[key] = factory(**options)
+            try:
+                provider = _instances[key] = factory(**options)
+            except TypeError as exc:  # a misspelt option; the message never echoes the values
+                raise ValueError(f"invalid options {sorted(options)} for provider {name!r}: {exc}") from None
     return provider, model
 
 
