@@ -105,8 +105,8 @@ def test_parallel_tool_calls(server, omit_index):
 def test_every_call_numbered_zero_but_distinct_ids(server):
     chunks = []
     for call_id, name in (("call_x", "read"), ("call_y", "ls")):
-        chunks.append('data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"%s","type":"function",'
-                      '"function":{"name":"%s","arguments":"{}"}}]}}]}\n\n' % (call_id, name))
+        call = {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+        chunks.append("data: " + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}) + "\n\n")
     chunks += ['data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}\n\n', "data: [DONE]\n\n"]
     server.enqueue(RawStream(chunks))
     result = collect(server.provider("openai").stream(request()))
