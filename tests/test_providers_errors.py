@@ -134,6 +134,18 @@ def test_output_too_large_is_resent_with_a_max_tokens_that_fits(server):
     assert info.value.context_window == 32768 and len(server.requests) == 3
 
 
+def test_overflow_reported_inside_a_stream(server):
+    server.enqueue_raw(['data: {"error": {"message": "context overflow", "type": "invalid_request_error", '
+                        '"code": "context_length_exceeded"}}\n\n'])
+    with pytest.raises(ContextOverflowError):
+        run(server.provider("openai"))
+    server.enqueue_raw(['error: {"code": 400, "type": "exceed_context_size_error", "message": "request (9000 tokens) '
+                        'exceeds the available context size (8192 tokens)", "n_ctx": 8192}\n\n'])
+    with pytest.raises(ContextOverflowError) as info:
+        run(server.provider("openai"))
+    assert info.value.context_window == 8192 and len(server.requests) == 2
+
+
 def test_429_is_never_overflow():
     assert not is_overflow_error(429, "Too many tokens per minute: context_length_exceeded")
     assert not is_overflow_error(400, "Invalid value for temperature")

@@ -144,7 +144,8 @@ def error_from_event(ctx: ErrorContext, error: Any) -> ProviderError:
     message = str(parsed.get("message") or body)
     kind = str(parsed.get("type") or parsed.get("code") or "")
     where = f"{ctx.label} (error event in the stream from {ctx.url})"
-    if is_overflow_error(None, message, kind):
+    codes = {str(parsed.get("code") or ""), str(parsed.get("type") or "")}
+    if any(is_overflow_error(None, message, code) for code in codes):
         return ContextOverflowError(f"{where}: the request does not fit the context window of {ctx.model!r}: "
                                     f"{message}", body=body, context_window=window_from_error(message, parsed))
     if kind == "rate_limit_error":
