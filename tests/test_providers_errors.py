@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import json
 import socket
 import threading
 import time
@@ -135,12 +136,14 @@ def test_output_too_large_is_resent_with_a_max_tokens_that_fits(server):
 
 
 def test_overflow_reported_inside_a_stream(server):
-    server.enqueue_raw(['data: {"error": {"message": "context overflow", "type": "invalid_request_error", '
-                        '"code": "context_length_exceeded"}}\n\n'])
+    openai_error = {"error": {"message": "context overflow", "type": "invalid_request_error",
+                              "code": "context_length_exceeded"}}
+    server.enqueue_raw([f"data: {json.dumps(openai_error)}\n\n"])
     with pytest.raises(ContextOverflowError):
         run(server.provider("openai"))
-    server.enqueue_raw(['error: {"code": 400, "type": "exceed_context_size_error", "message": "request (9000 tokens) '
-                        'exceeds the available context size (8192 tokens)", "n_ctx": 8192}\n\n'])
+    llama_error = {"code": 400, "type": "exceed_context_size_error", "n_ctx": 8192,
+                   "message": "request (9000 tokens) exceeds the available context size (8192 tokens)"}
+    server.enqueue_raw([f"error: {json.dumps(llama_error)}\n\n"])
     with pytest.raises(ContextOverflowError) as info:
         run(server.provider("openai"))
     assert info.value.context_window == 8192 and len(server.requests) == 2
