@@ -79,6 +79,9 @@ class UsageUpdate:
 
 @dataclass
 class Retrying:
+    """Emitted by ``stream_with_retry`` between attempts. It means *reset*: everything the failed
+    attempt streamed (text, thinking, tool-call pieces) is void; the next attempt starts over."""
+
     attempt: int
     delay: float
     reason: str
