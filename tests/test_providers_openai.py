@@ -328,6 +328,17 @@ def test_resolve_provider_from_model_strings(server):
         unregister_provider("fake")
 
 
+def test_proxy_environment_is_honoured(server, monkeypatch):
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", server.url)  # the fake server answers proxied requests too
+    server.enqueue_text("through the proxy")
+    provider = OpenAIChatProvider(base_url="http://api.example.invalid/v1", api_key="k")
+    assert collect(provider.stream(request())).text == "through the proxy"
+    assert server.last_request.path == "/v1/chat/completions"
+    assert server.last_request.headers["host"] == "api.example.invalid"
+
+
 def test_misspelt_provider_option_is_a_clear_error():
     with pytest.raises(ValueError, match="invalid options \\['api_key', 'baseurl'\\] for provider 'openai'") as info:
         resolve_provider("openai:gpt-4o", {"openai": {"baseurl": "http://x", "api_key": "sk-hidden"}})

@@ -9,6 +9,7 @@ import json
 import socket
 import ssl
 import time
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,11 +38,15 @@ def _ssl_context() -> ssl.SSLContext:
 
 
 def new_client(timeout: httpx.Timeout | float | None = None) -> httpx.Client:
+    timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
+    if urllib.request.getproxies():
+        # a custom transport would switch off httpx's HTTP(S)_PROXY handling: keep the default one
+        return httpx.Client(timeout=timeout, verify=_ssl_context())
     # httpx writes headers and body separately; without TCP_NODELAY, Nagle plus the server's delayed
     # ACK can add ~40 ms to every request
     transport = httpx.HTTPTransport(verify=_ssl_context(),
                                     socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-    return httpx.Client(timeout=timeout if timeout is not None else DEFAULT_TIMEOUT, transport=transport)
+    return httpx.Client(timeout=timeout, transport=transport)
 
 
 def scrub(text: str, secret: str | None) -> str:

@@ -45,6 +45,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -306,7 +307,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             return self._send_json(400, {"error": {"message": "fake server: the body is not JSON"}})
-        path = self.path.split("?")[0].rstrip("/")
+        # an absolute URL means we were reached as an HTTP proxy: answer as the target would
+        path = urllib.parse.urlsplit(self.path).path.rstrip("/")
         protocol = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic",
                     "/v1/messages/count_tokens": "anthropic"}.get(path)
         if protocol is None:
