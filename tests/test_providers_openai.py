@@ -78,6 +78,14 @@ def test_request_body_and_headers(server):
     assert body["max_tokens"] == 99  # a compatible server gets the classic field name
 
 
+def test_server_rejecting_stream_options_gets_the_request_without_it(server):
+    server.enqueue_error(400, body={"error": {"message": "Unrecognized request argument supplied: stream_options",
+                                              "type": "invalid_request_error"}})
+    server.enqueue_text("fine without usage")
+    assert collect(server.provider("openai").stream(request())).text == "fine without usage"
+    assert ["stream_options" in r.body for r in server.requests] == [True, False]
+
+
 def test_single_tool_call_with_arguments_split_across_chunks(server):
     args = {"code": "import math\nprint(math.pi * 2)", "timeout": 30}
     server.enqueue(Reply(tool_calls=[ToolCallSpec("python", args, "call_1")], chunk_size=3))

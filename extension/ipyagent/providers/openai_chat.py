@@ -136,6 +136,12 @@ class OpenAIChatProvider(HTTPProvider):
         body.update(request.options.get("extra_body") or {})
         return body
 
+    def repair(self, body: dict[str, Any], status: int, text: str) -> dict[str, Any] | None:
+        # older compatible servers reject the usage option: stream without it (usage then unknown)
+        if status == 400 and "stream_options" in text and "stream_options" in body:
+            return {k: v for k, v in body.items() if k != "stream_options"}
+        return super().repair(body, status, text)
+
     def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
                cancel: threading.Event | None) -> EventLoop:
         loads = sse_loads

@@ -154,10 +154,24 @@ class HTTPProvider:
                 response.close()
 
 
+    def repair(self, body: dict[str, Any], status: int, text: str) -> dict[str, Any] | None:
+        """A body worth one more try after an error response, or None. Here: when the error says
+        only the requested output does not fit, the largest ``max_tokens`` that does."""
+        smaller = max_tokens_that_fit(text)
+        field = next((f for f in ("max_tokens", "max_completion_tokens") if f in body), None)
+        if smaller is None or field is None or smaller >= body[field]:
+            return None
+        body = {**body, field: smaller}
+        thinking = body.get("thinking")
+        if isinstance(thinking, dict) and thinking.get("budget_tokens", 0) >= smaller:
+            body["thinking"] = {**thinking, "budget_tokens": max(1024, smaller // 2)}
+        return body
+
     def _open(self, url: str, body: dict[str, Any], headers: dict[str, str], ctx: ErrorContext) -> httpx.Response:
-        """Send the request; on an error status raise its ProviderError. If the error says only the
-        requested output does not fit, resend once with the largest ``max_tokens`` that does."""
-        for attempt in (1, 2):
+        """Send the request; on an error status raise its ProviderError, unless ``repair`` offers
+        a body worth one more try."""
+        repaired = False
+        while True:
             response = self.client.send(self.client.build_request("POST", url, json=body, headers=headers),
                                         stream=True)
             if response.status_code < 400:
@@ -166,16 +180,10 @@ class HTTPProvider:
                 text = response.read().decode("utf-8", "replace")
             finally:
                 response.close()
-            error = error_from_response(ctx, response.status_code, response.headers, text)
-            smaller = max_tokens_that_fit(text) if attempt == 1 else None
-            field = next((f for f in ("max_tokens", "max_completion_tokens") if f in body), None)
-            if smaller is None or field is None or smaller >= body[field]:
-                raise error
-            body = {**body, field: smaller}
-            thinking = body.get("thinking")
-            if isinstance(thinking, dict) and thinking.get("budget_tokens", 0) >= smaller:
-                body["thinking"] = {**thinking, "budget_tokens": max(1024, smaller // 2)}
-        raise AssertionError("unreachable")
+            fixed = None if repaired else self.repair(body, response.status_code, text)
+            if fixed is None:
+                raise error_from_response(ctx, response.status_code, response.headers, text)
+            body, repaired = fixed, True
 
 
 def _watch(cancel: threading.Event, finished: threading.Event, response: httpx.Response) -> None:
