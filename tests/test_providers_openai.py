@@ -110,6 +110,18 @@ def test_parallel_tool_calls(server, omit_index):
     assert [b["type"] for b in result.message["content"]] == ["text", "toolCall", "toolCall", "toolCall"]
 
 
+def test_arguments_cut_by_the_length_limit_are_kept_raw(server):
+    cut = '{"path": "a.py", "con'
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "write", "arguments": cut}}
+    server.enqueue(RawStream([
+        "data: " + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}) + "\n\n",
+        'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\n', "data: [DONE]\n\n"]))
+    message = collect(server.provider("openai").stream(request())).message
+    assert message["stopReason"] == "length"
+    assert message["content"] == [{"type": "toolCall", "id": "c1", "name": "write", "arguments": {},
+                                   "rawArguments": cut}]
+
+
 def test_every_call_numbered_zero_but_distinct_ids(server):
     chunks = []
     for call_id, name in (("call_x", "read"), ("call_y", "ls")):
