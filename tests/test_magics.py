@@ -455,3 +455,30 @@ def test_push_after_load_is_absorbed_at_the_next_run(ip, server):
     before = len(rt(ip).slot().session)
     ip.run_line_magic("agent", "sessions")
     assert len(rt(ip).slot().session) == before
+
+
+def test_checkout_with_summary_and_branches_in_the_tree(ip, server, capsys):
+    for text in ("a1", "a2", "b2"):
+        server.enqueue_text(text)
+    run(ip, "", "first")
+    run(ip, "", "second")
+    session = rt(ip).slot().session
+    first_answer = session.entries[1]["id"]
+    server.enqueue_summary("We tried the second question and got a2.")
+    ip.run_line_magic("agent", f"checkout {first_answer} --summarize --focus the-answer")
+    assert session.leaf_id != first_answer and session.get(session.leaf_id)["type"] == "branch_summary"
+    assert "the-answer" in json.dumps([r.body for r in server.requests if r.kind == "summary"][-1])
+    run(ip, "", "second, differently")
+    ip.run_line_magic("agent", "tree")
+    out = capsys.readouterr().out
+    assert "branch summary" in out and "← leaf" in out
+    assert len([line for line in out.splitlines() if line.startswith("*")]) == 5  # the current path
+    sent = json.dumps(server.requests[-1].body["messages"])
+    assert "got a2" in sent and "a1" in sent
+
+
+def test_compact_without_anything_configured_is_a_usage_error(ip, monkeypatch):
+    monkeypatch.delenv("IPYAGENT_MODEL", raising=False)
+    rt(ip).config.model = ""
+    with pytest.raises(UsageError, match="No model"):
+        ip.run_line_magic("compact", "")

@@ -127,7 +127,6 @@ class RunOutcome:
     error: str | None = None
     sessions: NotebookSessions | None = None
     bridge_messages: int = 0
-    journal_lifted: bool = False
     problems: list[str] = field(default_factory=list)
 
     @property

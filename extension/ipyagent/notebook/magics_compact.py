@@ -45,10 +45,12 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
     focus = " ".join(args.focus).strip()
     if cell is not None and cell.strip():
         focus = (focus + "\n" + cell.strip()).strip()
-    slot = runtime.slot(args.session, create=args.session is not None)
+    if args.session and args.session not in runtime.slots:
+        raise UsageError(f"no session {args.session!r}; sessions: {', '.join(runtime.slots) or 'none'}")
     config = runtime.agent_config()
     if not (config.summary_model or config.model):
         raise UsageError('No model configured for the summary. Set %config Agent.model (or Agent.summary_model).')
+    slot = runtime.slot(args.session)
     agent = runtime.agent_for(slot, config)
     view = RunView(runtime, slot, agent, config)
     unsubscribe = agent.subscribe(view.renderer)

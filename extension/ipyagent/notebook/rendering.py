@@ -197,6 +197,8 @@ class RunRenderer:
         self.updates += 1
         self._last_update = now
         self._dirty = False
+        if self.widget is not None:  # live, and cheap: no recount of the session
+            self.widget.set_status(f"Receiving the reply… ≈{(len(self._text) + len(self._thinking)) // 4:,} tokens")
 
     def _end_text(self) -> None:
         self._flush_text(force=True)
