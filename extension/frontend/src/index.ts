@@ -132,7 +132,14 @@ class DocumentBridge {
   private schedulePush(kernel: Kernel.IKernelConnection, why: string): void {
     const context = this.panel.context;
     const go = () => {
-      if (kernel.isDisposed || this.pushing.has(kernel)) {
+      if (kernel.isDisposed) {
+        return;
+      }
+      // One push per kernel start: a restart is announced twice (by the session context and by
+      // the connection). A push still in flight counts, unless its future was disposed (the
+      // kernel restarted again) or it is stuck for long.
+      const current = this.inflight.get(kernel);
+      if (current && !current.future.isDisposed && Date.now() - current.started < 30000) {
         return;
       }
       const model = this.model;
@@ -157,8 +164,12 @@ class DocumentBridge {
         console.warn(LOG, 'could not push the stored session into the kernel', e);
         return;
       }
-      this.pushing.add(kernel);
-      const done = () => this.pushing.delete(kernel);
+      this.inflight.set(kernel, { future, started: Date.now() });
+      const done = () => {
+        if (this.inflight.get(kernel)?.future === future) {
+          this.inflight.delete(kernel);
+        }
+      };
       future.done.then(done, done);
       console.debug(LOG, `pushed the stored session (${why})`);
     };
@@ -224,7 +235,10 @@ class DocumentBridge {
   }
 
   private readonly watched = new WeakSet<Kernel.IKernelConnection>();
-  private readonly pushing = new WeakSet<Kernel.IKernelConnection>();
+  private readonly inflight = new WeakMap<
+    Kernel.IKernelConnection,
+    { future: Kernel.IFuture<any, any>; started: number }
+  >();
 }
 
 const plugin: JupyterFrontEndPlugin<void> = {
