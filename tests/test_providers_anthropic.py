@@ -281,3 +281,14 @@ def test_tool_ids_reused_by_a_local_server_become_unique(server):
                if b["type"] == "tool_result"]
     assert len(set(ids)) == 2 and ids[0] == "call_0"
     assert results == [(ids[0], "result 1"), (ids[1], "result 2")]
+
+
+@pytest.mark.parametrize("retention,expected", [("none", None), ("short", {"type": "ephemeral"}),
+                                                ("long", {"type": "ephemeral", "ttl": "1h"})])
+def test_cache_retention_option(retention, expected):
+    req = request(options={"cache_retention": retention})
+    body = AnthropicProvider(api_key="k").payload(req)  # api.anthropic.com: the 1 h TTL is available
+    assert body["system"][0].get("cache_control") == expected
+    assert body["messages"][-1]["content"][-1].get("cache_control") == expected
+    local = AnthropicProvider(api_key="k", base_url="http://127.0.0.1:1").payload(req)
+    assert local["system"][0].get("cache_control") == (expected and {"type": "ephemeral"})

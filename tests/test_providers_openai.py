@@ -86,6 +86,12 @@ def test_server_rejecting_stream_options_gets_the_request_without_it(server):
     assert ["stream_options" in r.body for r in server.requests] == [True, False]
 
 
+def test_prompt_cache_key_only_for_openai_itself(server):
+    req = request(options={"session_id": "0f3a9c2e"})
+    assert OpenAIChatProvider(api_key="k").payload(req)["prompt_cache_key"] == "0f3a9c2e"
+    assert "prompt_cache_key" not in server.provider("openai").payload(req)
+
+
 def test_single_tool_call_with_arguments_split_across_chunks(server):
     args = {"code": "import math\nprint(math.pi * 2)", "timeout": 30}
     server.enqueue(Reply(tool_calls=[ToolCallSpec("python", args, "call_1")], chunk_size=3))

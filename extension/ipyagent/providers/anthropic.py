@@ -4,6 +4,7 @@ reference/pi.md §8.1: the system prompt block and the last block of the last us
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -78,7 +79,8 @@ def _assistant_blocks(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def to_anthropic_messages(request: ModelRequest, provider: str, api: str) -> list[dict[str, Any]]:
+def to_anthropic_messages(request: ModelRequest, provider: str, api: str,
+                          cache: dict[str, str] | None = CACHE) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
                               tool_id=anthropic_tool_id)
@@ -103,8 +105,8 @@ def to_anthropic_messages(request: ModelRequest, provider: str, api: str) -> lis
             else:
                 out.append({"role": "user", "content": [result]})
     for message in reversed(out):
-        if message["role"] == "user":
-            message["content"][-1] = {**message["content"][-1], "cache_control": CACHE}
+        if message["role"] == "user" and cache:
+            message["content"][-1] = {**message["content"][-1], "cache_control": cache}
             break
     return out
 
@@ -129,10 +131,12 @@ class AnthropicProvider(HTTPProvider):
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         max_tokens = request.max_tokens or min(models.max_output(self.name, request.model) or 8192, 32_000)
-        body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens,
-                                "messages": to_anthropic_messages(request, self.name, self.api), "stream": True}
+        cache = self.cache_control(request)
+        body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens, "stream": True,
+                                "messages": to_anthropic_messages(request, self.name, self.api, cache)}
         if request.system_prompt:
-            body["system"] = [{"type": "text", "text": request.system_prompt, "cache_control": CACHE}]
+            system: dict[str, Any] = {"type": "text", "text": request.system_prompt}
+            body["system"] = [{**system, "cache_control": cache} if cache else system]
         if request.tools:
             body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                              for t in request.tools]
@@ -144,6 +148,17 @@ class AnthropicProvider(HTTPProvider):
             body["temperature"] = request.temperature  # not allowed together with thinking
         body.update(request.options.get("extra_body") or {})
         return body
+
+    def cache_control(self, request: ModelRequest) -> dict[str, str] | None:
+        """Pi's ``cacheRetention`` (request option ``cache_retention``, or ``PI_CACHE_RETENTION``):
+        ``none`` sends no breakpoints, ``long`` asks for a 1 h TTL (only api.anthropic.com has it),
+        ``short`` (default) the 5 min one."""
+        retention = request.options.get("cache_retention") or os.environ.get("PI_CACHE_RETENTION", "short")
+        if retention == "none":
+            return None
+        if retention == "long" and "api.anthropic.com" in self.base_url:
+            return {**CACHE, "ttl": "1h"}
+        return CACHE
 
     def count_tokens(self, request: ModelRequest) -> int:
         """The input tokens of ``request`` by Anthropic's own count (``/v1/messages/count_tokens``:

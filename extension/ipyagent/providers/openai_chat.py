@@ -133,6 +133,8 @@ class OpenAIChatProvider(HTTPProvider):
             body["temperature"] = request.temperature
         if request.reasoning and reasoning_model:
             body["reasoning_effort"] = request.reasoning
+        if request.options.get("session_id") and "api.openai.com" in self.base_url:
+            body["prompt_cache_key"] = str(request.options["session_id"])  # routes turns to a warm cache
         body.update(request.options.get("extra_body") or {})
         return body
 
