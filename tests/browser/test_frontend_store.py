@@ -1,0 +1,97 @@
+"""The labextension's pure metadata logic (extension/frontend/src/store.ts), run with Node on the
+compiled module: idempotent updates, the journal rule, and the push code that Python executes —
+checked with hostile strings (''' , trailing backslashes, quotes, control and non-BMP characters).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ipyagent.notebook import bridge as bridge_mod
+
+STORE_JS = Path(__file__).resolve().parents[2] / "extension" / "frontend" / "lib" / "store.js"
+
+
+def node(script: str, payload) -> object:
+    if shutil.which("node") is None:
+        pytest.fail("node is needed to test the labextension's store (it also builds it)", pytrace=False)
+    if not STORE_JS.exists():
+        pytest.fail(f"{STORE_JS} is missing: pip install -e . (or jlpm build:prod in extension/frontend)",
+                    pytrace=False)
+    # lib/ is tsc output with ES module syntax: import it from an inline module
+    wrapper = (
+        f"import * as S from {json.dumps(STORE_JS.as_uri())};\n"
+        "const input = JSON.parse(process.argv[1]);\n"
+        f"const out = (() => {{ {script} }})();\n"
+        "process.stdout.write(JSON.stringify(out));\n"
+    )
+    res = subprocess.run(
+        ["node", "--input-type=module", "-e", wrapper, json.dumps(payload)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def e(i, parent=None, **extra):
+    return {"type": "message", "id": f"{i:08x}", "parentId": parent, "timestamp": "t",
+            "message": {"role": "user", "content": f"m{i}"}, **extra}
+
+
+def test_apply_update_is_idempotent_by_id():
+    msg = {"type": "entries", "seq": 1, "session": "s", "leaf": "00000002", "active": True,
+           "header": {"type": "session", "id": "h"}, "settings": {"model": "m"},
+           "entries": [e(1), e(2, "00000001"), e(1), {"no": "id"}]}
+    out = node(
+        "const u = S.updateFromMessage(input);"
+        "const a = S.applyUpdate(undefined, u);"
+        "const b = S.applyUpdate(a.metadata, u);"
+        "return [a, b];",
+        msg,
+    )
+    a, b = out
+    assert a["stored"] == 2 and a["changed"] is True and a["ids"] == ["00000001", "00000002", "00000001"]
+    meta = a["metadata"]
+    assert meta["version"] == 1 and meta["active"] == "s"
+    assert [x["id"] for x in meta["sessions"]["s"]["entries"]] == ["00000001", "00000002"]
+    assert meta["sessions"]["s"]["header"] == {"type": "session", "id": "h"}
+    assert b["stored"] == 0 and b["changed"] is False and b["metadata"] == meta
+
+
+def test_journal_never_moves_the_leaf_back():
+    stored = {"version": 1, "active": "default", "sessions": {"default": {
+        "leaf": "00000003", "entries": [e(1), e(2), e(3)]}}}
+    old_journal = {"version": 1, "session": "default", "leaf": "00000001", "entries": [e(1)]}
+    new_journal = {"version": 1, "session": "default", "leaf": "00000004", "entries": [e(3), e(4)]}
+    out = node(
+        "const [m, o, n] = input;"
+        "const a = S.applyUpdate(m, S.updateFromJournal(o), true);"
+        "const b = S.applyUpdate(a.metadata, S.updateFromJournal(n), true);"
+        "return [a, b];",
+        [stored, old_journal, new_journal],
+    )
+    a, b = out
+    assert a["changed"] is False and a["metadata"]["sessions"]["default"]["leaf"] == "00000003"
+    assert b["stored"] == 1 and b["metadata"]["sessions"]["default"]["leaf"] == "00000004"
+
+
+@pytest.mark.parametrize("text", [
+    "'''", "a''' b", "ends with backslash \\", "\\", "'", "\"'\"", "''''''", "\\'''\\",
+    "line\nbreak\r\ttab \u2028 \u2029", "emoji 😀 and \U0010ffff", "nul \x00 char", "r'''x'''",
+])
+def test_push_code_round_trips_through_python(text):
+    meta = {"version": 1, "sessions": {"default": {"leaf": None, "entries": [e(1, None, note=text)]}},
+            "k'''": text}
+    code = node("return S.pushCode(input, 'jupyterlab');", meta)
+    bridge_mod._reset_for_tests()
+    try:
+        exec(compile(code, "<push>", "exec"), {})
+        assert bridge_mod.push_errors() == []
+        assert bridge_mod.pending_push() == meta
+    finally:
+        bridge_mod._reset_for_tests()
