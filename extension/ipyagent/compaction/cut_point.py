@@ -79,6 +79,8 @@ def find_cut_point(path: Sequence[Entry], start: int, end: int, keep_recent_toke
     if is_turn_start(path[landing]):
         return CutPoint(cut, -1, False)
     turn_start = find_turn_start(path, landing, start)
-    if turn_start < 0:
+    if turn_start < 0 or turn_start >= cut:
+        # No turn start, or backward inclusion already moved the cut back over it (a custom
+        # message or branch summary): the kept tail starts at a turn boundary, nothing is split.
         return CutPoint(cut, -1, False)
     return CutPoint(cut, turn_start, True)

@@ -52,7 +52,7 @@ class FileOps:
 
 def js_sorted(items: Iterable[str]) -> list[str]:
     """Sorted as JavaScript's ``Array.prototype.sort`` orders strings: by UTF-16 code units."""
-    return sorted(items, key=lambda s: s.encode("utf-16-be"))
+    return sorted(items, key=lambda s: s.encode("utf-16-be", "surrogatepass"))
 
 
 def format_file_lists(read_files: list[str], modified_files: list[str]) -> str:

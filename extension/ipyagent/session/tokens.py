@@ -46,7 +46,8 @@ def js_length(text: str) -> int:
     """``String.prototype.length``: UTF-16 code units, so the estimate matches Pi's exactly."""
     if text.isascii():
         return len(text)
-    return len(text.encode("utf-16-le")) // 2
+    # surrogatepass: a lone surrogate (Pi's grep can cut a pair in half) is one code unit too
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 # Where Python's float text differs from JavaScript's: exponents (1.5e-05 vs 0.000015, 1e+16 vs
@@ -99,9 +100,13 @@ def js_json(value: Any) -> str:
     JavaScript (``1.5e-05`` for ``0.000015``) is encoded again number by number.
     """
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    if not (_PY_EXPONENT.search(text) or _PY_INTEGRAL_FLOAT.search(text) or "NaN" in text or "Infinity" in text):
-        return text
-    return _js_encode(value)
+    if _PY_EXPONENT.search(text) or _PY_INTEGRAL_FLOAT.search(text) or "NaN" in text or "Infinity" in text:
+        text = _js_encode(value)
+    # Well-formed JSON.stringify writes a lone surrogate as an escape (it cannot be UTF-8 encoded).
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if not text.isascii() else text
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _blocks_text_chars(content: Any, count_images: bool) -> int:
