@@ -1,6 +1,6 @@
 """Streaming overhead: raw httpx line iteration vs. the providers' parse + dispatch of the same stream.
 
-    python tests/benchmarks/streaming.py [--chunks 10000] [--runs 9] [--pace-us 200]
+    python tests/benchmarks/streaming.py [--chunks 10000] [--runs 9] [--pace-us 200] [--stdlib-json]
 
 A separate process serves SSE bodies of 10,000 text chunks, rendered by the fake server's own
 OpenAI / Anthropic stream writers, over loopback, so the server costs the client nothing. Each
@@ -145,7 +145,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--paced-runs", type=int, default=3)
     parser.add_argument("--pace-us", type=float, default=200.0)
+    parser.add_argument("--stdlib-json", action="store_true", help="do not use orjson even if installed")
     args = parser.parse_args()
+    if args.stdlib_json:
+        sse._orjson = None
     ports: multiprocessing.Queue = multiprocessing.Queue()
     server = multiprocessing.Process(target=serve, args=(ports, args.chunks, args.pace_us / 1e6), daemon=True)
     server.start()
