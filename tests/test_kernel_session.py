@@ -128,3 +128,27 @@ def test_interrupt_during_agent_cell_keeps_a_valid_session(tmp_path):
         assert [m["role"] for m in sent if m["role"] != "system"][-1] == "user"
         stored = k.metadata["sessions"]["default"]["entries"]
         assert any(e["type"] == "message" and e["message"].get("stopReason") == "aborted" for e in stored)
+
+
+def test_interrupt_during_a_tool_closes_the_call(tmp_path):
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
+        k.run(SETUP + "%config Agent.tool_approval = 'auto'\n%config Agent.show_widget = False", "setup")
+        marker = tmp_path / "tool-started"
+        code = f"import pathlib, time\npathlib.Path({str(marker)!r}).touch()\nfor _ in range(600): time.sleep(0.1)"
+        server.enqueue_tool_calls([("python", {"code": code}), ("python", {"code": "print('second call')"})])
+        msg_id = k.send_execute("%%agent\nWait a minute.", "c1")
+
+        def tool_running():
+            return marker.exists()
+
+        cell = k.interrupt_when(tool_running, msg_id)
+        assert cell.status == "error" and cell.error["ename"] == "KeyboardInterrupt"
+        server.enqueue_text("All right, I stopped.")
+        cell = k.run("%%agent\nWhat happened?", "c2")
+        assert cell.status == "ok", outputs_text(cell.outputs)
+        sent = server.requests[-1].body["messages"]
+        calls = [c["id"] for m in sent if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        results = [m["tool_call_id"] for m in sent if m["role"] == "tool"]
+        assert len(calls) == 2 and sorted(calls) == sorted(results)  # every call has its result
+        assert "Interrupted by the user" in json.dumps(sent) and "second call" not in json.dumps(
+            [m for m in sent if m["role"] == "tool"])

@@ -482,3 +482,30 @@ def test_compact_without_anything_configured_is_a_usage_error(ip, monkeypatch):
     rt(ip).config.model = ""
     with pytest.raises(UsageError, match="No model"):
         ip.run_line_magic("compact", "")
+
+
+def test_reload_ext_keeps_the_sessions(ip, server):
+    server.enqueue_text("kept")
+    run(ip, "", "hello")
+    before = [e["id"] for e in rt(ip).slot().session.entries]
+    extension.unload(ip)
+    assert "agent" not in ip.magics_manager.magics["cell"]
+    extension.load(ip)
+    assert "agent" in ip.magics_manager.magics["cell"]
+    assert [e["id"] for e in rt(ip).slot().session.entries] == before
+
+
+def test_close_dangling_calls_after_an_interrupt():
+    from ipyagent.core import Session
+    from ipyagent.notebook.magics import close_dangling_calls
+
+    s = Session()
+    s.append_message({"role": "user", "content": "go", "timestamp": 1})
+    s.append_message({"role": "assistant", "stopReason": "toolUse", "timestamp": 2, "content": [
+        {"type": "toolCall", "id": "a", "name": "python", "arguments": {}},
+        {"type": "toolCall", "id": "b", "name": "bash", "arguments": {}}]})
+    s.append_message({"role": "toolResult", "toolCallId": "a", "toolName": "python",
+                      "content": [{"type": "text", "text": "ok"}], "isError": False, "timestamp": 3})
+    assert close_dangling_calls(s) == 1
+    assert s.path()[-1]["message"]["toolCallId"] == "b" and s.path()[-1]["message"]["isError"]
+    assert close_dangling_calls(s) == 0

@@ -87,6 +87,29 @@ class RunView:
             display(static_bundle(facts), raw=True)
 
 
+def close_dangling_calls(session: Any) -> int:
+    """After an interrupt, give every tool call of the last assistant message that has no result an
+    error result, so the stored session is always one a provider accepts. Returns how many."""
+    from ipyagent.session.ids import now_ms
+    from ipyagent.session.messages import tool_calls_of, tool_result_message
+
+    path = session.path()
+    for index in range(len(path) - 1, -1, -1):
+        entry = path[index]
+        if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
+            break
+    else:
+        return 0
+    answered = {e["message"].get("toolCallId") for e in path[index + 1:]
+                if e.get("type") == "message" and e["message"].get("role") == "toolResult"}
+    missing = [c for c in tool_calls_of(entry["message"]) if c.get("id") not in answered]
+    for call in missing:
+        session.append_message(tool_result_message(call.get("id", ""), call.get("name", ""),
+                                                   "Not run: the user interrupted the run.", is_error=True,
+                                                   timestamp=now_ms()))
+    return len(missing)
+
+
 @magic_arguments()
 @argument("--session", "-s", default=None, help="the session to use (created if new; becomes the active one)")
 @argument("--model", "-m", default=None, help="the model for this cell only (provider:model)")
@@ -132,6 +155,7 @@ def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
         agent.prompt(prompt, **extra)
     except KeyboardInterrupt:
         interrupted = True
+        close_dangling_calls(slot.session)
     except Exception as exc:  # a bug or an unexpected failure: readable, and the session is kept
         view.renderer.show(error_bundle(f"{type(exc).__name__}: {exc}", title="ipyagent failed"))
     finally:
