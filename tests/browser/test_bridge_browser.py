@@ -309,6 +309,28 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
     lab.shutdown_kernels()
 
 
+def test_two_views_of_one_notebook_share_one_bridge(jupyterlab, context):
+    """File ▸ New View: two panels share one document model; exactly one comm handler answers."""
+    lab = jupyterlab
+    name = "views.ipynb"
+    _write_notebook(lab.root / name, CELLS)
+    page = context.new_page()
+    _open(page, lab, name)
+    page.evaluate(
+        "async (path) => { const p = window.__ipa.panel(path); window.jupyterapp.shell.activateById(p.id);"
+        " await window.jupyterapp.commands.execute('docmanager:clone'); }",
+        name,
+    )
+    views = f"() => [...window.jupyterapp.shell.widgets('main')].filter(w => w.context && w.context.path === {json.dumps(name)}).length"
+    page.wait_for_function(f"() => ({views})() === 2")
+    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 3])  # two messages
+    state = _state(page, name, until=lambda s: s["connected"] and not s["unacked"])
+    assert state["unacked"] == {} and state["acks"] == 2, state  # one ack per message, not two
+    assert _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)) == ALL_IDS
+    lab.shutdown_kernels()
+
+
 def test_push_on_first_start_and_after_a_crash(jupyterlab, context):
     """A notebook that already holds a session: its kernel gets the push before the first user
     cell, and again after the kernel dies and the server restarts it."""
