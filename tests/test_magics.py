@@ -90,7 +90,9 @@ def test_configurable_is_registered_and_settable(ip):
     assert settings.context_window == 3000
     cfg = settings.agent_config()
     assert cfg.context_window == 3000 and cfg.tool_approval == "auto" and cfg.model == "openai:fake-model"
-    with pytest.raises(Exception):
+    from traitlets import TraitError
+
+    with pytest.raises(TraitError):
         settings.tool_approval = "sometimes"
 
 

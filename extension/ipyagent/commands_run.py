@@ -22,15 +22,15 @@ def run_run(args: argparse.Namespace) -> int:
     try:
         from ipyagent.notebook.headless import run_notebook
     except ImportError as exc:  # nbclient / nbformat missing
-        raise CliError(f"ipyagent run needs nbclient and nbformat ({exc}); pip install 'ipyagent[test]'")
+        raise CliError(f"ipyagent run needs nbclient and nbformat ({exc}); pip install 'ipyagent[test]'") from None
     from ipyagent.notebook.store import NotebookError
 
     try:
         outcome = run_notebook(args.notebook, args.output, timeout=args.timeout or None, kernel_name=args.kernel)
     except FileNotFoundError:
-        raise CliError(f"no such notebook: {args.notebook}")
+        raise CliError(f"no such notebook: {args.notebook}") from None
     except NotebookError as exc:
-        raise CliError(str(exc))
+        raise CliError(str(exc)) from None
     target = args.output or args.notebook
     sessions = outcome.sessions.sessions if outcome.sessions is not None else {}
     summary = ", ".join(f"{name} ({len(s.entries)} entries)" for name, s in sessions.items()) or "no sessions"

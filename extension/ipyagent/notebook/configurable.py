@@ -28,7 +28,8 @@ class Agent(Configurable):
                             help="A (cheaper) model for compaction summaries; default: the session model."
                             ).tag(config=True)
     context_window = Int(None, allow_none=True,
-                         help="The model's context window in tokens; default: the bundled model table.").tag(config=True)
+                         help="The model's context window in tokens; default: the bundled model table."
+                         ).tag(config=True)
     reserve_tokens = Int(16384, help="Tokens kept free for the reply; compaction starts above window − reserve."
                          ).tag(config=True)
     keep_recent_tokens = Int(20000, help="Tokens of recent work kept verbatim by a compaction.").tag(config=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import json
-import shlex
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,7 +17,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from ipyagent.core import Session
-from ipyagent.notebook.rendering import error_bundle, note_bundle, short_args
+from ipyagent.notebook.rendering import error_bundle, short_args
 from ipyagent.notebook.widget import BudgetWidget, _chars4, budget_facts, static_bundle
 from ipyagent.session.messages import text_of
 
@@ -123,7 +122,7 @@ def agent_model(runtime: Any, rest: str) -> None:
         try:
             parse_model_string(args.model)
         except ValueError as exc:
-            raise UsageError(str(exc))
+            raise UsageError(str(exc)) from None
         runtime.config.model = args.model
     print(f"model: {runtime.config.model or '(none: set %config Agent.model)'}"
           + (f"; summaries: {runtime.config.summary_model}" if runtime.config.summary_model else ""))
@@ -144,7 +143,7 @@ def agent_new(runtime: Any, rest: str) -> None:
     try:
         runtime.new_session(name)
     except ValueError as exc:
-        raise UsageError(str(exc))
+        raise UsageError(str(exc)) from None
     print(f"new session {name!r} (active)")
 
 
@@ -201,7 +200,8 @@ def _entry_line(entry: dict[str, Any]) -> str:
         cell = f" [cell {message['executionCount']}]" if message.get("executionCount") is not None else ""
         return f"{role}{cell}: {_one_line(text_of(message.get('content'), ' '), 60)}"
     if kind == "compaction":
-        return f"compaction: {entry.get('tokensBefore', 0):,} tokens summarised, first kept {entry.get('firstKeptEntryId')}"
+        return (f"compaction: {entry.get('tokensBefore', 0):,} tokens summarised, "
+                f"first kept {entry.get('firstKeptEntryId')}")
     if kind == "branch_summary":
         return f"branch summary: {_one_line(entry.get('summary', ''), 50)}"
     if kind == "custom_message":
@@ -259,13 +259,13 @@ def agent_checkout(runtime: Any, rest: str) -> None:
         try:
             summarizer = agent.summarizer()
         except ValueError as exc:
-            raise UsageError(f"--summarize needs a model: {exc}")
+            raise UsageError(f"--summarize needs a model: {exc}") from None
     from ipyagent.session.tree import SessionError
 
     try:
         entry = slot.session.navigate(args.id, summarize=args.summarize, summarizer=summarizer, focus=args.focus)
     except SessionError as exc:
-        raise UsageError(str(exc))
+        raise UsageError(str(exc)) from None
     except Exception as exc:
         display(error_bundle(str(exc), title="Checkout failed"), raw=True)
         return
@@ -394,7 +394,7 @@ def agent_import(runtime: Any, rest: str) -> None:
     try:
         session = Session.from_file(args.file)
     except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot import {args.file}: {exc}")
+        raise UsageError(f"cannot import {args.file}: {exc}") from None
     name = args.name or Path(args.file).stem
     if name in runtime.slots:
         raise UsageError(f"a session named {name!r} exists; pass --name")
@@ -420,7 +420,7 @@ def agent_load(runtime: Any, rest: str) -> None:
     try:
         found, report = load_path(args.path)
     except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot load {args.path}: {exc}")
+        raise UsageError(f"cannot load {args.path}: {exc}") from None
     summary = []
     for name, stored in found.sessions.items():
         session = found.to_session(name)
@@ -450,7 +450,8 @@ def agent_help(runtime: Any, rest: str) -> None:
         parser = getattr(func, "parser", None)
         doc = ((parser.description if parser is not None else func.__doc__) or "").strip()
         lines.append(doc.splitlines()[0] if doc else f"%agent {name}")
-    lines += ["", "Settings: %agent config; change with %config Agent.NAME = VALUE (or c.Agent.NAME in ipython_config.py)."]
+    lines += ["", "Settings: %agent config; change with %config Agent.NAME = VALUE "
+              "(or c.Agent.NAME in ipython_config.py)."]
     print("\n".join(lines))
 
 
@@ -460,4 +461,3 @@ for _name in ("status", "config", "model", "new", "sessions", "switch", "tree", 
               "export", "import", "load", "help"):
     assert _name in COMMANDS, _name
 del _name
-_ = (shlex, note_bundle)  # kept for users extending the table

@@ -179,7 +179,8 @@ def static_html(f: BudgetFacts) -> str:
     return (f'<div class="ipyagent-budget" style="font-family:var(--jp-ui-font-family,sans-serif);max-width:720px">'
             f'<div><b>Context</b> [{html.escape(f.session_name)}] {_headline(f)}</div>'
             f'{bar_html(f)}{legend_html(f)}'
-            f'<div style="font-size:85%;color:#555">{html.escape(_details_line(f))}</div>{status}{summary_html(f)}</div>')
+            f'<div style="font-size:85%;color:#555">{html.escape(_details_line(f))}</div>'
+            f'{status}{summary_html(f)}</div>')
 
 
 def static_markdown(f: BudgetFacts) -> str:
