@@ -65,6 +65,11 @@ def shape_problem(entry: Any) -> str | None:
         if role == "toolResult" and not isinstance(entry["message"].get("toolCallId"), str):
             return "a toolResult message needs 'toolCallId'"
         return _message_fields_problem(entry["message"], content)
+    if kind == "custom_message":
+        content = entry.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            return "a custom_message's 'content' must be a string or a list of blocks"
+        return _message_fields_problem({}, content)
     return None
 
 
