@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -117,7 +116,6 @@ class Fixes:
     skip_usage_before_compaction: bool = False
     skip_empty_branch_summary: bool = False
     code_point_sort: bool = False
-    crash_on_lone_surrogate: bool = False  # not modelled: explain() recognises the crash itself
     split_with_turn_start_in_kept_tail: bool = False
 
 
@@ -138,16 +136,10 @@ KNOWN_CORE_DEVIATIONS = {
     "skip_zero_usage": "an assistant message with all-zero usage is not taken as the last usage (Pi 0.73.1 takes it)",
     "skip_usage_before_compaction": "tokens_before ignores usage recorded before the latest compaction "
                                     "(Pi 0.73.1 takes the last valid usage among the kept messages)",
-    "split_with_turn_start_in_kept_tail": "when backward inclusion moves the cut back over a custom_message or "
-                                          "branch_summary, the turn start found from the landing entry lies at or "
-                                          "after the final cut: the plan says split, and the entries between the "
-                                          "cut and that turn start are summarised although they are kept",
-    "crash_on_lone_surrogate": "a lone UTF-16 surrogate in a message (Pi's grep cuts lines with "
-                               "String.slice(0, 500), so its session files can hold one, written as "
-                               "\\ud83d) makes the estimate raise UnicodeEncodeError",
 }
 # Found by this test and since fixed in the core (their switches stay in the model, off):
-# count_user_images, skip_empty_branch_summary, code_point_sort.
+# count_user_images, skip_empty_branch_summary, code_point_sort, split_with_turn_start_in_kept_tail,
+# and a crash on lone surrogates (a difference explain() would now report as unexplained).
 
 
 def js_len(text: str) -> int:
@@ -529,14 +521,9 @@ def split_detail(c: Compared) -> str:
         return "split_on_landing/settings-entry-before-prompt"
     if is_turn_start(landing):
         return "split_on_landing/cut-at-non-user-turn-start"
+    if plan.first_kept != plan.landing and any(is_turn_start(e) for e in c.path[plan.first_kept:plan.landing]):
+        return "split_on_landing/cut-moved-back-over-a-turn-start"
     return "split_on_landing/other"
-
-
-def has_lone_surrogate(path: list[dict[str, Any]]) -> bool:
-    return any(_SURROGATE.search(json.dumps(e, ensure_ascii=False)) for e in path)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def explain(c: Compared) -> tuple[str, list[str]]:
@@ -544,8 +531,6 @@ def explain(c: Compared) -> tuple[str, list[str]]:
     if c.ipyagent == c.pi:
         return "same", []
     if "error" in c.ipyagent:
-        if c.ipyagent["error"].startswith("UnicodeEncodeError") and has_lone_surrogate(c.path):
-            return "known-deviation", ["crash_on_lone_surrogate"]
         return "unexplained", []
     expected = model_prepare(c.path, c.keep, IPYAGENT).result
     if c.ipyagent == expected:
@@ -755,10 +740,6 @@ FACTS: dict[str, tuple[list[dict[str, Any]], int, dict[str, Any]]] = {
 
 # The crafted cases where ipyagent must equal Pi but does not (yet): core bugs, reported.
 CORE_BUG_CASES = {
-    "cut moved back over a branch_summary and a custom_message: split at the branch summary":
-        "split_with_turn_start_in_kept_tail",
-    "cut moved back onto a custom_message: split with an empty turn prefix": "split_with_turn_start_in_kept_tail",
-    "a lone surrogate (Pi's grep line cut) counts one code unit": "crash_on_lone_surrogate",
     "an all-zero usage is taken as the last usage": "skip_zero_usage",
     "usage recorded before the latest compaction still counts": "skip_usage_before_compaction",
 }
