@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import string
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ipyagent.compaction.hooks import HookRegistry
@@ -64,12 +64,35 @@ seeds = st.integers(0, 2**31 - 1)
 @given(seed=seeds, n=st.integers(1, 400), leaf_back=st.integers(0, 30))
 def test_context_never_holds_a_tool_result_without_its_call(seed, n, leaf_back):
     header, entries = generate_session(seed, n)
+    # Precondition: the file's own compactions keep from a valid cut point (or from an id off the
+    # path). A compaction that keeps from a tool result — an extension may choose any
+    # firstKeptEntryId — makes Pi's context start with an orphan result too; the provider layer
+    # drops it (see test_hook_compaction_keeping_from_a_tool_result_is_kept_as_pi_does).
+    by_id = {e["id"]: e for e in entries}
+    assume(not any(e["type"] == "compaction" and by_id.get(e["firstKeptEntryId"], {}).get("type") == "message"
+                   and by_id[e["firstKeptEntryId"]]["message"]["role"] == "toolResult" for e in entries))
     session = Session(header, entries, hooks=HookRegistry())
     assert_calls_before_results(session.build_context())
     # any other leaf of the tree too
     other = entries[max(0, len(entries) - 1 - leaf_back)]["id"]
     session.branch(other)
     assert_calls_before_results(session.build_context())
+
+
+def test_hook_compaction_keeping_from_a_tool_result_is_kept_as_pi_does():
+    from ipyagent.providers.transform import anthropic_tool_id, prepare_history
+
+    session = Session(hooks=HookRegistry())
+    session.append_message(user("go"))
+    session.append_message(assistant("", call("c1", "read", path="a.py")))
+    result = session.append_message(tool_result("c1", "contents"))
+    session.append({"type": "compaction", "summary": "S", "firstKeptEntryId": result["id"], "tokensBefore": 10,
+                    "fromHook": True})
+    roles = [m["role"] for m in session.build_context()]
+    assert roles == ["user", "toolResult"]  # buildSessionContext keeps what the file says
+    wire = prepare_history(session.build_context(), api="anthropic-messages", provider="anthropic",
+                           model="claude-sonnet-4-5", tool_id=anthropic_tool_id)
+    assert [m["role"] for m in wire] == ["user"]  # ...and the orphan never reaches a provider
 
 
 @FAST
