@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import string
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from ipyagent.compaction.hooks import HookRegistry
@@ -174,14 +174,15 @@ def test_compacting_a_generated_session_keeps_or_summarises_everything(seed, n, 
 
 # ---- random sequences of appends and compactions -------------------------------------------------
 
+_turn = st.tuples(st.just("turn"), st.integers(0, 4), st.sampled_from([5, 150, 1200]), st.booleans(), st.booleans())
+_compact = st.tuples(st.just("compact"), st.sampled_from([30, 100, 300, 1000, 3000]))
 operations = st.lists(st.one_of(
-    st.tuples(st.just("turn"), st.integers(0, 4), st.sampled_from([5, 150, 1200]), st.booleans(),
-              st.booleans()),
-    st.tuples(st.just("compact"), st.sampled_from([30, 300, 1000, 3000])),
+    _turn, _turn, _turn, _compact, _compact,
     st.tuples(st.just("settings")),
     st.tuples(st.just("custom_message"), st.integers(1, 2000)),
     st.tuples(st.just("bash"), st.integers(0, 2000)),
-), min_size=1, max_size=30)
+    st.tuples(st.just("navigate"), st.floats(0, 1), st.booleans(), st.booleans()),
+), min_size=6, max_size=40)
 
 
 def apply_turn(session, tools, size, finish, with_usage, counter):
@@ -194,10 +195,12 @@ def apply_turn(session, tools, size, finish, with_usage, counter):
         session.append_message(assistant("done " + "d" * size, total=(size * 3 + 100) if with_usage else 0))
 
 
-def check_coverage(session, summarised: set[str]):
+def check_coverage(session, spans: dict[str, set[str]]):
     path = session.path()
     state = session.context_state()
     context_ids = set(state.entry_ids)
+    # covered: summarised by one of the compactions on this path
+    summarised = set().union(*(spans.get(e["id"], set()) for e in path if e["type"] == "compaction"))
     ci = latest_compaction_index(path)
     first_kept = -1
     if ci >= 0:
@@ -218,7 +221,7 @@ def check_coverage(session, summarised: set[str]):
     assert_calls_before_results(session.build_context())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=operations)
 def test_appends_and_compactions_lose_nothing(ops):
     import itertools
@@ -226,7 +229,7 @@ def test_appends_and_compactions_lose_nothing(ops):
     counter = itertools.count()
     session = Session(hooks=HookRegistry())
     summarizer = counting_summarizer()
-    summarised: set[str] = set()
+    spans: dict[str, set[str]] = {}  # compaction entry id -> the ids it summarised
     for op in ops:
         kind = op[0]
         if kind == "turn":
@@ -246,20 +249,44 @@ def test_appends_and_compactions_lose_nothing(ops):
             try:
                 session.compact(summarizer, settings_, plan=plan) if plan else session.compact(summarizer, settings_)
             except NothingToCompact:
+                event("nothing to compact")
                 assert plan is None and len(summarizer.requests) == calls_before
                 assert (len(session), session.leaf_id) == (entries_before, leaf_before)
                 continue
             except CompactionRejected:
+                event("compaction rejected")
                 assert (len(session), session.leaf_id) == (entries_before, leaf_before)
                 continue
             assert plan is not None and (plan.messages_to_summarize or plan.turn_prefix_messages)
             expected_calls = int(bool(plan.messages_to_summarize)) + int(
                 plan.is_split_turn and bool(plan.turn_prefix_messages))
             assert len(summarizer.requests) - calls_before == expected_calls
-            summarised |= set(plan.summarized_entry_ids) | set(plan.turn_prefix_entry_ids)
-        check_coverage(session, summarised)
+            spans[session.leaf_id] = set(plan.summarized_entry_ids) | set(plan.turn_prefix_entry_ids)
+            event("a compaction was applied")
+        elif kind == "navigate" and len(session):
+            target = session.entries[min(int(op[1] * len(session)), len(session) - 1)]
+            old_leaf, count = session.leaf_id, len(session)
+            entry = session.navigate(target["id"], summarize=op[2], summarizer=summarizer,
+                                     label="L" if op[3] else None)
+            is_prompt = target["type"] == "custom_message" or (
+                target["type"] == "message" and target["message"]["role"] == "user")
+            expected_leaf = target.get("parentId") if is_prompt else target["id"]
+            if target["id"] == old_leaf:
+                assert (session.leaf_id, len(session)) == (old_leaf, count)
+            elif entry is not None:
+                event("a branch summary was written")
+                assert entry["parentId"] == expected_leaf and entry["fromId"] == (expected_leaf or "root")
+            else:
+                new_leaf = session.leaf_id
+                if op[3]:  # the label entry was appended at the new position
+                    assert session.get(new_leaf)["type"] == "label"
+                    new_leaf = session.get(new_leaf)["parentId"]
+                assert new_leaf == expected_leaf
+        check_coverage(session, spans)
     # and the whole thing survives a Pi export / import
+    # (the leaf is not in a Pi file: Pi takes the last entry; the notebook stores it beside)
     again = Session.from_pi_jsonl(session.to_pi_jsonl(), hooks=HookRegistry())
+    again.branch(session.leaf_id)
     assert again.entries == session.entries and again.load_report.ok
     assert again.build_context() == session.build_context()
 
