@@ -110,10 +110,11 @@ class Fixes:
     count_all_context_entries: bool = False  # cut walk sums custom_message and branch_summary too
     split_on_landing: bool = False           # split decided where the cut landed, not on a settings entry
     nothing_when_empty: bool = False         # nothing to summarise -> no compaction
-    # Core behaviours not (yet) backed by DESIGN.md; see KNOWN_CORE_DEVIATIONS
+    skip_zero_usage: bool = False            # all-zero usage is not a usage (DESIGN: "last valid assistant usage")
+    skip_usage_before_compaction: bool = False  # DESIGN: Pi's guard "usage older than the latest compaction"
+    cut_before_over_budget_tail: bool = False  # budget crossed past the last cut point -> cut before it
+    # Core behaviours not backed by DESIGN.md; see KNOWN_CORE_DEVIATIONS
     count_user_images: bool = False
-    skip_zero_usage: bool = False
-    skip_usage_before_compaction: bool = False
     skip_empty_branch_summary: bool = False
     code_point_sort: bool = False
     split_with_turn_start_in_kept_tail: bool = False
@@ -126,17 +127,24 @@ DELIBERATE = {
     "split_on_landing": "no spurious split: the split is decided on the entry the cut landed on, and a cut "
                         "at a turn start splits nothing (pi.md §2.5, Appendix B #6)",
     "nothing_when_empty": "nothing to summarise -> no compaction (pi.md §2.5, Appendix B #2)",
+    "skip_zero_usage": "an assistant message with all-zero usage (a truncated or failed response) is not "
+                       "taken as the last usage (DESIGN.md: context tokens come from the last *valid* "
+                       "assistant usage; pi.md Appendix A; Pi 0.73.1 still takes it)",
+    "skip_usage_before_compaction": "usage recorded before the latest compaction is ignored, since it describes "
+                                    "the old, larger context (DESIGN.md names this guard; pi.md §1.3, #1860; "
+                                    "Pi 0.73.1's prepareCompaction still uses it)",
+    "cut_before_over_budget_tail": "when the newest tool results alone exceed keepRecentTokens, the cut goes to "
+                                   "the call that produced them instead of keeping everything (Pi summarises "
+                                   "nothing there, exactly when a tool loop needs room; DESIGN.md's budget "
+                                   "check before every provider call depends on it)",
 }
-IPYAGENT = Fixes(count_all_context_entries=True, split_on_landing=True, nothing_when_empty=True)
+IPYAGENT = Fixes(count_all_context_entries=True, split_on_landing=True, nothing_when_empty=True,
+                 skip_zero_usage=True, skip_usage_before_compaction=True, cut_before_over_budget_tail=True)
 
 # Differences the core shows that no DESIGN.md fix asks for. Each has a strict-xfail minimal case
 # below and is reported to the lead; the differential test tolerates them only where switching the
 # deviation on in the model explains the whole difference.
-KNOWN_CORE_DEVIATIONS = {
-    "skip_zero_usage": "an assistant message with all-zero usage is not taken as the last usage (Pi 0.73.1 takes it)",
-    "skip_usage_before_compaction": "tokens_before ignores usage recorded before the latest compaction "
-                                    "(Pi 0.73.1 takes the last valid usage among the kept messages)",
-}
+KNOWN_CORE_DEVIATIONS: dict[str, str] = {}
 # Found by this test and since fixed in the core (their switches stay in the model, off):
 # count_user_images, skip_empty_branch_summary, code_point_sort, split_with_turn_start_in_kept_tail,
 # and a crash on lone surrogates (a difference explain() would now report as unexplained).
@@ -310,7 +318,8 @@ def model_prepare(path: list[dict[str, Any]], keep: int, fx: Fixes) -> ModelPlan
             else:
                 continue
             if acc >= keep:
-                cut = next((c for c in cuts if c >= i), cuts[0])
+                fallback = cuts[-1] if fx.cut_before_over_budget_tail else cuts[0]
+                cut = next((c for c in cuts if c >= i), fallback)
                 over_budget_kept_all = i > cuts[-1]
                 break
         landing = cut
@@ -738,8 +747,9 @@ FACTS: dict[str, tuple[list[dict[str, Any]], int, dict[str, Any]]] = {
         {"first_kept_entry_id": "e0000005", "messages_to_summarize": 5}),
 }
 
-# The crafted cases where ipyagent must equal Pi but does not (yet): core bugs, reported.
-CORE_BUG_CASES = {
+# Crafted cases where ipyagent deliberately differs from Pi: it must equal the model with the fix
+# on, and differ from Pi (so the case really exercises the fix).
+DELIBERATE_CASES = {
     "an all-zero usage is taken as the last usage": "skip_zero_usage",
     "usage recorded before the latest compaction still counts": "skip_usage_before_compaction",
 }
@@ -767,19 +777,38 @@ def test_pi_0731_fact(facts, name):
     assert model_prepare(entries, keep, PI).result == pi
 
 
-@pytest.mark.parametrize("name", [n for n in FACTS if n not in CORE_BUG_CASES])
+@pytest.mark.parametrize("name", list(FACTS))
 def test_ipyagent_on_crafted_case(facts, name):
     """ipyagent equals Pi, or differs exactly as its deliberate fixes prescribe."""
     pi, mine, entries, keep = facts[name]
-    assert mine == model_prepare(entries, keep, IPYAGENT).result
-
-
-@pytest.mark.parametrize("name", list(CORE_BUG_CASES))
-@pytest.mark.xfail(strict=True, reason="core differs from what Pi plus DESIGN.md's fixes prescribe (reported; "
-                                       "see KNOWN_CORE_DEVIATIONS and docs/pi-differences.md)")
-def test_core_bug_minimal_case(facts, name):
-    pi, mine, entries, keep = facts[name]
     assert mine == model_prepare(entries, keep, IPYAGENT).result, f"pi={pi}\nipyagent={mine}"
+
+
+@pytest.mark.parametrize("name", list(DELIBERATE_CASES))
+def test_deliberate_difference_minimal_case(facts, name):
+    """Each such case differs from Pi, and only because of its one fix."""
+    pi, mine, entries, keep = facts[name]
+    assert mine != pi
+    assert model_prepare(entries, keep, replace(IPYAGENT, **{DELIBERATE_CASES[name]: False})).result == pi
+
+
+def test_over_budget_tail_is_cut_before_the_calls():
+    """The newest tool results alone exceed the budget: Pi summarises nothing, ipyagent cuts at the call."""
+    entries = crafted(U(T), A(T), U(T), A(T), U("now read the big files"),
+                      {"type": "message", "message": {"role": "assistant", "content": [
+                          {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "big.py"}}],
+                          "usage": _usage(0), "stopReason": "toolUse", "timestamp": 1}},
+                      {"type": "message", "message": {"role": "toolResult", "toolCallId": "c1", "toolName": "read",
+                                                      "content": [{"type": "text", "text": "x" * 4000}],
+                                                      "isError": False, "timestamp": 1}})
+    pi = model_prepare(entries, 200, PI).result
+    mine = model_prepare(entries, 200, IPYAGENT).result
+    assert pi["messages_to_summarize"] == 0 and pi["first_kept_entry_id"] == entries[0]["id"]
+    assert mine["first_kept_entry_id"] == entries[5]["id"]  # the assistant message that made the call
+    from ipyagent.compaction.prepare import prepare_compaction
+
+    plan = prepare_compaction(entries, CompactionSettings(keep_recent_tokens=200))
+    assert plan.to_summary_dict() == mine
 
 
 # ------------------------------------------------------------------------------------------------

@@ -65,7 +65,13 @@ def find_cut_point(path: Sequence[Entry], start: int, end: int, keep_recent_toke
             continue
         accumulated += estimate(path[i], message)
         if accumulated >= keep_recent_tokens:
-            cut = next((j for j in range(i, end) if is_cut_point(path[j])), cut)
+            after = next((j for j in range(i, end) if is_cut_point(path[j])), None)
+            if after is None:
+                # The newest tool results alone exceed the budget and no cut point follows them:
+                # Pi keeps everything (nothing to summarise, exactly when a tool loop most needs
+                # room). Cut at the last cut point before them — the call that produced them.
+                after = next((j for j in range(i - 1, start - 1, -1) if is_cut_point(path[j])), cut)
+            cut = after
             break
     landing = cut
     # Settings entries (model/thinking changes, labels…) just before the cut stay with the tail.
