@@ -106,6 +106,8 @@ class LiveKernel:
             kwargs["env"] = {**os.environ, **env}
         self.km.start_kernel(**kwargs)
         self.frontend = HeadlessFrontend()
+        self.answers: list[str] = []  # replies to input() (approval questions), in order
+        self.prompts: list[str] = []  # the input() prompts seen
         self.cells: list[CellRun] = []
         self._display: dict[str, list[tuple[int, int]]] = {}  # display_id -> [(cell, output)]
         self._by_msg: dict[str, int] = {}
@@ -165,7 +167,7 @@ class LiveKernel:
 
     def send_execute(self, code: str, cell_id: str | None = None, *, silent: bool = False) -> str:
         content = {"code": code, "silent": silent, "store_history": not silent, "user_expressions": {},
-                   "allow_stdin": False, "stop_on_error": True}
+                   "allow_stdin": bool(self.answers), "stop_on_error": True}
         msg = self.kc.session.msg("execute_request", content, metadata={"cellId": cell_id} if cell_id else {})
         if not silent:
             self._by_msg[msg["header"]["msg_id"]] = len(self.cells)
@@ -180,6 +182,7 @@ class LiveKernel:
         while time.time() < deadline:
             if until is not None and until():
                 return self.cells[self._by_msg[msg_id]] if msg_id in self._by_msg else None
+            self._answer_input()
             try:
                 msg = self.kc.get_iopub_msg(timeout=0.1)
             except queue.Empty:
@@ -197,6 +200,15 @@ class LiveKernel:
             return None
         self.cells[index].status = reply["content"]["status"] if reply else "?"
         return self.cells[index]
+
+    def _answer_input(self) -> None:
+        try:
+            request = self.kc.get_stdin_msg(timeout=0.01)
+        except queue.Empty:
+            return
+        if request["msg_type"] == "input_request":
+            self.prompts.append(request["content"]["prompt"])
+            self.kc.input(self.answers.pop(0) if self.answers else "")
 
     def _reply(self, msg_id: str, timeout: float) -> dict[str, Any] | None:
         deadline = time.time() + timeout

@@ -152,3 +152,19 @@ def test_interrupt_during_a_tool_closes_the_call(tmp_path):
         assert len(calls) == 2 and sorted(calls) == sorted(results)  # every call has its result
         assert "Interrupted by the user" in json.dumps(sent) and "second call" not in json.dumps(
             [m for m in sent if m["role"] == "tool"])
+
+
+def test_ask_approval_through_input_in_a_kernel(tmp_path):
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
+        k.run(SETUP, "setup")
+        server.enqueue_tool_call("bash", {"command": "echo yes > approved.txt"})
+        server.enqueue_tool_call("bash", {"command": "echo no > refused.txt"})
+        server.enqueue_text("One of two.")
+        k.answers = ["y", "n"]
+        cell = k.run("%%agent\nWrite two files.", "c1")
+        assert cell.status == "ok", outputs_text(cell.outputs)
+        assert len(k.prompts) == 2 and "Allow bash(" in k.prompts[0]
+        assert (tmp_path / "approved.txt").exists() and not (tmp_path / "refused.txt").exists()
+        results = [e["message"] for e in k.metadata["sessions"]["default"]["entries"]
+                   if e["type"] == "message" and e["message"]["role"] == "toolResult"]
+        assert not results[0]["isError"] and results[1]["isError"] and "declined" in json.dumps(results[1])
