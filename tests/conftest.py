@@ -10,7 +10,6 @@ import itertools
 from typing import Any
 
 import pytest
-
 from ipyagent.compaction.hooks import HookRegistry
 from ipyagent.core import Session
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from ipyagent.cli import main
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session

@@ -3,7 +3,12 @@ turns, and ipyagent's fix of Pi's spurious split."""
 
 from __future__ import annotations
 
-from ipyagent.compaction.cut_point import find_cut_point, find_turn_start, is_cut_point, is_turn_start
+from ipyagent.compaction.cut_point import (
+    find_cut_point,
+    find_turn_start,
+    is_cut_point,
+    is_turn_start,
+)
 
 
 def est(entry, message):

@@ -5,8 +5,9 @@ FailureTracker)."""
 from __future__ import annotations
 
 import pytest
-
+from conftest import assistant, call, new_session, tool_result, turn, user
 from ipyagent.compaction import prompts
+from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarize import CompactionRejected, FailureTracker, compact
 from ipyagent.compaction.summarizer import (
@@ -15,12 +16,9 @@ from ipyagent.compaction.summarizer import (
     SummaryInputTooLarge,
     SummaryResponse,
 )
-from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.core import NothingToCompact
 from ipyagent.session.entries import compaction_entry
 from ipyagent.session.messages import text_of
-
-from conftest import assistant, call, new_session, tool_result, turn, user
 
 KEEP = CompactionSettings(keep_recent_tokens=600)
 SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
-
-from ipyagent.compaction.settings import CompactionSettings, compaction_threshold, should_compact
-
 from conftest import assistant, new_session, user
+from ipyagent.compaction.settings import (
+    CompactionSettings,
+    compaction_threshold,
+    should_compact,
+)
 
 
 def test_pi_defaults():

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from ipyagent.session.context import ContextState, build_session_context, context_entries
+from conftest import assistant, call, new_session, tool_result, user
+from ipyagent.session.context import (
+    ContextState,
+    build_session_context,
+    context_entries,
+)
 from ipyagent.session.entries import compaction_entry
 from ipyagent.session.messages import text_of
 from ipyagent.session.tokens import Chars4Estimator
-
-from conftest import assistant, call, new_session, tool_result, user
 
 chars4 = Chars4Estimator()
 

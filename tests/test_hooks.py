@@ -6,15 +6,13 @@ from __future__ import annotations
 import warnings
 
 import pytest
-
+from conftest import new_session, turn
 from ipyagent.compaction import hooks as hooks_module
 from ipyagent.compaction.hooks import EVENTS, HookRegistry
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarize import CompactionRejected
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.core import CompactionCancelled
-
-from conftest import new_session, turn
 
 KEEP = CompactionSettings(keep_recent_tokens=518)
 

@@ -9,22 +9,22 @@
 
 from __future__ import annotations
 
-import string
-
+from conftest import assistant, call, tool_result, user
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
-
 from ipyagent.compaction.hooks import HookRegistry
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarize import CompactionRejected
 from ipyagent.compaction.summarizer import ScriptedSummarizer, SummaryResponse
 from ipyagent.core import NothingToCompact, Session
-from ipyagent.session.context import ContextState, context_message, latest_compaction_index
+from ipyagent.session.context import (
+    ContextState,
+    context_message,
+    latest_compaction_index,
+)
 from ipyagent.session.jsonl import dump_pi_jsonl, parse_pi_jsonl
 from ipyagent.session.tokens import TiktokenEstimator, js_json
 from support.sessiongen import generate_session
-
-from conftest import assistant, call, tool_result, user
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -290,8 +290,6 @@ def test_appends_and_compactions_lose_nothing(ops):
     assert again.entries == session.entries and again.load_report.ok
     assert again.build_context() == session.build_context()
 
-
-_ = string  # (kept for readable hypothesis reprs)
 
 
 # ---- corrupted input never crashes the session --------------------------------------------------

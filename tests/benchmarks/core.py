@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for support.sessiongen
 
-from ipyagent.compaction.hooks import HookRegistry  # noqa: E402
-from ipyagent.compaction.settings import CompactionSettings  # noqa: E402
-from ipyagent.core import Session  # noqa: E402
-from ipyagent.session.tokens import js_json  # noqa: E402
-from support.sessiongen import generate_session  # noqa: E402
+from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.core import Session
+from ipyagent.session.tokens import js_json
+from support.sessiongen import generate_session
 
 TARGET_TURN_MS = 2.0
 TARGET_PREPARE_MS = 24.0
