@@ -296,9 +296,9 @@ class Agent:
     def _run_tool(self, call: dict[str, Any]) -> dict[str, Any]:
         name, call_id = call.get("name", ""), call.get("id", "")
         arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
-        self._emit(ev.ToolExecutionStart(call_id, name, arguments))
         tool = self.tools.get(name)
         try:
+            self._emit(ev.ToolExecutionStart(call_id, name, arguments))  # inside: an interrupt here still closes the call
             if tool is None:
                 output_text, is_error, details = f"Unknown tool {name!r}. Available: {', '.join(self.tools)}", True, None
             else:
