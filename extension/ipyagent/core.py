@@ -12,7 +12,7 @@ from ipyagent.compaction.hooks import HookRegistry
 from ipyagent.compaction.hooks import hooks as global_hooks
 from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction
 from ipyagent.compaction.settings import CompactionSettings, should_compact
-from ipyagent.compaction.summarize import CompactionResult, compact
+from ipyagent.compaction.summarize import CompactionResult, NothingToCompact, compact
 from ipyagent.compaction.summarizer import Summarizer
 from ipyagent.session import jsonl
 from ipyagent.session.context import context_message
@@ -25,10 +25,6 @@ from ipyagent.session.tree import SessionError, SessionTree
 
 class CompactionCancelled(RuntimeError):
     """A ``session_before_compact`` hook cancelled the compaction."""
-
-
-class NothingToCompact(RuntimeError):
-    """There is no older work to summarise (the whole path fits in the kept tail)."""
 
 
 class Session(SessionTree):
@@ -124,7 +120,7 @@ class Session(SessionTree):
 
     def compact(self, summarizer: Summarizer, settings: CompactionSettings | None = None, *,
                 focus: str | None = None, reason: str = "manual", summary_input_tokens: int | None = None,
-                plan: CompactionPlan | None = None) -> Entry:
+                plan: CompactionPlan | None = None, extra: dict[str, Any] | None = None) -> Entry:
         """Summarise older work and append the compaction entry; return it.
 
         Raises ``NothingToCompact``, ``CompactionCancelled`` (a hook said so) or a
@@ -159,7 +155,7 @@ class Session(SessionTree):
             result = compact(plan, summarizer, focus=focus, input_tokens=summary_input_tokens,
                              kept_tokens=self.kept_tokens(plan), estimated_before=self.estimated_context_tokens(),
                              estimator=self.estimator)
-        extra: dict[str, Any] = {}
+        extra = dict(extra or {})  # e.g. the notebook cell that asked for it
         if result.usage:
             extra["usage"] = _sum_usage(result.usage)
         entry = self.append(compaction_entry(result.summary, result.first_kept_entry_id, int(result.tokens_before),

@@ -30,6 +30,10 @@ class CompactionRejected(SummarizerError):
     """The summary came back empty or would not make the context smaller."""
 
 
+class NothingToCompact(RuntimeError):
+    """There is no older work to summarise (the whole path fits in the kept tail). Not a failure."""
+
+
 @dataclass
 class CompactionResult:
     summary: str
@@ -125,7 +129,7 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
     history_messages = _with_content(plan.messages_to_summarize)
     prefix_messages = _with_content(plan.turn_prefix_messages)
     if not history_messages and not prefix_messages and plan.previous_summary is None:
-        raise CompactionRejected("nothing the model saw is left to summarise; compaction was not applied")
+        raise NothingToCompact("Nothing to compact: nothing the model saw is left to summarise.")
     if history_messages:
         instructions = prompts.UPDATE_PROMPT if plan.previous_summary is not None else prompts.INITIAL_PROMPT
         history = calls.summarize(history_messages, prompts.with_focus(instructions, focus),
