@@ -135,14 +135,15 @@ class Agent:
 
     # ---- compaction ------------------------------------------------------------------------
 
-    def compact(self, focus: str | None = None, *, reason: str = "manual") -> dict[str, Any] | None:
+    def compact(self, focus: str | None = None, *, reason: str = "manual",
+                extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """Compact now. Manual compaction raises on failure; automatic compaction reports and counts it."""
         started = time.monotonic()
         tokens_before = self.session.context_tokens()
         self._emit(ev.CompactionStart(reason, tokens_before))
         try:
             entry = self.session.compact(self.summarizer(), self.config.compaction, focus=focus, reason=reason,
-                                         summary_input_tokens=self._summary_input_tokens())
+                                         summary_input_tokens=self._summary_input_tokens(), extra=extra)
         except KeyboardInterrupt:
             self._emit(ev.CompactionEnd(reason, aborted=True, duration=time.monotonic() - started))
             raise

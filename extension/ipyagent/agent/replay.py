@@ -62,6 +62,12 @@ class Recording:
                     current = CellRecording(cell_id, text_of(message.get("content"), "\n"))
                     recording.cells.setdefault(cell_id, []).append(current)
                 continue
+            if entry.get("type") == "compaction" and entry.get("cellId"):  # a %compact cell
+                own = CellRecording(entry["cellId"], "")
+                own.compactions.append(entry)
+                own.kept_first.append(_fingerprint(by_id.get(entry.get("firstKeptEntryId"))))
+                recording.cells.setdefault(entry["cellId"], []).append(own)
+                continue
             if current is None:
                 continue
             if message and message.get("role") == "assistant":

@@ -54,10 +54,27 @@ class Agent(Configurable):
                             help="This notebook's path, to reload sessions from disk after a restart "
                                  "(default: found from the environment).").tag(config=True)
     hydrate = Bool(True, help="On load, read earlier sessions from the notebook file on disk.").tag(config=True)
+    replay = CaselessStrEnum(["auto", "on", "off"], default_value="auto",
+                             help='Replay recorded responses: "on" for every recorded cell, "auto" only when no '
+                                  'provider is configured (no API key or base URL), "off" never. '
+                                  "Default: $IPYAGENT_REPLAY or auto.").tag(config=True)
+    replay_tools = Bool(False, help="While replaying, run recorded tool calls again and report results that "
+                                    "differ (default: use the recorded results; $IPYAGENT_REPLAY_TOOLS)."
+                        ).tag(config=True)
 
     @default("model")
     def _default_model(self) -> str:
         return os.environ.get(DEFAULT_MODEL_ENV, "")
+
+    @default("replay")
+    def _default_replay(self) -> str:
+        value = os.environ.get("IPYAGENT_REPLAY", "auto").strip().lower()
+        return {"1": "on", "true": "on", "0": "off", "false": "off"}.get(value, value) \
+            if value in ("auto", "on", "off", "1", "true", "0", "false") else "auto"
+
+    @default("replay_tools")
+    def _default_replay_tools(self) -> bool:
+        return os.environ.get("IPYAGENT_REPLAY_TOOLS", "").strip().lower() in ("1", "true", "on", "yes")
 
     @validate("context_window", "reserve_tokens", "keep_recent_tokens", "max_tool_rounds")
     def _non_negative(self, proposal: Any) -> Any:

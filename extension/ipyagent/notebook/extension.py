@@ -14,6 +14,7 @@ from ipyagent.core import Session
 from ipyagent.notebook import bridge as bridge_mod
 from ipyagent.notebook.configurable import Agent as AgentConfigurable
 from ipyagent.notebook.persistence import LoadResult, Persister, SessionSlot, collect_sessions
+from ipyagent.notebook.replaying import ReplayController
 
 __all__ = ["AgentRuntime", "load", "unload", "get_runtime"]
 
@@ -31,6 +32,7 @@ class AgentRuntime:
         self.load_result: LoadResult | None = None
         self.notes: list[str] = []
         self.running = False
+        self.replay = ReplayController()
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -59,6 +61,8 @@ class AgentRuntime:
                 merge_into(self.slots[name], slot.session)
             else:
                 self.slots[name] = slot
+        for name in result.slots:  # what was loaded is what replay answers from
+            self.replay.capture(name, self.slots[name].session)
         if result.active and result.active in self.slots:
             self.active = result.active
         elif result.slots and self.active not in self.slots:
@@ -87,6 +91,7 @@ class AgentRuntime:
                 mine.persisted.update(e["id"] for e in mine.session.entries[before:])
             else:
                 self.slots[name] = slot
+                self.replay.capture(name, slot.session)
                 if len(self.slots) == 1 or result.active == name:
                     self.active = name
         self.notes.extend(result.notes)

@@ -118,6 +118,24 @@ def _agent_cell_args(line: str, cell: str) -> None:
     """%%agent [--session NAME] [--model M] [--no-tools] — the cell body is the prompt."""
 
 
+def begin_replay(runtime: Any, slot: Any, agent: Any, cell_id: str | None, config: Any, view: "RunView") -> bool:
+    """Attach this cell's recording to the agent when replay applies (see ``notebook/replaying.py``)."""
+    mode = runtime.config.replay
+    if not runtime.replay.should_replay(mode, slot.name, cell_id, config.model, config.provider_options):
+        return False
+
+    def notice(text: str) -> None:
+        view.renderer.show(note_bundle(text))
+
+    attached = runtime.replay.attach(agent, slot.name, cell_id, rerun_tools=runtime.config.replay_tools,
+                                     notice=notice)
+    tools = ("recorded tool calls run again and are compared" if runtime.config.replay_tools
+             else "recorded tool calls are not run again")
+    live = "a live provider takes over if the run departs from it" if attached.live else "no live provider"
+    notice(f"Replaying this cell's recorded responses (Agent.replay = {mode!r}); {tools}; {live}.")
+    return True
+
+
 def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
     args = parse_argstring(_agent_cell_args, line)
     runtime.absorb_push()
@@ -149,6 +167,7 @@ def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
     if rerun:
         view.renderer.show(note_bundle("Re-run of an earlier cell: the session forks from before its previous prompt."))
     extra = {k: v for k, v in (("cellId", cell_id), ("executionCount", execution_count)) if v is not None}
+    replaying = begin_replay(runtime, slot, agent, cell_id, config, view)
     unsubscribe = agent.subscribe(view.renderer)
     interrupted = False
     try:
@@ -160,6 +179,8 @@ def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
         view.renderer.show(error_bundle(f"{type(exc).__name__}: {exc}", title="ipyagent failed"))
     finally:
         unsubscribe()
+        if replaying:
+            runtime.replay.detach(agent)
         view.close()
         if interrupted:
             view.renderer.show(note_bundle("Interrupted. The session keeps everything that arrived."))
@@ -192,6 +213,8 @@ class AgentMagics(Magics):
 
 def register_magics(shell: Any, runtime: Any) -> None:
     from ipyagent.notebook.magics_compact import CompactMagics
+
+    import ipyagent.notebook.magics_replay  # noqa: F401  (registers %agent replay)
 
     shell.register_magics(AgentMagics(shell, runtime))
     shell.register_magics(CompactMagics(shell, runtime))

@@ -38,7 +38,7 @@ def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: fl
 
 
 def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
-    from ipyagent.notebook.magics import RunView
+    from ipyagent.notebook.magics import RunView, begin_replay, cell_identity
 
     args = parse_argstring(_compact_args, line)
     runtime.absorb_push()
@@ -53,6 +53,8 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
     slot = runtime.slot(args.session)
     agent = runtime.agent_for(slot, config)
     view = RunView(runtime, slot, agent, config)
+    cell_id, _ = cell_identity(runtime.shell)
+    replaying = begin_replay(runtime, slot, agent, cell_id, config, view)
     unsubscribe = agent.subscribe(view.renderer)
     before = slot.session.context_tokens()
     interrupted = False
@@ -60,7 +62,7 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
 
     started = time.monotonic()
     try:
-        entry = agent.compact(focus or None)
+        entry = agent.compact(focus or None, extra={"cellId": cell_id} if cell_id else None)
     except KeyboardInterrupt:
         interrupted = True
         entry = None
@@ -75,6 +77,8 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
         view.renderer.show(error_bundle(str(exc), title="Compaction failed"))
     finally:
         unsubscribe()
+        if replaying:
+            runtime.replay.detach(agent)
     if entry is not None:
         after = slot.session.context_tokens()
         view.renderer.show(_summary_bundle(entry, before, after, time.monotonic() - started))

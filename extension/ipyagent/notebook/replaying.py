@@ -1,0 +1,110 @@
+"""Replay in the notebook: which cells replay, from which recording, with what fallback.
+
+The recording is the active session's path as it was loaded (the session the visible cells
+describe). ``auto`` replays a recorded cell only when no provider is configured for its model,
+so a notebook from someone else runs offline without a key and never re-runs its recorded
+tool calls, while a configured provider makes it run live.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ipyagent.agent.replay import (
+    CellRecording,
+    Recording,
+    ReplayProvider,
+    ReplaySummarizer,
+    ReplayToolResults,
+)
+
+# provider name -> environment variables whose presence means "configured"
+PROVIDER_ENV = {
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+}
+
+
+def provider_configured(model: str, provider_options: dict[str, dict[str, Any]] | None = None) -> bool:
+    """Whether ``model``'s provider has credentials or an endpoint (local servers need no key)."""
+    if not model:
+        return False
+    from ipyagent.providers.registry import parse_model_string
+
+    name, _ = parse_model_string(model)
+    options = (provider_options or {}).get(name) or {}
+    if options.get("api_key") or options.get("base_url"):
+        return True
+    names = PROVIDER_ENV.get(name)
+    if names is None:
+        return True  # ollama, llama.cpp, a registered test provider…: nothing to look for
+    return any(os.environ.get(n) for n in names)
+
+
+@dataclass
+class ReplayAttachment:
+    cell: CellRecording
+    tools: ReplayToolResults
+    live: bool  # a live provider takes over on divergence
+
+
+class ReplayController:
+    def __init__(self) -> None:
+        self.recordings: dict[str, Recording] = {}
+        self.runs: Counter[tuple[str, str]] = Counter()
+
+    def capture(self, name: str, session: Any) -> Recording:
+        """Take ``session``'s current path as the recording of session ``name``."""
+        recording = self.recordings[name] = Recording.from_entries(session.path())
+        self.runs = Counter({k: v for k, v in self.runs.items() if k[0] != name})
+        return recording
+
+    def recorded_cells(self, name: str) -> int:
+        recording = self.recordings.get(name)
+        return sum(len(runs) for runs in recording.cells.values()) if recording else 0
+
+    def should_replay(self, mode: str, name: str, cell_id: str | None, model: str,
+                      provider_options: dict[str, dict[str, Any]] | None) -> bool:
+        if mode == "off" or not cell_id:
+            return False
+        recording = self.recordings.get(name)
+        if recording is None or cell_id not in recording.cells:
+            return False
+        return mode == "on" or not provider_configured(model, provider_options)
+
+    def attach(self, agent: Any, name: str, cell_id: str, *, rerun_tools: bool,
+               notice: Callable[[str], None]) -> ReplayAttachment:
+        """Point ``agent`` at the recording of ``cell_id`` for one run; ``detach`` undoes it."""
+        recording = self.recordings[name]
+        run = self.runs[(name, cell_id)]
+        self.runs[(name, cell_id)] += 1
+        cell = recording.cell(cell_id, min(run, len(recording.cells[cell_id]) - 1))
+        assert cell is not None
+        config = agent.config
+        live = provider_configured(config.model, config.provider_options)
+        fallback = None
+        fallback_summarizer = None
+        if live:
+            from ipyagent.agent.summarizer import ProviderSummarizer
+            from ipyagent.providers.registry import resolve_provider
+
+            fallback = resolve_provider(config.model, config.provider_options)[0]
+            fallback_summarizer = ProviderSummarizer(config.summary_model or config.model,
+                                                     provider_options=config.provider_options)
+        tools = ReplayToolResults(cell, rerun=rerun_tools, notice=notice)
+        agent.provider = ReplayProvider(cell, fallback=fallback, notice=notice)
+        agent._summarizer = ReplaySummarizer(cell, fallback=fallback_summarizer, notice=notice)
+        agent.tool_results = tools
+        return ReplayAttachment(cell, tools, live)
+
+    @staticmethod
+    def detach(agent: Any) -> None:
+        agent.provider = None
+        agent._summarizer = None
+        agent.tool_results = None
