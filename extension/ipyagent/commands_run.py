@@ -14,6 +14,12 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", help="where to write the executed notebook (default: in place)")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600; 0: none)")
     parser.add_argument("--kernel", default=None, help="kernel name (default: the notebook's kernelspec)")
+    parser.add_argument("--replay", action="store_true",
+                        help="every recorded %%%%agent cell takes its responses from the recorded session "
+                             "(no provider needed; recorded tool calls are not run again)")
+    parser.add_argument("--replay-tools", action="store_true",
+                        help="with --replay: run recorded tool calls again and report results that differ")
+    parser.add_argument("--live", action="store_true", help="never replay, even where no provider is configured")
 
 
 @command("run", _configure_run)
@@ -26,7 +32,11 @@ def run_run(args: argparse.Namespace) -> int:
     from ipyagent.notebook.store import NotebookError
 
     try:
-        outcome = run_notebook(args.notebook, args.output, timeout=args.timeout or None, kernel_name=args.kernel)
+        if args.replay and args.live:
+            raise CliError("--replay and --live exclude each other")
+        replay = "on" if args.replay else "off" if args.live else None
+        outcome = run_notebook(args.notebook, args.output, timeout=args.timeout or None, kernel_name=args.kernel,
+                               replay=replay, replay_tools=args.replay_tools)
     except FileNotFoundError:
         raise CliError(f"no such notebook: {args.notebook}") from None
     except NotebookError as exc:

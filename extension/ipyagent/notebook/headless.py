@@ -13,10 +13,12 @@ playing the frontend of ``docs/protocol.md``.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ipyagent.notebook import bridge as bridge_mod
 from ipyagent.notebook.store import (
@@ -197,11 +199,32 @@ def _final_sessions(out: dict[str, Any], stored: NotebookSessions, frontend: Hea
     return lifted
 
 
+@contextlib.contextmanager
+def _kernel_environment(**values: str | None) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        for name, value in values.items():
+            if value is not None:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def run_notebook(path: str | Path, output: str | Path | None = None, *, timeout: int | None = 600,
-                 kernel_name: str | None = None) -> RunOutcome:
-    """``ipyagent run``: execute ``path`` and write the result to ``output`` (default: in place)."""
+                 kernel_name: str | None = None, replay: str | None = None, replay_tools: bool = False) -> RunOutcome:
+    """``ipyagent run``: execute ``path`` and write the result to ``output`` (default: in place).
+
+    ``replay`` ("on", "auto", "off"; None: the kernel's default) and ``replay_tools`` reach the
+    kernel through ``IPYAGENT_REPLAY`` / ``IPYAGENT_REPLAY_TOOLS`` (the kernel inherits them).
+    """
     path = Path(path)
     nb = read_notebook(path)
-    outcome = execute_notebook(nb, timeout=timeout, kernel_name=kernel_name, cwd=str(path.parent.resolve()))
+    with _kernel_environment(IPYAGENT_REPLAY=replay, IPYAGENT_REPLAY_TOOLS="1" if replay_tools else None):
+        outcome = execute_notebook(nb, timeout=timeout, kernel_name=kernel_name, cwd=str(path.parent.resolve()))
     write_notebook(Path(output) if output else path, outcome.nb)
     return outcome
