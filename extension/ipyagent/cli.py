@@ -1,4 +1,5 @@
-"""``ipyagent`` on the command line: inspect and compact sessions (Pi JSONL files or notebooks)."""
+"""``ipyagent`` on the command line: run, inspect, compact, export and import sessions
+(notebooks or Pi JSONL session files)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ def _configure_inspect(parser: argparse.ArgumentParser) -> None:
 
 @command("inspect", _configure_inspect)
 def run_inspect(args: argparse.Namespace) -> int:
+    """Show a session's entries, path, compactions, context tokens and budget."""
     session = _load(args)
     settings = CompactionSettings(args.reserve_tokens, args.keep_recent_tokens)
     path = session.path()
@@ -115,6 +117,7 @@ def _configure_compact(parser: argparse.ArgumentParser) -> None:
 
 @command("compact", _configure_compact)
 def run_compact(args: argparse.Namespace) -> int:
+    """Plan (--dry-run) or run a compaction of a session file or notebook."""
     session = _load(args)
     settings = CompactionSettings(args.reserve_tokens, args.keep_recent_tokens)
     plan = session.prepare_compaction(settings)
