@@ -1,0 +1,468 @@
+"""The teaching notebooks: their cells, and the scripted model responses ``build.py`` serves while
+executing them. Numbers in the scripted answers are computed here from the same toy data the
+notebooks define, so what the "model" says matches what its tool calls really printed."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from build import Notebook, Step, Turn, agent, code, md, provenance
+
+# ---- toy data (plain lists and dicts; no pandas) -------------------------------------------------
+
+READINGS_CODE = """
+# Ten days of readings from four weather stations (plain Python: a list of dicts).
+stations = ["Bergen", "Oslo", "Tromsø", "Stavanger"]
+readings = []
+for day in range(1, 11):
+    for i, station in enumerate(stations):
+        temp = round(6.0 + (2.5, 4.0, -1.5, 3.0)[i] + ((day * 7 + i * 3) % 5) * 0.6 - day * 0.2, 1)
+        rain = round(((day * 5 + i * 11) % 9) * (2.4 if station == "Bergen" else 1.1), 1)
+        readings.append({"station": station, "day": day, "temp_c": temp, "rain_mm": rain})
+readings[26]["temp_c"] = 19.5   # Tromsø, day 7: a sensor glitch
+readings[9]["rain_mm"] = 85.0   # Oslo, day 3: a cloudburst
+print(len(readings), "readings, e.g.", readings[0])
+"""
+
+_ns: dict[str, Any] = {}
+exec(READINGS_CODE.replace("print(", "(lambda *a, **k: None)("), _ns)
+STATIONS: list[str] = _ns["stations"]
+READINGS: list[dict[str, Any]] = _ns["readings"]
+
+
+def _of(station: str, key: str) -> list[float]:
+    return [r[key] for r in READINGS if r["station"] == station]
+
+
+MEAN = {s: round(statistics.mean(_of(s, "temp_c")), 2) for s in STATIONS}
+RAIN = {s: round(sum(_of(s, "rain_mm")), 1) for s in STATIONS}
+SD = {s: round(statistics.stdev(_of(s, "temp_c")), 2) for s in STATIONS}
+CLEAN_TROMSO = round(statistics.mean([t for t in _of("Tromsø", "temp_c") if t != 19.5]), 2)
+COLDEST = min(READINGS, key=lambda r: r["temp_c"])
+
+ORDERS_CODE = """
+# A toy dataset: plain Python lists and dicts.
+orders = [
+    {"id": 1, "customer": "Ada",   "items": ["tea", "scones"],          "total": 12.50},
+    {"id": 2, "customer": "Grace", "items": ["coffee"],                 "total": 3.20},
+    {"id": 3, "customer": "Ada",   "items": ["coffee", "cake"],         "total": 8.90},
+    {"id": 4, "customer": "Linus", "items": ["tea"],                    "total": 2.80},
+    {"id": 5, "customer": "Grace", "items": ["cake", "cake", "coffee"], "total": 14.10},
+    {"id": 6, "customer": "Linus", "items": ["scones", "tea"],          "total": 9.30},
+]
+"""
+_ons: dict[str, Any] = {}
+exec(ORDERS_CODE, _ons)
+ORDERS = _ons["orders"]
+SPENT: dict[str, float] = {}
+for _o in ORDERS:
+    SPENT[_o["customer"]] = round(SPENT.get(_o["customer"], 0) + _o["total"], 2)
+TOP = max(SPENT, key=SPENT.get)
+AVG = round(sum(o["total"] for o in ORDERS) / len(ORDERS), 2)
+
+LIVE_SETUP_NOTE = ""
+
+# ---- quickstart ----------------------------------------------------------------------------------
+
+Q_TURNS = [
+    Turn("Hello! In one sentence: what can you do in this notebook?",
+         [Step("I can read your notebook's variables and run Python in this kernel, read and edit files, and "
+               "run shell commands — ask me to explore data, write or fix code, or explain what something does.")],
+         goal="Get to know the agent."),
+    Turn("`orders` is a list of dicts. Which customer spent the most, and what is the average order value?",
+         [Step("Let me compute both from `orders`.", [("python", {"code": (
+             "spent = {}\n"
+             "for o in orders:\n"
+             "    spent[o['customer']] = spent.get(o['customer'], 0) + o['total']\n"
+             "print({k: round(v, 2) for k, v in spent.items()})\n"
+             "round(sum(o['total'] for o in orders) / len(orders), 2)")})]),
+          Step(f"**{TOP}** spent the most: {SPENT[TOP]:.2f} in total "
+               f"({', '.join(f'{k} {v:.2f}' for k, v in SPENT.items() if k != TOP)}). "
+               f"The average order value is **{AVG:.2f}** over {len(ORDERS)} orders.\n\n"
+               "I left a `spent` dict (customer → total) in your namespace.")],
+         goal="Find the top customer and the average order value in `orders`.",
+         done=[f"Totals per customer: {SPENT}", f"Average order value {AVG:.2f}"]),
+    Turn("Now put that in two lines I can paste into an email.",
+         [Step(f"{TOP} is our best customer this week, with {SPENT[TOP]:.2f} across "
+               f"{sum(1 for o in ORDERS if o['customer'] == TOP)} orders.\n"
+               f"Across all {len(ORDERS)} orders the average order value was {AVG:.2f}.")],
+         goal="Write the result up for an email."),
+]
+
+QUICKSTART = Notebook("quickstart", [
+    md("qs-intro", provenance("ipyagent quickstart", """
+        ipyagent puts a coding agent in your Jupyter kernel: a `%%agent` cell sends its body to a
+        model, which can look at your variables and run Python right here. The whole conversation is
+        saved in the notebook's metadata — the `.ipynb` *is* the session.
+
+        This notebook: configure a provider, load the extension, a first prompt, a prompt that uses
+        the `python` tool on a small dataset, the context-budget widget, and `%agent context` (exactly
+        what the model is sent).""")),
+    md("qs-provider", """
+        ## 1. Configure a provider
+
+        ipyagent names models `provider:model` and reads keys and endpoints from the usual
+        environment variables — set them in the shell that starts Jupyter, or in a cell *before*
+        `%load_ext ipyagent`:
+
+        | provider | environment | model, e.g. |
+        |---|---|---|
+        | OpenAI | `OPENAI_API_KEY` | `openai:gpt-4.1-mini` |
+        | Anthropic | `ANTHROPIC_API_KEY` | `anthropic:claude-sonnet-4-5` |
+        | a local OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio…) | `OPENAI_BASE_URL=http://localhost:11434/v1` (no key needed) | `openai:qwen2.5-coder` |
+
+        The default model comes from `IPYAGENT_MODEL`; `%config Agent.model = "…"` overrides it.
+        Keys are never written into the notebook. **Leave everything commented out to replay this
+        notebook's recording offline.**"""),
+    code("qs-config", """
+        import os
+
+        # Pick ONE (or export these in your shell before starting Jupyter):
+        # os.environ["OPENAI_API_KEY"] = "sk-…";         os.environ["IPYAGENT_MODEL"] = "openai:gpt-4.1-mini"
+        # os.environ["ANTHROPIC_API_KEY"] = "sk-ant-…";  os.environ["IPYAGENT_MODEL"] = "anthropic:claude-sonnet-4-5"
+        # os.environ["OPENAI_BASE_URL"] = "http://localhost:11434/v1"; os.environ["IPYAGENT_MODEL"] = "openai:qwen2.5-coder"
+
+        print("model:", os.environ.get("IPYAGENT_MODEL") or "(none set: the recorded responses will be replayed)")"""),
+    code("qs-load", """
+        %load_ext ipyagent
+        # Let the agent run Python without asking first (the default, "ask", asks before every
+        # tool that runs code, changes files or runs commands):
+        %config Agent.tool_approval = "auto"
+        # Only needed for models the bundled model table does not know (local servers, or the
+        # scripted model this notebook was recorded with): their context window, in tokens.
+        %config Agent.context_window = 32_000"""),
+    md("qs-first", """
+        ## 2. A first prompt
+
+        The cell body is the prompt. The answer streams in as Markdown, and a small widget under it
+        shows how full the model's context window is."""),
+    agent("qs-hello", Q_TURNS[0].prompt),
+    md("qs-tool-md", """
+        ## 3. The agent uses your kernel
+
+        The agent sees what you define. Here is a small dataset — plain Python lists and dicts:"""),
+    code("qs-data", ORDERS_CODE),
+    agent("qs-orders", Q_TURNS[1].prompt),
+    md("qs-tool-after", """
+        The grey block is the tool call: the code the agent ran in *this* kernel and what it printed
+        (click to expand). Variables it creates stay in your namespace:"""),
+    code("qs-spent", """
+        # `spent` was created by the agent's python call. When this notebook replays its recording,
+        # recorded tool calls are not run again, so it only exists after a live run.
+        globals().get("spent", "(not defined: this run replayed the recording)")"""),
+    md("qs-memory", """
+        Tool calls run in the kernel while the cell runs. When this notebook *replays* its recording,
+        recorded tool results are reused and the code is **not** run again (`%agent replay on --tools`
+        runs them again and reports any difference).
+
+        ## 4. The conversation continues across cells
+
+        Each `%%agent` cell adds to the same session, so the next prompt can refer to the previous answer:"""),
+    agent("qs-email", Q_TURNS[2].prompt),
+    md("qs-widget", """
+        ## 5. The budget widget and `%agent status`
+
+        The bar is the context window: grey for the system prompt and tool definitions, blue for
+        older history, green for the recent part a compaction would keep verbatim (purple, after a
+        compaction, is the summary). The dashed red zone on the right is the reserve: once the
+        context reaches it, the session is compacted (see `how-compaction-works.ipynb`).
+        `%agent status` shows the same for the active session, and how it is being saved:"""),
+    code("qs-status", "%agent status"),
+    md("qs-context-md", """
+        ## 6. Exactly what the model is sent: `%agent context`
+
+        The next request, part by part with token estimates: the system prompt, the tool
+        definitions, then every message (expand a row to read it)."""),
+    code("qs-context", "%agent context"),
+    md("qs-next", """
+        ## Where next
+
+        * `how-compaction-works.ipynb` — what happens when the window fills up.
+        * `custom-compaction.ipynb` — hooks: a cheaper summary model, your own summary, cancelling.
+        * `reproducible-session.ipynb` — export to Pi's JSONL, import, replay.
+        * `%agent help` lists every command; `%agent config` every setting."""),
+], Q_TURNS)
+
+
+def _check_quickstart(nb: dict[str, Any], policy: Any, server: Any) -> None:
+    assert server.summary_calls == 0
+
+
+QUICKSTART.check = _check_quickstart
+
+# ---- how compaction works ------------------------------------------------------------------------
+
+PRINT_STATION = "for r in readings:\n    if r['station'] == {s!r}:\n        print(r)"
+
+T_TURNS = [
+    Turn("Have a look at `readings`: what is in it?",
+         [Step("Let me inspect it.", [("python", {"code": (
+             "print(type(readings).__name__, len(readings))\n"
+             "for r in readings:\n"
+             "    print(r)\n"
+             "sorted({r['station'] for r in readings}), sorted({r['day'] for r in readings})")})]),
+          Step(f"`readings` is a list of {len(READINGS)} dicts with keys `station`, `day`, `temp_c` and `rain_mm`: "
+               f"{len(STATIONS)} stations ({', '.join(STATIONS)}) × 10 days.")],
+         goal="Explore the weather readings in `readings` (4 stations × 10 days).",
+         done=["Inspected `readings`: 40 dicts with station, day, temp_c, rain_mm"],
+         context=["`readings`: list of dicts {station, day, temp_c, rain_mm}; stations Bergen, Oslo, Tromsø, Stavanger"]),
+    Turn("Average temperature and total rain per station, please.",
+         [Step("Computing per-station statistics.", [("python", {"code": (
+             "import statistics\n"
+             "for s in stations:\n"
+             "    temps = [r['temp_c'] for r in readings if r['station'] == s]\n"
+             "    rain = [r['rain_mm'] for r in readings if r['station'] == s]\n"
+             "    print(f'{s:10} mean {statistics.mean(temps):5.2f} °C  sd {statistics.stdev(temps):4.2f}  "
+             "rain {sum(rain):6.1f} mm')")})]),
+          Step("| station | mean °C | total rain (mm) |\n|---|---:|---:|\n"
+               + "\n".join(f"| {s} | {MEAN[s]:.2f} | {RAIN[s]:.1f} |" for s in STATIONS)
+               + f"\n\nTromsø's spread is unusually large (sd {SD['Tromsø']:.2f} °C against about 1 °C elsewhere) — "
+                 "worth a closer look.")],
+         goal="Summarise temperature and rain per station.",
+         done=["Per-station mean temperature and total rain: " + ", ".join(
+             f"{s} {MEAN[s]:.2f} °C / {RAIN[s]:.1f} mm" for s in STATIONS)],
+         context=[f"Tromsø temperature sd {SD['Tromsø']:.2f} °C vs ~1 °C at the other stations"],
+         details=[f"Standard deviations: " + ", ".join(f"{s} {SD[s]:.2f}" for s in STATIONS)]),
+    Turn("Show me all ten Tromsø readings.",
+         [Step("", [("python", {"code": PRINT_STATION.format(s="Tromsø")})]),
+          Step("Day 7 stands out: **19.5 °C**, while every other Tromsø day is between 3 and 7 °C. "
+               "That looks like a sensor glitch rather than weather.")],
+         done=["Listed the Tromsø readings; day 7 reads 19.5 °C (others 3–7 °C)"],
+         decisions=["**Tromsø day 7 (19.5 °C) is suspect**: far outside the station's other days"],
+         context=["Suspect value: Tromsø day 7, temp_c 19.5 (readings[26])"],
+         details=["Tromsø temp_c by day 1–10: " + ", ".join(str(t) for t in _of("Tromsø", "temp_c"))]),
+    Turn("Check every station for outliers: readings more than 2 standard deviations from that station's mean, "
+         "for temperature and for rain.",
+         [Step("I'll apply the 2-sd rule per station and per measure.", [("python", {"code": (
+             "import statistics\n"
+             "flagged = []\n"
+             "for s in stations:\n"
+             "    rows = [r for r in readings if r['station'] == s]\n"
+             "    for key in ('temp_c', 'rain_mm'):\n"
+             "        values = [r[key] for r in rows]\n"
+             "        mean, sd = statistics.mean(values), statistics.stdev(values)\n"
+             "        for r in rows:\n"
+             "            if abs(r[key] - mean) > 2 * sd:\n"
+             "                flagged.append((s, r['day'], key, r[key], round(mean, 2), round(sd, 2)))\n"
+             "for f in flagged:\n"
+             "    print(f)")})]),
+          Step("Two readings break the 2-sd rule:\n\n"
+               "* **Tromsø, day 7, temp_c = 19.5** (station mean 6.24, sd 4.75)\n"
+               "* **Oslo, day 3, rain_mm = 85.0** (a cloudburst, or a stuck gauge)\n\n"
+               "Everything else is within 2 sd. The list is in `flagged`.")],
+         goal="Find outliers with a 2-standard-deviation rule per station.",
+         constraints=["Outlier rule: more than 2 sd from the station's own mean, per measure (temp_c, rain_mm)"],
+         done=["Ran the 2-sd outlier check: flagged Tromsø day 7 temp_c 19.5 and Oslo day 3 rain_mm 85.0"],
+         decisions=["**2-sd rule per station and per measure**: stations have very different climates"],
+         context=["`flagged` holds (station, day, key, value, mean, sd) tuples"],
+         details=["Tromsø day 7 flagged with mean 6.24, sd 4.75 (the outlier inflates the sd)"],
+         next=["Decide what to do with the two flagged readings."]),
+    Turn("Is Oslo's 85 mm of rain on day 3 plausible?",
+         [Step("Let me compare it with Oslo's other days.", [("python", {"code": (
+             "oslo = sorted(r['rain_mm'] for r in readings if r['station'] == 'Oslo')\n"
+             "print(oslo)\n"
+             "print('without day 3:', round(sum(oslo[:-1]) / 9, 1), 'mm/day on average')")})]),
+          Step("It is possible but extreme: the other nine Oslo days have at most 8.8 mm. 85 mm in a day happens "
+               "in a cloudburst, so I would **keep it but mark it**, unlike the Tromsø temperature, which is "
+               "physically implausible next to its neighbours.")],
+         done=["Checked Oslo day 3 rain (85 mm vs ≤ 8.8 mm on other days)"],
+         decisions=["**Keep Oslo day 3 (85 mm) but mark it**: extreme but physically possible"],
+         next=["Remove the Tromsø day-7 reading and recompute Tromsø's mean."]),
+    Turn("Remove the Tromsø day-7 reading and recompute Tromsø's mean temperature.",
+         [Step("", [("python", {"code": (
+             "clean = [r for r in readings if not (r['station'] == 'Tromsø' and r['day'] == 7)]\n"
+             "t = [r['temp_c'] for r in clean if r['station'] == 'Tromsø']\n"
+             "len(clean), round(sum(t) / len(t), 2)")})]),
+          Step(f"Done: `clean` has {len(READINGS) - 1} readings. Without the glitch, Tromsø's mean temperature is "
+               f"**{CLEAN_TROMSO:.2f} °C** (it was {MEAN['Tromsø']:.2f} °C with it).")],
+         done=[f"Built `clean` (39 readings, without Tromsø day 7); Tromsø mean {CLEAN_TROMSO:.2f} °C "
+               f"(was {MEAN['Tromsø']:.2f})"],
+         decisions=["**Drop Tromsø day 7**: a sensor glitch"],
+         context=["`clean` = readings without Tromsø day 7 (39 rows)"],
+         details=[f"Tromsø mean without day 7: {CLEAN_TROMSO:.2f} °C"],
+         next=["Report the cleaned per-station statistics."]),
+    Turn("Go through the stations one at a time: for each, print its clean readings sorted by temperature. "
+         "Then tell me the coldest reading overall.",
+         [Step("Starting with Bergen.", [("python", {"code": (
+             "for r in sorted((r for r in clean if r['station'] == 'Bergen'), key=lambda r: r['temp_c']):\n"
+             "    print(r)")})]),
+          Step("Now Oslo.", [("python", {"code": (
+              "for r in sorted((r for r in clean if r['station'] == 'Oslo'), key=lambda r: r['temp_c']):\n"
+              "    print(r)")})]),
+          Step("Now Tromsø.", [("python", {"code": (
+              "for r in sorted((r for r in clean if r['station'] == 'Tromsø'), key=lambda r: r['temp_c']):\n"
+              "    print(r)")})]),
+          Step("And Stavanger.", [("python", {"code": (
+              "for r in sorted((r for r in clean if r['station'] == 'Stavanger'), key=lambda r: r['temp_c']):\n"
+              "    print(r)")})]),
+          Step(f"The coldest reading overall is **{COLDEST['station']}, day {COLDEST['day']}: "
+               f"{COLDEST['temp_c']} °C**. Each station's list is above, coldest first.")],
+         goal="List each station's clean readings and find the coldest one.",
+         done=["Printed each station's clean readings sorted by temperature"],
+         context=[f"Coldest clean reading: {COLDEST['station']} day {COLDEST['day']}, {COLDEST['temp_c']} °C"],
+         next=["Wait for the user's next request."]),
+]
+
+TOUR = Notebook("how-compaction-works", [
+    md("tour-intro", provenance("How compaction works — a guided tour", """
+        A model's context window is finite. When a session outgrows it, ipyagent **compacts** it the
+        way the [Pi coding agent](https://github.com/badlogic/pi-mono) does: the older part of the
+        conversation is replaced, *for the model*, by a structured summary, while the most recent
+        work is kept word for word. The visible cells never change; only the session in the
+        notebook's metadata gets a new `compaction` entry.
+
+        To watch it happen, this notebook gives the agent a tiny window — 4,300 tokens — so that
+        a handful of prompts fill it. You will see the budget fill up, an automatic compaction,
+        where the cut falls, the summary, a second compaction that *updates* the first summary,
+        a compaction in the middle of a long turn (a *split turn*), and what all this does to the
+        provider's prompt cache.""")),
+    md("tour-settings-md", """
+        ## The three numbers
+
+        * `Agent.context_window` — the model's window (normally from the bundled model table).
+        * `Agent.reserve_tokens` — room kept free for the reply. Compaction starts when the context
+          exceeds **window − reserve** (here 4,300 − 1,400 = 2,900 tokens).
+        * `Agent.keep_recent_tokens` — roughly how much recent conversation a compaction keeps
+          verbatim (here 460 tokens). Everything older is summarised.
+
+        (The defaults for real models are a 16,384-token reserve and 20,000 kept tokens.)"""),
+    code("tour-setup", """
+        %load_ext ipyagent
+        %config Agent.context_window = 4300
+        %config Agent.reserve_tokens = 1400
+        %config Agent.keep_recent_tokens = 460
+        %config Agent.tool_approval = "auto"
+
+        from tour_helpers import CompactionSpy, context_preview, current_session, overhead_tokens, timeline, usage_table
+
+        spy = CompactionSpy().install()   # a hook that only watches: it records each compaction's plan"""),
+    code("tour-data", READINGS_CODE),
+    md("tour-fill-md", """
+        ## The budget fills up
+
+        Watch the widget under each run. Even before the first word, about 1,100 tokens are taken by
+        the system prompt and the eight tool definitions (grey). Each prompt, reply and tool result
+        adds to the history."""),
+    agent("tour-a1", T_TURNS[0].prompt),
+    agent("tour-a2", T_TURNS[1].prompt),
+    md("tour-fill-md2", """
+        The numbers in the widget are the provider's own count from the last reply (its `usage`),
+        plus an estimate (characters / 4) for anything added since. Blue is history that a
+        compaction would summarise; green is the recent tail it would keep."""),
+    agent("tour-a3", T_TURNS[2].prompt),
+    agent("tour-a4", T_TURNS[3].prompt),
+    md("tour-auto-md", """
+        ## Automatic compaction
+
+        That run pushed the context past the threshold (window − reserve), so at the end of the run
+        ipyagent compacted automatically — see the *Compacted (threshold)* line above the widget,
+        and the purple *summary* segment in the bar. (ipyagent also checks the budget before
+        **every** model call, so a long tool loop cannot overflow the window in the middle of a run.)
+
+        ### Where was the cut?
+
+        `timeline()` draws every entry of the session's path as a box (width ∝ tokens). Entries
+        before the **cut point** (red bar) were summarised (dashed purple); entries after it are
+        kept verbatim (green outline). A cut never falls on a tool result, so a tool call and its
+        result always stay together."""),
+    code("tour-timeline1", "timeline(current_session())"),
+    md("tour-summary-md", """
+        ### The summary
+
+        The summariser model was sent the summarised messages as a transcript inside
+        `<conversation>` tags, with instructions asking for six sections: Goal, Constraints &
+        Preferences, Progress (Done / In Progress / Blocked), Key Decisions, Next Steps, Critical
+        Context. `%agent summary` shows what it wrote:"""),
+    code("tour-summary1", "%agent summary"),
+    md("tour-before-after-md", """
+        ### Tokens before and after
+
+        The compaction entry records the context size it started from (`tokensBefore`). After it,
+        the context is the summary plus the kept tail:"""),
+    code("tour-before-after", """
+        s = current_session()
+        c = s.compactions()[-1]
+        fixed = overhead_tokens()   # system prompt + tool definitions: compaction does not touch them
+        print(f"before: {c['tokensBefore']:,} tokens (the provider's count of the last request)")
+        print(f"after:  {s.context_tokens() + fixed:,} tokens ≈ {fixed:,} system prompt and tools "
+              f"+ {s.context_tokens():,} summary and kept messages (estimated)")"""),
+    md("tour-context-md", """
+        ### What the model sees now
+
+        The next request starts with the summary, wrapped in a **user** message, followed by the kept
+        messages (system prompt and tools not shown):"""),
+    code("tour-context", "context_preview(current_session(), limit=300)"),
+    md("tour-second-md", """
+        ## A second compaction updates the first summary
+
+        Two more prompts, then a manual compaction with `%compact`. Anything after `%compact` is a
+        *focus*: it is added to the summariser's instructions as `Additional focus: …`.
+
+        Because the session already has a summary, the summariser now gets the **update** prompt:
+        the new messages in `<conversation>`, the previous summary in `<previous-summary>`, and the
+        rule to preserve what it already says while adding the new progress. The new messages start
+        at the previous compaction's first kept entry, so nothing the first compaction kept is lost."""),
+    agent("tour-a5", T_TURNS[4].prompt),
+    agent("tour-a6", T_TURNS[5].prompt),
+    code("tour-compact", "%compact the outlier rule and the exact Tromsø numbers"),
+    code("tour-spy", """
+        spy.report()   # previous_summary=True: the second compaction was an update of the first"""),
+    md("tour-second-summary-md", """
+        The updated summary keeps the first one's goals, decisions and context and adds the new ones.
+        Because of the focus, it also keeps the exact Tromsø numbers:"""),
+    code("tour-summary2", "%agent summary"),
+    code("tour-timeline2", "timeline(current_session())  # faded: already in the earlier summary"),
+    md("tour-split-md", """
+        ## A split turn
+
+        Some single prompts produce a long turn: many tool calls, each with a sizeable result. Here
+        the agent prints each station's readings, one call at a time. The budget is checked before
+        every model call, and partway through this turn it crosses the threshold. The recent part
+        of the turn is larger than what we keep, so the cut falls **inside the turn**, after its
+        prompt: a *split turn*.
+
+        Then the summariser is asked twice: the history before this turn updates the previous summary,
+        and the *prefix* of this turn (its prompt and first calls) gets a short summary of its own,
+        appended under **Turn Context (split turn)** so the model still knows what it was asked."""),
+    agent("tour-a7", T_TURNS[6].prompt),
+    code("tour-timeline3", "timeline(current_session())  # dashed orange: the turn prefix"),
+    code("tour-split-summary", """
+        summary = current_session().latest_summary()
+        print(summary[summary.index("---"):])   # the turn-prefix part of the latest summary"""),
+    code("tour-spy2", "spy.report()"),
+    md("tour-cache-md", """
+        ## What compaction does to the prompt cache
+
+        Providers cache the longest prefix a request shares with earlier ones and bill those
+        *cache-read* tokens at a fraction of the price. Each reply in a session extends the previous
+        request, so normally almost the whole prompt is a cache read. A compaction rewrites the
+        start of the conversation (the summary replaces the history), so the next request shares
+        only the system prompt and tools with the cache — then caching recovers.
+
+        Every reply's `usage` is stored in the session; the table below shows the cached share
+        dropping right after each compaction:"""),
+    code("tour-cache", "usage_table(current_session())"),
+    md("tour-end", """
+        ## Try it yourself
+
+        * `%agent tree` shows the session as a tree of entries; `%agent context` the exact next
+          request.
+        * Change the three numbers in the setup cell and *Restart & Run All* with a live provider
+          to see the cut move.
+        * `ipyagent compact NOTEBOOK --dry-run` plans a compaction of a saved notebook from the command
+          line without calling any model."""),
+], T_TURNS)
+
+
+def _check_tour(nb: dict[str, Any], policy: Any, server: Any) -> None:
+    session = nb["metadata"]["ipyagent"]["sessions"]["default"]
+    compactions = [e for e in session["entries"] if e["type"] == "compaction"]
+    assert len(compactions) >= 3, f"expected 3 compactions, got {len(compactions)}: {policy.summary_kinds}"
+    assert "update" in policy.summary_kinds and "turn_prefix" in policy.summary_kinds, policy.summary_kinds
+    assert "Turn Context (split turn)" in compactions[-1]["summary"]
+
+
+TOUR.check = _check_tour
+
+NOTEBOOKS = [QUICKSTART, TOUR]

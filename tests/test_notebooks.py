@@ -1,0 +1,135 @@
+"""The teaching notebooks in ``notebooks/`` run offline: ``ipyagent run NB --replay`` with no
+provider configured, no key and no network, in a real kernel. Each must finish without an error
+output, produce every cell's outputs again, and reproduce the committed session (roles, texts,
+tool calls, summaries) from its recording. The committed files must hold no API key.
+
+Rebuild the notebooks (live, against the scripted fake provider) with ``python notebooks/build.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+EXPECTED = {"quickstart.ipynb", "how-compaction-works.ipynb", "custom-compaction.ipynb",
+            "reproducible-session.ipynb"}
+PROVIDER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENROUTER_API_KEY",
+                "DEEPSEEK_API_KEY", "GROQ_API_KEY", "IPYAGENT_MODEL", "IPYAGENT_REPLAY", "JPY_SESSION_NAME")
+BUILD_KEY = "fake-key-ipyagent-notebooks"  # the key notebooks/build.py gives the kernel
+
+
+def _offline_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_ENV}
+    # any attempt to reach a provider or the network fails at once instead of hanging
+    env.update(HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="")
+    return env
+
+
+def _path(session: dict[str, Any]) -> list[dict[str, Any]]:
+    by_id = {e["id"]: e for e in session["entries"]}
+    out, entry = [], by_id.get(session.get("leaf"))
+    while entry is not None:
+        out.append(entry)
+        entry = by_id.get(entry.get("parentId"))
+    return out[::-1]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
+
+
+def _shape(entry: dict[str, Any]) -> tuple:
+    """What replay must reproduce of an entry (not ids, timestamps or usage)."""
+    if entry["type"] == "message":
+        message = entry["message"]
+        calls = [(b.get("name"), json.dumps(b.get("arguments"), sort_keys=True))
+                 for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall"]
+        return ("message", message.get("role"), _text(message.get("content")), calls, message.get("toolName"),
+                message.get("cellId"))
+    if entry["type"] == "compaction":
+        return ("compaction", entry.get("summary"), bool(entry.get("fromHook")))
+    if entry["type"] == "branch_summary":
+        return ("branch_summary", entry.get("summary"))
+    return (entry["type"],)
+
+
+def _sessions(nb: dict[str, Any]) -> dict[str, list[tuple]]:
+    meta = nb["metadata"].get("ipyagent") or {}
+    return {name: [_shape(e) for e in _path(s)] for name, s in (meta.get("sessions") or {}).items()}
+
+
+def _outputs_text(cell: dict[str, Any]) -> str:
+    parts = []
+    for output in cell.get("outputs", []):
+        if "text" in output:
+            parts.append("".join(output["text"]) if isinstance(output["text"], list) else output["text"])
+        for value in (output.get("data") or {}).values():
+            if isinstance(value, (str, list)):
+                parts.append("".join(value) if isinstance(value, list) else value)
+    return "\n".join(parts)
+
+
+def test_the_teaching_notebooks_are_all_there():
+    assert EXPECTED <= {p.name for p in NOTEBOOKS}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_committed_notebook_is_executed_and_holds_no_key(path):
+    raw = path.read_text(encoding="utf-8")
+    assert BUILD_KEY not in raw
+    for needle in ("Authorization", "authorization", "Bearer ", "x-api-key", "sk-ant-api", "127.0.0.1:"):
+        assert needle not in raw, f"{needle!r} in {path.name}"
+    nb = json.loads(raw)
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    sessions = nb["metadata"]["ipyagent"]["sessions"]
+    assert sessions and all(s["entries"] for s in sessions.values())
+    first = nb["cells"][0]
+    assert first["cell_type"] == "markdown" and "scripted responses" in "".join(first["source"])
+    ids = [c.get("id") for c in nb["cells"]]
+    assert len(set(ids)) == len(ids) and all(ids)
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell["execution_count"] is not None, cell["source"]
+            assert not [o for o in cell["outputs"] if o["output_type"] == "error"], cell["source"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_replays_offline(path, tmp_path):
+    out = tmp_path / path.name
+    result = subprocess.run(
+        [sys.executable, "-m", "ipyagent", "run", str(path), "--replay", "-o", str(out), "--timeout", "120"],
+        env=_offline_env(), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    committed = json.loads(path.read_text(encoding="utf-8"))
+    replayed = json.loads(out.read_text(encoding="utf-8"))
+
+    assert len(replayed["cells"]) == len(committed["cells"])
+    for before, after in zip(committed["cells"], replayed["cells"]):
+        assert before["id"] == after["id"]
+        if after["cell_type"] != "code":
+            continue
+        source = "".join(after["source"])
+        assert not [o for o in after["outputs"] if o["output_type"] == "error"], source
+        if before["outputs"]:
+            assert after["outputs"], f"no outputs from {source!r}"
+        shown = _outputs_text(after)
+        for bad in ("diverged", "ipyagent failed", "Model error", "Compaction failed"):
+            assert bad not in shown, f"{bad!r} in the outputs of {source!r}:\n{shown}"
+        if source.startswith("%%agent"):
+            assert "Replaying this cell's recorded responses" in shown, source
+
+    recorded, reproduced = _sessions(committed), _sessions(replayed)
+    assert set(reproduced) == set(recorded)
+    for name, shapes in recorded.items():
+        assert reproduced[name] == shapes, f"session {name!r} of {path.name} was not reproduced"
+    assert BUILD_KEY not in out.read_text(encoding="utf-8")
