@@ -36,6 +36,7 @@ class Session(SessionTree):
         super().__init__(header, entries, leaf_id, estimator)
         self.hooks = hooks if hooks is not None else global_hooks
         self.load_report = report or LoadReport()
+        self._file_operations: dict[str, tuple] = {}  # entry id -> its tool calls' file operations
 
     # ---- files -----------------------------------------------------------------------------
 
@@ -102,7 +103,8 @@ class Session(SessionTree):
     def prepare_compaction(self, settings: CompactionSettings | None = None) -> CompactionPlan | None:
         return prepare_compaction(self._current_path(), settings or CompactionSettings(),
                                   estimator=self.estimator, entry_estimate=self.estimate_entry,
-                                  tokens_before=self.context_tokens())
+                                  tokens_before=self.context_tokens(), operations_cache=self._file_operations,
+                                  previous_index=self.context_state().compaction_index)
 
     def estimated_context_tokens(self) -> int:
         """The whole context by the estimator alone (no provider usage): what a summary's

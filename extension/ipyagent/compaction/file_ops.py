@@ -5,11 +5,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ipyagent.session.messages import Message, tool_calls_of
+from ipyagent.session.messages import Message
 
 READ_TOOLS = {"read"}
 WRITE_TOOLS = {"write"}
 EDIT_TOOLS = {"edit"}
+
+
+FileOperation = tuple[str, str]  # ("read" | "written" | "edited", path)
+_KIND = {**{n: "read" for n in READ_TOOLS}, **{n: "written" for n in WRITE_TOOLS}, **{n: "edited" for n in EDIT_TOOLS}}
+
+
+def file_operations(message: Message) -> tuple[FileOperation, ...]:
+    """The file operations of one message's tool calls (a string ``path`` argument), in order.
+
+    Recorded even when the call later failed; other tools (bash, grep…) are not tracked, as in Pi.
+    """
+    if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
+        return ()
+    found = []
+    for call in message["content"]:
+        if not isinstance(call, dict) or call.get("type") != "toolCall":
+            continue
+        kind = _KIND.get(call.get("name"))
+        args = call.get("arguments")
+        path = args.get("path") if kind is not None and isinstance(args, dict) else None
+        if isinstance(path, str):
+            found.append((kind, path))
+    return tuple(found)
 
 
 @dataclass
@@ -18,20 +41,13 @@ class FileOps:
     written: set[str] = field(default_factory=set)
     edited: set[str] = field(default_factory=set)
 
+    def add(self, operations: Iterable[FileOperation]) -> None:
+        for kind, path in operations:
+            getattr(self, kind).add(path)
+
     def add_tool_calls(self, messages: Iterable[Message]) -> None:
         for message in messages:
-            for call in tool_calls_of(message):
-                args = call.get("arguments")
-                path = args.get("path") if isinstance(args, dict) else None
-                if not isinstance(path, str):
-                    continue
-                name = call.get("name")
-                if name in READ_TOOLS:
-                    self.read.add(path)
-                elif name in WRITE_TOOLS:
-                    self.written.add(path)
-                elif name in EDIT_TOOLS:
-                    self.edited.add(path)
+            self.add(file_operations(message))
 
     def add_details(self, details: Any) -> None:
         """Carry the lists of an earlier (non-hook) compaction or branch summary forward."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ipyagent.compaction.cut_point import Estimate, find_cut_point
-from ipyagent.compaction.file_ops import FileOps
+from ipyagent.compaction.file_ops import FileOperation, FileOps, file_operations
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.session.context import build_session_context, context_message, latest_compaction_index
 from ipyagent.session.entries import Entry
@@ -74,20 +74,37 @@ def _summarized_message(entry: Entry) -> Message | None:
 def _messages(entries: Sequence[Entry]) -> tuple[list[Message], list[str]]:
     messages, ids = [], []
     for entry in entries:
-        message = _summarized_message(entry)
+        # message entries are nearly all of a path: take them without the general dispatch
+        message = entry["message"] if entry["type"] == "message" else _summarized_message(entry)
         if message is not None:
             messages.append(message)
             ids.append(entry["id"])
     return messages, ids
 
 
+def _add_file_operations(file_ops: FileOps, entries: Sequence[Entry],
+                         cache: dict[str, tuple[FileOperation, ...]] | None) -> None:
+    cache = {} if cache is None else cache
+    cached = cache.get
+    for entry in entries:
+        if entry["type"] == "message":
+            operations = cached(entry["id"])
+            if operations is None:
+                operations = cache[entry["id"]] = file_operations(entry["message"])
+            if operations:
+                file_ops.add(operations)
+
+
 def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | None = None, *,
                        estimator: Estimator | None = None, entry_estimate: Estimate | None = None,
-                       tokens_before: int | None = None) -> CompactionPlan | None:
+                       tokens_before: int | None = None,
+                       operations_cache: dict[str, tuple[FileOperation, ...]] | None = None,
+                       previous_index: int | None = None) -> CompactionPlan | None:
     """The plan for compacting ``path`` (root→leaf), or None when there is nothing to summarise.
 
     ``entry_estimate`` lets a session reuse its per-entry cache; ``tokens_before`` its context
-    tokens. Without them both are computed from ``estimator`` (chars/4 by default).
+    tokens; ``operations_cache`` (entry id → file operations) its scan of the tool calls;
+    ``previous_index`` the path index of the latest compaction (-1: none). Without them both are computed from ``estimator`` (chars/4 by default).
     """
     settings = settings or CompactionSettings()
     if not path or path[-1].get("type") == "compaction":
@@ -95,7 +112,8 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
     estimator = estimator or Chars4Estimator()
     estimate = entry_estimate or (lambda entry, message: estimator.estimate(message))
 
-    previous_index = latest_compaction_index(path)
+    if previous_index is None:
+        previous_index = latest_compaction_index(path)
     start = summarizing_boundary(path, previous_index)
     cut = find_cut_point(path, start, len(path), settings.keep_recent_tokens, estimate)
     first_kept = path[cut.first_kept_index]
@@ -112,8 +130,9 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
     file_ops = FileOps()
     if previous is not None and not previous.get("fromHook"):
         file_ops.add_details(previous.get("details"))
-    file_ops.add_tool_calls(to_summarize)
-    file_ops.add_tool_calls(prefix)
+    _add_file_operations(file_ops, path[start:history_end], operations_cache)
+    if cut.is_split_turn:
+        _add_file_operations(file_ops, path[cut.turn_start_index:cut.first_kept_index], operations_cache)
     return CompactionPlan(
         first_kept_entry_id=first_kept["id"],
         messages_to_summarize=to_summarize,

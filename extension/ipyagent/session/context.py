@@ -78,12 +78,13 @@ class ContextState:
     estimates: list[int] = field(default_factory=list)
     # Usage recorded before the latest compaction describes the old, larger context: ignore it.
     usage_floor: int = 0
+    compaction_index: int = -1  # path index of the latest compaction (-1: none)
     last_usage_index: int = -1
     trailing: int = 0
 
     @classmethod
     def build(cls, path: Sequence[Entry], leaf_id: str | None, estimate: Callable[[Entry, Message], int]) -> "ContextState":
-        state = cls(leaf_id=leaf_id)
+        state = cls(leaf_id=leaf_id, compaction_index=latest_compaction_index(path))
         ordered, floor = context_entries(path)
         state.usage_floor = floor
         for entry in ordered:
