@@ -291,8 +291,7 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
         shutil.copy(HERE / "tour_helpers.py", Path(work) / "tour_helpers.py")
         for k in keys:
             os.environ.pop(k, None)
-        os.environ.update(OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY=FAKE_KEY, IPYAGENT_MODEL=MODEL,
-                          IPYAGENT_REPLAY="off")
+        os.environ.update(OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY=FAKE_KEY, IPYAGENT_MODEL=MODEL)
         try:
             outcome = execute_notebook(nb, timeout=timeout, cwd=work)
         finally:

@@ -4,6 +4,7 @@ notebooks define, so what the "model" says matches what its tool calls really pr
 
 from __future__ import annotations
 
+import json
 import statistics
 from typing import Any
 
@@ -466,3 +467,255 @@ def _check_tour(nb: dict[str, Any], policy: Any, server: Any) -> None:
 TOUR.check = _check_tour
 
 NOTEBOOKS = [QUICKSTART, TOUR]
+
+# ---- custom compaction (hooks) -------------------------------------------------------------------
+
+C_TURNS = T_TURNS  # the same conversation as the tour (so the same moments fill the window)
+
+HOOK_CODE = '''
+from ipyagent.compaction.hooks import hooks
+
+
+def _text(content):
+    if isinstance(content, str):
+        return content
+    return " ".join(b.get("text", "") for b in content or [] if b.get("type") == "text")
+
+
+def notes_summary(event):
+    """No model at all: the previous summary, plus notes on the prompts and tool calls being compacted."""
+    plan = event.preparation           # what the default compaction would do (a CompactionPlan)
+    notes = []
+    for message in plan.messages_to_summarize + plan.turn_prefix_messages:
+        if message.get("role") == "user":
+            notes.append(f"- User asked: {_text(message.get('content'))}")
+        elif message.get("role") == "assistant":
+            for block in message.get("content") or []:
+                if block.get("type") == "toolCall":
+                    code = " ".join(str(block["arguments"].get("code", block["arguments"])).split())
+                    notes.append(f"- Ran {block['name']}: `{code[:80]}`")
+    previous = plan.previous_summary or "(no earlier summary)"
+    # Returning a compaction replaces the summariser; the plan's cut point and token count are kept.
+    return {"compaction": {"summary": previous + "\\n\\n## Notes since then (written by a hook, no model)\\n"
+                                      + "\\n".join(notes)}}
+
+
+hooks.on("session_before_compact", notes_summary)
+print("session_before_compact hooks:", [h.__name__ for h in hooks.handlers["session_before_compact"]])
+'''
+
+CANCEL_CODE = '''
+def no_automatic_compaction(event):
+    """Cancel compactions the budget triggers; a manual %compact still goes ahead."""
+    if event.reason == "threshold":
+        print(f"hook: automatic compaction cancelled ({event.preparation.tokens_before:,} tokens)")
+        return {"cancel": True}
+
+
+hooks.on("session_before_compact", no_automatic_compaction)
+print("session_before_compact hooks:", [h.__name__ for h in hooks.handlers["session_before_compact"]])
+'''
+
+CUSTOM = Notebook("custom-compaction", [
+    md("cc-intro", provenance("Custom compaction: hooks and a cheaper summary model", """
+        Compaction calls a model to write the summary. That call does not need your best (and most
+        expensive) model, and sometimes you want no model at all, or no compaction right now.
+        This notebook shows three ways to take control:
+
+        1. `Agent.summary_model` — route summaries to a cheaper model;
+        2. a `session_before_compact` hook that writes the summary itself;
+        3. a `session_before_compact` hook that cancels automatic compactions.
+
+        It uses the same tiny 4,300-token window and conversation as `how-compaction-works.ipynb`,
+        so compaction comes quickly.""")),
+    code("cc-setup", """
+        %load_ext ipyagent
+        %config Agent.context_window = 4300
+        %config Agent.reserve_tokens = 1400
+        %config Agent.keep_recent_tokens = 460
+        %config Agent.tool_approval = "auto\""""),
+    code("cc-data", READINGS_CODE),
+    md("cc-model-md", """
+        ## 1. A cheaper model for summaries
+
+        `Agent.summary_model` names the model that writes compaction summaries (default: the session
+        model). Pick a cheap, fast model with a large window — e.g. `openai:gpt-4.1-mini` under an
+        `openai:gpt-4.1` session. Here the recording was made with the scripted models
+        `scripted-model` (session) and `scripted-mini` (summaries)."""),
+    code("cc-model", """
+        %config Agent.summary_model = "openai:scripted-mini"
+        %agent model"""),
+    agent("cc-a1", C_TURNS[0].prompt),
+    agent("cc-a2", C_TURNS[1].prompt),
+    agent("cc-a3", C_TURNS[2].prompt),
+    agent("cc-a4", C_TURNS[3].prompt),
+    md("cc-model-after", """
+        The last run crossed the threshold and compacted; the summary request went to
+        `scripted-mini`, not to the session model. The same can be set for every notebook in
+        `ipython_config.py`: `c.Agent.summary_model = "openai:gpt-4.1-mini"`."""),
+    code("cc-summary1", "%agent summary"),
+    md("cc-hook-md", """
+        ## 2. A hook that writes the summary itself
+
+        Hooks are plain Python functions registered on `ipyagent.compaction.hooks.hooks`.
+        A `session_before_compact` handler receives `event.preparation` — the plan the default
+        compaction would follow: `messages_to_summarize`, `turn_prefix_messages`, `previous_summary`,
+        `first_kept_entry_id`, `tokens_before`, `is_split_turn` — plus `event.reason` (`"threshold"`,
+        `"overflow"` or `"manual"`) and `event.custom_instructions` (the `%compact` focus).
+
+        Returning `{"compaction": {"summary": …}}` replaces the summariser. This one calls no model at
+        all: it keeps the previous summary and appends notes on the prompts and tool calls being
+        compacted (cheap and deterministic, but much less useful to the model than a real summary; a
+        real hook might call your own summarisation service or a local model). The entry is marked
+        `fromHook`. Two more prompts, then `%compact`:"""),
+    code("cc-hook", HOOK_CODE),
+    agent("cc-a5", C_TURNS[4].prompt),
+    agent("cc-a6", C_TURNS[5].prompt),
+    code("cc-compact-hook", "%compact"),
+    code("cc-hook-summary", """
+        %agent summary
+        hooks.off("session_before_compact", notes_summary)   # back to the summary model"""),
+    md("cc-cancel-md", """
+        ## 3. A hook that cancels
+
+        Returning `{"cancel": True}` stops the compaction; the session is unchanged. This handler
+        cancels every compaction the budget triggers (`reason == "threshold"`) — say, while you are
+        reviewing a long result and want it kept word for word — but lets a manual `%compact` through.
+        The next run crosses the threshold several times; each time the hook says no:"""),
+    code("cc-cancel", CANCEL_CODE),
+    agent("cc-a7", C_TURNS[6].prompt),
+    md("cc-cancel-after", """
+        Without compaction the context is now above the threshold (see the widget). A manual
+        compaction is allowed by this hook, and goes to the summary model again:"""),
+    code("cc-compact-manual", "%compact"),
+    code("cc-off", """
+        hooks.off("session_before_compact", no_automatic_compaction)
+        print([h.__name__ for h in hooks.handlers["session_before_compact"]] or "no session_before_compact hooks left")"""),
+    md("cc-packages", """
+        ## Shipping hooks in a package
+
+        Besides `hooks.on(...)` in a notebook, a package can provide hooks to every session through
+        the `ipyagent.hooks` entry-point group; ipyagent calls each entry point with the registry:
+
+        ```toml
+        # pyproject.toml of your package
+        [project.entry-points."ipyagent.hooks"]
+        my-compaction = "my_package.hooks:register"
+        ```
+
+        ```python
+        # my_package/hooks.py
+        def register(registry):
+            registry.on("session_before_compact", my_handler)
+        ```
+
+        Other events: `session_compact` (after a compaction), `session_before_tree` / `session_tree`
+        (branch navigation), `context` (rewrite the messages of a request), `before_provider_request`,
+        `turn_end`, `agent_end`. A handler that raises is reported as a warning and never breaks
+        the session."""),
+], C_TURNS)
+
+
+def _check_custom(nb: dict[str, Any], policy: Any, server: Any) -> None:
+    assert policy.summary_models and set(policy.summary_models) == {"scripted-mini"}, policy.summary_models
+    session = nb["metadata"]["ipyagent"]["sessions"]["default"]
+    compactions = [e for e in session["entries"] if e["type"] == "compaction"]
+    assert [bool(c.get("fromHook")) for c in compactions] == [False, True, False], compactions
+    text = json.dumps(nb)
+    assert "automatic compaction cancelled" in text
+
+
+CUSTOM.check = _check_custom
+
+# ---- reproducible session ------------------------------------------------------------------------
+
+R_TURNS = Q_TURNS[1:]
+
+REPRO = Notebook("reproducible-session", [
+    md("rs-intro", provenance("A reproducible session: record, export, import, replay", """
+        Everything an ipyagent session contains — prompts, replies, tool calls and their results,
+        compaction summaries — is stored in this notebook's metadata (`metadata["ipyagent"]`). That
+        makes the notebook a reproducible record: it can be exported to the
+        [Pi](https://github.com/badlogic/pi-mono) session format (JSONL), imported back, and
+        re-executed offline by *replaying* the recorded model responses.""")),
+    code("rs-setup", """
+        %load_ext ipyagent
+        %config Agent.tool_approval = "auto"
+        %config Agent.context_window = 32_000
+
+        import json, pathlib, tempfile
+        workdir = pathlib.Path(tempfile.mkdtemp(prefix="ipyagent-demo-"))   # exports go here"""),
+    md("rs-record-md", """
+        ## 1. Record
+
+        Nothing special is needed: every `%%agent` run appends its entries to the session, and the
+        session is saved with the notebook."""),
+    code("rs-data", ORDERS_CODE),
+    agent("rs-a1", R_TURNS[0].prompt),
+    agent("rs-a2", R_TURNS[1].prompt),
+    md("rs-tree-md", """
+        Each entry has an id and a parent: the session is a tree (re-running an earlier `%%agent`
+        cell starts a branch from before that cell's prompt). The `*` marks the current path;
+        `[cell N]` is the execution count of the cell that sent the prompt:"""),
+    code("rs-tree", "%agent tree"),
+    md("rs-export-md", """
+        ## 2. Export to Pi's JSONL
+
+        `%agent export` writes the active session as a Pi v3 session file: a header line, then one
+        entry per line. Notebook facts (the cell id, the execution count) ride along in extra fields
+        that Pi ignores. From a shell, the same without a kernel:
+        `ipyagent export reproducible-session.ipynb --format pi -o session.jsonl`
+        (or `--format markdown` for a readable transcript)."""),
+    code("rs-export", """
+        %agent export -o {workdir}/session.jsonl
+        for line in (workdir / "session.jsonl").read_text().splitlines()[1:]:
+            entry = json.loads(line)
+            message = entry.get("message", {})
+            print(entry["id"], entry["type"], message.get("role", ""), message.get("toolName", ""))"""),
+    md("rs-inspect-md", "`ipyagent inspect` reads a Pi session file (or a notebook) and reports what is in it:"),
+    code("rs-inspect", "!ipyagent inspect {workdir}/session.jsonl"),
+    md("rs-import-md", """
+        ## 3. Import
+
+        A Pi session file becomes a session again — in Python with `Session.from_file`, in this
+        kernel with `%agent import FILE --name NAME`, or into a notebook's metadata from a shell with
+        `ipyagent import session.jsonl NOTEBOOK.ipynb --session NAME`. Ids and parents survive the
+        round trip:"""),
+    code("rs-import", """
+        from ipyagent import Session
+        from ipyagent.notebook.extension import get_runtime
+
+        imported = Session.from_file(workdir / "session.jsonl")
+        here = get_runtime(get_ipython()).slot().session
+        print(f"imported {len(imported)} entries; same path as this kernel's session:",
+              [e["id"] for e in imported.path()] == [e["id"] for e in here.path()])"""),
+    code("rs-import-cli", """
+        !ipyagent import {workdir}/session.jsonl {workdir}/copy.ipynb --session imported
+        copy = Session.from_file(workdir / "copy.ipynb", session="imported")
+        print(len(copy), "entries in copy.ipynb; last reply:", copy.path()[-1]["message"]["content"][0]["text"][:60], "…")"""),
+    md("rs-replay-md", """
+        ## 4. Replay
+
+        Re-executing this notebook with no provider configured replays it: each `%%agent` cell takes
+        its model responses from the entries recorded for that cell (matched by cell id), recorded
+        tool calls are not run again, and everything else — the budget, the compaction trigger, the
+        cut point — runs for real. The result is the same session.
+
+        * `ipyagent run reproducible-session.ipynb --replay -o out.ipynb` — from a shell, no key needed
+          (add `--replay-tools` to run the recorded tool calls again and report differences);
+        * `%agent replay on|off|auto` — in a kernel; `Agent.replay = "auto"` (the default) replays only
+          when no provider is configured, so with a key set the notebook runs live;
+        * if a run departs from the recording (an edited prompt, another cut point), the cell says
+          where, and continues live when a provider is configured."""),
+    code("rs-replay", "%agent replay status"),
+], R_TURNS)
+
+
+def _check_repro(nb: dict[str, Any], policy: Any, server: Any) -> None:
+    text = json.dumps(nb)
+    assert "same path as this kernel's session: True" in text
+
+
+REPRO.check = _check_repro
+
+NOTEBOOKS = [QUICKSTART, TOUR, CUSTOM, REPRO]
