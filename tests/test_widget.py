@@ -43,6 +43,20 @@ def test_facts_after_a_compaction_show_the_summary():
     assert facts.parts["summary"] > 0 and facts.threshold is None
 
 
+def test_right_after_a_compaction_the_total_includes_the_system_prompt_and_tools():
+    """The kept assistant messages' usage predates the compaction, so it does not count; the
+    total is then the estimates, which must include the system prompt and the tool definitions."""
+    config = AgentConfig(model="openai:m", compaction=CompactionSettings(1000, 300))
+    session = _session(with_compaction=True)
+    facts = budget_facts(session, config, window=8000)
+    from ipyagent.notebook.widget import system_tools_tokens
+
+    system = system_tools_tokens(config, ())
+    assert facts.total == session.context_tokens() + system
+    assert facts.parts["system"] == system  # not scaled down to a stale provider count
+    assert abs(sum(facts.parts.values()) - facts.total) <= 4
+
+
 def test_static_views_carry_the_same_facts():
     facts = BudgetFacts(session_name="main", model="openai:m", window=10000, reserve=2000, total=4321,
                         parts={"system": 500, "summary": 300, "history": 2500, "tail": 1021}, compactions=2,

@@ -93,9 +93,12 @@ def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_
     history = sum(estimates[start:cut])
     total = session.context_tokens()
     usage = last_usage(messages)
-    if not usage.get("input") and not usage.get("cacheRead"):
-        total += system  # no provider-reported usage yet: the system prompt and tools are not in it
-    usage_seen = any(m.get("role") == "assistant" and m.get("usage") for m in messages)
+    # Usage counts only when the context state took it (not from before the latest compaction):
+    # without it the total is estimates of the messages alone, and the system prompt and tools
+    # must be added.
+    usage_seen = state.last_usage_index >= 0
+    if not usage_seen:
+        total += system
     if usage_seen:
         # The provider's count covers everything; scale the estimated parts to it for the bar.
         estimated = system + summary + history + tail
