@@ -672,8 +672,13 @@ REPRO = Notebook("reproducible-session", [
             entry = json.loads(line)
             message = entry.get("message", {})
             print(entry["id"], entry["type"], message.get("role", ""), message.get("toolName", ""))"""),
-    md("rs-inspect-md", "`ipyagent inspect` reads a Pi session file (or a notebook) and reports what is in it:"),
-    code("rs-inspect", "!ipyagent inspect {workdir}/session.jsonl"),
+    md("rs-inspect-md", """
+        `ipyagent inspect FILE` reads a Pi session file (or a notebook) and reports what is in it. The
+        command-line tool can also be called from Python, as here:"""),
+    code("rs-inspect", """
+        from ipyagent import cli
+
+        cli.main(["inspect", str(workdir / "session.jsonl")])   # = ipyagent inspect …/session.jsonl"""),
     md("rs-import-md", """
         ## 3. Import
 
@@ -690,7 +695,7 @@ REPRO = Notebook("reproducible-session", [
         print(f"imported {len(imported)} entries; same path as this kernel's session:",
               [e["id"] for e in imported.path()] == [e["id"] for e in here.path()])"""),
     code("rs-import-cli", """
-        !ipyagent import {workdir}/session.jsonl {workdir}/copy.ipynb --session imported
+        cli.main(["import", str(workdir / "session.jsonl"), str(workdir / "copy.ipynb"), "--session", "imported"])
         copy = Session.from_file(workdir / "copy.ipynb", session="imported")
         print(len(copy), "entries in copy.ipynb; last reply:", copy.path()[-1]["message"]["content"][0]["text"][:60], "…")"""),
     md("rs-replay-md", """

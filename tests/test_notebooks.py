@@ -106,10 +106,12 @@ def test_committed_notebook_is_executed_and_holds_no_key(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_replays_offline(path, tmp_path):
     out = tmp_path / path.name
-    result = subprocess.run(
-        [sys.executable, "-m", "ipyagent", "run", str(path), "--replay", "-o", str(out), "--timeout", "120"],
-        env=_offline_env(), capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout + result.stderr
+    log = tmp_path / "run.log"
+    with log.open("w") as sink:  # a file, not a pipe: a lingering kernel would hold a pipe open
+        result = subprocess.run(
+            [sys.executable, "-m", "ipyagent", "run", str(path), "--replay", "-o", str(out), "--timeout", "60"],
+            env=_offline_env(), stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=600)
+    assert result.returncode == 0, log.read_text()
     committed = json.loads(path.read_text(encoding="utf-8"))
     replayed = json.loads(out.read_text(encoding="utf-8"))
 
