@@ -146,8 +146,8 @@ QUICKSTART = Notebook("quickstart", [
     code("qs-data", ORDERS_CODE),
     agent("qs-orders", Q_TURNS[1].prompt),
     md("qs-tool-after", """
-        The grey block is the tool call: the code the agent ran in *this* kernel and what it printed
-        (click to expand). Variables it creates stay in your namespace:"""),
+        The `✓ python(…)` block is the tool call: the code the agent ran in *this* kernel and what it
+        printed (click to expand). Variables it creates stay in your namespace:"""),
     code("qs-spent", """
         # `spent` was created by the agent's python call. When this notebook replays its recording,
         # recorded tool calls are not run again, so it only exists after a live run.
@@ -357,8 +357,9 @@ TOUR = Notebook("how-compaction-works", [
         ## Automatic compaction
 
         That run pushed the context past the threshold (window − reserve), so at the end of the run
-        ipyagent compacted automatically — see the *Compacted (threshold)* line above the widget,
-        and the purple *summary* segment in the bar. (ipyagent also checks the budget before
+        ipyagent compacted automatically — see the *Compacted (threshold)* line at the end of the
+        cell's output, and the purple *summary* segment in its widget (the widget sits at the top of
+        the output and is updated in place while the run streams). (ipyagent also checks the budget before
         **every** model call, so a long tool loop cannot overflow the window in the middle of a run.)
 
         ### Where was the cut?
