@@ -317,12 +317,19 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
 
 
 def _scrub(nb: dict[str, Any]) -> None:
-    """Outputs that depend on this machine: the temp working directory."""
+    """Make the saved notebook machine-independent and readable without a kernel."""
     text = json.dumps(nb)
     for needle in (FAKE_KEY and "Bearer ",):
         assert needle not in text, f"{needle!r} in the notebook"
     for cell in nb["cells"]:
         cell.get("metadata", {}).pop("execution", None)
+        for output in cell.get("outputs", []):
+            # The live budget widget's model dies with the kernel; without saved widget state a viewer
+            # (JupyterLab, nbconvert, GitHub) would show "model not found" or nothing instead of the
+            # static HTML / Markdown view carried in the same output. Keep the static views.
+            data = output.get("data") or {}
+            if "application/vnd.jupyter.widget-view+json" in data and "text/html" in data:
+                del data["application/vnd.jupyter.widget-view+json"]
     for session in nb["metadata"].get("ipyagent", {}).get("sessions", {}).values():
         session.get("header", {})["cwd"] = ""
 
