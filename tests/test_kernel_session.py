@@ -42,7 +42,10 @@ def test_session_across_cells_and_rerun_forks(tmp_path):
         session = first.nb["metadata"]["ipyagent"]["sessions"]["default"]
         users = user_messages(session["entries"])
         assert [u["message"]["cellId"] for u in users] == ["cell-1", "cell-3"]
-        assert [u["message"]["executionCount"] for u in users] == [2, 4]
+        # the user message carries the execution count the cell shows
+        counts = [first.nb["cells"][i]["execution_count"] for i in (1, 3)]
+        assert [u["message"]["executionCount"] for u in users] == counts
+        assert counts[1] == counts[0] + 2
         assert "42" in outputs_text(first.nb["cells"][4]["outputs"])  # the tool ran in the kernel's namespace
         # the bridge acknowledged everything: no journal outputs
         assert not any(JOURNAL_MIME in (o.get("data") or {}) for c in first.nb["cells"] for o in c["outputs"])

@@ -35,7 +35,11 @@ def cell_identity(shell: Any) -> tuple[str | None, int | None]:
             cell_id = (parent.get("metadata") or {}).get("cellId")
         except Exception:
             cell_id = None
-    count = getattr(shell, "execution_count", None)
+    # The running cell's number: IPython 9 has already advanced ``execution_count`` to the next
+    # cell while this one runs; the display hook's prompt count is this cell's in 8 and 9.
+    count = getattr(getattr(shell, "displayhook", None), "prompt_count", None)
+    if not isinstance(count, int):
+        count = getattr(shell, "execution_count", None)
     return (cell_id if isinstance(cell_id, str) and cell_id else None), (count if isinstance(count, int) else None)
 
 
