@@ -76,6 +76,18 @@ def ids_of(entries) -> list[str]:
     return [e["id"] for e in entries]
 
 
+def chain(n: int, start: int = 0, parent: str | None = None, day: int = 1) -> list[dict]:
+    """``n`` user-message entries, each the child of the one before."""
+    out = []
+    for i in range(start, start + n):
+        entry = {"type": "message", "id": f"{i:08x}", "parentId": parent,
+                 "timestamp": f"2026-01-{day:02d}T00:00:{i % 60:02d}.000Z",
+                 "message": {"role": "user", "content": f"prompt {i}", "timestamp": i}}
+        out.append(entry)
+        parent = entry["id"]
+    return out
+
+
 @pytest.fixture
 def registry() -> HookRegistry:
     return HookRegistry()

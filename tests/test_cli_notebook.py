@@ -23,16 +23,7 @@ from ipyagent.notebook.store import (
 from ipyagent.session.jsonl import dump_pi_jsonl
 from ipyagent.session.messages import tool_call_block, tool_result_message, user_message
 from support.sessiongen import generate_session
-
-
-def chain(n: int, start: int = 0, parent: str | None = None) -> list[dict]:
-    out = []
-    for i in range(start, start + n):
-        entry = {"type": "message", "id": f"{i:08x}", "parentId": parent, "timestamp": f"2026-01-01T00:00:{i:02d}.000Z",
-                 "message": {"role": "user", "content": f"prompt {i}", "timestamp": i}}
-        out.append(entry)
-        parent = entry["id"]
-    return out
+from conftest import chain
 
 
 HEADER = {"type": "session", "version": 3, "id": "3f0c2b9e-0000-4000-a000-000000000003",
