@@ -41,13 +41,23 @@ def run_run(args: argparse.Namespace) -> int:
         raise CliError(f"no such notebook: {args.notebook}") from None
     except NotebookError as exc:
         raise CliError(str(exc)) from None
+    except KeyboardInterrupt:
+        print(f"ipyagent run: interrupted; wrote {args.output or args.notebook} with every delivered session",
+              file=sys.stderr)
+        return 130
     target = args.output or args.notebook
     sessions = outcome.sessions.sessions if outcome.sessions is not None else {}
     summary = ", ".join(f"{name} ({len(s.entries)} entries)" for name, s in sessions.items()) or "no sessions"
     print(f"ipyagent run: wrote {target}: {summary}")
     for problem in outcome.problems:
         print(f"ipyagent run: {problem}", file=sys.stderr)
+    if outcome.replies_recovered:
+        print(f"ipyagent run: warning: {outcome.replies_recovered} execute replies were found only by the "
+              "watchdog's extra poll (each cost a few seconds)", file=sys.stderr)
     if outcome.error:
-        print(f"ipyagent run: a cell failed:\n{outcome.error}", file=sys.stderr)
+        if outcome.cell_error:  # the failing cell's traceback, then the one line that sums it up
+            print(outcome.cell_error.rstrip(), file=sys.stderr)
+        print(f"ipyagent run: failed: {outcome.error} (the output notebook holds every delivered session)",
+              file=sys.stderr)
         return 1
     return 0

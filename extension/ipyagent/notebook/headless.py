@@ -13,11 +13,17 @@ playing the frontend of ``docs/protocol.md``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
+import shutil
+import sys
+import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from queue import Empty
 from typing import Any, Iterator
 
 from ipyagent.notebook import bridge as bridge_mod
@@ -97,12 +103,100 @@ class HeadlessFrontend:
                             "ids": [e["id"] for e in entries]})
 
     def send(self, comm_id: str, data: dict[str, Any]) -> None:
+        # kc.shell_channel.send is the ordered path (OrderedShell) once the runner installed it
         msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
         self.kc.shell_channel.send(msg)
 
 
-def _with_cell_ids(kc: Any, current: dict[str, Any]) -> None:
-    """Make ``kc.execute`` send the running cell's id as ``metadata.cellId`` (like JupyterLab)."""
+class OrderedShell:
+    """The one path every message to the kernel's shell socket takes, in order.
+
+    jupyter_client's ``Session.send`` writes through a *synchronous shadow* of the asyncio socket.
+    That skips pyzmq's re-check for pending reads after a send: the socket's file descriptor is
+    edge-triggered, so when a reply arrives while the send runs, the edge is consumed and a reader
+    already awaiting (nbclient waiting for ``execute_reply``) never wakes up until its timeout —
+    the ~60 s stalls after cells that sent bridge messages. Sending with the asyncio socket's own
+    ``send_multipart`` re-schedules waiting readers; using it for *every* shell message (nbclient's
+    execute requests, our acks) keeps them in one queue, so an ack still reaches the kernel before
+    the next cell's request.
+    """
+
+    def __init__(self, kc: Any):
+        self.kc = kc
+        self.failures: list[str] = []
+
+    def install(self) -> None:
+        self.kc.shell_channel.send = self.send
+
+    def send(self, msg: dict[str, Any]) -> None:
+        session, socket = self.kc.session, self.kc.shell_channel.socket
+        frames = session.serialize(msg)
+        frames.extend(msg.get("buffers") or [])
+        sent = socket.send_multipart(frames)
+        if hasattr(sent, "add_done_callback"):  # an asyncio socket returns a future
+            sent.add_done_callback(self._check)
+
+    def _check(self, future: Any) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            self.failures.append(f"a message to the kernel was not sent: {future.exception()}")
+
+
+class ReplyLost(RuntimeError):
+    """The kernel went idle after a request, and its reply never arrived."""
+
+
+@dataclass
+class ReplyWatchdog:
+    """Never wait out a whole cell timeout for a reply that was missed.
+
+    ipykernel sends ``execute_reply`` *before* it publishes ``status: idle``. So once the kernel
+    has been idle for the pending request for ``grace`` seconds, the reply is overdue: the
+    shell channel is polled once more, and if nothing is there the run fails with a clear error.
+    ``recovered`` counts replies that only that extra poll found (0 in a healthy run).
+    """
+
+    grace: float = 3.0
+    tick: float = 0.5
+    pending: str | None = None
+    idle_at: dict[str, float] = field(default_factory=dict)
+    recovered: int = 0
+
+    def saw_idle(self, msg_id: str) -> None:
+        self.idle_at.setdefault(msg_id, time.monotonic())
+
+    def overdue(self) -> bool:
+        since = self.idle_at.get(self.pending or "")
+        return since is not None and time.monotonic() - since >= self.grace
+
+    def install(self, kc: Any) -> None:
+        plain_get_msg = kc.shell_channel.get_msg
+
+        async def get_msg(timeout: float | None = None) -> dict[str, Any]:
+            waiting = asyncio.ensure_future(plain_get_msg(timeout=timeout))
+            while True:
+                done, _ = await asyncio.wait({waiting}, timeout=self.tick)
+                if done:
+                    return waiting.result()  # or Empty at nbclient's own timeout
+                if not self.overdue():
+                    continue
+                waiting.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Empty):
+                    await waiting
+                try:
+                    msg = await plain_get_msg(timeout=0)
+                except Empty:
+                    raise ReplyLost(
+                        f"the kernel finished a cell (idle for {self.grace:g} s) but its execute_reply never "
+                        "arrived; stopped instead of waiting out the cell timeout") from None
+                self.recovered += 1
+                return msg
+
+        kc.shell_channel.get_msg = get_msg
+
+
+def _with_cell_ids(kc: Any, current: dict[str, Any], watchdog: ReplyWatchdog) -> None:
+    """Make ``kc.execute`` send the running cell's id as ``metadata.cellId`` (like JupyterLab), and
+    tell the watchdog which request's reply is awaited."""
     plain_execute = kc.execute
 
     def execute(code: str, silent: bool = False, store_history: bool = True, user_expressions: Any = None,
@@ -118,6 +212,7 @@ def _with_cell_ids(kc: Any, current: dict[str, Any]) -> None:
                    "stop_on_error": stop_on_error}
         msg = kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
         kc.shell_channel.send(msg)
+        watchdog.pending = msg["header"]["msg_id"]
         return msg["header"]["msg_id"]
 
     kc.execute = execute
@@ -130,57 +225,127 @@ class RunOutcome:
     sessions: NotebookSessions | None = None
     bridge_messages: int = 0
     problems: list[str] = field(default_factory=list)
+    replies_recovered: int = 0  # execute replies only the watchdog's extra poll found (0 when healthy)
+    cell_error: str | None = None  # a failing cell's full report (nbclient's), when a cell raised
+    interrupted: BaseException | None = None  # Ctrl-C / SystemExit, re-raised once the output is written
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
+def _kernel_manager_class(ipc_dir: str | None) -> Any:
+    """nbclient's kernel manager; over IPC in ``ipc_dir`` where the platform has Unix sockets (no
+    TCP ports, and no "running over TCP without encryption" warning from the kernel)."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    if ipc_dir is None:
+        return AsyncKernelManager
+
+    class IpcKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs: Any):
+            super().__init__(**kwargs)
+            self.transport = "ipc"
+            self.ip = os.path.join(ipc_dir, "k")  # short: Unix socket paths are limited to ~100 chars
+
+    return IpcKernelManager
+
+
+def _describe_failure(exc: BaseException) -> str:
+    """One clear line for whatever stopped the run."""
+    from nbclient.exceptions import (
+        CellExecutionError,
+        CellTimeoutError,
+        DeadKernelError,
+    )
+
+    if isinstance(exc, CellExecutionError):
+        name = getattr(exc, "ename", "") or "error"
+        value = getattr(exc, "evalue", "")
+        return f"a cell raised {name}: {value}".rstrip(": ")
+    if isinstance(exc, CellTimeoutError):
+        return "a cell timed out: " + (str(exc).strip().splitlines() or ["no reply"])[0]
+    if isinstance(exc, DeadKernelError):
+        return f"the kernel died: {exc}"
+    if isinstance(exc, ReplyLost):
+        return str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"the run stopped: {type(exc).__name__}" + (f": {first}" if first else "")
+
+
 def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_name: str | None = None,
                      cwd: str | None = None, push: bool = True, startup_timeout: int = 60,
                      km: Any = None) -> RunOutcome:
     """Run every cell of ``nb`` (a JSON dict) in a new kernel; return the executed notebook with
-    its sessions written into ``metadata["ipyagent"]``. A cell error stops the run (``error``)."""
+    its sessions written into ``metadata["ipyagent"]``.
+
+    Whatever stops the run — a cell error, a timeout, a dead kernel, a lost reply, Ctrl-C — the
+    outcome still holds every session the bridge delivered; ``error`` says what happened in one
+    line and ``cell_error`` keeps a failing cell's full report. KeyboardInterrupt is re-raised
+    by :func:`run_notebook` after the output is written.
+    """
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+    from nbclient.exceptions import CellExecutionError
 
     node = nbformat.reads(json.dumps(nb), as_version=4)  # also joins multi-line sources
     stored, report = sessions_from_notebook(nb)
     frontend = HeadlessFrontend()
+    watchdog = ReplyWatchdog()
     current: dict[str, Any] = {}
 
+    class HeadlessClient(NotebookClient):
+        def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
+            content = msg.get("content") or {}
+            if msg.get("msg_type") == "status" and content.get("execution_state") == "idle":
+                watchdog.saw_idle((msg.get("parent_header") or {}).get("msg_id", ""))
+            return super().process_message(msg, cell, cell_index)
+
     def on_notebook_start(notebook: Any) -> None:
-        frontend.kc = client.kc
-        _with_cell_ids(client.kc, current)
+        kc = client.kc
+        frontend.kc = kc
+        OrderedShell(kc).install()
+        watchdog.install(kc)
+        _with_cell_ids(kc, current, watchdog)
         if push:  # also when empty: the kernel then knows a frontend holds the notebook
-            client.kc.execute(push_code(stored.to_dict()), silent=True, store_history=False)
+            kc.execute(push_code(stored.to_dict()), silent=True, store_history=False)
 
     def on_cell_start(cell: Any, cell_index: int) -> None:
         current["id"] = cell.get("id")
+        current["index"] = cell_index
 
     kwargs: dict[str, Any] = {"timeout": timeout, "startup_timeout": startup_timeout,
                               "on_notebook_start": on_notebook_start, "on_cell_start": on_cell_start,
                               "resources": {"metadata": {"path": cwd or "."}}}
     if kernel_name:
         kwargs["kernel_name"] = kernel_name
-    client = NotebookClient(node, km=km, **kwargs)
+    ipc_dir = None if km is not None or sys.platform == "win32" else tempfile.mkdtemp(prefix="ipyagent-")
+    kwargs["kernel_manager_class"] = _kernel_manager_class(ipc_dir)
+    client = HeadlessClient(node, km=km, **kwargs)
     client.comm_open_handlers[bridge_mod.TARGET] = frontend.on_comm_open
-    error = None
+    error = cell_error = None
+    interrupted: BaseException | None = None
     try:
-        client.execute()
-    except CellExecutionError as exc:
-        error = str(exc)
-    except CellTimeoutError as exc:
-        error = f"a cell timed out: {exc}"
-    except DeadKernelError as exc:
-        error = f"the kernel died: {exc}"
+        try:
+            client.execute()
+        finally:
+            if ipc_dir is not None:
+                shutil.rmtree(ipc_dir, ignore_errors=True)
+    except BaseException as exc:
+        error = _describe_failure(exc)
+        if "index" in current and not isinstance(exc, CellExecutionError):
+            error = f"cell {current['index'] + 1}: {error}"
+        if isinstance(exc, CellExecutionError):
+            cell_error = str(exc)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            interrupted = exc
     out = json.loads(json.dumps(node))  # plain JSON again
     sessions = _final_sessions(out, stored, frontend)
     write_sessions_into_notebook(out, sessions)
-    outcome = RunOutcome(out, error, sessions, frontend.received)
-    outcome.problems = [str(p) for p in report.problems]
-    return outcome
+    return RunOutcome(out, error, sessions, frontend.received, [str(p) for p in report.problems],
+                      replies_recovered=watchdog.recovered, cell_error=cell_error, interrupted=interrupted)
 
 
 def _final_sessions(out: dict[str, Any], stored: NotebookSessions, frontend: HeadlessFrontend) -> NotebookSessions:
@@ -221,10 +386,13 @@ def run_notebook(path: str | Path, output: str | Path | None = None, *, timeout:
 
     ``replay`` ("on", "auto", "off"; None: the kernel's default) and ``replay_tools`` reach the
     kernel through ``IPYAGENT_REPLAY`` / ``IPYAGENT_REPLAY_TOOLS`` (the kernel inherits them).
+    The output is written whatever stopped the run; an interrupt is re-raised after that.
     """
     path = Path(path)
     nb = read_notebook(path)
     with _kernel_environment(IPYAGENT_REPLAY=replay, IPYAGENT_REPLAY_TOOLS="1" if replay_tools else None):
         outcome = execute_notebook(nb, timeout=timeout, kernel_name=kernel_name, cwd=str(path.parent.resolve()))
     write_notebook(Path(output) if output else path, outcome.nb)
+    if outcome.interrupted is not None:
+        raise outcome.interrupted
     return outcome
