@@ -274,7 +274,7 @@ class Notebook:
 
 def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
     from ipyagent.notebook.headless import execute_notebook
-    from ipyagent.notebook.store import new_notebook, write_notebook
+    from ipyagent.notebook.ipynb import new_notebook, write_notebook
 
     nb = new_notebook(spec.cells)
     nb["metadata"]["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}

@@ -11,15 +11,9 @@ import pytest
 
 from ipyagent.cli import main
 from ipyagent.core import Session
+from ipyagent.notebook.ipynb import new_notebook, read_notebook, write_notebook, write_sessions_into_notebook
 from ipyagent.notebook.journal import journal_bundle
-from ipyagent.notebook.store import (
-    NotebookSessions,
-    StoredSession,
-    new_notebook,
-    read_notebook,
-    write_notebook,
-    write_sessions_into_notebook,
-)
+from ipyagent.notebook.schema import NotebookSessions, StoredSession
 from ipyagent.session.jsonl import dump_pi_jsonl
 from ipyagent.session.messages import tool_call_block, tool_result_message, user_message
 from support.sessiongen import generate_session

@@ -14,7 +14,7 @@ from nbclient import NotebookClient
 from ipyagent import cli
 from ipyagent.notebook.headless import execute_notebook, push_code
 from ipyagent.notebook.journal import JOURNAL_MIME
-from ipyagent.notebook.store import read_notebook, write_notebook
+from ipyagent.notebook.ipynb import read_notebook, write_notebook
 
 
 def test_cli_run_writes_sessions_and_fails_on_a_cell_error(tmp_path, capsys):

@@ -18,7 +18,7 @@ from queue import Empty
 import pytest
 from ipyagent import cli
 from ipyagent.notebook.headless import ReplyLost, ReplyWatchdog, execute_notebook
-from ipyagent.notebook.store import read_notebook, write_notebook
+from ipyagent.notebook.ipynb import read_notebook, write_notebook
 from kernel_support import SETUP, fake_provider, notebook, outputs_text
 
 SMALL_WINDOW = ("%config Agent.context_window = 6000\n%config Agent.reserve_tokens = 1000\n"

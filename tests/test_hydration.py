@@ -12,9 +12,9 @@ from ipyagent.notebook.hydration import (
     hydrate_from_disk,
     kernel_reset_entry,
 )
+from ipyagent.notebook.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
 from ipyagent.notebook.journal import journal_bundle
-from ipyagent.notebook.store import NotebookSessions, StoredSession, new_notebook, write_notebook, \
-    write_sessions_into_notebook
+from ipyagent.notebook.schema import NotebookSessions, StoredSession
 from ipyagent.session.loading import MAX_ENTRY_CHARS
 from conftest import chain
 

@@ -10,7 +10,7 @@ import pytest
 from kernel_support import fake_provider, notebook, outputs_text
 
 from ipyagent import cli
-from ipyagent.notebook.store import read_notebook, write_notebook
+from ipyagent.notebook.ipynb import read_notebook, write_notebook
 from ipyagent.session.messages import text_of
 
 CONFIG = ("%load_ext ipyagent\n%config Agent.model = 'openai:fake-model'\n%config Agent.tool_approval = 'auto'\n"

@@ -17,7 +17,7 @@ from kernel_support import (
 
 from ipyagent.notebook.headless import execute_notebook
 from ipyagent.notebook.journal import JOURNAL_MIME
-from ipyagent.notebook.store import write_notebook
+from ipyagent.notebook.ipynb import write_notebook
 
 
 def _texts(messages):

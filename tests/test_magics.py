@@ -16,9 +16,9 @@ from traitlets.config import Config
 from ipyagent.notebook import bridge as bridge_mod
 from ipyagent.notebook import extension
 from ipyagent.notebook.configurable import Agent as AgentSettings
+from ipyagent.notebook.ipynb import new_notebook, write_notebook
 from ipyagent.notebook.journal import JOURNAL_MIME
 from ipyagent.notebook.magics_commands import COMMANDS
-from ipyagent.notebook.store import new_notebook, write_notebook
 from ipyagent.testing import FakeProviderServer
 
 
@@ -358,7 +358,8 @@ def test_load_path_merges_by_id(ip, server, tmp_path, capsys):
 
 def test_hydration_from_disk_appends_a_kernel_reset_once(monkeypatch, tmp_path, server):
     from ipyagent.core import Session
-    from ipyagent.notebook.store import NotebookSessions, write_sessions_into_notebook
+    from ipyagent.notebook.ipynb import write_sessions_into_notebook
+    from ipyagent.notebook.schema import NotebookSessions
 
     s = Session()
     s.append_message({"role": "user", "content": "remember 7", "timestamp": 1})
@@ -443,7 +444,7 @@ def test_shell_config_reaches_the_configurable(monkeypatch):
 
 def test_push_after_load_is_absorbed_at_the_next_run(ip, server):
     from ipyagent.core import Session
-    from ipyagent.notebook.store import NotebookSessions
+    from ipyagent.notebook.schema import NotebookSessions
 
     s = Session()
     s.append_message({"role": "user", "content": "the colour is TEAL", "timestamp": 1})

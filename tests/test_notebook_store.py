@@ -12,12 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ipyagent.core import Session
-from ipyagent.notebook.journal import JOURNAL_MIME, journal_bundle, journal_outputs, transcript_markdown
-from ipyagent.notebook.store import (
+from ipyagent.notebook.ipynb import (
     NotebookError,
-    NotebookSessions,
-    SessionNotFound,
-    StoredSession,
     dumps_notebook,
     lift_notebook,
     new_notebook,
@@ -28,6 +24,8 @@ from ipyagent.notebook.store import (
     write_notebook,
     write_sessions_into_notebook,
 )
+from ipyagent.notebook.journal import JOURNAL_MIME, journal_bundle, journal_outputs, transcript_markdown
+from ipyagent.notebook.schema import NotebookSessions, SessionNotFound, StoredSession
 from ipyagent.session.jsonl import dump_pi_jsonl, parse_pi_jsonl
 from ipyagent.session.loading import MAX_ENTRY_CHARS, LoadReport
 from support.sessiongen import generate_session

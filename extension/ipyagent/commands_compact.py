@@ -30,7 +30,7 @@ def compact_file(session: Session, plan: CompactionPlan | None, settings: Compac
         raise CliError(str(exc))
     target = Path(args.output or args.file)
     if target.suffix == ".ipynb" or Path(args.file).suffix == ".ipynb":
-        from ipyagent.notebook.store import save_session_to_notebook_file
+        from ipyagent.notebook.ipynb import save_session_to_notebook_file
 
         save_session_to_notebook_file(session, Path(args.file), target, name=getattr(args, "session", None))
     else:

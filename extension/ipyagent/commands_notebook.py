@@ -20,7 +20,7 @@ def _warn_report(report: LoadReport | None) -> None:
 
 
 def _read_sessions(path: Path):
-    from ipyagent.notebook.store import NotebookError, read_notebook, sessions_from_notebook
+    from ipyagent.notebook.ipynb import NotebookError, read_notebook, sessions_from_notebook
 
     try:
         nb = read_notebook(path)
@@ -52,7 +52,7 @@ def _configure_lift(parser: argparse.ArgumentParser) -> None:
 @command("lift", _configure_lift)
 def run_lift(args: argparse.Namespace) -> int:
     """Move journal outputs' entries into the notebook's metadata (outputs are kept)."""
-    from ipyagent.notebook.store import NotebookError, lift_notebook_report
+    from ipyagent.notebook.ipynb import NotebookError, lift_notebook_report
 
     src = Path(args.notebook)
     try:
@@ -90,7 +90,7 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
 def run_export(args: argparse.Namespace) -> int:
     """Export a notebook's session as a Pi session file or a Markdown transcript."""
     from ipyagent.notebook.journal import transcript_markdown
-    from ipyagent.notebook.store import SessionNotFound
+    from ipyagent.notebook.schema import SessionNotFound
     from ipyagent.session.jsonl import dump_pi_jsonl
 
     path = Path(args.notebook)
@@ -151,8 +151,8 @@ def _model_of(entries: list[dict]) -> dict:
 @command("import", _configure_import)
 def run_import(args: argparse.Namespace) -> int:
     """Store a Pi session file as a session of a notebook (made if missing)."""
-    from ipyagent.notebook.store import (DEFAULT_SESSION, NotebookSessions, StoredSession, new_notebook,
-                                         write_notebook, write_sessions_into_notebook)
+    from ipyagent.notebook.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
+    from ipyagent.notebook.schema import DEFAULT_SESSION, NotebookSessions, StoredSession
     from ipyagent.session.jsonl import read_pi_jsonl
 
     source = Path(args.session_file)

@@ -29,7 +29,7 @@ def run_run(args: argparse.Namespace) -> int:
         from ipyagent.notebook.headless import run_notebook
     except ImportError as exc:  # nbclient / nbformat missing
         raise CliError(f"ipyagent run needs nbclient and nbformat ({exc}); pip install 'ipyagent[test]'") from None
-    from ipyagent.notebook.store import NotebookError
+    from ipyagent.notebook.ipynb import NotebookError
 
     try:
         if args.replay and args.live:

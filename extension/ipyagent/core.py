@@ -45,7 +45,7 @@ class Session(SessionTree):
         """A Pi session file (``.jsonl``) or a notebook (``.ipynb``; ``session`` picks one by name)."""
         path = Path(path)
         if path.suffix == ".ipynb":
-            from ipyagent.notebook.store import session_from_notebook_file
+            from ipyagent.notebook.ipynb import session_from_notebook_file
 
             return session_from_notebook_file(path, name=session, **kwargs)
         header, entries, report = jsonl.read_pi_jsonl(path)

@@ -31,15 +31,14 @@ sys.path.insert(0, str(ROOT / "extension"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from ipyagent.notebook.hydration import hydrate_from_disk  # noqa: E402
-from ipyagent.notebook.journal import journal_bundle  # noqa: E402
-from ipyagent.notebook.store import (  # noqa: E402
-    NotebookSessions,
-    StoredSession,
+from ipyagent.notebook.ipynb import (  # noqa: E402
     dumps_notebook,
     new_notebook,
     write_notebook,
     write_sessions_into_notebook,
 )
+from ipyagent.notebook.journal import journal_bundle  # noqa: E402
+from ipyagent.notebook.schema import NotebookSessions, StoredSession  # noqa: E402
 from support.sessiongen import generate_session  # noqa: E402
 
 

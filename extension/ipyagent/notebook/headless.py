@@ -27,14 +27,8 @@ from queue import Empty
 from typing import Any, Iterator
 
 from ipyagent.notebook import bridge as bridge_mod
-from ipyagent.notebook.store import (
-    METADATA_KEY,
-    NotebookSessions,
-    read_notebook,
-    sessions_from_notebook,
-    write_notebook,
-    write_sessions_into_notebook,
-)
+from ipyagent.notebook.ipynb import read_notebook, sessions_from_notebook, write_notebook, write_sessions_into_notebook
+from ipyagent.notebook.schema import METADATA_KEY, NotebookSessions
 
 __all__ = ["HeadlessFrontend", "RunOutcome", "push_code", "run_notebook", "execute_notebook"]
 

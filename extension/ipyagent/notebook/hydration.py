@@ -17,7 +17,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from ipyagent.notebook.store import NotebookError, NotebookSessions, parse_notebook, sessions_from_notebook
+from ipyagent.notebook.ipynb import NotebookError, parse_notebook, sessions_from_notebook
+from ipyagent.notebook.schema import NotebookSessions
 from ipyagent.session.loading import MAX_ENTRY_CHARS, LoadReport
 
 __all__ = ["RESET_NOTICE", "RESET_CUSTOM_TYPE", "find_notebook_path", "hydrate_from_disk", "kernel_reset_entry"]

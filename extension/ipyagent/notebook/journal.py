@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
+from ipyagent.notebook.schema import strip_secrets
+
 __all__ = ["JOURNAL_MIME", "journal_bundle", "journal_outputs", "entry_line"]
 
 JOURNAL_MIME = "application/vnd.ipyagent.entries+json"
@@ -28,8 +30,6 @@ def journal_bundle(session_name: str, header: dict[str, Any] | None, leaf: str |
     line for people; ``metadata`` is ``{"ipyagent": {"entry_ids": [...], "final": true}}``.
     Settings that look like credentials are left out.
     """
-    from ipyagent.notebook.store import strip_secrets
-
     entries = list(entries)
     payload: dict[str, Any] = {"version": VERSION, "session": session_name, "header": header or {},
                                "leaf": leaf, "settings": strip_secrets(settings or {}), "entries": entries}

@@ -9,8 +9,9 @@ After every ``%%agent`` / ``%compact`` run, the entries the notebook has not sto
 the bridge if a frontend acknowledged it; otherwise the run ends with ONE journal output that
 carries them. The kernel never writes the notebook file.
 
-The formats and the reading live in ``notebook/store.py`` (metadata), ``notebook/journal.py``
-(journal outputs) and ``notebook/hydration.py`` (finding and reading the notebook on disk).
+The formats and the reading live in ``notebook/schema.py`` (metadata), ``notebook/gather.py``
+(checking it), ``notebook/ipynb.py`` (notebook files), ``notebook/journal.py`` (journal outputs)
+and ``notebook/hydration.py`` (finding and reading the notebook on disk).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import Any, Callable, Mapping
 from ipyagent.core import Session
 from ipyagent.notebook import bridge as bridge_mod
 from ipyagent.notebook.hydration import find_notebook_path, hydrate_from_disk, kernel_reset_entry
+from ipyagent.notebook.ipynb import read_notebook, sessions_from_notebook
 from ipyagent.notebook.journal import JOURNAL_MIME, journal_bundle
-from ipyagent.notebook.store import NotebookSessions, read_notebook, sessions_from_notebook
+from ipyagent.notebook.schema import NotebookSessions
 from ipyagent.session.loading import LoadReport, sanitize_entries
 
 __all__ = ["JOURNAL_MIME", "SessionSlot", "LoadResult", "collect_sessions", "load_path", "merge_into",
