@@ -5,6 +5,9 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -76,6 +79,25 @@ def test_pi_jsonl_to_notebook_to_pi_jsonl_is_identical(tmp_path):
     assert session.leaf_id == e[-1]["id"]
     assert session.load_report.ok
 
+
+
+def test_session_from_file_reads_a_notebook_in_plain_python(tmp_path):
+    """The core reads .ipynb through the reader ipyagent/__init__.py registers: no import of the
+    notebook layer in core.py, nothing of IPython loaded."""
+    e = chain(3)
+    sessions = NotebookSessions("one", {"one": StoredSession(dict(HEADER), e[-1]["id"], {}, e),
+                                        "two": StoredSession(dict(HEADER), e[0]["id"], {}, e[:1])})
+    path = tmp_path / "nb.ipynb"
+    write_notebook(path, write_sessions_into_notebook(new_notebook(), sessions))
+    code = ("import sys\n"
+            "from ipyagent.core import Session\n"
+            "assert 'ipyagent.notebook' not in sys.modules\n"
+            f"one, two = Session.from_file({str(path)!r}), Session.from_file({str(path)!r}, session='two')\n"
+            "print(len(one), one.leaf_id, len(two), two.leaf_id, 'IPython' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["3", e[-1]["id"], "1", e[0]["id"], "False"]
+    assert "ipyagent.notebook" not in (Path(__file__).parents[1] / "extension/ipyagent/core.py").read_text()
 
 def test_round_trip_through_nbformat_keeps_the_data(tmp_path):
     header, entries = generate_session(8, 40)

@@ -7,8 +7,14 @@ the CLI) does not pay for the layers it does not use.
 
 from __future__ import annotations
 
+from ipyagent.session import loaders as _loaders
+
 __version__ = "0.1.0"
 __all__ = ["Session", "CompactionSettings", "Agent"]
+
+# ``Session.from_file("x.ipynb")`` reads through the notebook layer, imported on first use: the core
+# never imports it, and ``import ipyagent`` stays light.
+_loaders.register_loader(".ipynb", "ipyagent.notebook.ipynb:session_from_notebook_file")
 
 
 def __getattr__(name: str):

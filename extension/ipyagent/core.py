@@ -17,6 +17,7 @@ from ipyagent.compaction.summarizer import Summarizer
 from ipyagent.session import jsonl
 from ipyagent.session.context import context_message
 from ipyagent.session.entries import Entry, branch_summary_entry, compaction_entry, label_entry, message_entry
+from ipyagent.session.loaders import loader_for
 from ipyagent.session.loading import LoadReport
 from ipyagent.session.messages import Message
 from ipyagent.session.tokens import Estimator, make_estimator, normalize_usage
@@ -42,12 +43,16 @@ class Session(SessionTree):
 
     @classmethod
     def from_file(cls, path: str | Path, *, session: str | None = None, **kwargs: Any) -> "Session":
-        """A Pi session file (``.jsonl``) or a notebook (``.ipynb``; ``session`` picks one by name)."""
-        path = Path(path)
-        if path.suffix == ".ipynb":
-            from ipyagent.notebook.ipynb import session_from_notebook_file
+        """A Pi session file (``.jsonl``) or a notebook (``.ipynb``; ``session`` picks one by name).
 
-            return session_from_notebook_file(path, name=session, **kwargs)
+        Formats other than Pi's come from readers registered by suffix
+        (:func:`ipyagent.session.loaders.register_loader`); the notebook layer's is registered by
+        ``ipyagent/__init__.py``.
+        """
+        path = Path(path)
+        loader = loader_for(path.suffix)
+        if loader is not None:
+            return loader(path, name=session, **kwargs)
         header, entries, report = jsonl.read_pi_jsonl(path)
         return cls(header, entries, report=report, **kwargs)
 
