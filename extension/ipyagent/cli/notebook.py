@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ipyagent.cli import CliError, command
+from ipyagent.cli.base import CliError, command
 from ipyagent.session.loading import LoadReport
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ipyagent.cli import CliError, command
+from ipyagent.cli.base import CliError, command
 
 
 def _configure_run(parser: argparse.ArgumentParser) -> None:

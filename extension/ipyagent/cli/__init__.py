@@ -1,0 +1,44 @@
+"""``ipyagent`` on the command line: run, inspect, compact, export and import sessions
+(notebooks or Pi JSONL session files)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ipyagent.cli.base import COMMANDS, CliError, command
+
+# Importing a command module registers its commands, in the order ``ipyagent --help`` lists them.
+# Command modules import ``ipyagent.cli.base``, never this package: no import goes back up.
+# isort: off
+from ipyagent.cli import core  # noqa: F401  inspect
+from ipyagent.cli import compact  # noqa: F401  compact
+from ipyagent.cli import notebook  # noqa: F401  lift, export, import
+from ipyagent.cli import run  # noqa: F401  run
+# isort: on
+
+__all__ = ["CliError", "build_parser", "command", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ipyagent", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (configure, run_command) in COMMANDS.items():
+        child = sub.add_parser(name, help=(run_command.__doc__ or "").strip().splitlines()[0]
+                               if run_command.__doc__ else None)
+        configure(child)
+        child.set_defaults(run=run_command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except CliError as exc:
+        print(f"ipyagent {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"ipyagent {args.command}: interrupted", file=sys.stderr)
+        return 130
