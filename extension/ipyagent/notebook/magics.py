@@ -6,7 +6,8 @@ Re-running a cell whose id already has a prompt on the current path forks the se
 before that prompt, so "Restart & Run All" reproduces the session the visible cells describe.
 
 The ``%agent`` commands live in :mod:`ipyagent.notebook.magics_commands` (a dispatch table);
-compaction in :mod:`ipyagent.notebook.magics_compact`.
+compaction in :mod:`ipyagent.notebook.magics_compact`; what both need to run in a cell in
+:mod:`ipyagent.notebook.run_view`.
 """
 
 from __future__ import annotations
@@ -16,31 +17,13 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from IPython.display import display
 
-from ipyagent.notebook.rendering import RunRenderer, error_bundle, make_approver, note_bundle
-from ipyagent.notebook.widget import BudgetWidget, budget_facts, static_bundle
+from ipyagent.notebook.magics_compact import CompactMagics
+from ipyagent.notebook.rendering import error_bundle, make_approver, note_bundle
+from ipyagent.notebook.run_view import RunView, begin_replay, cell_identity
 
 __all__ = ["AgentMagics", "register_magics", "unregister_magics", "run_agent_cell", "cell_identity",
            "fork_point", "RunView"]
-
-
-def cell_identity(shell: Any) -> tuple[str | None, int | None]:
-    """(cell id, execution count) of the cell being run (cell id: JupyterLab/nbformat id, or None)."""
-    cell_id = None
-    get_parent = getattr(shell, "get_parent", None)
-    if callable(get_parent):
-        try:
-            parent = get_parent() or {}
-            cell_id = (parent.get("metadata") or {}).get("cellId")
-        except Exception:
-            cell_id = None
-    # The running cell's number: IPython 9 has already advanced ``execution_count`` to the next
-    # cell while this one runs; the display hook's prompt count is this cell's in 8 and 9.
-    count = getattr(getattr(shell, "displayhook", None), "prompt_count", None)
-    if not isinstance(count, int):
-        count = getattr(shell, "execution_count", None)
-    return (cell_id if isinstance(cell_id, str) and cell_id else None), (count if isinstance(count, int) else None)
 
 
 def fork_point(session: Any, cell_id: str | None) -> tuple[bool, str | None]:
@@ -53,42 +36,6 @@ def fork_point(session: Any, cell_id: str | None) -> tuple[bool, str | None]:
                 and entry["message"].get("cellId") == cell_id):
             return True, entry.get("parentId")
     return False, None
-
-
-class RunView:
-    """The outputs of one run: the live budget widget (optional) and the renderer."""
-
-    def __init__(self, runtime: Any, slot: Any, agent: Any, config: Any):
-        self.runtime, self.slot, self.agent, self.config = runtime, slot, agent, config
-        self.widget = None
-        self.handle = None
-        if runtime.config.show_widget:
-            try:
-                self.widget = BudgetWidget(self.facts(""))
-                self.handle = display(self.widget.bundle(), raw=True, display_id=True)
-            except Exception:  # no ipywidgets: the static view is shown at the end
-                self.widget = None
-        self.renderer = RunRenderer(widget=self.widget, facts=self.facts,
-                                    max_updates_per_second=runtime.config.max_updates_per_second)
-
-    def facts(self, status: str) -> Any:
-        try:
-            window = self.agent.context_window()
-        except Exception:
-            window = self.config.context_window
-        return budget_facts(self.slot.session, self.config, window=window,
-                            tool_specs=[t.spec() for t in self.agent.tools.values()],
-                            session_name=self.slot.name, status=status)
-
-    def close(self) -> None:
-        """Freeze the final facts into the widget's static views (for viewers without a kernel)."""
-        self.renderer.finish()
-        facts = self.facts("")
-        if self.widget is not None and self.handle is not None:
-            self.widget.update(facts)
-            self.handle.update(self.widget.bundle(), raw=True)
-        elif self.runtime.config.show_widget:
-            display(static_bundle(facts), raw=True)
 
 
 def close_dangling_calls(session: Any) -> int:
@@ -120,24 +67,6 @@ def close_dangling_calls(session: Any) -> int:
 @argument("--no-tools", action="store_true", help="run without tools (the model can only answer)")
 def _agent_cell_args(line: str, cell: str) -> None:
     """%%agent [--session NAME] [--model M] [--no-tools] — the cell body is the prompt."""
-
-
-def begin_replay(runtime: Any, slot: Any, agent: Any, cell_id: str | None, config: Any, view: "RunView") -> bool:
-    """Attach this cell's recording to the agent when replay applies (see ``notebook/replaying.py``)."""
-    mode = runtime.config.replay
-    if not runtime.replay.should_replay(mode, slot.name, cell_id, config.model, config.provider_options):
-        return False
-
-    def notice(text: str) -> None:
-        view.renderer.show(note_bundle(text))
-
-    attached = runtime.replay.attach(agent, slot.name, cell_id, rerun_tools=runtime.config.replay_tools,
-                                     notice=notice)
-    tools = ("recorded tool calls run again and are compared" if runtime.config.replay_tools
-             else "recorded tool calls are not run again")
-    live = "a live provider takes over if the run departs from it" if attached.live else "no live provider"
-    notice(f"Replaying this cell's recorded responses (Agent.replay = {mode!r}); {tools}; {live}.")
-    return True
 
 
 def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
@@ -216,8 +145,6 @@ class AgentMagics(Magics):
 
 
 def register_magics(shell: Any, runtime: Any) -> None:
-    from ipyagent.notebook.magics_compact import CompactMagics
-
     import ipyagent.notebook.magics_replay  # noqa: F401  (registers %agent replay)
 
     shell.register_magics(AgentMagics(shell, runtime))

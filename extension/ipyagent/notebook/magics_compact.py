@@ -16,6 +16,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ipyagent.compaction.summarizer import SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
 from ipyagent.notebook.rendering import error_bundle, note_bundle
+from ipyagent.notebook.run_view import RunView, begin_replay, cell_identity
 
 __all__ = ["CompactMagics", "run_compact"]
 
@@ -38,8 +39,6 @@ def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: fl
 
 
 def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
-    from ipyagent.notebook.magics import RunView, begin_replay, cell_identity
-
     args = parse_argstring(_compact_args, line)
     runtime.absorb_push()
     focus = " ".join(args.focus).strip()
