@@ -113,6 +113,33 @@ def test_saved_settings_hold_no_provider_options(ip, server):
     assert "sk-hidden-123" not in json.dumps(settings)
 
 
+def test_automatic_compaction_is_one_setting_also_in_old_notebooks(ip, server, tmp_path, capsys):
+    """Agent.auto_compact is compaction.enabled (Pi's field). Sessions saved while AgentConfig
+    held both also kept a top-level "auto_compact"; loading one keeps a single switch."""
+    from ipyagent.agent.config import upgrade_saved_settings
+    from ipyagent.core import Session
+    from ipyagent.notebook.ipynb import write_sessions_into_notebook
+    from ipyagent.notebook.schema import NotebookSessions
+
+    ip.run_line_magic("config", "Agent.auto_compact = False")
+    assert rt(ip).agent_config().compaction.enabled is False
+    compaction = {"reserve_tokens": 16384, "keep_recent_tokens": 20000, "enabled": True}
+    old = {"model": "openai:fake-model", "auto_compact": True, "compaction": compaction}
+    assert upgrade_saved_settings(old) == {"model": "openai:fake-model", "compaction": compaction}
+    assert upgrade_saved_settings({"auto_compact": False}) == {"compaction": {"enabled": False}}
+    assert upgrade_saved_settings({"auto_compact": False, "compaction": {"reserve_tokens": 9}}) == {
+        "compaction": {"reserve_tokens": 9, "enabled": False}}
+    session = Session()
+    session.append_message({"role": "user", "content": "hello", "timestamp": 1})
+    nb = write_sessions_into_notebook(new_notebook(), NotebookSessions.from_session("old", session, old))
+    write_notebook(tmp_path / "old.ipynb", nb)
+    ip.run_line_magic("agent", f"load {tmp_path / 'old.ipynb'}")
+    slot = rt(ip).slots["old"]
+    saved = rt(ip).settings_of(slot)
+    assert "auto_compact" not in saved and saved["compaction"]["enabled"] is False
+    assert saved == rt(ip).agent_config().saved_settings()
+
+
 # ---- parsing and dispatch ------------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from ipyagent.compaction.settings import CompactionSettings
 
@@ -20,8 +20,7 @@ class AgentConfig:
     model: str = field(default_factory=lambda: os.environ.get(DEFAULT_MODEL_ENV, ""))
     summary_model: str | None = None  # default: the session model
     context_window: int | None = None  # default: the model table (or what an overflow revealed)
-    compaction: CompactionSettings = field(default_factory=CompactionSettings)
-    auto_compact: bool = True
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)  # .enabled: compact automatically
     tool_approval: str = "ask"  # "ask" or "auto"
     system_prompt: str = SYSTEM_PROMPT
     max_output_tokens: int | None = None
@@ -40,3 +39,21 @@ class AgentConfig:
         data.pop("system_prompt", None)
         data["compaction"] = self.compaction.to_dict()
         return data
+
+
+def upgrade_saved_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of settings saved with a session, in today's shape.
+
+    Sessions saved before automatic compaction became ``compaction.enabled`` alone (Pi's field)
+    hold it twice, ``auto_compact`` beside ``compaction.enabled``: the old key goes, its value
+    moving into ``compaction`` when that lacks ``enabled``.
+    """
+    data = dict(settings)
+    if "auto_compact" in data:
+        enabled = data.pop("auto_compact")
+        compaction = data.get("compaction")
+        if compaction is None:
+            data["compaction"] = {"enabled": enabled}
+        elif isinstance(compaction, dict) and "enabled" not in compaction:
+            data["compaction"] = dict(compaction, enabled=enabled)
+    return data

@@ -167,11 +167,9 @@ class Agent:
 
     def check_budget(self) -> dict[str, Any] | None:
         """Compact if the context is over the threshold; called before every provider call."""
-        if not self.config.auto_compact or self.failures.blocked:
+        if not self.config.compaction.enabled or self.failures.blocked:
             return None
-        settings = CompactionSettings(self.config.compaction.reserve_tokens,
-                                      self.config.compaction.keep_recent_tokens, self.config.auto_compact)
-        if not self.session.should_compact(self.context_window(), settings):
+        if not self.session.should_compact(self.context_window(), self.config.compaction):
             return None
         return self.compact(reason="threshold")
 
@@ -197,7 +195,7 @@ class Agent:
             self.session.hooks.emit("agent_end", messages=[e.get("message") for e in entries if "message" in e],
                                     session=self.session)
             self._emit(ev.AgentEnd(entries, error=result.error))
-        if result.error is None and self.config.auto_compact:
+        if result.error is None and self.config.compaction.enabled:
             self.check_budget()
         return result
 
@@ -212,13 +210,13 @@ class Agent:
             except ContextOverflowError as exc:
                 if exc.context_window:
                     models.learn_window(provider_name, model_id, exc.context_window)
-                if overflow_retried or not self.config.auto_compact:
+                if overflow_retried or not self.config.compaction.enabled:
                     raise AgentRunError(f"{exc}\n{OVERFLOW_GAVE_UP}") from exc
                 overflow_retried = True
                 self._recover_from_overflow(str(exc))
                 continue
             if is_silent_overflow(message, self.context_window()):
-                if overflow_retried or not self.config.auto_compact:
+                if overflow_retried or not self.config.compaction.enabled:
                     raise AgentRunError(OVERFLOW_GAVE_UP)
                 overflow_retried = True
                 self._recover_from_overflow("the provider silently truncated the request")

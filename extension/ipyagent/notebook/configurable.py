@@ -33,6 +33,7 @@ class Agent(Configurable):
     reserve_tokens = Int(16384, help="Tokens kept free for the reply; compaction starts above window − reserve."
                          ).tag(config=True)
     keep_recent_tokens = Int(20000, help="Tokens of recent work kept verbatim by a compaction.").tag(config=True)
+    # becomes AgentConfig.compaction.enabled (Pi's CompactionSettings.enabled)
     auto_compact = Bool(True, help="Compact automatically when the context passes the threshold.").tag(config=True)
     tool_approval = CaselessStrEnum(["ask", "auto"], default_value="ask",
                                     help='"ask": tools that change files, run commands or code ask first; '
@@ -89,8 +90,7 @@ class Agent(Configurable):
             model=self.model,
             summary_model=self.summary_model or None,
             context_window=self.context_window or None,
-            compaction=CompactionSettings(self.reserve_tokens, self.keep_recent_tokens, self.auto_compact),
-            auto_compact=self.auto_compact,
+            compaction=CompactionSettings(self.reserve_tokens, self.keep_recent_tokens, enabled=self.auto_compact),
             tool_approval=self.tool_approval,
             system_prompt=self.system_prompt,
             max_output_tokens=self.max_output_tokens,

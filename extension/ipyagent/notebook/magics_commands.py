@@ -415,6 +415,7 @@ COMMANDS["import"] = agent_import
 def agent_load(runtime: Any, rest: str) -> None:
     """%agent load PATH — merge the sessions stored in another file into this kernel, by entry id."""
     args = parse_argstring(agent_load, rest)
+    from ipyagent.agent.config import upgrade_saved_settings
     from ipyagent.notebook.persistence import SessionSlot, load_path, merge_into
 
     try:
@@ -428,7 +429,7 @@ def agent_load(runtime: Any, rest: str) -> None:
             added = merge_into(runtime.slots[name], session)
             summary.append(f"{name}: {added} new entries merged")
         else:
-            runtime.slots[name] = SessionSlot(name, session, dict(stored.settings), origin="load")
+            runtime.slots[name] = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin="load")
             summary.append(f"{name}: {len(session)} entries")
     if found.active in runtime.slots:
         runtime.active = found.active

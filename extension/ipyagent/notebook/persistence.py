@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ipyagent.agent.config import upgrade_saved_settings
 from ipyagent.core import Session
 from ipyagent.notebook import bridge as bridge_mod
 from ipyagent.notebook.hydration import find_notebook_path, hydrate_from_disk, kernel_reset_entry
@@ -100,7 +101,7 @@ def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] |
     result.active = merged.active
     for name, stored in merged.sessions.items():
         session = merged.to_session(name)
-        slot = SessionSlot(name, session, dict(stored.settings), origin=origin.get(name, "disk"))
+        slot = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin=origin.get(name, "disk"))
         slot.persisted = {e["id"] for e in session.entries}
         slot.persisted_leaf = session.leaf_id
         if len(session):

@@ -113,7 +113,7 @@ def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_
         compactions=len(compactions), cache_read=int(usage.get("cacheRead") or 0),
         cache_write=int(usage.get("cacheWrite") or 0),
         latest_summary=compactions[-1].get("summary") if compactions else None,
-        entries=len(session), auto_compact=config.auto_compact, status=status,
+        entries=len(session), auto_compact=config.compaction.enabled, status=status,
     )
 
 
