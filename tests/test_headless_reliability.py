@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from queue import Empty
 
 import pytest
@@ -102,6 +103,13 @@ def test_a_dead_kernel_still_writes_every_delivered_session(tmp_path, capsys):
 # (A real kernel cannot be made to lose a reply on demand; these channels stand in for the two
 # failure modes: the read edge was consumed — a poll finds the reply — or it never came.)
 
+def _run(coro_fn):
+    """asyncio.run in a thread of its own: an earlier test (nbclient's run_sync) may leave this
+    thread marked as running an event loop."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro_fn()).result()
+
+
 class _Channel:
     def __init__(self, reply_waiting: bool):
         self.reply_waiting = reply_waiting
@@ -131,11 +139,11 @@ def test_watchdog_polls_again_once_the_kernel_is_idle_then_fails_clearly(reply_w
 
     started = time.monotonic()
     if reply_waiting:
-        assert asyncio.run(wait())["msg_type"] == "execute_reply"
+        assert _run(wait)["msg_type"] == "execute_reply"
         assert watchdog.recovered == 1
     else:
         with pytest.raises(ReplyLost, match="execute_reply never arrived"):
-            asyncio.run(wait())
+            _run(wait)
     assert time.monotonic() - started < 10  # never the (here: unlimited) cell timeout
 
 
@@ -149,5 +157,5 @@ def test_watchdog_leaves_a_running_cell_alone():
         with pytest.raises(Empty):
             await kc.shell_channel.get_msg(timeout=0.5)  # nbclient's own timeout decides
 
-    asyncio.run(wait())
+    _run(wait)
     assert watchdog.recovered == 0
