@@ -166,7 +166,9 @@ def test_ask_approval_through_input_in_a_kernel(tmp_path):
         k.answers = ["y", "n"]
         cell = k.run("%%agent\nWrite two files.", "c1")
         assert cell.status == "ok", outputs_text(cell.outputs)
-        assert len(k.prompts) == 2 and "Allow bash(" in k.prompts[0]
+        assert k.prompts == ["Allow `bash` as shown above? [y/N] "] * 2
+        shown = outputs_text(cell.outputs)  # the whole call, above the question
+        assert "ipyagent: approve this `bash` call?\n  command: echo yes > approved.txt" in shown
         assert (tmp_path / "approved.txt").exists() and not (tmp_path / "refused.txt").exists()
         results = [e["message"] for e in k.metadata["sessions"]["default"]["entries"]
                    if e["type"] == "message" and e["message"]["role"] == "toolResult"]

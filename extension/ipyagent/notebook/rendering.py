@@ -17,6 +17,7 @@ from typing import Any, Callable
 from IPython.display import display
 
 from ipyagent.agent import events as ev
+from ipyagent.notebook.approval_text import TooLongToShow, approval_text
 from ipyagent.providers import base as pb
 from ipyagent.session.messages import text_of
 
@@ -112,12 +113,29 @@ class NobodyToAsk(RuntimeError):
     """Asking for approval is impossible here (no stdin: a headless run)."""
 
 
-def make_approver(input_func: Callable[[str], str] | None = None,
-                  on_refusal: Callable[[str], None] | None = None) -> Callable[[str, dict[str, Any]], bool]:
-    """The approval callback for ``tool_approval == "ask"``: asks through ``input()``.
+def _approval_note(tool: str) -> str:
+    from ipyagent.agent.tools import get_tool
 
-    Where nobody can answer (``StdinNotImplementedError``: nbclient, ``ipyagent run``), the call
-    is refused with a clear message, and later calls in the same run are refused without asking.
+    try:
+        read_only = get_tool(tool).read_only
+    except KeyError:
+        return ""
+    # a read-only tool is only asked about when it would read outside the notebook's folder
+    return "It reads outside the notebook's folder." if read_only else ""
+
+
+def make_approver(input_func: Callable[[str], str] | None = None,
+                  on_refusal: Callable[[str], None] | None = None,
+                  show_func: Callable[[str], None] | None = None) -> Callable[[str, dict[str, Any]], bool]:
+    """The approval callback for ``tool_approval == "ask"``: shows the whole call, then asks
+    through ``input()``.
+
+    The call is shown by ``show_func`` (default ``print``: a stream output, which every frontend
+    shows whole, where an input prompt may be cut to one line), made visible by
+    :func:`~ipyagent.notebook.approval_text.approval_text`; a call too long to show is refused
+    without asking. Where nobody can answer (``StdinNotImplementedError``: nbclient, ``ipyagent
+    run``), the call is refused with a clear message, and later calls in the same run are refused
+    without asking.
     """
     state = {"headless": False}
     from IPython.core.error import StdinNotImplementedError
@@ -132,7 +150,14 @@ def make_approver(input_func: Callable[[str], str] | None = None,
 
             ask = builtins.input
         try:
-            answer = ask(f"Allow {tool}({short_args(arguments, 120)})? [y/N] ")
+            question = approval_text(tool, arguments, note=_approval_note(tool))
+        except TooLongToShow as exc:
+            if on_refusal is not None:
+                on_refusal(f"Refused `{tool}` without asking: {exc}.")
+            raise
+        (show_func or print)(question)
+        try:
+            answer = ask(f"Allow `{tool}` as shown above? [y/N] ")
         except (StdinNotImplementedError, EOFError, OSError) as exc:
             state["headless"] = True
             if on_refusal is not None:
