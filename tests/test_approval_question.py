@@ -116,6 +116,17 @@ def test_a_call_too_long_to_show_is_refused_without_asking(tmp_path):
     assert approval_text("write", {"path": "f", "content": "x" * (MAX_SHOWN_CHARS - 20)})  # under the limit: asked
 
 
+def test_yes_runs_and_the_question_names_outside_reads(tmp_path):
+    (tmp_path / "inside").mkdir()
+    (tmp_path / "outside.txt").write_text("out there\n")
+    ui = Frontend("y")
+    out = run_tool_call(get_tool("read"), {"path": "../outside.txt"},
+                        ToolContext(cwd=str(tmp_path / "inside"), root=str(tmp_path / "inside")), approve=ui.approver())
+    assert out.text == "out there"
+    assert ui.shown == ["ipyagent: approve this `read` call? It reads outside the notebook's folder.\n"
+                        "  path: ../outside.txt"]
+
+
 def test_no_stdin_still_refuses_clearly(tmp_path):
     from IPython.core.error import StdinNotImplementedError
 

@@ -13,6 +13,7 @@ from ipyagent.agent.config import AgentConfig
 from ipyagent.core import Session
 from ipyagent.notebook import bridge as bridge_mod
 from ipyagent.notebook.configurable import Agent as AgentConfigurable
+from ipyagent.notebook.hydration import find_notebook_path
 from ipyagent.notebook.persistence import LoadResult, Persister, SessionSlot, collect_sessions
 from ipyagent.notebook.replaying import ReplayController
 
@@ -157,7 +158,15 @@ class AgentRuntime:
             agent.tool_context.cwd = os.getcwd()
             agent.tool_context.namespace = self.shell.user_ns
             agent.approve = approve
+        agent.tool_context.root = self.notebook_folder()
         return agent
+
+    def notebook_folder(self) -> str:
+        """The folder read-only tools read without asking: the notebook's, found the way hydration
+        finds the notebook (Agent.notebook_path, __session__, JPY_SESSION_NAME, __vsc_ipynb_file__),
+        else the kernel's working directory."""
+        path, _ = find_notebook_path(self.shell.user_ns, os.environ, self.config.notebook_path)
+        return os.path.dirname(os.path.abspath(path)) if path is not None else os.getcwd()
 
     def settings_of(self, slot: SessionSlot, config: AgentConfig | None = None) -> dict[str, Any]:
         settings = dict(slot.settings)

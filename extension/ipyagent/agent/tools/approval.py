@@ -81,23 +81,30 @@ def run_tool_call(
         return ToolOutput(problem, is_error=True)
     arguments = _normalise(tool, arguments)
 
-    if not tool.read_only and policy == "ask":
+    try:
+        reason = tool.approval_reason(arguments, context)
+    except Exception as e:  # e.g. a path with a NUL byte: the call could not run either
+        return ToolOutput(f"`{tool.name}` failed: {type(e).__name__}: {e}", is_error=True)
+    if reason is not None and policy == "ask":
         if approve is None:
+            why = f"; {reason}" if reason else ""
             return ToolOutput(
-                f"The user did not approve running `{tool.name}` (tool_approval is \"ask\" and "
-                "nobody can answer here). Set %config Agent.tool_approval = \"auto\" to allow it.",
+                f"The user did not approve running `{tool.name}` (tool_approval is \"ask\" and nobody can answer "
+                f"here){why}. Set %config Agent.tool_approval = \"auto\" to allow it.",
                 is_error=True,
             )
         try:
             approved = approve(tool.name, arguments)
         except Exception as e:
+            why = f": {reason}" if reason else ""
             return ToolOutput(
-                f"Could not ask the user to approve `{tool.name}` ({type(e).__name__}: {e}); it was not run.",
+                f"Could not ask the user to approve `{tool.name}` ({type(e).__name__}: {e}); it was not run{why}.",
                 is_error=True,
             )
         if not approved:
+            why = f" ({reason})" if reason else ""
             return ToolOutput(
-                f"The user declined running `{tool.name}`. It was not run; ask the user how to proceed "
+                f"The user declined running `{tool.name}`{why}. It was not run; ask the user how to proceed "
                 "instead of retrying the same call.",
                 is_error=True,
             )

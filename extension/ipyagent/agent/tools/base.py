@@ -22,18 +22,28 @@ class ToolOutput:
 
 @dataclass
 class ToolContext:
-    """What a tool may use: the working directory, the Python namespace for ``python``."""
+    """What a tool may use: the working directory, the Python namespace for ``python``, and
+    ``root``, the folder read-only tools read without asking (the notebook's folder; None: ``cwd``)."""
 
     cwd: str = "."
     namespace: dict[str, Any] | None = None
+    root: str | None = None
 
 
 class Tool:
     name: ClassVar[str]
     description: ClassVar[str]
     parameters: ClassVar[dict[str, Any]]
-    # Read-only tools run without asking; the others go through the approval policy.
+    # Read-only tools run without asking (see approval_reason); the others go through the approval policy.
     read_only: ClassVar[bool] = False
+
+    def approval_reason(self, arguments: dict[str, Any], context: ToolContext) -> str | None:
+        """Why this call needs the user's approval, or None if it may run without asking.
+
+        The empty string means "always": the tool changes files, runs commands or runs code. The
+        file-reading tools return a reason when they would read outside ``context.root``.
+        """
+        return None if self.read_only else ""
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         raise NotImplementedError

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import sys
 from typing import Any, Iterator
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
-from ipyagent.agent.tools.paths import SKIP_DIRS, file_looks_binary, resolve_path
+from ipyagent.agent.tools.paths import (
+    SKIP_DIRS,
+    SNIFF_BYTES,
+    is_within,
+    looks_binary,
+    open_regular,
+    outside_root,
+    resolve_path,
+    root_of,
+)
 from ipyagent.agent.tools.registry import register_tool
 from ipyagent.agent.tools.truncate import (
     DEFAULT_MAX_BYTES,
@@ -21,6 +31,20 @@ from ipyagent.agent.tools.truncate import (
 LS_LIMIT = 500
 GREP_LIMIT = 100
 FIND_LIMIT = 1000
+# grep looks at this many characters of one line (the rest of a longer line is skipped) and of one
+# file, so a huge or sparse file cannot fill the kernel's memory.
+GREP_LINE_CAP = 1 << 20
+GREP_FILE_BUDGET = 64 * 1024 * 1024
+
+
+class _PathTool(Tool):
+    """A read-only tool with an optional ``path``: free inside the notebook's folder, asks outside."""
+
+    read_only = True
+
+    def approval_reason(self, arguments: dict[str, Any], context: ToolContext) -> str | None:
+        return outside_root(arguments.get("path") or ".", context)
+
 
 def _finish(lines: list[str], notices: list[str], details: dict[str, Any]) -> ToolOutput:
     """Join result lines, cap them at 50 KB and append the notices in one bracket, like Pi."""
@@ -46,7 +70,7 @@ def _missing(path: str) -> ToolOutput:
 
 
 @register_tool
-class LsTool(Tool):
+class LsTool(_PathTool):
     name = "ls"
     description = (
         "List directory contents, sorted alphabetically, with '/' after directories. Includes "
@@ -57,7 +81,6 @@ class LsTool(Tool):
         "properties": {"path": {"type": "string", "description": "Directory to list (default: current directory)"}},
         "required": [],
     }
-    read_only = True
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         path = arguments.get("path") or "."
@@ -79,7 +102,7 @@ class LsTool(Tool):
 
 
 @register_tool
-class GrepTool(Tool):
+class GrepTool(_PathTool):
     name = "grep"
     description = (
         "Search file contents with a Python regular expression, recursively. Returns matching "
@@ -95,7 +118,6 @@ class GrepTool(Tool):
         },
         "required": ["pattern"],
     }
-    read_only = True
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         try:
@@ -104,14 +126,11 @@ class GrepTool(Tool):
             return ToolOutput(f"Invalid regular expression {arguments['pattern']!r}: {e}", is_error=True)
         path = arguments.get("path") or "."
         full = resolve_path(path, context.cwd)
+        skipped_links: list[str] = []
         if os.path.isfile(full):
-            files = [(full, os.path.basename(full))]
+            files: Iterator[tuple[str, str]] = iter([(full, os.path.basename(full))])
         elif os.path.isdir(full):
-            files = (
-                (p, os.path.relpath(p, full))
-                for root, _, names in _walk(full)
-                for p in (os.path.join(root, n) for n in names)
-            )
+            files = _files_within(full, (root_of(context), os.path.realpath(full)), skipped_links)
         else:
             return _missing(path)
 
@@ -127,11 +146,15 @@ class GrepTool(Tool):
                 out.append(f"{shown}:{lineno}: {text}")
             if limit_hit:
                 break
-        if not out:
-            return ToolOutput("No matches found")
-
         notices: list[str] = []
         details: dict[str, Any] = {}
+        if skipped_links:
+            notices.append(f"Skipped {len(skipped_links)} symlink(s) leading outside the searched folder and the "
+                           f"notebook's folder: {', '.join(skipped_links[:5])}")
+            details["skipped_links"] = skipped_links
+        if not out:
+            return ToolOutput("No matches found" + ("\n\n[" + ". ".join(notices) + "]" if notices else ""),
+                              details=details)
         if limit_hit:
             notices.append(f"{GREP_LIMIT} matches limit reached. Refine the pattern or narrow the path")
             details["match_limit_reached"] = GREP_LIMIT
@@ -141,12 +164,37 @@ class GrepTool(Tool):
         return _finish(out, notices, details)
 
 
+def _files_within(base: str, allowed: tuple[str, ...], skipped: list[str]) -> Iterator[tuple[str, str]]:
+    """The files under ``base`` (os.walk does not follow directory symlinks), without file symlinks
+    that lead outside every folder in ``allowed`` (those are listed in ``skipped``)."""
+    for root, _, names in _walk(base):
+        for name in names:
+            p = os.path.join(root, name)
+            if os.path.islink(p) and not any(is_within(os.path.realpath(p), a) for a in allowed):
+                skipped.append(os.path.relpath(p, base))
+                continue
+            yield p, os.path.relpath(p, base)
+
+
 def _matching_lines(path: str, regex: re.Pattern[str]) -> Iterator[tuple[int, str]]:
     try:
-        if file_looks_binary(path):
-            return
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
-            for lineno, line in enumerate(f, 1):
+        # FIFOs, devices and sockets are skipped: reading them may block or never end.
+        with open_regular(path) as raw:
+            if looks_binary(raw.read(SNIFF_BYTES)):
+                return
+            raw.seek(0)
+            f = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+            seen = lineno = 0
+            while seen < GREP_FILE_BUDGET:
+                line = f.readline(GREP_LINE_CAP)
+                if not line:
+                    return
+                seen += len(line)
+                lineno += 1
+                rest = line
+                while rest and not rest.endswith(("\n", "\r")) and seen < GREP_FILE_BUDGET:
+                    rest = f.readline(GREP_LINE_CAP)  # the rest of an over-long line: counted, not searched
+                    seen += len(rest)
                 line = line.rstrip("\r\n")
                 if regex.search(line):
                     yield lineno, line
@@ -190,7 +238,7 @@ def glob_to_regex(pattern: str) -> str:
 
 
 @register_tool
-class FindTool(Tool):
+class FindTool(_PathTool):
     name = "find"
     description = (
         "Find files and directories by glob pattern, e.g. '*.py', '**/*.json' or 'src/**/test_*.py'. "
@@ -206,7 +254,6 @@ class FindTool(Tool):
         },
         "required": ["pattern"],
     }
-    read_only = True
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         pattern: str = arguments["pattern"].removeprefix("./").rstrip("/")
