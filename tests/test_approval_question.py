@@ -8,8 +8,21 @@ from typing import Any
 import pytest
 
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
-from ipyagent.notebook.approval_text import MAX_SHOWN_CHARS, WIDTH, TooLongToShow, approval_text, visible_lines
 from ipyagent.notebook.rendering import make_approver
+
+MAX_SHOWN_CHARS, WIDTH = 20_000, 100
+
+
+def approval_text(*args: Any, **kwargs: Any) -> str:
+    from ipyagent.notebook.approval_text import approval_text
+
+    return approval_text(*args, **kwargs)
+
+
+def visible_lines(*args: Any, **kwargs: Any) -> list[tuple[bool, str]]:
+    from ipyagent.notebook.approval_text import visible_lines
+
+    return visible_lines(*args, **kwargs)
 
 
 class Frontend:
@@ -40,16 +53,18 @@ def unwrap(rows: list[tuple[bool, str]]) -> str:
     return "\n".join(lines)
 
 
-def test_a_command_hidden_behind_spaces_is_shown(tmp_path):
+def test_a_command_hidden_behind_spaces_is_shown(tmp_path, capsys):
     command = "echo SHOWN" + " " * 50 + "; rm -rf ~/important"
-    ui = Frontend("n")
-    out = run_tool_call(get_tool("bash"), {"command": command}, ToolContext(cwd=str(tmp_path)),
-                        approve=ui.approver())
+    prompts: list[str] = []
+    approve = make_approver(input_func=lambda prompt: prompts.append(prompt) or "n")  # shown with print()
+    out = run_tool_call(get_tool("bash"), {"command": command}, ToolContext(cwd=str(tmp_path)), approve=approve)
     assert out.is_error and "declined" in out.text
-    assert ui.shown == ["ipyagent: approve this `bash` call?\n"
-                        "  command: echo SHOWN⟨50 spaces⟩; rm -rf ~/important\n"
-                        "  (⟨N spaces⟩ a run of N spaces)"]
-    assert ui.prompts == ["Allow `bash` as shown above? [y/N] "]
+    seen = capsys.readouterr().out + "".join(prompts)
+    assert "rm -rf ~/important" in seen
+    assert seen == ("ipyagent: approve this `bash` call?\n"
+                    "  command: echo SHOWN⟨50 spaces⟩; rm -rf ~/important\n"
+                    "  (⟨N spaces⟩ a run of N spaces)\n"
+                    "Allow `bash` as shown above? [y/N] ")
 
 
 def test_long_code_is_shown_whole_and_wrapped():
@@ -111,6 +126,9 @@ def test_a_call_too_long_to_show_is_refused_without_asking(tmp_path):
     assert ui.refusals == ["Refused `write` without asking: the call's arguments are 20,019 characters long, more than "
                            "the 20,000 an approval question shows in full, so the user was not asked. Split the work "
                            "into smaller steps."]
+    from ipyagent.notebook.approval_text import MAX_SHOWN_CHARS as limit, TooLongToShow
+
+    assert limit == MAX_SHOWN_CHARS
     with pytest.raises(TooLongToShow):
         approval_text("bash", {"command": "y" * 100}, max_chars=50)
     assert approval_text("write", {"path": "f", "content": "x" * (MAX_SHOWN_CHARS - 20)})  # under the limit: asked

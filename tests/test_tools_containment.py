@@ -14,9 +14,7 @@ from typing import Any
 import pytest
 
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
-from ipyagent.agent.tools import lines as lines_mod
 from ipyagent.agent.tools import read as read_mod
-from ipyagent.agent.tools.lines import scan_lines
 
 
 @dataclass
@@ -242,6 +240,8 @@ def test_read_of_a_huge_sparse_file_reads_only_its_budget(tmp_path):
 
 
 def test_scan_reads_at_most_the_budget(tmp_path):
+    from ipyagent.agent.tools.lines import scan_lines
+
     (tmp_path / "f").write_bytes(b"abc\n" * 100_000)
     with open(tmp_path / "f", "rb") as f:
         scan = scan_lines(f, 5, 8, keep=1000, budget=65_536 + 10)
@@ -252,6 +252,8 @@ def test_scan_reads_at_most_the_budget(tmp_path):
 @pytest.mark.parametrize("seed", range(40))
 def test_scan_windows_match_reading_everything(tmp_path, monkeypatch, seed):
     """Against the obvious whole-file computation, with tiny chunks so windows straddle them."""
+    from ipyagent.agent.tools import lines as lines_mod
+
     monkeypatch.setattr(lines_mod, "CHUNK_BYTES", 7)
     rng = random.Random(seed)
     data = "".join(rng.choice(["a", "bb", "\n", "\n\n", "ccccccccc", "é"]) for _ in range(rng.randint(0, 60))).encode()
@@ -263,7 +265,7 @@ def test_scan_windows_match_reading_everything(tmp_path, monkeypatch, seed):
     stop = None if rng.random() < 0.3 else start + rng.randint(1, 5)
     keep = rng.randint(1, 40)
     with open(tmp_path / "f", "rb") as f:
-        scan = scan_lines(f, start, stop, keep=keep, budget=10**6)
+        scan = lines_mod.scan_lines(f, start, stop, keep=keep, budget=10**6)
     assert scan.complete and scan.total_lines == len(lines) and scan.bytes_read == len(data)
     if start >= len(lines):
         return
