@@ -29,8 +29,8 @@ class AgentConfig:
     retry_max_delay: float = 60.0
     max_tool_rounds: int | None = None  # None: until the model stops
     reasoning: str | None = None
-    # Per-provider overrides such as {"openai": {"base_url": …}}; keys here are never saved.
-    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Per-provider overrides such as {"openai": {"base_url": …}}; keys here are never saved (nor shown).
+    provider_options: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def saved_settings(self) -> dict[str, Any]:
         """What is stored with the session: everything but provider options (may hold keys)."""

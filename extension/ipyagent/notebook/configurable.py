@@ -16,8 +16,52 @@ from traitlets.config import Configurable
 
 from ipyagent.agent.config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, AgentConfig
 from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.notebook.gather import strip_secrets
+from ipyagent.providers.http import strip_url_credentials
 
-__all__ = ["Agent", "SETTING_NAMES"]
+__all__ = ["Agent", "SETTING_NAMES", "ShownWithoutSecrets"]
+
+
+def _masked(value: Any) -> Any:
+    """``value`` for display: secrets under secret-looking names or with secret-looking values
+    become ``***``, URLs lose their ``user:password@``."""
+    if isinstance(value, dict):
+        kept = strip_secrets(value)
+        return {k: _masked(v) if k in kept else "***" for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_masked(v) for v in value)
+    return strip_url_credentials(value) if isinstance(value, str) else value
+
+
+class ShownWithoutSecrets(dict):
+    """A dict whose repr masks its secrets. ``%config Agent`` lists every trait with ``repr``, and
+    ``%config Agent.provider_options`` displays the value, so the keys in ``provider_options``
+    must not show there. The nested dicts are of this class too."""
+
+    def __repr__(self) -> str:
+        return repr(_masked(self))
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text("{...}" if cycle else repr(self))
+
+
+def _shown_without_secrets(value: Any) -> Any:
+    if isinstance(value, dict):
+        return ShownWithoutSecrets({k: _shown_without_secrets(v) for k, v in value.items()})
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Plain dicts again, for the providers (their cache keys are built with repr)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+class _ProviderOptions(Dict):
+    def validate(self, obj: Any, value: Any) -> Any:
+        value = super().validate(obj, value)
+        return None if value is None else _shown_without_secrets(value)
 
 
 class Agent(Configurable):
@@ -47,8 +91,10 @@ class Agent(Configurable):
     reasoning = Unicode(None, allow_none=True, help='Reasoning effort: None, "low", "medium" or "high".'
                         ).tag(config=True)
     system_prompt = Unicode(SYSTEM_PROMPT, help="The system prompt.").tag(config=True)
-    provider_options = Dict(help="Per-provider options such as {'openai': {'base_url': …}}; never saved."
-                            ).tag(config=True)
+    provider_options = _ProviderOptions(
+        default_value=ShownWithoutSecrets(),
+        help="Per-provider options such as {'openai': {'base_url': …}}; never saved, never shown (keys are masked)."
+    ).tag(config=True)
     show_widget = Bool(True, help="Show the context-budget widget under each %%agent run.").tag(config=True)
     max_updates_per_second = Float(10.0, help="Streaming display updates per second, at most.").tag(config=True)
     notebook_path = Unicode(None, allow_none=True,
@@ -98,7 +144,7 @@ class Agent(Configurable):
             retry_base_delay=self.retry_base_delay,
             max_tool_rounds=self.max_tool_rounds,
             reasoning=self.reasoning or None,
-            provider_options={k: dict(v) for k, v in self.provider_options.items()},
+            provider_options={k: _plain(v) for k, v in self.provider_options.items()},
         )
         for key, value in overrides.items():
             if value is not None:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import email.utils
 import functools
 import json
+import re
 import socket
 import ssl
 import time
+import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,10 +51,43 @@ def new_client(timeout: httpx.Timeout | float | None = None) -> httpx.Client:
     return httpx.Client(timeout=timeout, transport=transport)
 
 
-def scrub(text: str, secret: str | None) -> str:
-    """Remove a key from text that may echo it (some servers quote the key they rejected)."""
-    if secret and len(secret) >= 4 and text:
-        text = text.replace(secret, "***")
+# scheme://user:password@ — the userinfo ends at the authority's last "@" (a raw "@" in a password
+# is common enough), and never spans a "/", "?", "#", a quote or whitespace.
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s'\"<>]*@")
+
+
+def strip_url_credentials(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it replaced by ``***@``."""
+    return _URL_USERINFO.sub(r"\1***@", text) if text and "@" in text else text
+
+
+def url_credentials(url: str | None) -> list[str]:
+    """The user name and password in ``url``, as written and percent-decoded (empty if none)."""
+    if not url or "@" not in url:
+        return []
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return []
+    found: list[str] = []
+    userinfo = parts.netloc.rpartition("@")[0]
+    for raw in (userinfo, *userinfo.split(":", 1)):
+        for form in (raw, urllib.parse.unquote(raw), urllib.parse.quote(urllib.parse.unquote(raw), safe="")):
+            if form and form not in found:
+                found.append(form)
+    return found
+
+
+def scrub(text: str, secret: str | Iterable[str | None] | None) -> str:
+    """Remove secrets from text that may echo them (some servers quote the key they rejected;
+    URLs may carry ``user:password@``): each secret of 4 characters or more becomes ``***``, and
+    the credentials of every URL in the text are removed."""
+    if not text:
+        return text
+    secrets = [secret] if isinstance(secret, str) or secret is None else list(secret)
+    text = strip_url_credentials(text)
+    for value in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
+        text = text.replace(value, "***")
     return text
 
 
@@ -82,13 +117,22 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
 
 @dataclass
 class ErrorContext:
-    """What an error message should name so the user can act on it."""
+    """What an error message should name so the user can act on it. ``url`` is kept without its
+    credentials; they and the key are only kept to scrub them from messages."""
 
     label: str  # "OpenAI", "Anthropic", "ollama"…
     url: str
     model: str
     key_env: str | None = None
-    secret: str | None = field(default=None, repr=False)  # only to scrub it from messages
+    secret: str | None = field(default=None, repr=False)
+    secrets: tuple[str, ...] = field(default=(), init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.secrets = tuple(s for s in (self.secret, *url_credentials(self.url)) if s)
+        self.url = strip_url_credentials(self.url)
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, self.secrets)
 
 
 def _parse_error_body(body: str) -> tuple[dict[str, Any] | None, str, str | None, str | None]:
@@ -112,7 +156,7 @@ def _parse_error_body(body: str) -> tuple[dict[str, Any] | None, str, str | None
 
 
 def error_from_response(ctx: ErrorContext, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
-    body = scrub(body, ctx.secret)
+    body = ctx.scrub(body)
     parsed, message, code, kind = _parse_error_body(body)
     detail = message or body.strip()[:_MAX_BODY_IN_MESSAGE] or "(no body)"
     where = f"{ctx.label} (HTTP {status} from {ctx.url})"
@@ -144,9 +188,9 @@ def error_from_response(ctx: ErrorContext, status: int, headers: Mapping[str, st
 
 def error_from_event(ctx: ErrorContext, error: Any) -> ProviderError:
     """An error that arrived inside the stream (Anthropic ``error`` event, OpenAI ``{"error":…}``)."""
-    body = scrub(json.dumps(error), ctx.secret)
+    body = ctx.scrub(json.dumps(error))
     parsed = error if isinstance(error, dict) else {"message": str(error)}
-    message = str(parsed.get("message") or body)
+    message = ctx.scrub(str(parsed.get("message") or body))
     kind = str(parsed.get("type") or parsed.get("code") or "")
     where = f"{ctx.label} (error event in the stream from {ctx.url})"
     codes = {str(parsed.get("code") or ""), str(parsed.get("type") or "")}
@@ -165,4 +209,4 @@ def error_from_event(ctx: ErrorContext, error: Any) -> ProviderError:
 
 def network_error(ctx: ErrorContext, exc: BaseException) -> NetworkError:
     return NetworkError(f"{ctx.label}: connection problem with {ctx.url}: {type(exc).__name__}: "
-                        f"{scrub(str(exc), ctx.secret) or 'no details'}")
+                        f"{ctx.scrub(str(exc)) or 'no details'}")

@@ -14,7 +14,15 @@ import httpx
 
 from ipyagent.providers.base import MessageDone, ModelRequest, StreamEvent
 from ipyagent.providers.errors import AuthenticationError, BadRequestError, NetworkError, StreamInterrupted
-from ipyagent.providers.http import ErrorContext, error_from_response, network_error, new_client, scrub
+from ipyagent.providers.http import (
+    ErrorContext,
+    error_from_response,
+    network_error,
+    new_client,
+    scrub,
+    strip_url_credentials,
+    url_credentials,
+)
 from ipyagent.providers.message import MessageBuilder
 from ipyagent.providers.overflow import max_tokens_that_fit
 from ipyagent.providers.sse import SSEEvent, iter_sse
@@ -57,8 +65,13 @@ class HTTPProvider:
         self._timeout = timeout
         self._lock = threading.Lock()
 
-    def __repr__(self) -> str:  # never shows the key
-        return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
+    def __repr__(self) -> str:  # never shows the key, nor the base URL's credentials
+        return f"{type(self).__name__}(name={self.name!r}, base_url={self.shown_base_url!r})"
+
+    @property
+    def shown_base_url(self) -> str:
+        """The base URL without ``user:password@``, for messages."""
+        return strip_url_credentials(self.base_url)
 
     @property
     def client(self) -> httpx.Client:
@@ -89,7 +102,7 @@ class HTTPProvider:
                  else self.key_env is not None and self.base_url == self.default_base_url)
         if needs:
             where = f"set the {self.key_env} environment variable" if self.key_env else "configure a key"
-            raise AuthenticationError(f"No API key for {self.label} ({self.base_url}): {where}, "
+            raise AuthenticationError(f"No API key for {self.label} ({self.shown_base_url}): {where}, "
                                       f"or pass api_key= in the provider configuration.")
         return None
 
@@ -132,8 +145,8 @@ class HTTPProvider:
                     _watch(cancel, finished, response)
                 stop = yield from self.events(iter_sse(response.iter_bytes()), builder, ctx, cancel)
             except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # configuration, not bad luck
-                raise BadRequestError(f"{self.label}: invalid base URL {self.base_url!r} ({exc}); it should look "
-                                      f"like {self.default_base_url!r}") from None
+                raise BadRequestError(f"{self.label}: invalid base URL {self.shown_base_url!r} ({ctx.scrub(str(exc))}); "
+                                      f"it should look like {self.default_base_url!r}") from None
             except (httpx.TransportError, NetworkError) as exc:
                 if cancel is not None and cancel.is_set():
                     stop = "aborted"  # the watcher cut the connection
@@ -234,7 +247,8 @@ def interrupt(stream: Iterator[StreamEvent]) -> StreamInterrupted | None:
     return None
 
 
-def redact_headers(headers: dict[str, str], key: str | None) -> dict[str, str]:
-    """Headers safe to log or show."""
-    secret_names = {"authorization", "x-api-key", "api-key"}
-    return {k: ("REDACTED" if k.lower() in secret_names else scrub(v, key)) for k, v in headers.items()}
+def redact_headers(headers: dict[str, str], key: str | None, base_url: str | None = None) -> dict[str, str]:
+    """Headers safe to log or show (also without the base URL's credentials)."""
+    secret_names = {"authorization", "x-api-key", "api-key", "proxy-authorization"}
+    secrets = [key, *url_credentials(base_url)]
+    return {k: ("REDACTED" if k.lower() in secret_names else scrub(v, secrets)) for k, v in headers.items()}
