@@ -123,9 +123,9 @@ def test_a_call_too_long_to_show_is_refused_without_asking(tmp_path):
     assert out.is_error and out.text.startswith("Could not ask the user to approve `write` (TooLongToShow: the call's "
                                                 "arguments are 20,019 characters long, more than the 20,000")
     assert ui.prompts == [] and ui.shown == [] and not (tmp_path / "big.txt").exists()
-    assert ui.refusals == ["Refused `write` without asking: the call's arguments are 20,019 characters long, more than "
-                           "the 20,000 an approval question shows in full, so the user was not asked. Split the work "
-                           "into smaller steps."]
+    assert ui.refusals == [("Refused `write` without asking: the call's arguments are 20,019 characters long, more "
+                            "than the 20,000 an approval question shows in full, so the user was not asked. Split the "
+                            "work into smaller steps.")]
     from ipyagent.notebook.approval_text import MAX_SHOWN_CHARS as limit, TooLongToShow
 
     assert limit == MAX_SHOWN_CHARS
@@ -141,8 +141,8 @@ def test_yes_runs_and_the_question_names_outside_reads(tmp_path):
     out = run_tool_call(get_tool("read"), {"path": "../outside.txt"},
                         ToolContext(cwd=str(tmp_path / "inside"), root=str(tmp_path / "inside")), approve=ui.approver())
     assert out.text == "out there"
-    assert ui.shown == ["ipyagent: approve this `read` call? It reads outside the notebook's folder.\n"
-                        "  path: ../outside.txt"]
+    assert ui.shown == [("ipyagent: approve this `read` call? It reads outside the notebook's folder.\n"
+                         "  path: ../outside.txt")]
 
 
 def test_no_stdin_still_refuses_clearly(tmp_path):

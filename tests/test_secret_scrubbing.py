@@ -223,8 +223,8 @@ def test_config_listing_never_prints_provider_keys(shell):
 def test_provider_options_set_through_config_still_work(shell):
     with FakeProviderServer(api_key="the-right-key") as server:
         server.enqueue_text("hello back")
-        shell.run_line_magic("config", "Agent.provider_options = {'openai': {'base_url': '%s', 'api_key': "
-                             "'the-right-key'}}" % server.openai_base_url)
+        shell.run_line_magic("config", f"Agent.provider_options = {{'openai': {{'base_url': "
+                             f"'{server.openai_base_url}', 'api_key': 'the-right-key'}}}}")
         with capture_output() as cap:
             shell.run_cell_magic("agent", "", "hello")
         assert "hello back" in json.dumps([o.data for o in cap.outputs])

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from IPython.display import display
 
 from ipyagent.agent import events as ev
+from ipyagent.agent.tools import get_tool
 from ipyagent.notebook.approval_text import TooLongToShow, approval_text
 from ipyagent.providers import base as pb
 from ipyagent.session.messages import text_of
@@ -114,8 +115,6 @@ class NobodyToAsk(RuntimeError):
 
 
 def _approval_note(tool: str) -> str:
-    from ipyagent.agent.tools import get_tool
-
     try:
         read_only = get_tool(tool).read_only
     except KeyError:
