@@ -62,8 +62,8 @@ def test_a_command_hidden_behind_spaces_is_shown(tmp_path, capsys):
     seen = capsys.readouterr().out + "".join(prompts)
     assert "rm -rf ~/important" in seen
     assert seen == ("ipyagent: approve this `bash` call?\n"
-                    "  command: echo SHOWN⟨50 spaces⟩; rm -rf ~/important\n"
-                    "  (⟨N spaces⟩ a run of N spaces)\n"
+                    "  command: echo SHOWN«50 spaces»; rm -rf ~/important\n"
+                    "  («N spaces» a run of N spaces)\n"
                     "Allow `bash` as shown above? [y/N] ")
 
 
@@ -80,9 +80,9 @@ def test_long_code_is_shown_whole_and_wrapped():
 
 
 @pytest.mark.parametrize("hidden,mark", [
-    ("\x1b[2K", "␛[2K"), ("\r", "␍"), ("\t", "⇥"), ("\x00", "␀"), ("\x7f", "␡"), ("\x9b", "⟨U+009B⟩"),
-    ("\u202e", "⟨U+202E⟩"), ("\u200b", "⟨U+200B⟩"), ("\u00a0", "⟨U+00A0⟩"), ("\u2028", "⟨U+2028⟩"),
-    ("\ufeff", "⟨U+FEFF⟩"), ("\u3164", "⟨U+3164⟩"), ("  ", "··"), (" " * 17, "⟨17 spaces⟩"),
+    ("\x1b[2K", "␛[2K"), ("\r", "␍"), ("\t", "⇥"), ("\x00", "␀"), ("\x7f", "␡"), ("\x9b", "«U+009B»"),
+    ("\u202e", "«U+202E»"), ("\u200b", "«U+200B»"), ("\u00a0", "«U+00A0»"), ("\u2028", "«U+2028»"),
+    ("\ufeff", "«U+FEFF»"), ("\u3164", "«U+3164»"), ("  ", "··"), (" " * 17, "«17 spaces»"),
 ])
 def test_control_characters_and_invisible_text_become_marks(hidden, mark):
     text = approval_text("bash", {"command": f"echo safe{hidden}rm -rf /"})

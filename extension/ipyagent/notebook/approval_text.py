@@ -24,11 +24,11 @@ SPACE_DOTS = 16  # inner runs of 2..SPACE_DOTS spaces become dots; longer runs a
 _PICTURES = {0x09: "⇥", 0x0D: "␍", 0x7F: "␡"}  # the other C0 controls: their Control Pictures
 _LEGEND = {  # kind of mark -> what it means, in the order the legend lists them
     "dots": "· a space in a run of spaces",
-    "run": "⟨N spaces⟩ a run of N spaces",
+    "run": "«N spaces» a run of N spaces",
     "tab": "⇥ a tab",
     "cr": "␍ a carriage return",
     "control": "␛, ␀… a control character",
-    "code": "⟨U+XXXX⟩ an invisible or unusual character",
+    "code": "«U+XXXX» an invisible or unusual character",
     "newline": "␊ a line break",
     "wrap": "↪ the line above goes on (wrapped)",
 }
@@ -54,7 +54,7 @@ def _char_token(ch: str, marks: set[str]) -> str | None:
     if (category in ("Cc", "Cf", "Zl", "Zp", "Co", "Cn") or (category == "Zs" and ch != " ")
             or code in _BLANK_LETTERS):
         marks.add("code")
-        return f"⟨U+{code:04X}⟩"
+        return f"«U+{code:04X}»"
     return None
 
 
@@ -77,7 +77,7 @@ def _tokens(line: str, marks: set[str], keep_indent: bool = True) -> list[str]:
                 out.extend("·" * run)
                 marks.add("dots")
             else:
-                out.append(f"⟨{run} spaces⟩")
+                out.append(f"«{run} spaces»")
                 marks.add("run")
             i = j
             continue
@@ -85,6 +85,18 @@ def _tokens(line: str, marks: set[str], keep_indent: bool = True) -> list[str]:
         out.append(ch if token is None else token)
         i += 1
     return out
+
+
+def _break_point(row: list[str], width: int) -> int:
+    """Where to wrap a full row: after its last space if that keeps most of the row, else at the end."""
+    carried = 0
+    for j in range(len(row) - 1, 0, -1):
+        if row[j] == " ":
+            return j + 1
+        carried += len(row[j])
+        if carried > width // 4:
+            break
+    return len(row)
 
 
 def visible_lines(text: str, width: int = WIDTH, marks: set[str] | None = None,
@@ -100,8 +112,10 @@ def visible_lines(text: str, width: int = WIDTH, marks: set[str] | None = None,
         continued = False
         for token in tokens:
             if row and used + len(token) > width:
-                rows.append((continued, "".join(row)))
-                row, used, continued = [], 0, True
+                cut = _break_point(row, width)
+                rows.append((continued, "".join(row[:cut])))
+                row, continued = row[cut:], True
+                used = sum(len(t) for t in row)
                 marks.add("wrap")
             row.append(token)
             used += len(token)

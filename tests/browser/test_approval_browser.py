@@ -1,0 +1,61 @@
+"""The approval question in a real JupyterLab: the whole call is on screen (wrapped, nothing cut
+or scrolled away, hidden spaces marked) above a short y/N input, and "n" runs nothing."""
+
+from __future__ import annotations
+
+import json
+
+from .test_bridge_browser import ARTIFACTS, _open, _write_notebook
+
+HIDDEN = "echo SHOWN" + " " * 50 + "; touch pwned.txt"
+LONG_LINE = "total = " + " + ".join(f"value_{i}" for i in range(60))
+
+
+def test_the_whole_call_is_shown_before_the_question(jupyterlab, context):
+    lab = jupyterlab
+    name = "approval.ipynb"
+    _write_notebook(lab.root / name, ["%load_ext ipyagent", "%%agent\nTidy up."])
+    page = context.new_page()
+    _open(page, lab, name)
+    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    lab.fake.enqueue_tool_calls([("bash", {"command": HIDDEN}), ("python", {"code": f"{LONG_LINE}\nprint(total)"})])
+    lab.fake.enqueue_text("Nothing was run.")
+    # run the agent cell without waiting for it: it stops at the first question
+    page.evaluate("([p, i]) => { const w = window.__ipa.panel(p); window.jupyterapp.shell.activateById(w.id);"
+                  " w.content.activeCellIndex = i; window.jupyterapp.commands.execute('notebook:run-cell'); }",
+                  [name, 1])
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(1)
+    questions = [("bash", "  command: echo SHOWN«50 spaces»; touch pwned.txt"),
+                 ("python", "  code:\n    │ total = value_0 + value_1")]
+    for tool, expected in questions:
+        # the question for this call, and an input box waiting for the answer
+        page.wait_for_function(
+            "([tool]) => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[1];"
+            " const p = c.querySelector('.jp-Stdin-prompt');"
+            " return p && p.innerText.includes('Allow `' + tool + '`') && c.querySelector('.jp-Stdin-input'); }",
+            arg=[tool], timeout=30_000)
+        assert cell.locator(".jp-Stdin-prompt").inner_text().strip() == f"Allow `{tool}` as shown above? [y/N]"
+        shown = "\n".join(cell.locator(".jp-OutputArea-output").all_inner_texts())
+        assert f"ipyagent: approve this `{tool}` call?" in shown and expected in shown, shown
+        # nothing of the question is cut off or scrolled out of sight
+        overflow = cell.locator(".jp-RenderedText").evaluate_all(
+            "els => els.filter(e => e.innerText.includes('approve this')).map(e => e.scrollWidth - e.clientWidth)")
+        assert overflow and max(overflow) <= 0, overflow
+        if tool == "python":
+            assert "↪" in shown and "value_59" in shown  # the long line, wrapped onto the next row
+            ARTIFACTS.mkdir(exist_ok=True)
+            cell.screenshot(path=str(ARTIFACTS / "approval-question.png"))
+        answer = cell.locator(".jp-Stdin-input")
+        answer.fill("n")
+        answer.press("Enter")
+    page.wait_for_function(
+        "(p) => { const s = (window.__ipa.meta(p) || {}).sessions; return s && s.default.entries"
+        ".filter(e => e.type === 'message' && e.message.role === 'assistant').length >= 2; }",
+        arg=name, timeout=30_000)
+    meta = page.evaluate("(p) => window.__ipa.meta(p)", name)
+    results = [e["message"] for e in meta["sessions"]["default"]["entries"]
+               if e["type"] == "message" and e["message"]["role"] == "toolResult"]
+    assert [r["isError"] for r in results] == [True, True]
+    assert all("declined" in json.dumps(r) for r in results)
+    assert not (lab.root / "pwned.txt").exists()
+    lab.shutdown_kernels()
