@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import urllib.parse
 
 import httpx
 import pytest
@@ -83,6 +84,8 @@ def test_scrub_removes_keys_and_every_form_of_the_url_credentials():
     scrubbed = scrub(text, secrets)
     assert clean(scrubbed) and scrubbed.endswith("at http://***@127.0.0.1:9/v1")
     assert scrub(repr(httpx.Request("POST", url)), secrets) == "<Request('POST', 'http://***@127.0.0.1:9/v1')>"
+    encoded = urllib.parse.quote(url, safe="")  # e.g. a redirect parameter echoed in an error page
+    assert clean(scrub(f"see /login?next={encoded}", secrets))
     assert scrub("short pw: ab", ["ab"]) == "short pw: ab"  # too short to replace blindly
     assert scrub("plain", None) == "plain" and scrub("", KEY) == ""
 

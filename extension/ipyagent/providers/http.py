@@ -62,7 +62,8 @@ def strip_url_credentials(text: str) -> str:
 
 
 def url_credentials(url: str | None) -> list[str]:
-    """The user name and password in ``url``, as written and percent-decoded (empty if none)."""
+    """The user name and password in ``url`` (and both together): as written, percent-decoded and
+    percent-encoded (as they appear when the whole URL is encoded); empty if none."""
     if not url or "@" not in url:
         return []
     try:
@@ -72,7 +73,8 @@ def url_credentials(url: str | None) -> list[str]:
     found: list[str] = []
     userinfo = parts.netloc.rpartition("@")[0]
     for raw in (userinfo, *userinfo.split(":", 1)):
-        for form in (raw, urllib.parse.unquote(raw), urllib.parse.quote(urllib.parse.unquote(raw), safe="")):
+        plain = urllib.parse.unquote(raw)
+        for form in (raw, plain, urllib.parse.quote(plain, safe=""), urllib.parse.quote(raw, safe="")):
             if form and form not in found:
                 found.append(form)
     return found
