@@ -29,6 +29,8 @@ class AgentConfig:
     retry_max_delay: float = 60.0
     max_tool_rounds: int | None = None  # None: until the model stops
     reasoning: str | None = None
+    notebook_context: bool = True  # the notebook-activity block before each prompt (with a NotebookContext)
+    notebook_context_tokens: int = 2000  # its cap
     # Per-provider overrides such as {"openai": {"base_url": …}}; keys here are never saved (nor shown).
     provider_options: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 

@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ipyagent.agent import events as ev
+from ipyagent.agent.activity_block import format_activity
 from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.notebook_context import CELL_PROMPT_FIELD, NotebookContext
+from ipyagent.agent.pins import active_pins
 from ipyagent.agent.summarizer import ProviderSummarizer
+from ipyagent.agent.system_prompt import PromptPart, compose_system_prompt, system_prompt_parts
 from ipyagent.agent.tools.approval import run_tool_call
 from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.registry import default_tools
@@ -32,7 +36,7 @@ from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.retry import stream_with_retry
 from ipyagent.session.ids import now_ms
 from ipyagent.session.tokens import normalize_usage
-from ipyagent.session.messages import tool_calls_of, tool_result_message, user_message
+from ipyagent.session.messages import text_block, tool_calls_of, tool_result_message, user_message
 
 Listener = Callable[[Any], None]
 # (tool call, run it) -> its output; replay answers from the recording instead of running.
@@ -64,7 +68,8 @@ class Agent:
                  settings: CompactionSettings | None = None, *, config: AgentConfig | None = None,
                  namespace: dict[str, Any] | None = None, cwd: str = ".", approve: ApprovalCallback | None = None,
                  summarizer: Summarizer | None = None, sleep: Callable[[float], None] = time.sleep,
-                 provider: Provider | None = None, tool_results: ToolResultSource | None = None):
+                 provider: Provider | None = None, tool_results: ToolResultSource | None = None,
+                 notebook: NotebookContext | None = None):
         self.session = session
         self.config = config or AgentConfig()
         if model:
@@ -77,6 +82,8 @@ class Agent:
         self._summarizer = summarizer
         self.provider = provider  # default: resolved from config.model on each call
         self.tool_results = tool_results  # replay: recorded results instead of running tools
+        self.notebook = notebook  # the notebook's activity and environment, when there is one
+        self._system_prompt: str | None = None  # composed once per prompt
         self._sleep = sleep
         self.failures = FailureTracker()
         self.cancel = threading.Event()
@@ -133,6 +140,29 @@ class Agent:
             return None
         return max(1024, window - int(0.8 * self.config.compaction.reserve_tokens) - 512)
 
+    # ---- system prompt and notebook activity ------------------------------------------------
+
+    def system_prompt_parts(self) -> list[PromptPart]:
+        """The system prompt's parts: base, environment, instruction files, pins (from the session)."""
+        context = self.notebook.system_context() if self.notebook is not None else None
+        return system_prompt_parts(self.config.system_prompt, context, active_pins(self.session.path()))
+
+    def system_prompt(self) -> str:
+        return compose_system_prompt(self.system_prompt_parts())
+
+    def notebook_activity_block(self) -> str:
+        """The notebook-activity block the next prompt would carry ("" when off or nothing happened)."""
+        if self.notebook is None or not self.config.notebook_context:
+            return ""
+        return format_activity(self.notebook.activity(), self.config.notebook_context_tokens)
+
+    def _prompt_message(self, text: str | list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
+        block = self.notebook_activity_block() if isinstance(text, str) else ""
+        if not block:
+            return user_message(text, **extra)
+        extra.setdefault(CELL_PROMPT_FIELD, text)
+        return user_message([text_block(block), text_block(text)], **extra)
+
     # ---- compaction ------------------------------------------------------------------------
 
     def compact(self, focus: str | None = None, *, reason: str = "manual",
@@ -183,15 +213,21 @@ class Agent:
         self._run_entries = entries = []
         result = RunResult(new_entries=entries)
         self._emit(ev.AgentStart(text if isinstance(text, str) else "[content blocks]"))
+        sent = False
         try:
+            self._system_prompt = self.system_prompt()
             self.check_budget()
-            self._append(user_message(text, **message_extra))
+            self._append(self._prompt_message(text, dict(message_extra)))
+            sent = True
             result.final_message = self._run()
         except AgentRunError as exc:
             result.error = str(exc)
             self._emit(ev.AgentError(str(exc)))
         finally:
             self._run_entries = None
+            self._system_prompt = None
+            if sent and self.notebook is not None:
+                self.notebook.prompt_sent()
             self.session.hooks.emit("agent_end", messages=[e.get("message") for e in entries if "message" in e],
                                     session=self.session)
             self._emit(ev.AgentEnd(entries, error=result.error))
@@ -244,7 +280,8 @@ class Agent:
         replaced = self.session.hooks.emit("context", messages=messages, session=self.session)
         if isinstance(replaced, dict) and isinstance(replaced.get("messages"), list):
             messages = replaced["messages"]
-        request = ModelRequest(model=model_id, messages=messages, system_prompt=self.config.system_prompt,
+        system_prompt = self._system_prompt if self._system_prompt is not None else self.system_prompt()
+        request = ModelRequest(model=model_id, messages=messages, system_prompt=system_prompt,
                                tools=[t.spec() for t in self.tools.values()],
                                max_tokens=self.config.max_output_tokens, reasoning=self.config.reasoning)
         replaced = self.session.hooks.emit("before_provider_request", payload=request, session=self.session)

@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from ipyagent.agent.notebook_context import prompt_text
 from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.compaction.prompts import SPLIT_TURN_SEPARATOR
 from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
@@ -35,7 +36,7 @@ class ReplayDivergence(ProviderError):
 @dataclass
 class CellRecording:
     cell_id: str
-    prompt: str  # the recorded prompt text
+    prompt: str  # the recorded prompt, as the user typed it
     assistant_messages: list[dict[str, Any]] = field(default_factory=list)
     tool_results: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> toolResult message
     compactions: list[dict[str, Any]] = field(default_factory=list)  # compaction entries, in order
@@ -59,7 +60,7 @@ class Recording:
                 cell_id = message.get("cellId")
                 current = None
                 if cell_id:
-                    current = CellRecording(cell_id, text_of(message.get("content"), "\n"))
+                    current = CellRecording(cell_id, prompt_text(message))
                     recording.cells.setdefault(cell_id, []).append(current)
                 continue
             if entry.get("type") == "compaction" and entry.get("cellId"):  # a %compact cell
@@ -141,7 +142,7 @@ class ReplayProvider:
 def _last_user_text(messages: list[dict[str, Any]]) -> str | None:
     for message in reversed(messages):
         if message.get("role") == "user":
-            return text_of(message.get("content"), "\n")
+            return prompt_text(message)
     return None
 
 
