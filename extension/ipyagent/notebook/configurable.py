@@ -11,10 +11,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, Unicode, default, validate
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, default, validate
 from traitlets.config import Configurable
 
 from ipyagent.agent.config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, AgentConfig
+from ipyagent.agent.instructions import INSTRUCTION_NAMES
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.notebook.gather import strip_secrets
 from ipyagent.providers.http import strip_url_credentials
@@ -95,6 +96,15 @@ class Agent(Configurable):
         default_value=ShownWithoutSecrets(),
         help="Per-provider options such as {'openai': {'base_url': …}}; never saved, never shown (keys are masked)."
     ).tag(config=True)
+    notebook_context = Bool(True, help="Send what happened in the notebook since the previous prompt (cells, "
+                                       "values, errors, output, namespace changes) before each %%agent prompt "
+                                       "(%%agent --no-context skips it once).").tag(config=True)
+    notebook_context_tokens = Int(2000, help="The notebook-activity block's cap in tokens (newest cells first, "
+                                             "older ones shortened).").tag(config=True)
+    instruction_files = List(Unicode(), default_value=list(INSTRUCTION_NAMES),
+                             help="Instruction files read from the notebook's folder and its parents (up to the "
+                                  "repository root or home) into the system prompt; [] reads none."
+                             ).tag(config=True)
     show_widget = Bool(True, help="Show the context-budget widget under each %%agent run.").tag(config=True)
     max_updates_per_second = Float(10.0, help="Streaming display updates per second, at most.").tag(config=True)
     notebook_path = Unicode(None, allow_none=True,
@@ -123,7 +133,7 @@ class Agent(Configurable):
     def _default_replay_tools(self) -> bool:
         return os.environ.get("IPYAGENT_REPLAY_TOOLS", "").strip().lower() in ("1", "true", "on", "yes")
 
-    @validate("context_window", "reserve_tokens", "keep_recent_tokens", "max_tool_rounds")
+    @validate("context_window", "reserve_tokens", "keep_recent_tokens", "max_tool_rounds", "notebook_context_tokens")
     def _non_negative(self, proposal: Any) -> Any:
         value = proposal["value"]
         if value is not None and value < 0:
@@ -144,6 +154,8 @@ class Agent(Configurable):
             retry_base_delay=self.retry_base_delay,
             max_tool_rounds=self.max_tool_rounds,
             reasoning=self.reasoning or None,
+            notebook_context=self.notebook_context,
+            notebook_context_tokens=self.notebook_context_tokens,
             provider_options={k: _plain(v) for k, v in self.provider_options.items()},
         )
         for key, value in overrides.items():

@@ -12,6 +12,7 @@ from typing import Any
 from ipyagent.agent.config import AgentConfig
 from ipyagent.core import Session
 from ipyagent.notebook import bridge as bridge_mod
+from ipyagent.notebook.activity import ActivityRecorder
 from ipyagent.notebook.configurable import Agent as AgentConfigurable
 from ipyagent.notebook.hydration import find_notebook_path
 from ipyagent.notebook.persistence import LoadResult, Persister, SessionSlot, collect_sessions
@@ -34,11 +35,13 @@ class AgentRuntime:
         self.notes: list[str] = []
         self.running = False
         self.replay = ReplayController()
+        self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
     def start(self, *, open_bridge: bool | None = None, hydrate: bool = True) -> None:
         self.running = True
+        self.activity.start()
         if open_bridge is None:
             open_bridge = getattr(self.shell, "kernel", None) is not None
         if open_bridge:
@@ -99,6 +102,7 @@ class AgentRuntime:
 
     def stop(self) -> None:
         self.running = False
+        self.activity.stop()
         if self.bridge is not None:
             try:
                 self.bridge.close()
@@ -145,13 +149,16 @@ class AgentRuntime:
         """The slot's agent (kept across runs for its failure tracker), set up for this run."""
         from ipyagent.agent.loop import Agent
         from ipyagent.agent.tools import default_tools
+        from ipyagent.notebook.kernel_context import KernelNotebookContext
 
         tool_list = default_tools() if tools is None else list(tools)
         agent = slot.agent
         if agent is None:
             agent = slot.agent = Agent(slot.session, config=config, tools=tool_list,
-                                       namespace=self.shell.user_ns, cwd=os.getcwd(), approve=approve)
+                                       namespace=self.shell.user_ns, cwd=os.getcwd(), approve=approve,
+                                       notebook=KernelNotebookContext(self, slot.name))
         else:
+            agent.notebook = KernelNotebookContext(self, slot.name)
             agent.session = slot.session
             agent.config = config
             agent.tools = {t.name: t for t in tool_list}

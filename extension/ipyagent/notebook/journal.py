@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
+from ipyagent.agent.notebook_context import CELL_PROMPT_FIELD
 from ipyagent.notebook.schema import strip_secrets
 
 __all__ = ["JOURNAL_MIME", "journal_bundle", "journal_outputs", "entry_line"]
@@ -116,6 +117,8 @@ def entry_line(entry: Any) -> tuple[str, str]:
             return label, _first_line(_blocks_text(content))
         if role == "bashExecution":
             return "bash", _first_line(message.get("command"))
+        if role == "user" and isinstance(message.get(CELL_PROMPT_FIELD), str):  # not the activity block
+            return "user", _first_line(message[CELL_PROMPT_FIELD])
         return str(role), _first_line(_blocks_text(content))
     if kind == "compaction":
         return "compaction", f"{entry.get('tokensBefore', '?')} tokens summarised: " + _first_line(entry.get("summary"))
@@ -132,7 +135,9 @@ def entry_line(entry: Any) -> tuple[str, str]:
     if kind == "session_info":
         return "session info", str(entry.get("name", ""))
     if kind == "custom":
-        return f"custom ({entry.get('customType', '?')})", ""
+        data = entry.get("data")
+        text = data.get("text") if isinstance(data, dict) and isinstance(data.get("text"), str) else ""
+        return f"custom ({entry.get('customType', '?')})", _first_line(text)
     return str(kind), ""
 
 

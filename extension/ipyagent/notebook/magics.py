@@ -1,7 +1,10 @@
 """The magics: ``%%agent`` (run the agent), ``%agent …`` (commands), ``%compact`` / ``%%compact``.
 
-``%%agent [--session NAME] [--model M] [--no-tools]`` — the cell body is the prompt. The user
-message carries the cell id (from the execute request's metadata) and the execution count.
+``%%agent [--session NAME] [--model M] [--no-tools] [--no-context]`` — the cell body is the prompt.
+The user message carries the cell id (from the execute request's metadata) and the execution count;
+before the prompt it carries what happened in the notebook since the session's previous prompt
+(``--no-context`` leaves that out once). ``{In[n]}``, ``{Out[n]}``, ``{Err[n]}`` and ``{name}`` in
+the prompt are filled in (``ipyagent.agent.interpolate``).
 Re-running a cell whose id already has a prompt on the current path forks the session from
 before that prompt, so "Restart & Run All" reproduces the session the visible cells describe.
 
@@ -18,9 +21,13 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from ipyagent.agent.interpolate import interpolate
+from ipyagent.agent.notebook_context import CELL_PROMPT_FIELD
+from ipyagent.notebook.kernel_context import KernelLookup
 from ipyagent.notebook.magics_compact import CompactMagics
 from ipyagent.notebook.rendering import error_bundle, make_approver, note_bundle
 from ipyagent.notebook.run_view import RunView, begin_replay, cell_identity
+from ipyagent.notebook.untrusted import escape_html
 
 __all__ = ["AgentMagics", "register_magics", "unregister_magics", "run_agent_cell", "cell_identity",
            "fork_point", "RunView"]
@@ -65,8 +72,15 @@ def close_dangling_calls(session: Any) -> int:
 @argument("--session", "-s", default=None, help="the session to use (created if new; becomes the active one)")
 @argument("--model", "-m", default=None, help="the model for this cell only (provider:model)")
 @argument("--no-tools", action="store_true", help="run without tools (the model can only answer)")
+@argument("--no-context", action="store_true",
+          help="do not send what happened in the notebook since the previous prompt (this cell only)")
 def _agent_cell_args(line: str, cell: str) -> None:
-    """%%agent [--session NAME] [--model M] [--no-tools] — the cell body is the prompt."""
+    """%%agent [--session NAME] [--model M] [--no-tools] [--no-context] — the cell body is the prompt."""
+
+
+def interpolation_bundle(note: str) -> dict[str, str]:
+    return {"text/plain": note,
+            "text/html": f"<div style='color:#666;font-size:90%;font-style:italic'>{escape_html(note)}</div>"}
 
 
 def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
@@ -78,7 +92,7 @@ def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
     if args.session:
         runtime.active = args.session
     slot = runtime.slot(args.session)
-    config = runtime.agent_config(model=args.model)
+    config = runtime.agent_config(model=args.model, notebook_context=False if args.no_context else None)
     if not config.model:
         raise UsageError('No model configured. Set one with %config Agent.model = "openai:gpt-4.1-mini" '
                          "(or the IPYAGENT_MODEL environment variable), or pass --model.")
@@ -100,11 +114,20 @@ def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
     if rerun:
         view.renderer.show(note_bundle("Re-run of an earlier cell: the session forks from before its previous prompt."))
     extra = {k: v for k, v in (("cellId", cell_id), ("executionCount", execution_count)) if v is not None}
+    text = prompt
+    if "{" in prompt:
+        filled = interpolate(prompt, KernelLookup(shell, runtime.activity))
+        if filled.text != prompt:
+            text = filled.text
+            extra[CELL_PROMPT_FIELD] = prompt
+        if filled.note():
+            view.renderer.show(interpolation_bundle(filled.note()))
     replaying = begin_replay(runtime, slot, agent, cell_id, config, view)
     unsubscribe = agent.subscribe(view.renderer)
     interrupted = False
     try:
-        agent.prompt(prompt, **extra)
+        with runtime.activity.paused():
+            agent.prompt(text, **extra)
     except KeyboardInterrupt:
         interrupted = True
         close_dangling_calls(slot.session)
@@ -131,10 +154,10 @@ class AgentMagics(Magics):
 
     @line_cell_magic
     def agent(self, line: str = "", cell: str | None = None) -> Any:
-        """%%agent [--session NAME] [--model M] [--no-tools]: run the agent on the cell body.
+        """%%agent [--session NAME] [--model M] [--no-tools] [--no-context]: run the agent on the cell body.
 
         %agent COMMAND …: status, config, model, new, sessions, switch, tree, checkout, context,
-        summary, export, import, load, help (``%agent help`` explains each).
+        summary, export, import, load, pin, pins, unpin, help (``%agent help`` explains each).
         """
         if cell is not None:
             return run_agent_cell(self.runtime, line, cell)
@@ -145,6 +168,7 @@ class AgentMagics(Magics):
 
 
 def register_magics(shell: Any, runtime: Any) -> None:
+    import ipyagent.notebook.magics_pins  # noqa: F401  (registers %agent pin, pins, unpin)
     import ipyagent.notebook.magics_replay  # noqa: F401  (registers %agent replay)
 
     shell.register_magics(AgentMagics(shell, runtime))

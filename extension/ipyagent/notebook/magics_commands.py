@@ -3,12 +3,14 @@
     %agent status | config | model [M] | new [NAME] | sessions | switch NAME | tree
     %agent checkout ID [--summarize] [--focus TEXT] | context | summary
     %agent export [--format pi|markdown] [-o FILE] | import FILE [--name NAME] | load PATH | help
+    %agent pin TEXT | pins | unpin N            (notebook/magics_pins.py)
 """
 
 from __future__ import annotations
 
 import html
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,8 +18,10 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from ipyagent.agent.notebook_context import prompt_text
 from ipyagent.core import Session
 from ipyagent.notebook.rendering import error_bundle, short_args
+from ipyagent.notebook.untrusted import escape_html
 from ipyagent.notebook.widget import BudgetWidget, _chars4, budget_facts, static_bundle
 from ipyagent.session.messages import text_of
 
@@ -75,8 +79,8 @@ def agent_status(runtime: Any, rest: str) -> None:
         window = agent.context_window()
     except Exception:
         window = config.context_window
-    facts = budget_facts(slot.session, config, window=window, tool_specs=[t.spec() for t in default_tools()],
-                         session_name=slot.name)
+    facts = budget_facts(slot.session, replace(config, system_prompt=agent.system_prompt()), window=window,
+                         tool_specs=[t.spec() for t in default_tools()], session_name=slot.name)
     lines = [f"session {slot.name!r}: {len(slot.session)} entries, leaf {slot.session.leaf_id}",
              f"persistence: {runtime.bridge_state()}"]
     result = runtime.load_result
@@ -198,7 +202,7 @@ def _entry_line(entry: dict[str, Any]) -> str:
         if role == "toolResult":
             return f"result {message.get('toolName', '')}: {_one_line(text_of(message.get('content'), ' '), 40)}"
         cell = f" [cell {message['executionCount']}]" if message.get("executionCount") is not None else ""
-        return f"{role}{cell}: {_one_line(text_of(message.get('content'), ' '), 60)}"
+        return f"{role}{cell}: {_one_line(prompt_text(message), 60)}"
     if kind == "compaction":
         return (f"compaction: {entry.get('tokensBefore', 0):,} tokens summarised, "
                 f"first kept {entry.get('firstKeptEntryId')}")
@@ -279,26 +283,35 @@ COMMANDS["checkout"] = agent_checkout
 # ---- context, summary --------------------------------------------------------------------------
 
 
+NEXT_ACTIVITY_LABEL = "notebook activity (goes before the next %%agent prompt)"
+
+
 def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]], int]:
-    """Each part of the next request (system prompt, tools, each message): (label, tokens, text)."""
+    """Each part of the next request (the system prompt's parts, tools, each message, and the
+    notebook-activity block the next prompt would carry): (label, tokens, text)."""
     from ipyagent.agent.loop import Agent
 
     from ipyagent.agent.tools import default_tools
+    from ipyagent.notebook.kernel_context import KernelNotebookContext
     from ipyagent.providers.registry import parse_model_string
 
     config = runtime.agent_config()
-    probe = Agent(slot.session, config=config, namespace={}, tools=default_tools())
+    probe = Agent(slot.session, config=config, namespace={}, tools=default_tools(),
+                  notebook=KernelNotebookContext(runtime, slot.name))
     model_id = parse_model_string(config.model)[1] if config.model else "(no model)"
     request = probe._request(model_id)
     estimator = slot.session.estimator
     specs = [t.to_dict() for t in request.tools]
-    parts = [("system prompt", _chars4(request.system_prompt or ""), request.system_prompt or ""),
-             (f"tools ({len(specs)})", _chars4(specs) if specs else 0, json.dumps(specs, indent=1))]
+    parts = [(f"system prompt: {p.label}", _chars4(p.text), p.text) for p in probe.system_prompt_parts()]
+    parts.append((f"tools ({len(specs)})", _chars4(specs) if specs else 0, json.dumps(specs, indent=1)))
     messages = request.messages
     for i, message in enumerate(messages):
         content = message.get("content")
         text = content if isinstance(content, str) else json.dumps(content, indent=1, ensure_ascii=False)
         parts.append((f"{i + 1}. {message.get('role')}", estimator.estimate(message), text))
+    block = probe.notebook_activity_block()
+    if block:
+        parts.append((NEXT_ACTIVITY_LABEL, _chars4(block), block))
     return parts, sum(p[1] for p in parts)
 
 
@@ -308,13 +321,14 @@ def agent_context(runtime: Any, rest: str) -> None:
     parse_argstring(agent_context, rest)
     slot = runtime.slot()
     parts, total = context_report(runtime, slot)
-    plain = [f"next request: {len(parts) - 2} messages, ≈{total:,} tokens (estimated)"]
+    messages = sum(1 for label, _, _ in parts if label[:1].isdigit())
+    plain = [f"next request: {messages} messages, ≈{total:,} tokens (estimated)"]
     rows = []
     for label, tokens, text in parts:
         plain.append(f"--- {label} ({tokens:,} tokens)\n{text}")
-        rows.append(f"<details><summary><code>{html.escape(label)}</code> — {tokens:,} tokens: "
-                    f"{html.escape(_one_line(text, 80))}</summary><pre style='white-space:pre-wrap'>"
-                    f"{html.escape(text)}</pre></details>")
+        rows.append(f"<details><summary><code>{escape_html(label)}</code> — {tokens:,} tokens: "
+                    f"{escape_html(_one_line(text, 80))}</summary><pre style='white-space:pre-wrap'>"
+                    f"{escape_html(text)}</pre></details>")
     _show("\n".join(plain), f"<div><b>Next request</b>: ≈{total:,} tokens</div>{''.join(rows)}")
 
 

@@ -4,6 +4,7 @@ is running, the run's outputs (:class:`RunView`: the budget widget and the rende
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from IPython.display import display
@@ -37,6 +38,10 @@ class RunView:
 
     def __init__(self, runtime: Any, slot: Any, agent: Any, config: Any):
         self.runtime, self.slot, self.agent, self.config = runtime, slot, agent, config
+        try:  # the composed system prompt (environment, instruction files, pins) counts in the budget
+            self.budget_config = replace(config, system_prompt=agent.system_prompt())
+        except Exception:
+            self.budget_config = config
         self.widget = None
         self.handle = None
         if runtime.config.show_widget:
@@ -53,7 +58,7 @@ class RunView:
             window = self.agent.context_window()
         except Exception:
             window = self.config.context_window
-        return budget_facts(self.slot.session, self.config, window=window,
+        return budget_facts(self.slot.session, self.budget_config, window=window,
                             tool_specs=[t.spec() for t in self.agent.tools.values()],
                             session_name=self.slot.name, status=status)
 
