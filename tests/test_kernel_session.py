@@ -64,7 +64,8 @@ def test_session_across_cells_and_rerun_forks(tmp_path):
         e["id"] for e in entries}  # nothing lost
     cell1 = [u for u in user_messages(entries) if u["message"]["cellId"] == "cell-1"]
     assert len(cell1) == 2 and cell1[0]["parentId"] == cell1[1]["parentId"]  # siblings: a fork
-    on_path = [e["message"]["content"] for e in user_messages(path_of(session))]
+    # what each prompt's cell said (the second also carries the notebook-activity block: `answer = 0` ran)
+    on_path = [e["message"].get("cellPrompt", e["message"]["content"]) for e in user_messages(path_of(session))]
     assert on_path == ["Remember the number 42.", "Set answer to 42 and add one."]
     sent = _texts(server.requests[-1].body["messages"])
     assert "Noted again: 42." in sent and "Noted: the number is 42." not in sent
