@@ -459,7 +459,8 @@ COMMANDS["load"] = agent_load
 @magic_arguments()
 def agent_help(runtime: Any, rest: str) -> None:
     """%agent help — this list."""
-    lines = ["%%agent [--session NAME] [--model M] [--no-tools]   run the agent; the cell body is the prompt",
+    lines = ["%%agent [--session NAME] [--model M] [--no-tools] [--no-context]   run the agent; the cell body is "
+             "the prompt ({In[n]}, {Out[n]}, {Err[n]}, {name} are filled in)",
              "%compact [focus] / %%compact                         summarise older history now", ""]
     for name, func in COMMANDS.items():
         parser = getattr(func, "parser", None)
