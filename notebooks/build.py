@@ -100,6 +100,14 @@ class Turn:
     constraints: list[str] = field(default_factory=list)
     next: list[str] = field(default_factory=list)
     key: str = ""
+    match: str = ""  # for a prompt with {…} interpolations: a part of the filled-in text that identifies it
+
+    def answers(self, text: str) -> bool:
+        """Whether a user message's text is this turn's prompt (after the notebook-activity block
+        that may come before it, or with its interpolations filled in)."""
+        if self.match:
+            return self.match in text and "[ipyagent filled in" in text
+        return text == self.prompt or text.endswith("\n" + self.prompt)
 
     def __post_init__(self) -> None:
         self.prompt = textwrap.dedent(self.prompt).strip()
@@ -156,7 +164,7 @@ class Scripted:
                 continue
             text = _text_of(message.get("content")).strip()
             for n, turn in enumerate(self.turns):
-                if text == turn.prompt:
+                if turn.answers(text):
                     return n
             if "<summary>" in text:
                 found = [n for n, turn in enumerate(self.turns) if turn.prompt[:60] in text]

@@ -62,9 +62,30 @@ for _o in ORDERS:
 TOP = max(SPENT, key=SPENT.get)
 AVG = round(sum(o["total"] for o in ORDERS) / len(ORDERS), 2)
 
+CUSTOMERS = ["Ada", "Grace", "Linus", "Margaret"]
+AVERAGE = {c: (round(sum(v) / len(v), 2) if v else None)
+           for c, v in ((c, [o["total"] for o in ORDERS if o["customer"] == c]) for c in CUSTOMERS)}
+AVERAGE_CODE = """
+# Average order value per customer, including Margaret, who signed up today
+customers = ["Ada", "Grace", "Linus", "Margaret"]
+per_customer = {c: [o["total"] for o in orders if o["customer"] == c] for c in customers}
+average = {c: round(sum(v) / len(v), 2) for c, v in per_customer.items()}
+"""
+AVERAGE_COUNT = 8  # the execution count of that cell in the quickstart (its 8th code cell)
+FIXED_CODE = ("average = {c: round(sum(v) / len(v), 2) if v else None for c, v in per_customer.items()}\n"
+              "average")
+ADA = [o["total"] for o in ORDERS if o["customer"] == "Ada"]
+
 LIVE_SETUP_NOTE = ""
 
 # ---- quickstart ----------------------------------------------------------------------------------
+
+
+def raises(cell: dict[str, Any]) -> dict[str, Any]:
+    """A cell whose error is part of the lesson (nbclient's ``raises-exception`` tag)."""
+    cell["metadata"]["tags"] = ["raises-exception"]
+    return cell
+
 
 Q_TURNS = [
     Turn("Hello! In one sentence: what can you do in this notebook?",
@@ -89,6 +110,21 @@ Q_TURNS = [
                f"{sum(1 for o in ORDERS if o['customer'] == TOP)} orders.\n"
                f"Across all {len(ORDERS)} orders the average order value was {AVG:.2f}.")],
          goal="Write the result up for an email."),
+    Turn("Why did the cell above fail?",
+         [Step("It divides by `len(v)` for every customer, and **Margaret** has no orders yet: her list is "
+               "empty, so `sum(v) / len(v)` is `0 / 0`, which raises `ZeroDivisionError` (the last frame of "
+               "the traceback, in the dict comprehension). Give customers without orders `None` instead:\n\n"
+               "```python\n" + FIXED_CODE.splitlines()[0] + "\n```")],
+         goal="Understand why the per-customer average failed."),
+    Turn("Apply that fix to {In[%d]} and run it." % AVERAGE_COUNT,
+         [Step("Running the fixed comprehension.", [("python", {"code": FIXED_CODE})]),
+          Step("Fixed: " + ", ".join(f"{c} {v:.2f}" if v is not None else f"{c} `None` (no orders yet)"
+                                     for c, v in AVERAGE.items()) + ". The result is in `average`.")],
+         goal="Fix the per-customer average.", match="Apply that fix to \n```python\n# Average order value"),
+    Turn("What did Ada spend in total?",
+         [Step(f"Ada spent **£{sum(ADA):.2f}** in total, over {len(ADA)} orders "
+               f"({' + '.join(f'£{t:.2f}' for t in ADA)}).")],
+         goal="Ada's total spend."),
 ]
 
 QUICKSTART = Notebook("quickstart", [
@@ -98,8 +134,9 @@ QUICKSTART = Notebook("quickstart", [
         saved in the notebook's metadata — the `.ipynb` *is* the session.
 
         This notebook: configure a provider, load the extension, a first prompt, a prompt that uses
-        the `python` tool on a small dataset, the context-budget widget, and `%agent context` (exactly
-        what the model is sent).""")),
+        the `python` tool on a small dataset, asking about a cell that failed, `{In[n]}` in a prompt,
+        pinned instructions, the context-budget widget, and `%agent context` (exactly what the model
+        is sent).""")),
     md("qs-provider", """
         ## 1. Configure a provider
 
@@ -161,8 +198,42 @@ QUICKSTART = Notebook("quickstart", [
 
         Each `%%agent` cell adds to the same session, so the next prompt can refer to the previous answer:"""),
     agent("qs-email", Q_TURNS[2].prompt),
+    md("qs-activity-md", """
+        ## 5. The agent sees what you ran
+
+        Each `%%agent` prompt carries a short record of what happened in the notebook since the
+        previous prompt: the cells that ran (execution count, source, value, printed output, and
+        errors with the last frames of the traceback) and which variables appeared, changed or went
+        away. So you can simply ask about "the cell above". This one fails:"""),
+    raises(code("qs-average", AVERAGE_CODE)),
+    agent("qs-why", Q_TURNS[3].prompt),
+    md("qs-interpolate-md", f"""
+        The record is capped (`Agent.notebook_context_tokens`, about 2,000 tokens; the newest cells
+        come first, older ones are shortened, and it says so). `%%agent --no-context` leaves it out
+        for one prompt, `%config Agent.notebook_context = False` for good, and `%agent context`
+        shows the one the next prompt would carry.
+
+        You can also point at a cell or a variable: `{{In[{AVERAGE_COUNT}]}}` is the source of the
+        cell that ran as `[{AVERAGE_COUNT}]`, `{{Out[n]}}` its value, `{{Err[n]}}` its error, and
+        `{{name}}` a variable's repr. Anything else in braces is left alone, and `{{{{In[n]}}}}` writes
+        the braces literally. The note under the cell says what was filled in:"""),
+    agent("qs-fix", Q_TURNS[4].prompt),
+    md("qs-pins-md", """
+        ## 6. Instructions that stay: pins and `AGENTS.md`
+
+        `%agent pin TEXT` adds an instruction to the system prompt of every request; `%agent pins`
+        lists them and `%agent unpin N` removes one. A pin is an entry of the session, so it is saved
+        with the notebook and survives a kernel restart, an export and a replay. An `AGENTS.md` (or
+        `CLAUDE.md`) in the notebook's folder or its parents — up to the repository root or your home
+        folder — is read into the system prompt the same way, together with the notebook's path, the
+        working directory and the Python version. Neither is part of the conversation, so compaction
+        never summarises them away."""),
+    code("qs-pin", """
+        %agent pin Write money amounts in pounds with two decimals, like £12.50.
+        %agent pins"""),
+    agent("qs-ada", Q_TURNS[5].prompt),
     md("qs-widget", """
-        ## 5. The budget widget and `%agent status`
+        ## 7. The budget widget and `%agent status`
 
         The bar is the context window: grey for the system prompt and tool definitions, blue for
         older history, green for the recent part a compaction would keep verbatim (purple, after a
@@ -171,10 +242,12 @@ QUICKSTART = Notebook("quickstart", [
         `%agent status` shows the same for the active session, and how it is being saved:"""),
     code("qs-status", "%agent status"),
     md("qs-context-md", """
-        ## 6. Exactly what the model is sent: `%agent context`
+        ## 8. Exactly what the model is sent: `%agent context`
 
-        The next request, part by part with token estimates: the system prompt, the tool
-        definitions, then every message (expand a row to read it)."""),
+        The next request, part by part with token estimates: the system prompt's parts (the base
+        prompt, the environment, instruction files, the pins), the tool definitions, then every
+        message — each prompt with its notebook-activity block — and the block the next prompt
+        would carry (expand a row to read it)."""),
     code("qs-context", "%agent context"),
     md("qs-next", """
         ## Where next
@@ -188,6 +261,13 @@ QUICKSTART = Notebook("quickstart", [
 
 def _check_quickstart(nb: dict[str, Any], policy: Any, server: Any) -> None:
     assert server.summary_calls == 0
+    chats = [json.dumps(r.body["messages"]) for r in server.requests if r.kind == "chat"]
+    why = next(c for c in chats if Q_TURNS[3].prompt in c)
+    assert "ZeroDivisionError: division by zero" in why and "per_customer = {c:" in why, why[-2000:]
+    fix = next(c for c in chats if "Apply that fix to" in c)
+    assert "customers = [" in fix.split("Apply that fix to")[-1], "In[n] was not the failing cell's source"
+    ada = [r for r in server.requests if r.kind == "chat" and Q_TURNS[5].prompt in json.dumps(r.body["messages"])]
+    assert ada and "two decimals, like £12.50" in ada[0].body["messages"][0]["content"]
 
 
 QUICKSTART.check = _check_quickstart
@@ -313,7 +393,7 @@ TOUR = Notebook("how-compaction-works", [
         work is kept word for word. The visible cells never change; only the session in the
         notebook's metadata gets a new `compaction` entry.
 
-        To watch it happen, this notebook gives the agent a tiny window — 4,300 tokens — so that
+        To watch it happen, this notebook gives the agent a tiny window — 4,350 tokens — so that
         a handful of prompts fill it. You will see the budget fill up, an automatic compaction,
         where the cut falls, the summary, a second compaction that *updates* the first summary,
         a compaction in the middle of a long turn (a *split turn*), and what all this does to the
@@ -323,17 +403,20 @@ TOUR = Notebook("how-compaction-works", [
 
         * `Agent.context_window` — the model's window (normally from the bundled model table).
         * `Agent.reserve_tokens` — room kept free for the reply. Compaction starts when the context
-          exceeds **window − reserve** (here 4,300 − 1,400 = 2,900 tokens).
+          exceeds **window − reserve** (here 4,350 − 1,400 = 2,950 tokens).
         * `Agent.keep_recent_tokens` — roughly how much recent conversation a compaction keeps
           verbatim (here 460 tokens). Everything older is summarised.
 
         (The defaults for real models are a 16,384-token reserve and 20,000 kept tokens.)"""),
     code("tour-setup", """
         %load_ext ipyagent
-        %config Agent.context_window = 4300
+        %config Agent.context_window = 4350
         %config Agent.reserve_tokens = 1400
         %config Agent.keep_recent_tokens = 460
         %config Agent.tool_approval = "auto"
+        # What ran in the notebook since the previous prompt goes before each prompt (up to ~2,000
+        # tokens); in this tiny window that would crowd out the conversation, so the tour leaves it out.
+        %config Agent.notebook_context = False
 
         from tour_helpers import CompactionSpy, context_preview, current_session, overhead_tokens, timeline, usage_table
 
@@ -395,6 +478,27 @@ TOUR = Notebook("how-compaction-works", [
         The next request starts with the summary, wrapped in a **user** message, followed by the kept
         messages (system prompt and tools not shown):"""),
     code("tour-context", "context_preview(current_session(), limit=300)"),
+    md("tour-untouched-md", """
+        ### What compaction never touches
+
+        The system prompt is sent whole with every request and is never part of the summarised
+        history. Besides the base prompt it holds the environment (the notebook's path, the working
+        directory, the Python version), any `AGENTS.md` / `CLAUDE.md` found from the notebook's folder
+        up to the repository root or your home folder, and the **pinned instructions**. A pin made now
+        is in the system prompt of every later request, through the two compactions still to come:"""),
+    code("tour-pins", """
+        %agent pin Give temperatures in °C with two decimals.
+        %agent pins"""),
+    md("tour-activity-md", """
+        Notebook activity is different. Normally each `%%agent` prompt carries a record of what ran in
+        the notebook since the previous prompt (sources, values, errors, printed output, new
+        variables), in the **same user message**, before the prompt text. It is history like any
+        other message: a compaction summarises it with the rest of the older turns, and only the kept
+        recent part still holds it word for word. (This tour turned it off in the setup cell, so that
+        the tiny window holds the conversation.)
+
+        A pin is a session entry of its own, so the summariser never sees it; what the user typed is
+        summarised, what they pinned stays in force."""),
     md("tour-second-md", """
         ## A second compaction updates the first summary
 
@@ -527,14 +631,15 @@ CUSTOM = Notebook("custom-compaction", [
         2. a `session_before_compact` hook that writes the summary itself;
         3. a `session_before_compact` hook that cancels automatic compactions.
 
-        It uses the same tiny 4,300-token window and conversation as `how-compaction-works.ipynb`,
+        It uses the same tiny 4,350-token window and conversation as `how-compaction-works.ipynb`,
         so compaction comes quickly.""")),
     code("cc-setup", """
         %load_ext ipyagent
-        %config Agent.context_window = 4300
+        %config Agent.context_window = 4350
         %config Agent.reserve_tokens = 1400
         %config Agent.keep_recent_tokens = 460
-        %config Agent.tool_approval = "auto\""""),
+        %config Agent.tool_approval = "auto"
+        %config Agent.notebook_context = False  # no notebook-activity block: the window is tiny"""),
     code("cc-data", READINGS_CODE),
     md("cc-model-md", """
         ## 1. A cheaper model for summaries
@@ -630,7 +735,7 @@ CUSTOM.check = _check_custom
 
 # ---- reproducible session ------------------------------------------------------------------------
 
-R_TURNS = Q_TURNS[1:]
+R_TURNS = Q_TURNS[1:3]
 
 REPRO = Notebook("reproducible-session", [
     md("rs-intro", provenance("A reproducible session: record, export, import, replay", """

@@ -59,7 +59,12 @@ def overhead_tokens() -> int:
     from ipyagent.notebook.widget import system_tools_tokens
 
     runtime = get_runtime(get_ipython())
-    return system_tools_tokens(runtime.agent_config(), [t.spec() for t in default_tools()])
+    config = runtime.agent_config()
+    slot = runtime.slot()
+    # the system prompt as sent: the base prompt, the environment, instruction files and pins
+    config.system_prompt = runtime.agent_for(slot, config, approve=slot.agent.approve if slot.agent else None
+                                             ).system_prompt()
+    return system_tools_tokens(config, [t.spec() for t in default_tools()])
 
 
 # ---- entries -----------------------------------------------------------------------------------
