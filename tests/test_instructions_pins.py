@@ -53,18 +53,23 @@ def test_the_walk_stops_at_home_and_big_files_are_cut(tmp_path):
 # ---- pins ----------------------------------------------------------------------------------------
 
 
-def test_pins_fold_along_the_path():
+def test_pins_fold_over_the_session_in_append_order():
     session = Session(hooks=HookRegistry())
+    prompt = session.append_message({"role": "user", "content": "first prompt", "timestamp": 1})
     first = session.append(pin_entry("Answer in British English."))
     session.append(pin_entry("Use polars."))
     session.append(pin_entry("Answer in British English."))  # the same text twice counts once
     session.append(unpin_entry(first["id"]))
     session.append({"type": "custom", "customType": PIN_TYPE, "data": "not a dict"})
     session.append({"type": "custom", "customType": PIN_TYPE, "data": {"text": 42}})
-    assert [p.text for p in active_pins(session.path())] == ["Use polars."]
+    assert [p.text for p in active_pins(session.entries)] == ["Use polars."]
+    # a fork (re-running an earlier %%agent cell) moves the conversation, not the pins
+    session.branch(prompt["parentId"])
+    session.append_message({"role": "user", "content": "first prompt, again", "timestamp": 2})
+    assert [p.text for p in active_pins(session.entries)] == ["Use polars."]
     # pins are Pi custom entries: they survive the Pi JSONL round trip
     again = Session.from_pi_jsonl(session.to_pi_jsonl(), hooks=HookRegistry())
-    assert [p.text for p in active_pins(again.path())] == ["Use polars."]
+    assert [p.text for p in active_pins(again.entries)] == ["Use polars."]
 
 
 def test_system_prompt_parts_in_order():

@@ -145,7 +145,7 @@ class Agent:
     def system_prompt_parts(self) -> list[PromptPart]:
         """The system prompt's parts: base, environment, instruction files, pins (from the session)."""
         context = self.notebook.system_context() if self.notebook is not None else None
-        return system_prompt_parts(self.config.system_prompt, context, active_pins(self.session.path()))
+        return system_prompt_parts(self.config.system_prompt, context, active_pins(self.session.entries))
 
     def system_prompt(self) -> str:
         return compose_system_prompt(self.system_prompt_parts())

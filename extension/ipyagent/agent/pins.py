@@ -1,10 +1,12 @@
-"""Pinned instructions: Pi ``custom`` entries on the session path.
+"""Pinned instructions: Pi ``custom`` entries in the session.
 
 ``%agent pin TEXT`` appends ``{"type": "custom", "customType": "ipyagent.pin", "data": {"text": …}}``;
 ``%agent unpin N`` appends ``{"customType": "ipyagent.unpin", "data": {"pinId": …}}``. Custom
 entries produce no message, so compaction never summarises them; they live in the session, so they
 survive a kernel restart, an export to Pi's JSONL and a replay. The pins in force are folded from
-the current path, in order, and go into the system prompt.
+all of the session's entries in the order they were appended, whatever the branch (re-running an
+earlier ``%%agent`` cell forks the conversation, not the user's standing instructions), and go into
+the system prompt.
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ def unpin_entry(pin_id: str) -> dict[str, Any]:
     return {"type": "custom", "customType": UNPIN_TYPE, "data": {"pinId": pin_id}}
 
 
-def active_pins(path: Iterable[dict[str, Any]]) -> list[Pin]:
-    """The pins in force at the end of ``path``, oldest first (a text pinned twice counts once;
-    entries of the wrong shape are ignored)."""
+def active_pins(entries: Iterable[dict[str, Any]]) -> list[Pin]:
+    """The pins in force after ``entries`` (the session's, in append order), oldest first; a text
+    pinned twice counts once, and entries of the wrong shape are ignored."""
     pins: dict[str, Pin] = {}
-    for entry in path:
+    for entry in entries:
         if entry.get("type") != "custom":
             continue
         data = entry.get("data")

@@ -22,7 +22,7 @@ def _tokens(text: str) -> int:
 
 def _pins(runtime: Any) -> tuple[Any, list[Pin]]:
     slot = runtime.slot()
-    return slot, active_pins(slot.session.path())
+    return slot, active_pins(slot.session.entries)
 
 
 @magic_arguments()
