@@ -134,3 +134,71 @@ def test_agents_md_and_pins_are_in_every_request_and_survive_compaction(tmp_path
             text = json.dumps(request.body)
             assert "British English" not in text and "every number gets a unit" not in text
         assert "British English" not in serialize_conversation(agent.session.agent_messages())
+
+
+# ---- the magics ----------------------------------------------------------------------------------
+
+
+def test_pin_magics_and_a_rerun_that_forks(monkeypatch, tmp_path):
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.testing import globalipapp
+    from IPython.utils.capture import capture_output
+
+    from ipyagent.notebook import bridge as bridge_mod
+    from ipyagent.notebook import extension
+
+    with FakeProviderServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+        monkeypatch.chdir(tmp_path)
+        globalipapp.start_ipython()
+        shell = InteractiveShell.instance()
+        bridge_mod._reset_for_tests()
+        if extension.get_runtime(shell) is not None:
+            delattr(shell, extension._RUNTIME_ATTR)
+        runtime = extension.load(shell)
+        try:
+            shell.run_line_magic("config", "Agent.model = 'openai:fake-model'")
+            shell.get_parent = lambda: {"metadata": {"cellId": "ask"}}
+            server.enqueue_text("first")
+            with capture_output():
+                shell.run_cell_magic("agent", "", "What is in the data?")
+                shell.run_line_magic("agent", "pin Use polars, not pandas.")
+                shell.run_line_magic("agent", "pin Answer briefly.")
+            with capture_output() as cap:
+                shell.run_line_magic("agent", "pin Use polars, not pandas.")
+                shell.run_line_magic("agent", "pins")
+            assert "already pinned as #1" in cap.stdout
+            assert "1. Use polars, not pandas." in cap.stdout and "2. Answer briefly." in cap.stdout
+            # Run All: the %%agent cell forks from before its prompt; the pins still hold, and the
+            # pin cell run again records the pin on the new branch (the path the cells describe)
+            server.enqueue_text("again")
+            with capture_output():
+                shell.run_cell_magic("agent", "", "What is in the data?")
+            session = runtime.slot().session
+            assert [p.text for p in active_pins(session.entries)] == ["Use polars, not pandas.", "Answer briefly."]
+            assert "1. Use polars, not pandas." in server.requests[-1].body["messages"][0]["content"]
+            assert not [e for e in session.path() if e["type"] == "custom"]
+            with capture_output() as cap:
+                shell.run_line_magic("agent", "pin Use polars, not pandas.")
+            assert "pinned #1" in cap.stdout
+            assert [e["data"]["text"] for e in session.path() if e["type"] == "custom"] == ["Use polars, not pandas."]
+            with capture_output() as cap:
+                shell.run_line_magic("agent", "unpin 2")
+            assert "unpinned: Answer briefly." in cap.stdout
+            assert [p.text for p in active_pins(session.entries)] == ["Use polars, not pandas."]
+            for bad in ("unpin 5", "unpin x", "pin"):
+                try:
+                    shell.run_line_magic("agent", bad)
+                except UsageError:
+                    continue
+                raise AssertionError(f"%agent {bad} should be a usage error")
+        finally:
+            del shell.get_parent
+            extension.unload(shell)
+            shell.config.pop("Agent", None)
+            if runtime.config in shell.configurables:
+                shell.configurables.remove(runtime.config)
+            delattr(shell, extension._RUNTIME_ATTR)

@@ -12,7 +12,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ipyagent.agent.pins import Pin, active_pins, pin_entry, unpin_entry
+from ipyagent.agent.pins import PIN_TYPE, Pin, active_pins, pin_entry, unpin_entry
 from ipyagent.notebook.magics_commands import COMMANDS
 
 
@@ -36,14 +36,22 @@ def agent_pin(runtime: Any, rest: str) -> None:
     if not text:
         raise UsageError("%agent pin needs the instruction, e.g. %agent pin Answer in British English.")
     slot, pins = _pins(runtime)
-    for number, pin in enumerate(pins, 1):
-        if pin.text == text:
-            print(f"already pinned as #{number}")
-            return
+    number = next((n for n, pin in enumerate(pins, 1) if pin.text == text), None)
+    if number is not None and text in _pinned_on_path(slot.session):
+        print(f"already pinned as #{number}")
+        return
+    # A pin in force but made on another branch is recorded again here, so that Restart & Run All
+    # (each re-run %%agent cell forks) rebuilds the path the visible cells describe.
     slot.session.append(pin_entry(text))
     runtime.persist(slot)
-    print(f"pinned #{len(pins) + 1} ({_tokens(text)} tokens) in session {slot.name!r}; "
+    print(f"pinned #{number or len(pins) + 1} ({_tokens(text)} tokens) in session {slot.name!r}; "
           "it goes into the system prompt of every request")
+
+
+def _pinned_on_path(session: Any) -> set[str]:
+    return {e["data"]["text"] for e in session.path() if e.get("type") == "custom"
+            and e.get("customType") == PIN_TYPE and isinstance(e.get("data"), dict)
+            and isinstance(e["data"].get("text"), str)}
 
 
 @magic_arguments()
