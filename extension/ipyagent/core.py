@@ -9,13 +9,14 @@ from typing import Any
 
 from ipyagent.compaction.branch import collect_branch_entries, generate_branch_summary
 from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.hooks import hooks as global_hooks
 from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction
 from ipyagent.compaction.settings import CompactionSettings, should_compact
 from ipyagent.compaction.summarize import CompactionResult, NothingToCompact, compact
 from ipyagent.compaction.summarizer import Summarizer
 from ipyagent.session import jsonl
-from ipyagent.session.context import context_message
+from ipyagent.session.context import context_message, summarized_away
 from ipyagent.session.entries import Entry, branch_summary_entry, compaction_entry, label_entry, message_entry
 from ipyagent.session.loaders import loader_for
 from ipyagent.session.loading import LoadReport
@@ -99,6 +100,11 @@ class Session(SessionTree):
     def compactions(self) -> list[Entry]:
         return [e for e in self._current_path() if e.get("type") == "compaction"]
 
+    def summarized_entries(self) -> list[Entry]:
+        """The entries of the current path that the latest compaction summarised away (what the
+        model no longer sees verbatim), oldest first; empty before the first compaction."""
+        return summarized_away(self._current_path())
+
     def latest_summary(self) -> str | None:
         found = self.compactions()
         return found[-1]["summary"] if found else None
@@ -127,8 +133,13 @@ class Session(SessionTree):
 
     def compact(self, summarizer: Summarizer, settings: CompactionSettings | None = None, *,
                 focus: str | None = None, reason: str = "manual", summary_input_tokens: int | None = None,
-                plan: CompactionPlan | None = None, extra: dict[str, Any] | None = None) -> Entry:
+                plan: CompactionPlan | None = None, extra: dict[str, Any] | None = None,
+                describe: Describe | None = None) -> Entry:
         """Summarise older work and append the compaction entry; return it.
+
+        ``describe`` (names -> their type and shape/len, for the names defined now) fills in the
+        artifact ledger's kernel variables; the notebook layer passes one over the kernel's
+        namespace.
 
         Raises ``NothingToCompact``, ``CompactionCancelled`` (a hook said so) or a
         ``SummarizerError`` (the summary failed or would not shrink the context); in every case
@@ -161,7 +172,7 @@ class Session(SessionTree):
         else:
             result = compact(plan, summarizer, focus=focus, input_tokens=summary_input_tokens,
                              kept_tokens=self.kept_tokens(plan), estimated_before=self.estimated_context_tokens(),
-                             estimator=self.estimator)
+                             estimator=self.estimator, describe=describe)
         extra = dict(extra or {})  # e.g. the notebook cell that asked for it
         if result.usage:
             extra["usage"] = _sum_usage(result.usage)

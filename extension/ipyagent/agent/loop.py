@@ -24,6 +24,7 @@ from ipyagent.agent.system_prompt import PromptPart, compose_system_prompt, syst
 from ipyagent.agent.tools.approval import run_tool_call
 from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.registry import default_tools
+from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarize import FailureTracker
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
@@ -77,7 +78,10 @@ class Agent:
         if settings is not None:
             self.config.compaction = settings
         self.tools: dict[str, Tool] = {t.name: t for t in (default_tools() if tools is None else tools)}
-        self.tool_context = ToolContext(cwd=cwd, namespace=namespace if namespace is not None else {})
+        self.tool_context = ToolContext(cwd=cwd, namespace=namespace if namespace is not None else {}, history=session)
+        # names -> their type and shape/len, for the artifact ledger; the notebook layer sets one
+        # over the kernel's namespace (compaction/ledger.py)
+        self.describe_namespace: Describe | None = None
         self.approve = approve
         self._summarizer = summarizer
         self.provider = provider  # default: resolved from config.model on each call
@@ -173,7 +177,8 @@ class Agent:
         self._emit(ev.CompactionStart(reason, tokens_before))
         try:
             entry = self.session.compact(self.summarizer(), self.config.compaction, focus=focus, reason=reason,
-                                         summary_input_tokens=self._summary_input_tokens(), extra=extra)
+                                         summary_input_tokens=self._summary_input_tokens(), extra=extra,
+                                         describe=self.describe_namespace)
         except KeyboardInterrupt:
             self._emit(ev.CompactionEnd(reason, aborted=True, duration=time.monotonic() - started))
             raise
@@ -339,6 +344,7 @@ class Agent:
                 output_text, is_error, details = f"Unknown tool {name!r}. Available: {', '.join(self.tools)}", True, None
             else:
                 def run(tool: Tool = tool) -> ToolOutput:
+                    self.tool_context.history = self.session  # recall reads this session's history
                     return run_tool_call(tool, arguments, self.tool_context, policy=self.config.tool_approval,
                                          approve=self.approve)
 

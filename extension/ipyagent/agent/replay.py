@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 
 from ipyagent.agent.notebook_context import prompt_text
 from ipyagent.agent.tools.base import ToolOutput
+from ipyagent.compaction.ledger import split_appendix
 from ipyagent.compaction.prompts import SPLIT_TURN_SEPARATOR
 from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
@@ -147,11 +148,9 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str | None:
 
 
 def split_recorded_summary(summary: str) -> tuple[str, str | None]:
-    """(history part, turn-prefix part or None) of a recorded summary, without its file lists."""
-    body = summary
-    for tag in ("\n\n<read-files>", "\n\n<modified-files>"):
-        if tag in body:
-            body = body[:body.index(tag)]
+    """(history part, turn-prefix part or None) of a recorded summary, without its file lists
+    and artifact ledger (compaction appends them again)."""
+    body, _ = split_appendix(summary)
     if SPLIT_TURN_SEPARATOR in body:
         history, prefix = body.split(SPLIT_TURN_SEPARATOR, 1)
         return history, prefix
@@ -189,6 +188,35 @@ class ReplaySummarizer:
             raise SummarizerError(text + " No live summary model is configured, so the compaction stops here.")
         self.notice(text + " Summarising with the live model.")
         return self.fallback.summarize(request)
+
+
+class ReplayDescriber:
+    """The artifact ledger's ``describe`` for a replayed cell: each compaction gets the variable
+    descriptions its recording holds (the recorded tool calls did not run again, so the namespace
+    may lack them); names the recording does not know go to ``fallback`` (the live namespace)."""
+
+    def __init__(self, cell: CellRecording, fallback: Callable[[list[str]], Any] | None = None):
+        self.recorded = [c for c in cell.compactions if not c.get("fromHook")]
+        self.fallback = fallback
+        self.position = 0
+
+    def __call__(self, names: list[str]) -> dict[str, str]:
+        known: dict[str, str] = {}
+        seen: set[str] = set()
+        if self.position < len(self.recorded):
+            details = self.recorded[self.position].get("details")
+            artifacts = details.get("artifacts") if isinstance(details, dict) else None
+            for item in (artifacts or {}).get("variables") or []:
+                if isinstance(item, dict) and isinstance(item.get("name"), str):
+                    seen.add(item["name"])
+                    if item.get("defined") is not False and isinstance(item.get("type"), str):
+                        known[item["name"]] = item["type"]
+        self.position += 1
+        rest = [n for n in names if n not in seen]
+        if rest and self.fallback is not None:
+            live = self.fallback(rest)
+            known.update({k: v for k, v in (live or {}).items() if isinstance(v, str)})
+        return {n: known[n] for n in names if n in known}
 
 
 class ReplayToolResults:

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from ipyagent.compaction.cut_point import Estimate, find_cut_point
 from ipyagent.compaction.file_ops import FileOperation, FileOps, file_operations
+from ipyagent.compaction.ledger import Ledger, build_ledger
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.session.context import build_session_context, context_message, latest_compaction_index
 from ipyagent.session.entries import Entry
@@ -31,6 +32,15 @@ class CompactionPlan:
     turn_start_index: int = -1
     summarized_entry_ids: list[str] = field(default_factory=list)
     turn_prefix_entry_ids: list[str] = field(default_factory=list)
+    # the previous compaction's details when it was not written by a hook (its ledger carries over)
+    previous_details: dict[str, Any] | None = None
+
+    def ledger(self) -> Ledger:
+        """The artifact ledger of this compaction (``compaction/ledger.py``): the previous one's,
+        then what the summarised messages and the turn prefix did. Computed on demand, so
+        planning (dry runs, the explorer) never pays for reading the python calls."""
+        return build_ledger(self.messages_to_summarize + self.turn_prefix_messages,
+                            self.summarized_entry_ids + self.turn_prefix_entry_ids, self.previous_details)
 
     def to_summary_dict(self) -> dict[str, Any]:
         """The plan as ``ipyagent compact --dry-run --json`` prints it."""
@@ -128,8 +138,10 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
         tokens_before = estimate_context_tokens(build_session_context(path), estimator)
     previous = path[previous_index] if previous_index >= 0 else None
     file_ops = FileOps()
+    previous_details = None
     if previous is not None and not previous.get("fromHook"):
         file_ops.add_details(previous.get("details"))
+        previous_details = previous.get("details") if isinstance(previous.get("details"), dict) else None
     _add_file_operations(file_ops, path[start:history_end], operations_cache)
     if cut.is_split_turn:
         _add_file_operations(file_ops, path[cut.turn_start_index:cut.first_kept_index], operations_cache)
@@ -147,4 +159,5 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
         turn_start_index=cut.turn_start_index,
         summarized_entry_ids=summarized_ids,
         turn_prefix_entry_ids=prefix_ids,
+        previous_details=previous_details,
     )

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from ipyagent.compaction import prompts
 from ipyagent.compaction.file_ops import format_file_lists
+from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.compaction.summarizer import (
@@ -114,8 +115,13 @@ def _tokens(text: str) -> int:
 
 def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None = None,
             input_tokens: int | None = None, kept_tokens: int | None = None, estimated_before: int | None = None,
-            estimator: Estimator | None = None, reasoning: str | None = None) -> CompactionResult:
-    """Summarise what the plan says, merge a split turn, append the file lists, check the result.
+            estimator: Estimator | None = None, reasoning: str | None = None,
+            describe: Describe | None = None) -> CompactionResult:
+    """Summarise what the plan says, merge a split turn, append the file lists and the artifact
+    ledger, check the result.
+
+    ``describe`` reads the type and shape/len of the ledger's kernel variables when the summary
+    is ready (the notebook layer passes one over the kernel's namespace; None: names only).
 
     ``kept_tokens`` is the estimate of the messages kept verbatim; with it, a summary that does
     not make the context smaller is rejected. The comparison is against ``estimated_before``
@@ -153,6 +159,12 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
         raise CompactionRejected("the summarizer returned an empty summary")
     read_files, modified_files = plan.file_ops.lists()
     summary += format_file_lists(read_files, modified_files)
+    ledger = plan.ledger()
+    ledger.describe(describe)
+    summary += ledger.text()
+    details: dict[str, Any] = {"readFiles": read_files, "modifiedFiles": modified_files}
+    if not ledger.is_empty():
+        details["artifacts"] = ledger.to_details()
     tokens_after = None
     if kept_tokens is not None:
         estimator = estimator or Chars4Estimator()
@@ -167,7 +179,7 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
         summary=summary,
         first_kept_entry_id=plan.first_kept_entry_id,
         tokens_before=plan.tokens_before,
-        details={"readFiles": read_files, "modifiedFiles": modified_files},
+        details=details,
         tokens_after=tokens_after,
         summarizer_calls=calls.count,
         usage=calls.usage,

@@ -166,6 +166,9 @@ class AgentRuntime:
             agent.tool_context.namespace = self.shell.user_ns
             agent.approve = approve
         agent.tool_context.root = self.notebook_folder()
+        from ipyagent.notebook.namespace_info import namespace_describer
+
+        agent.describe_namespace = namespace_describer(self.shell.user_ns)
         return agent
 
     def notebook_folder(self) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from ipyagent.agent.replay import (
     CellRecording,
     Recording,
+    ReplayDescriber,
     ReplayProvider,
     ReplaySummarizer,
     ReplayToolResults,
@@ -101,6 +102,7 @@ class ReplayController:
         agent.provider = ReplayProvider(cell, fallback=fallback, notice=notice)
         agent._summarizer = ReplaySummarizer(cell, fallback=fallback_summarizer, notice=notice)
         agent.tool_results = tools
+        agent.describe_namespace = ReplayDescriber(cell, fallback=agent.describe_namespace)
         return ReplayAttachment(cell, tools, live)
 
     @staticmethod
@@ -108,3 +110,5 @@ class ReplayController:
         agent.provider = None
         agent._summarizer = None
         agent.tool_results = None
+        if isinstance(agent.describe_namespace, ReplayDescriber):
+            agent.describe_namespace = agent.describe_namespace.fallback

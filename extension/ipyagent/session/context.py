@@ -53,6 +53,18 @@ def context_entries(path: Sequence[Entry]) -> tuple[list[Entry], int]:
     return ordered, 1 + len(kept)
 
 
+def summarized_away(path: Sequence[Entry]) -> list[Entry]:
+    """The entries of ``path`` that the latest compaction summarised away: everything before its
+    first kept entry (before the compaction itself when that id is not on the path), without the
+    compaction entries. None of them is in the context; empty when there is no compaction."""
+    ci = latest_compaction_index(path)
+    if ci < 0:
+        return []
+    first_kept = path[ci].get("firstKeptEntryId")
+    end = next((i for i in range(ci) if path[i].get("id") == first_kept), ci)
+    return [e for e in path[:end] if e.get("type") != "compaction"]
+
+
 def build_session_context(path: Sequence[Entry]) -> list[Message]:
     """The agent messages (Pi shapes, before ``convert_to_llm``) for a path."""
     ordered, _ = context_entries(path)

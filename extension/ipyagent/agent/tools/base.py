@@ -8,7 +8,7 @@ blocks, ``details`` kept out of the model's context, ``isError``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Protocol
 
 from ipyagent.providers.base import ToolSpec
 
@@ -20,14 +20,24 @@ class ToolOutput:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+class SessionHistory(Protocol):
+    """What a tool may read of the session (``recall``); the agent loop passes its ``Session``."""
+
+    def summarized_entries(self) -> list[dict[str, Any]]: ...
+
+    def get(self, entry_id: str) -> dict[str, Any] | None: ...
+
+
 @dataclass
 class ToolContext:
-    """What a tool may use: the working directory, the Python namespace for ``python``, and
-    ``root``, the folder read-only tools read without asking (the notebook's folder; None: ``cwd``)."""
+    """What a tool may use: the working directory, the Python namespace for ``python``,
+    ``root``, the folder read-only tools read without asking (the notebook's folder; None: ``cwd``),
+    and the session's history for ``recall``."""
 
     cwd: str = "."
     namespace: dict[str, Any] | None = None
     root: str | None = None
+    history: SessionHistory | None = None
 
 
 class Tool:
