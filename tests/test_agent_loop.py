@@ -183,7 +183,7 @@ def test_budget_is_checked_inside_a_tool_loop():
 def test_three_failed_compactions_stop_automatic_compaction():
     with FakeProviderServer() as server:
         summarizer = ScriptedSummarizer(fn=lambda r: "")  # always empty → rejected
-        agent = make_agent(server, window=2000, reserve=1500, keep=100, summarizer=summarizer)
+        agent = make_agent(server, window=2400, reserve=1900, keep=100, summarizer=summarizer)
         seen = []
         agent.subscribe(seen.append)
         for i in range(5):

@@ -1,0 +1,255 @@
+"""``recall(query | entry_id)``: the exact text of work that a compaction summarised away.
+
+The notebook keeps every entry a compaction replaced by its summary. ``recall`` searches the
+entries of the current path that are no longer in the model's context (everything before the
+latest compaction's first kept entry) and never returns one that is still in it:
+
+* ``query`` — words (every word must appear, in any order, case-insensitive) or a regular
+  expression: up to :data:`MAX_EXCERPTS` excerpts, each with its entry id, role, notebook cell and
+  a few hundred characters around the hit;
+* ``entry_id`` — one entry in full (``offset`` continues a long one), within Pi's output limits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.registry import register_tool
+from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
+from ipyagent.session.messages import text_of
+
+MAX_EXCERPTS = 5
+EXCERPT_CHARS = 360  # around each hit
+MAX_QUERY_CHARS = 300
+REGEX_LINE_CHARS = 2000
+# A quantified group that itself holds a quantifier, e.g. (a+)+ : catastrophic backtracking.
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)(?:[+*]|\{\d)")
+_REGEX_CHARS = set(".^$*+?{}[]\\|()")
+
+
+@dataclass
+class _Document:
+    entry: dict[str, Any]
+    label: str  # "entry 1a2b3c4d · toolResult python · cell 5"
+    text: str
+
+
+@register_tool
+class RecallTool(Tool):
+    name = "recall"
+    description = (
+        "Recall exact details from before the summary that starts this conversation: every earlier "
+        "message, tool call and result is kept word for word. Use it instead of guessing a value, "
+        "name, command, code or error from then. `query`: words (all must appear) or a regex; gives "
+        f"up to {MAX_EXCERPTS} excerpts with entry id, role and cell. `entry_id` (e.g. from the "
+        "summary's [entry …] marks): that entry in full. Searches only what is no longer in your context."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "words or a regex"},
+            "entry_id": {"type": "string"},
+            "offset": {"type": "integer", "description": "with entry_id: first line (1-indexed)"},
+        },
+    }
+    read_only = True
+
+    def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        query = arguments.get("query")
+        entry_id = arguments.get("entry_id")
+        if not (isinstance(query, str) and query.strip()) and not (isinstance(entry_id, str) and entry_id.strip()):
+            return ToolOutput("Give `query` (words or a regular expression) or `entry_id`.", is_error=True)
+        if context.history is None:
+            return ToolOutput("recall has no session to search here.", is_error=True)
+        hidden = context.history.summarized_entries()
+        if isinstance(entry_id, str) and entry_id.strip():
+            return _full_entry(context, hidden, entry_id.strip(), arguments.get("offset"))
+        assert isinstance(query, str)
+        query = query.strip()
+        if not hidden:
+            return ToolOutput("Nothing has been summarised away yet: the whole conversation is in your context.")
+        by_id = {e.get("id"): e for e in hidden}
+        if query in by_id:  # an entry id given as the query
+            return _full_entry(context, hidden, query, arguments.get("offset"))
+        return _search(query, _documents(hidden))
+
+
+# ---- one entry ---------------------------------------------------------------------------------
+
+
+def _full_entry(context: ToolContext, hidden: list[dict[str, Any]], entry_id: str, offset: Any) -> ToolOutput:
+    documents = {d.entry.get("id"): d for d in _documents(hidden)}
+    document = documents.get(entry_id)
+    if document is None:
+        assert context.history is not None
+        if context.history.get(entry_id) is not None:
+            if any(e.get("id") == entry_id for e in hidden):
+                return ToolOutput(f"Entry {entry_id} holds no text to show.")
+            return ToolOutput(f"Entry {entry_id} is not summarised away: it is in your context already, or on "
+                              "another branch of the session. recall only returns what the summary replaced.",
+                              is_error=True)
+        return ToolOutput(f"No entry {entry_id!r} in this session.", is_error=True)
+    lines = document.text.split("\n")
+    start = 1 if not isinstance(offset, int) or offset < 1 else offset
+    if start > len(lines):
+        return ToolOutput(f"offset {start} is beyond the end of entry {entry_id} ({len(lines)} lines).", is_error=True)
+    header = f"[{document.label}]"
+    t = truncate_head("\n".join(lines[start - 1:]), DEFAULT_MAX_LINES - 2, DEFAULT_MAX_BYTES - 200)
+    body = t.content
+    if t.first_line_exceeds_limit:
+        body = lines[start - 1].encode("utf-8")[:DEFAULT_MAX_BYTES - 400].decode("utf-8", "ignore")
+        return ToolOutput(f"{header}\n{body}\n\n[Line {start} is longer than {format_size(DEFAULT_MAX_BYTES)}; "
+                          "showing its start. Search with a query to reach a later part.]",
+                          details={"entryId": entry_id})
+    if t.truncated:
+        last = start - 1 + t.output_lines
+        return ToolOutput(f"{header}\n{body}\n\n[Showing lines {start}-{last} of {len(lines)}. "
+                          f"Use offset={last + 1} to continue.]", details={"entryId": entry_id})
+    return ToolOutput(f"{header}\n{body}", details={"entryId": entry_id})
+
+
+# ---- searching ---------------------------------------------------------------------------------
+
+
+def _search(query: str, documents: list[_Document]) -> ToolOutput:
+    if len(query) > MAX_QUERY_CHARS:
+        return ToolOutput(f"The query is too long ({len(query)} characters; at most {MAX_QUERY_CHARS}).",
+                          is_error=True)
+    pattern = _pattern(query)
+    words = list(dict.fromkeys(w.lower() for w in re.findall(r"\w+", query)))
+    finders = {w: re.compile(rf"(?<!\w){re.escape(w)}(?!\w)") for w in words}  # whole words: "0" is not in "20"
+    hits: list[tuple[int, int, _Document, int, int]] = []  # (rank, newest first, document, start, end)
+    partial: list[tuple[int, int, _Document, int, int]] = []
+    for order, document in enumerate(documents):
+        lowered = document.text.lower()
+        span = _first_match(pattern, document.text)
+        if span is not None:
+            hits.append((0, -order, document, *span))
+            continue
+        found = {w: [m.start() for m in finders[w].finditer(lowered)] for w in words}
+        present = [w for w in words if found[w]]
+        if words and len(present) == len(words):
+            start, end = _closest_window(found)
+            hits.append((1, -order, document, start, end))
+        elif present and len(present) * 2 >= len(words):
+            w = present[0]
+            partial.append((2 + len(words) - len(present), -order, document, found[w][0], found[w][0] + len(w)))
+    note = ""
+    if not hits:
+        if not partial:
+            return ToolOutput(f"No summarised entry matches {query!r}. Try other words, a shorter query or a "
+                              "regular expression.")
+        hits, note = partial, "No entry holds every word; entries with most of them:\n\n"
+    hits.sort(key=lambda h: (h[0], h[1]))
+    shown = hits[:MAX_EXCERPTS]
+    parts = [f"[{document.label}]\n{_excerpt(document.text, start, end)}" for _, _, document, start, end in shown]
+    more = len(hits) - len(shown)
+    tail = f"\n\n({more} more matching entries; narrow the query, or recall an entry_id in full.)" if more else ""
+    return ToolOutput(note + "\n\n".join(parts) + tail,
+                      details={"entryIds": [h[2].entry.get("id") for h in shown], "matches": len(hits)})
+
+
+def _pattern(query: str) -> re.Pattern[str]:
+    """The query as a case-insensitive regular expression when it reads as one, else as a phrase."""
+    if set(query) & _REGEX_CHARS and not _NESTED_QUANTIFIER.search(query):
+        try:
+            return re.compile(query, re.IGNORECASE)
+        except re.error:
+            pass
+    return re.compile(re.escape(query), re.IGNORECASE)
+
+
+def _first_match(pattern: re.Pattern[str], text: str) -> tuple[int, int] | None:
+    """The first non-empty match, line by line (as grep does; a line is searched up to
+    ``REGEX_LINE_CHARS``), so a model's pattern cannot backtrack across a whole long output."""
+    offset = 0
+    for line in text.split("\n"):
+        match = pattern.search(line[:REGEX_LINE_CHARS])
+        if match is not None and match.end() > match.start():
+            return offset + match.start(), offset + match.end()
+        offset += len(line) + 1
+    return None
+
+
+def _closest_window(found: dict[str, list[int]]) -> tuple[int, int]:
+    """The span from the first occurrence of the rarest word, stretched over the others nearby."""
+    rarest = min(found, key=lambda w: (len(found[w]), -len(w)))
+    at = found[rarest][0]
+    start, end = at, at + len(rarest)
+    for w, positions in found.items():
+        near = [p for p in positions if abs(p - at) < EXCERPT_CHARS // 2]
+        if near:
+            start, end = min(start, near[0]), max(end, near[0] + len(w))
+    return start, end
+
+
+def _excerpt(text: str, start: int, end: int) -> str:
+    room = max(0, EXCERPT_CHARS - (end - start))
+    left = max(0, start - room // 3)
+    right = min(len(text), end + room - (start - left))
+    left = max(0, min(left, right - EXCERPT_CHARS))
+    snippet = text[left:right]
+    return ("…" if left > 0 else "") + snippet + ("…" if right < len(text) else "")
+
+
+# ---- entries as text ---------------------------------------------------------------------------
+
+
+def _documents(entries: list[dict[str, Any]]) -> list[_Document]:
+    documents = []
+    cell: int | None = None
+    for entry in entries:
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if isinstance(message, dict) and message.get("role") == "user":
+            count = message.get("executionCount")
+            cell = count if isinstance(count, int) and not isinstance(count, bool) else None
+        text, role = _entry_text(entry)
+        if not text:
+            continue
+        where = f" · cell {cell}" if cell is not None else ""
+        documents.append(_Document(entry, f"entry {entry.get('id')} · {role}{where}", text))
+    return documents
+
+
+def _entry_text(entry: dict[str, Any]) -> tuple[str, str]:
+    kind = entry.get("type")
+    if kind == "branch_summary":
+        return str(entry.get("summary") or ""), "branch summary"
+    if kind == "custom_message":
+        return text_of(entry.get("content"), "\n"), f"note {entry.get('customType', '')}".strip()
+    message = entry.get("message") if kind == "message" else None
+    if not isinstance(message, dict):
+        return "", str(kind)
+    role = str(message.get("role", "?"))
+    content = message.get("content")
+    if role == "assistant" and isinstance(content, list):
+        parts = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and block.get("text"):
+                parts.append(block["text"])
+            elif block.get("type") == "toolCall":
+                parts.append(_call_text(block))
+        return "\n".join(parts), role
+    if role == "toolResult":
+        label = f"toolResult {message.get('toolName', '')}".strip() + (" (error)" if message.get("isError") else "")
+        return text_of(content, "\n"), label
+    if role == "bashExecution":
+        return f"$ {message.get('command', '')}\n{message.get('output') or ''}".strip(), "shell"
+    text = text_of(content, "\n")
+    if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "image" for b in content):
+        text += "\n[image]"
+    return text, role
+
+
+def _call_text(call: dict[str, Any]) -> str:
+    arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+    if len(arguments) == 1 and isinstance(next(iter(arguments.values())), str):
+        (key, value), = arguments.items()
+        return f"[calls {call.get('name')} with {key}:]\n{value}"
+    return f"[calls {call.get('name')}] {json.dumps(arguments, ensure_ascii=False)}"
