@@ -49,6 +49,8 @@ class Recording:
     """Recorded runs by cell id; a cell run several times keeps its runs in order."""
 
     cells: dict[str, list[CellRecording]] = field(default_factory=dict)
+    # custom entries a cell wrote (e.g. a probe's report and its recorded responses), by cell id
+    custom: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
     def from_entries(cls, entries: list[dict[str, Any]]) -> "Recording":
@@ -63,6 +65,9 @@ class Recording:
                 if cell_id:
                     current = CellRecording(cell_id, prompt_text(message))
                     recording.cells.setdefault(cell_id, []).append(current)
+                continue
+            if entry.get("type") == "custom" and isinstance(entry.get("cellId"), str):
+                recording.custom.setdefault(entry["cellId"], []).append(entry)
                 continue
             if entry.get("type") == "compaction" and entry.get("cellId"):  # a %compact cell
                 own = CellRecording(entry["cellId"], "")

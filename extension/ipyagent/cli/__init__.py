@@ -1,4 +1,4 @@
-"""``ipyagent`` on the command line: run, inspect, compact, export and import sessions
+"""``ipyagent`` on the command line: run, inspect, compact, probe, export and import sessions
 (notebooks or Pi JSONL session files)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ipyagent.cli import core  # noqa: F401  inspect
 from ipyagent.cli import compact  # noqa: F401  compact
 from ipyagent.cli import notebook  # noqa: F401  lift, export, import
 from ipyagent.cli import run  # noqa: F401  run
+from ipyagent.cli import probe  # noqa: F401  probe
 # isort: on
 
 __all__ = ["CliError", "build_parser", "command", "main"]

@@ -169,6 +169,7 @@ class AgentMagics(Magics):
 
 def register_magics(shell: Any, runtime: Any) -> None:
     import ipyagent.notebook.magics_pins  # noqa: F401  (registers %agent pin, pins, unpin)
+    import ipyagent.notebook.magics_probe  # noqa: F401  (registers %agent probe)
     import ipyagent.notebook.magics_replay  # noqa: F401  (registers %agent replay)
 
     shell.register_magics(AgentMagics(shell, runtime))

@@ -1,0 +1,73 @@
+"""``ipyagent probe FILE --model M [--judge M2]``: how much did the latest compaction lose?
+
+Questions of four kinds (recall, artifact, continuation, decision) are made from the part of the
+session that was summarised away; the model answers each from the full history, from the
+compacted context, and from the compacted context with ``recall``; the judge grades the answers
+0–5. Prints a table per kind and the tokens each way cost (``--json``: the whole report). With
+``--recompact`` (or a session without a compaction) the probe is of a fresh compaction of the
+same history, made in memory with ``--summary-model``, ``--focus`` and the budget options, so
+summary models, focus texts and settings can be compared. The file is never changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from ipyagent.cli.base import CliError, budget_args, command, file_args, load_session
+
+
+def _configure_probe(parser: argparse.ArgumentParser) -> None:
+    file_args(parser)
+    budget_args(parser)
+    parser.add_argument("--model", help="provider:model that answers (default: $IPYAGENT_MODEL)")
+    parser.add_argument("--judge", help="provider:model that writes the questions and grades (default: --model)")
+    parser.add_argument("--questions", type=int, default=2, metavar="N", help="questions of each kind (default 2)")
+    parser.add_argument("--recompact", action="store_true",
+                        help="probe a fresh compaction of the same history instead of the latest one")
+    parser.add_argument("--summary-model", help="provider:model for --recompact's summary (default: --model)")
+    parser.add_argument("--focus", help="additional focus for --recompact's summary")
+    parser.add_argument("--json", action="store_true", help="print the whole report as one JSON object")
+    parser.add_argument("-o", "--output", help="also write the report (JSON) to this file")
+
+
+@command("probe", _configure_probe)
+def run_probe(args: argparse.Namespace) -> int:
+    """Probe what the latest compaction lost: questions, three ways of answering, graded by a judge."""
+    from ipyagent.agent.probe import ProbeError, ProbeRunner, RecordingSummarizer, recompact
+    from ipyagent.agent.summarizer import ProviderSummarizer
+    from ipyagent.compaction.settings import CompactionSettings
+    from ipyagent.compaction.summarize import NothingToCompact
+    from ipyagent.compaction.summarizer import SummarizerError
+    from ipyagent.core import CompactionCancelled
+    from ipyagent.providers.errors import ProviderError
+
+    model = args.model or os.environ.get("IPYAGENT_MODEL")
+    if not model:
+        raise CliError("no model: pass --model provider:model or set IPYAGENT_MODEL")
+    if args.questions < 1:
+        raise CliError("--questions must be 1 or more")
+    session = load_session(args)
+    recording: list = []
+    recompacted = args.recompact or not session.compactions()
+    progress = (lambda text: None) if args.json else (lambda text: print(f"probe: {text}", file=sys.stderr))
+    try:
+        if recompacted:
+            progress("compacting the history afresh")
+            summarizer = RecordingSummarizer(ProviderSummarizer(args.summary_model or model), recording)
+            session = recompact(session, summarizer, CompactionSettings(args.reserve_tokens, args.keep_recent_tokens),
+                                focus=args.focus)
+        runner = ProbeRunner(session, model=model, judge=args.judge, per_kind=args.questions, progress=progress,
+                             recording=recording)
+        report = runner.run()
+    except (ProbeError, ProviderError, SummarizerError, NothingToCompact, CompactionCancelled, ValueError) as exc:
+        raise CliError(str(exc))
+    report.recompacted, report.focus = recompacted, args.focus if recompacted else None
+    data = report.to_dict()
+    if args.output:
+        Path(args.output).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    print(json.dumps(data, ensure_ascii=False) if args.json else report.text())
+    return 0
