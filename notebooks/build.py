@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ipyagent.testing import FakeProviderServer, Reply, ToolCallSpec
+from ipyagent.agent.probe_prompts import probe_request_kind
+from ipyagent.compaction.ledger import split_appendix
+from ipyagent.testing import FakeProviderServer, ProbeScript, Reply, ToolCallSpec
 
 HERE = Path(__file__).resolve().parent
 MODEL = "openai:scripted-model"
@@ -82,7 +84,8 @@ def provenance(title: str, intro: str, *, extra_live: str = "") -> str:
 @dataclass
 class Step:
     text: str = ""
-    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    calls: list[tuple[str, dict[str, Any] | Callable[[list[dict[str, Any]]], dict[str, Any]]]] = field(
+        default_factory=list)
 
 
 @dataclass
@@ -127,7 +130,7 @@ def _text_of(content: Any) -> str:
 def _parse_summary(text: str) -> dict[str, list[str]]:
     """Bullets of each section of a six-section summary (used to update a previous summary)."""
     sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
-    text = text.split("\n\n---\n\n**Turn Context")[0].split("\n\n<read-files>")[0].split("\n\n<modified-files>")[0]
+    text = split_appendix(text)[0].split("\n\n---\n\n**Turn Context")[0]  # without file lists and ledger
     current = None
     for line in text.splitlines():
         heading = re.match(r"^#{2,3} (.+)$", line.strip())
@@ -147,8 +150,9 @@ class Scripted:
     """The fake provider's policy: answers chat requests from the notebook's turns and writes
     summaries for summariser requests."""
 
-    def __init__(self, turns: list[Turn]):
+    def __init__(self, turns: list[Turn], probe: list[dict[str, Any]] | None = None):
         self.turns = turns
+        self.probe = ProbeScript(probe) if probe else None  # %agent probe: questions, answers, grades
         self.by_call_id: dict[str, tuple[int, int]] = {}
         self.summary_models: list[str] = []
         self.summary_kinds: list[str] = []
@@ -189,6 +193,8 @@ class Scripted:
         spec = turn.steps[step]
         calls = []
         for j, (name, arguments) in enumerate(spec.calls):
+            if callable(arguments):  # arguments the "model" reads off its context (e.g. an entry id)
+                arguments = arguments(messages)
             call_id = f"call_{turn.key}_{step}_{j}"[:40]
             self.by_call_id[call_id] = (n, step)
             calls.append(ToolCallSpec(name, arguments, call_id))
@@ -263,6 +269,8 @@ class Scripted:
     def __call__(self, body: dict[str, Any]) -> Reply:
         from ipyagent.testing.accounting import default_summary_detector
 
+        if self.probe is not None and probe_request_kind(body):
+            return self.probe(body)
         if default_summary_detector(body):
             return self.summary(body)
         return self.chat(body)
@@ -278,6 +286,7 @@ class Notebook:
     turns: list[Turn]
     check: Callable[[dict[str, Any], Scripted, FakeProviderServer], None] | None = None
     files: dict[str, str] = field(default_factory=dict)  # files the notebook expects next to it
+    probe: list[dict[str, Any]] = field(default_factory=list)  # %agent probe's questions (ProbeScript)
 
 
 def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
@@ -289,7 +298,7 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
     nb["metadata"]["language_info"] = {"name": "python"}
     for cell in nb["cells"]:
         cell["source"] = cell["source"].replace("{path}", f"notebooks/{spec.name}.ipynb")
-    policy = Scripted(spec.turns)
+    policy = Scripted(spec.turns, spec.probe)
     keys = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "IPYAGENT_MODEL", "JPY_SESSION_NAME", "IPYAGENT_REPLAY",
             "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
     saved = {k: os.environ.get(k) for k in keys}

@@ -385,6 +385,31 @@ T_TURNS = [
          next=["Wait for the user's next request."]),
 ]
 
+OSLO_RAIN = sorted(_of("Oslo", "rain_mm"))
+
+
+def _recall_oslo(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a model reading the summary's ledger would do: recall the entry that made ``oslo``."""
+    import re
+
+    for message in messages:
+        content = message.get("content")
+        text = content if isinstance(content, str) else json.dumps(content)
+        found = re.search(r"\boslo: [^\n]*\[entry ([0-9a-f]{8})\]", text)
+        if found:
+            return {"entry_id": found.group(1)}
+    return {"query": "oslo rain_mm sorted"}
+
+
+T_TURNS.append(
+    Turn("What were Oslo's ten daily rain amounts, exactly? Sorted is fine.",
+         [Step("The summary only keeps Oslo's day 3. The exact list was printed by an earlier tool call that was "
+               "summarised away; the summary's ledger says `oslo` was made in that entry, so I'll recall it.",
+               [("recall", _recall_oslo)]),
+          Step(f"Oslo's ten days, sorted (mm): {', '.join(str(v) for v in OSLO_RAIN)}. Without day 3 they average "
+               f"{round(sum(OSLO_RAIN[:-1]) / 9, 1)} mm a day, so day 3's 85 mm stands alone.")],
+         done=["Recalled Oslo's exact daily rain (sorted): " + ", ".join(str(v) for v in OSLO_RAIN)]))
+
 TOUR = Notebook("how-compaction-works", [
     md("tour-intro", provenance("How compaction works — a guided tour", """
         A model's context window is finite. When a session outgrows it, ipyagent **compacts** it the
@@ -393,7 +418,7 @@ TOUR = Notebook("how-compaction-works", [
         work is kept word for word. The visible cells never change; only the session in the
         notebook's metadata gets a new `compaction` entry.
 
-        To watch it happen, this notebook gives the agent a tiny window — 4,350 tokens — so that
+        To watch it happen, this notebook gives the agent a tiny window — 4,550 tokens — so that
         a handful of prompts fill it. You will see the budget fill up, an automatic compaction,
         where the cut falls, the summary, a second compaction that *updates* the first summary,
         a compaction in the middle of a long turn (a *split turn*), and what all this does to the
@@ -403,14 +428,14 @@ TOUR = Notebook("how-compaction-works", [
 
         * `Agent.context_window` — the model's window (normally from the bundled model table).
         * `Agent.reserve_tokens` — room kept free for the reply. Compaction starts when the context
-          exceeds **window − reserve** (here 4,350 − 1,400 = 2,950 tokens).
+          exceeds **window − reserve** (here 4,550 − 1,400 = 3,150 tokens).
         * `Agent.keep_recent_tokens` — roughly how much recent conversation a compaction keeps
           verbatim (here 460 tokens). Everything older is summarised.
 
         (The defaults for real models are a 16,384-token reserve and 20,000 kept tokens.)"""),
     code("tour-setup", """
         %load_ext ipyagent
-        %config Agent.context_window = 4350
+        %config Agent.context_window = 4550
         %config Agent.reserve_tokens = 1400
         %config Agent.keep_recent_tokens = 460
         %config Agent.tool_approval = "auto"
@@ -425,8 +450,8 @@ TOUR = Notebook("how-compaction-works", [
     md("tour-fill-md", """
         ## The budget fills up
 
-        Watch the widget under each run. Even before the first word, about 1,100 tokens are taken by
-        the system prompt and the eight tool definitions (grey). Each prompt, reply and tool result
+        Watch the widget under each run. Even before the first word, about 1,300 tokens are taken by
+        the system prompt and the nine tool definitions (grey). Each prompt, reply and tool result
         adds to the history."""),
     agent("tour-a1", T_TURNS[0].prompt),
     agent("tour-a2", T_TURNS[1].prompt),
@@ -458,7 +483,9 @@ TOUR = Notebook("how-compaction-works", [
         The summariser model was sent the summarised messages as a transcript inside
         `<conversation>` tags, with instructions asking for six sections: Goal, Constraints &
         Preferences, Progress (Done / In Progress / Blocked), Key Decisions, Next Steps, Critical
-        Context. `%agent summary` shows what it wrote:"""),
+        Context. ipyagent appends, without a model, the files read and modified and an *artifact
+        ledger* (the kernel variables the agent created, shell commands, tool errors, the notebook
+        cells the work came from). `%agent summary` shows what it wrote:"""),
     code("tour-summary1", "%agent summary"),
     md("tour-before-after-md", """
         ### Tokens before and after
@@ -537,6 +564,31 @@ TOUR = Notebook("how-compaction-works", [
         summary = current_session().latest_summary()
         print(summary[summary.index("---"):])   # the turn-prefix part of the latest summary"""),
     code("tour-spy2", "spy.report()"),
+    md("tour-recall-md", """
+        ## A summarised detail comes back: `recall`
+
+        Summaries keep what the work needs to go on, not every number. Oslo's ten daily rain amounts
+        were printed by a tool call back in the fifth cell; the summary only mentions day 3's 85 mm.
+        The exact list is no longer in the model's context. It is not lost either: the session in
+        the notebook's metadata keeps every entry a summary replaced.
+
+        Below its six sections, every summary carries an **artifact ledger**, made without a model
+        and carried from one compaction to the next: the kernel variables the agent's python calls
+        created (with their type and size when the compaction ran), shell commands, the last lines
+        of tool errors, and the notebook cells the work came from, each with the id of the entry it
+        came from:"""),
+    code("tour-ledger", """
+        summary = current_session().latest_summary()
+        print(summary[summary.index("<kernel-variables>"):])"""),
+    md("tour-recall-md2", """
+        The agent's `recall` tool searches the summarised entries word for word (`recall(query)`:
+        words or a regular expression) or returns one in full (`recall(entry_id)`: a tool call
+        comes back with its result). It only ever returns what is no longer in the context. Asked
+        for the exact list, the agent looks up the entry that made `oslo`:"""),
+    agent("tour-a8", T_TURNS[7].prompt),
+    md("tour-recall-after", """
+        The tool block shows what `recall` returned: the code and its printed output, word for word,
+        from an entry that was summarised several compactions ago."""),
     md("tour-cache-md", """
         ## What compaction does to the prompt cache
 
@@ -566,7 +618,11 @@ def _check_tour(nb: dict[str, Any], policy: Any, server: Any) -> None:
     compactions = [e for e in session["entries"] if e["type"] == "compaction"]
     assert len(compactions) >= 3, f"expected 3 compactions, got {len(compactions)}: {policy.summary_kinds}"
     assert "update" in policy.summary_kinds and "turn_prefix" in policy.summary_kinds, policy.summary_kinds
-    assert "Turn Context (split turn)" in compactions[-1]["summary"]
+    assert any("Turn Context (split turn)" in c["summary"] for c in compactions)
+    recalled = [e["message"] for e in session["entries"] if e["type"] == "message"
+                and e["message"].get("role") == "toolResult" and e["message"].get("toolName") == "recall"]
+    assert recalled and "oslo = sorted" in recalled[-1]["content"][0]["text"], recalled
+    assert str(OSLO_RAIN)[1:-1] in recalled[-1]["content"][0]["text"], recalled[-1]["content"][0]["text"]
 
 
 TOUR.check = _check_tour
@@ -621,6 +677,18 @@ hooks.on("session_before_compact", no_automatic_compaction)
 print("session_before_compact hooks:", [h.__name__ for h in hooks.handlers["session_before_compact"]])
 '''
 
+# %agent probe: one question of each kind, with the reference answer and what recall would search for
+C_PROBE = [
+    {"kind": "recall", "question": "Without day 3, how much rain did Oslo get per day on average?",
+     "answer": f"{round(sum(sorted(_of('Oslo', 'rain_mm'))[:-1]) / 9, 1)} mm/day", "query": "without day 3"},
+    {"kind": "artifact", "question": "Which kernel variable holds the readings without the Tromsø glitch?",
+     "answer": "`clean`", "query": "clean readings"},
+    {"kind": "continuation", "question": "What did the user want once each station's readings were listed?",
+     "answer": "the coldest reading overall", "query": "coldest reading overall"},
+    {"kind": "decision", "question": "Why was Oslo's 85 mm on day 3 kept rather than dropped?",
+     "answer": "possible but extreme", "query": "possible but extreme"},
+]
+
 CUSTOM = Notebook("custom-compaction", [
     md("cc-intro", provenance("Custom compaction: hooks and a cheaper summary model", """
         Compaction calls a model to write the summary. That call does not need your best (and most
@@ -629,13 +697,15 @@ CUSTOM = Notebook("custom-compaction", [
 
         1. `Agent.summary_model` — route summaries to a cheaper model;
         2. a `session_before_compact` hook that writes the summary itself;
-        3. a `session_before_compact` hook that cancels automatic compactions.
+        3. a `session_before_compact` hook that cancels automatic compactions;
 
-        It uses the same tiny 4,350-token window and conversation as `how-compaction-works.ipynb`,
+        and then `%agent probe`, which measures what a summary lost.
+
+        It uses the same tiny 4,550-token window and conversation as `how-compaction-works.ipynb`,
         so compaction comes quickly.""")),
     code("cc-setup", """
         %load_ext ipyagent
-        %config Agent.context_window = 4350
+        %config Agent.context_window = 4550
         %config Agent.reserve_tokens = 1400
         %config Agent.keep_recent_tokens = 460
         %config Agent.tool_approval = "auto"
@@ -697,6 +767,31 @@ CUSTOM = Notebook("custom-compaction", [
     code("cc-off", """
         hooks.off("session_before_compact", no_automatic_compaction)
         print([h.__name__ for h in hooks.handlers["session_before_compact"]] or "no session_before_compact hooks left")"""),
+    md("cc-probe-md", """
+        ## 4. How much did a summary lose? `%agent probe`
+
+        A summary is a bet on what the rest of the work will need. `%agent probe` checks the bet on
+        your own session, with your own providers. From the part of the session the latest
+        compaction summarised away, the judge model (`--judge`; default: the session model) writes
+        questions of four kinds, each with a reference answer: **recall** (a fact), **artifact**
+        (files, variables, commands), **continuation** (what comes next) and **decision** (why).
+        The session's model answers every question three ways: from the full history, from the
+        compacted context, and from the compacted context with the `recall` tool. The judge grades
+        each answer from 0 to 5.
+
+        From a shell: `ipyagent probe NOTEBOOK --model M --judge M2`. With `--recompact
+        --summary-model S --focus TEXT` (and the budget options) it probes a fresh compaction of the
+        same history instead, so summary models, focus texts and settings can be compared on equal
+        terms. Here, one question of each kind about the compaction the last `%compact` made:"""),
+    code("cc-probe", "%agent probe --questions 1 --judge openai:scripted-judge"),
+    md("cc-probe-after", """
+        The full history is the ceiling; the compacted column is what the summary (with its file
+        lists and artifact ledger) kept; the last column is what `recall` wins back. The second
+        table is what each way cost in tokens, and what writing the questions and grading cost.
+        *Questions and answers* lists every question, reference answer, answer and grade. The report,
+        with every model response, is stored in the session as a `custom` entry (Pi keeps those out
+        of the context), so this cell replays offline like the `%%agent` cells. The prompts are in
+        `ipyagent/agent/probe_prompts.py`."""),
     md("cc-packages", """
         ## Shipping hooks in a package
 
@@ -719,7 +814,7 @@ CUSTOM = Notebook("custom-compaction", [
         (branch navigation), `context` (rewrite the messages of a request), `before_provider_request`,
         `turn_end`, `agent_end`. A handler that raises is reported as a warning and never breaks
         the session."""),
-], C_TURNS)
+], C_TURNS, probe=C_PROBE)
 
 
 def _check_custom(nb: dict[str, Any], policy: Any, server: Any) -> None:
@@ -729,6 +824,11 @@ def _check_custom(nb: dict[str, Any], policy: Any, server: Any) -> None:
     assert [bool(c.get("fromHook")) for c in compactions] == [False, True, False], compactions
     text = json.dumps(nb)
     assert "automatic compaction cancelled" in text
+    [probe] = [e for e in session["entries"] if e["type"] == "custom" and e["customType"] == "ipyagent.probe"]
+    items = probe["data"]["items"]
+    assert [i["kind"] for i in items] == ["recall", "artifact", "continuation", "decision"]
+    assert all(a["score"] is not None for i in items for a in i["answers"].values()), items
+    assert all(i["answers"]["recall"]["score"] == 5 for i in items), items
 
 
 CUSTOM.check = _check_custom

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,7 +63,9 @@ def _shape(entry: dict[str, Any]) -> tuple:
             text = (message.get("cellPrompt", text), "<notebook-activity>" in text)
         return ("message", message.get("role"), text, calls, message.get("toolName"), message.get("cellId"))
     if entry["type"] == "compaction":
-        return ("compaction", entry.get("summary"), bool(entry.get("fromHook")))
+        # the artifact ledger names the entries it came from, and a replay makes new ids
+        return ("compaction", re.sub(r"\[entry [0-9a-f]{8}\]", "[entry]", entry.get("summary", "")),
+                bool(entry.get("fromHook")))
     if entry["type"] == "custom":
         return ("custom", entry.get("customType"), json.dumps(entry.get("data"), sort_keys=True))
     if entry["type"] == "branch_summary":

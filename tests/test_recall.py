@@ -116,6 +116,11 @@ def test_entry_id_returns_one_entry_in_full_and_refuses_what_is_in_context():
     out = recall(s, entry_id=result["id"])
     assert not out.is_error and "TOTAL north=4410 south=3920" in out.text and out.text.count("row data") == 40
     assert recall(s, query=result["id"]).text == out.text  # an id as the query works the same
+    # a tool call comes back with its result: the code that made a variable, and what it printed
+    call_entry = next(e for e in hidden if e["type"] == "message" and e["message"]["role"] == "assistant")
+    with_result = recall(s, entry_id=call_entry["id"])
+    assert "sales = load('sales.csv')" in with_result.text and "TOTAL north=4410" in with_result.text
+    assert f"[entry {result['id']} · toolResult python · cell 4]" in with_result.text
     kept = s.context_state().entry_ids[-1]
     refused = recall(s, entry_id=kept)
     assert refused.is_error and "in your context already" in refused.text

@@ -7,7 +7,8 @@ latest compaction's first kept entry) and never returns one that is still in it:
 * ``query`` — words (every word must appear, in any order, case-insensitive) or a regular
   expression: up to :data:`MAX_EXCERPTS` excerpts, each with its entry id, role, notebook cell and
   a few hundred characters around the hit;
-* ``entry_id`` — one entry in full (``offset`` continues a long one), within Pi's output limits.
+* ``entry_id`` — one entry in full (an assistant entry with the results of its tool calls;
+  ``offset`` continues a long one), within Pi's output limits.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class RecallTool(Tool):
         "message, tool call and result is kept word for word. Use it instead of guessing a value, "
         "name, command, code or error from then. `query`: words (all must appear) or a regex; gives "
         f"up to {MAX_EXCERPTS} excerpts with entry id, role and cell. `entry_id` (e.g. from the "
-        "summary's [entry …] marks): that entry in full. Searches only what is no longer in your context."
+        "summary's [entry …] marks): that entry in full, a tool call with its result. Searches only what "
+        "is no longer in your context."
     )
     parameters = {
         "type": "object",
@@ -82,7 +84,8 @@ class RecallTool(Tool):
 
 
 def _full_entry(context: ToolContext, hidden: list[dict[str, Any]], entry_id: str, offset: Any) -> ToolOutput:
-    documents = {d.entry.get("id"): d for d in _documents(hidden)}
+    all_documents = _documents(hidden)
+    documents = {d.entry.get("id"): d for d in all_documents}
     document = documents.get(entry_id)
     if document is None:
         assert context.history is not None
@@ -93,7 +96,7 @@ def _full_entry(context: ToolContext, hidden: list[dict[str, Any]], entry_id: st
                               "another branch of the session. recall only returns what the summary replaced.",
                               is_error=True)
         return ToolOutput(f"No entry {entry_id!r} in this session.", is_error=True)
-    lines = document.text.split("\n")
+    lines = (document.text + _call_results(document, all_documents)).split("\n")
     start = 1 if not isinstance(offset, int) or offset < 1 else offset
     if start > len(lines):
         return ToolOutput(f"offset {start} is beyond the end of entry {entry_id} ({len(lines)} lines).", is_error=True)
@@ -110,6 +113,21 @@ def _full_entry(context: ToolContext, hidden: list[dict[str, Any]], entry_id: st
         return ToolOutput(f"{header}\n{body}\n\n[Showing lines {start}-{last} of {len(lines)}. "
                           f"Use offset={last + 1} to continue.]", details={"entryId": entry_id})
     return ToolOutput(f"{header}\n{body}", details={"entryId": entry_id})
+
+
+def _call_results(document: _Document, documents: list[_Document]) -> str:
+    """For an assistant entry with tool calls: the results of those calls (summarised away too),
+    so the code that made a variable comes back with its output."""
+    message = document.entry.get("message") if document.entry.get("type") == "message" else None
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return ""
+    ids = {b.get("id") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall"}
+    parts = []
+    for other in documents:
+        result = other.entry.get("message") if other.entry.get("type") == "message" else None
+        if isinstance(result, dict) and result.get("role") == "toolResult" and result.get("toolCallId") in ids:
+            parts.append(f"\n\n[{other.label}]\n{other.text}")
+    return "".join(parts)
 
 
 # ---- searching ---------------------------------------------------------------------------------
