@@ -22,7 +22,9 @@ from ipyagent.compaction.ledger import (
     split_appendix,
 )
 from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.compaction.summarize import compact
 from ipyagent.compaction.summarizer import ScriptedSummarizer
+from ipyagent.session.entries import compaction_entry
 from ipyagent.notebook.namespace_info import describe_value, namespace_describer
 
 KEEP = CompactionSettings(keep_recent_tokens=30)
@@ -298,3 +300,29 @@ def test_in_a_kernel_the_latest_summary_lists_the_agents_variables_with_type_and
     variables = {v["name"]: v for v in second["details"]["artifacts"]["variables"]}
     assert variables["grid"]["type"] == "Grid, shape (3, 4)" and variables["grid"]["defined"] is True
     assert json.dumps(second["details"]).count("readFiles") == 1
+
+
+def test_the_ledger_is_appended_once_and_not_sent_back_to_the_summariser():
+    s = new_session()
+    _work(s, "a", "rows = [1]", cell=1)
+    s.append_message(assistant("", call("r1", "read", path="data.csv")))
+    s.append_message(tool_result("r1", "a,b"))
+    _work(s, "b", "x = 1", cell=2)
+    first = s.compact(summarizer("FIRST"), KEEP)
+    assert "<read-files>\ndata.csv" in first["summary"] and "<kernel-variables>" in first["summary"]
+    _work(s, "c", "y = 2", cell=3)
+    _work(s, "d", "z = 3", cell=4)
+    scripted = summarizer("SECOND")
+    second = s.compact(scripted, KEEP)
+    previous = scripted.requests[0].prompt.split("<previous-summary>\n")[1].split("\n</previous-summary>")[0]
+    assert "<read-files>\ndata.csv" in previous  # Pi's file lists stay in the previous summary, as in Pi
+    assert "<kernel-variables>" not in previous and "<notebook-cells>" not in previous
+    assert second["summary"].count("<kernel-variables>") == 1 and second["summary"].count("<read-files>") == 1
+    # a compaction with nothing new to summarise keeps the previous text, with one fresh appendix
+    s.append(compaction_entry(second["summary"], s.path()[-1]["id"], 100, details=second["details"]))
+    s.append_message(user("only a new turn " + "w" * 300, executionCount=5))
+    s.append_message(assistant("ok " + "v" * 300))
+    plan = s.prepare_compaction(CompactionSettings(keep_recent_tokens=10))
+    assert plan is not None and [m["role"] for m in plan.messages_to_summarize] == []
+    third = compact(plan, summarizer("UNUSED"))
+    assert third.summary.count("<kernel-variables>") == 1 and third.summary.count("<read-files>") == 1

@@ -238,6 +238,17 @@ def build_ledger(messages: Sequence[Message], entry_ids: Sequence[str | None] = 
     return ledger
 
 
+def without_ledger(summary: str) -> str:
+    """``summary`` without the ledger sections (Pi's file lists stay): the previous summary as the
+    summariser gets it, since compaction appends the carried ledger again anyway."""
+    cut = len(summary)
+    for tag in APPENDIX_TAGS[2:]:
+        found = summary.find(f"\n\n<{tag}>\n")
+        if found >= 0:
+            cut = min(cut, found)
+    return summary[:cut]
+
+
 def split_appendix(summary: str) -> tuple[str, str]:
     """(the summary's own text, the file lists and ledger appended to it)."""
     cut = len(summary)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from ipyagent.compaction import prompts
 from ipyagent.compaction.file_ops import format_file_lists
-from ipyagent.compaction.ledger import Describe
+from ipyagent.compaction.ledger import Describe, split_appendix, without_ledger
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.compaction.summarizer import (
@@ -138,14 +138,16 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
         raise NothingToCompact("Nothing to compact: nothing the model saw is left to summarise.")
     if history_messages:
         instructions = prompts.UPDATE_PROMPT if plan.previous_summary is not None else prompts.INITIAL_PROMPT
+        previous = without_ledger(plan.previous_summary) if plan.previous_summary is not None else None
         history = calls.summarize(history_messages, prompts.with_focus(instructions, focus),
                                   max_tokens=budget.history_max_tokens, kind="history",
-                                  previous_summary=plan.previous_summary, input_tokens=input_tokens,
+                                  previous_summary=previous, input_tokens=input_tokens,
                                   reasoning=reasoning)
         if not history:
             raise CompactionRejected("the summarizer returned an empty summary")
     elif plan.previous_summary is not None:
-        history = plan.previous_summary  # Pi would write "No prior history." and lose it
+        # Pi would write "No prior history." and lose it; its file lists and ledger are appended anew below
+        history = split_appendix(plan.previous_summary)[0]
     if plan.is_split_turn and prefix_messages:
         prefix = calls.summarize(prefix_messages, prompts.with_focus(prompts.TURN_PREFIX_PROMPT, focus),
                                  max_tokens=budget.turn_prefix_max_tokens, kind="turn_prefix",
