@@ -178,6 +178,9 @@ def test_a_recorded_probe_replays_offline_and_stops_where_it_departs():
                         judge_provider=responses).run()  # no server: every answer comes from the recording
     assert again.rows() == report.rows() and again.token_rows() == report.token_rows()
     assert ProbeReport.from_dict(json.loads(json.dumps(report.to_dict()))).rows() == report.rows()
+    junk = RecordedResponses([{"kind": "questions", "message": "not a message"}])
+    with pytest.raises(ReplayDivergence, match="malformed"):
+        ProbeRunner(s, model="fake:answerer", per_kind=1, answer_provider=junk, judge_provider=junk).run()
     short = RecordedResponses(report.recording[:5])
     with pytest.raises(ReplayDivergence, match="diverged"):
         ProbeRunner(s, model="fake:answerer", per_kind=1, answer_provider=short, judge_provider=short).run()

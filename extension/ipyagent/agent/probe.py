@@ -391,8 +391,11 @@ class RecordedResponses:
         return item
 
     def stream(self, request: ModelRequest, cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
-        message = self._next(str(request.options.get("probe_call")))["message"]
-        for block in message.get("content") or []:
+        message = self._next(str(request.options.get("probe_call"))).get("message")
+        if not isinstance(message, dict) or not isinstance(message.get("content"), list) \
+                or not all(isinstance(b, dict) for b in message["content"]):
+            raise ReplayDivergence(f"Replay of the probe stopped: recorded response {self.position} is malformed.")
+        for block in message["content"]:
             if block.get("type") == "text" and block.get("text"):
                 yield TextDelta(block["text"])
             elif block.get("type") == "toolCall":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ipyagent.session.messages import Message, text_of
@@ -299,13 +300,19 @@ def bound_names(code: str) -> tuple[list[str], list[str]]:
     and imports (aliases included; ``import a.b`` binds ``a``). Code that does not parse gives
     nothing. ``_`` and dunder names are left out.
     """
+    bound, deleted = _bound_names(code)
+    return list(bound), list(deleted)
+
+
+@lru_cache(maxsize=1024)  # a compaction re-reads the calls a retried or probing compaction read
+def _bound_names(code: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     source = _python_source(code)
     if source is None:
-        return [], []
+        return (), ()
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return [], []
+        return (), ()
     bound: list[str] = []
     deleted: list[str] = []
 
@@ -376,7 +383,7 @@ def bound_names(code: str) -> tuple[list[str], list[str]]:
             statements(getattr(node, "finalbody", None) or [])
 
     statements(tree.body)
-    return bound, deleted
+    return tuple(bound), tuple(deleted)
 
 
 def shell_escapes(code: str) -> list[str]:

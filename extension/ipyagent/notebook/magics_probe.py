@@ -30,9 +30,10 @@ __all__ = ["agent_probe", "probe_bundle"]
 @argument("--recompact", action="store_true", help="probe a fresh compaction of the same history")
 @argument("--focus", default=None, help="additional focus for --recompact's summary")
 def agent_probe(runtime: Any, rest: str) -> None:
-    """%agent probe [--model M] [--judge M2] [--questions N] [--recompact [--focus TEXT]] — questions about what
-    the latest compaction summarised, answered from the full history, the compacted context and the compacted
-    context with recall, graded 0–5 by the judge."""
+    """%agent probe [--model M] [--judge M2] [--questions N] [--recompact [--focus TEXT]] — what a summary lost.
+
+    Questions about what the latest compaction summarised away, answered from the full history, the
+    compacted context and the compacted context with recall, graded 0–5 by the judge."""
     args = parse_argstring(agent_probe, rest)
     from ipyagent.agent.probe import (
         PROBE_CUSTOM_TYPE,

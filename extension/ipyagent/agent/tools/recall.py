@@ -84,19 +84,19 @@ class RecallTool(Tool):
 
 
 def _full_entry(context: ToolContext, hidden: list[dict[str, Any]], entry_id: str, offset: Any) -> ToolOutput:
-    all_documents = _documents(hidden)
-    documents = {d.entry.get("id"): d for d in all_documents}
-    document = documents.get(entry_id)
+    cells = _cells(hidden)
+    entry = next((e for e in hidden if e.get("id") == entry_id), None)
+    document = _document(entry, cells.get(entry_id)) if entry is not None else None
     if document is None:
         assert context.history is not None
+        if entry is not None:
+            return ToolOutput(f"Entry {entry_id} holds no text to show.")
         if context.history.get(entry_id) is not None:
-            if any(e.get("id") == entry_id for e in hidden):
-                return ToolOutput(f"Entry {entry_id} holds no text to show.")
             return ToolOutput(f"Entry {entry_id} is not summarised away: it is in your context already, or on "
                               "another branch of the session. recall only returns what the summary replaced.",
                               is_error=True)
         return ToolOutput(f"No entry {entry_id!r} in this session.", is_error=True)
-    lines = (document.text + _call_results(document, all_documents)).split("\n")
+    lines = (document.text + _call_results(document, hidden, cells)).split("\n")
     start = 1 if not isinstance(offset, int) or offset < 1 else offset
     if start > len(lines):
         return ToolOutput(f"offset {start} is beyond the end of entry {entry_id} ({len(lines)} lines).", is_error=True)
@@ -115,7 +115,7 @@ def _full_entry(context: ToolContext, hidden: list[dict[str, Any]], entry_id: st
     return ToolOutput(f"{header}\n{body}", details={"entryId": entry_id})
 
 
-def _call_results(document: _Document, documents: list[_Document]) -> str:
+def _call_results(document: _Document, hidden: list[dict[str, Any]], cells: dict[str, int | None]) -> str:
     """For an assistant entry with tool calls: the results of those calls (summarised away too),
     so the code that made a variable comes back with its output."""
     message = document.entry.get("message") if document.entry.get("type") == "message" else None
@@ -123,10 +123,12 @@ def _call_results(document: _Document, documents: list[_Document]) -> str:
         return ""
     ids = {b.get("id") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall"}
     parts = []
-    for other in documents:
-        result = other.entry.get("message") if other.entry.get("type") == "message" else None
+    for entry in hidden:
+        result = entry.get("message") if entry.get("type") == "message" else None
         if isinstance(result, dict) and result.get("role") == "toolResult" and result.get("toolCallId") in ids:
-            parts.append(f"\n\n[{other.label}]\n{other.text}")
+            other = _document(entry, cells.get(entry.get("id")))
+            if other is not None:
+                parts.append(f"\n\n[{other.label}]\n{other.text}")
     return "".join(parts)
 
 
@@ -138,13 +140,18 @@ def _search(query: str, documents: list[_Document]) -> ToolOutput:
         return ToolOutput(f"The query is too long ({len(query)} characters; at most {MAX_QUERY_CHARS}).",
                           is_error=True)
     pattern = _pattern(query)
+    literal = query.lower() if pattern.pattern == re.escape(query) else None  # a plain phrase: str.find will do
     words = list(dict.fromkeys(w.lower() for w in re.findall(r"\w+", query)))
     finders = {w: re.compile(rf"(?<!\w){re.escape(w)}(?!\w)") for w in words}  # whole words: "0" is not in "20"
     hits: list[tuple[int, int, _Document, int, int]] = []  # (rank, newest first, document, start, end)
     partial: list[tuple[int, int, _Document, int, int]] = []
     for order, document in enumerate(documents):
         lowered = document.text.lower()
-        span = _first_match(pattern, document.text)
+        if literal is not None:
+            at = lowered.find(literal)
+            span = (at, at + len(literal)) if at >= 0 and literal else None
+        else:
+            span = _first_match(pattern, document.text)
         if span is not None:
             hits.append((0, -order, document, *span))
             continue
@@ -217,20 +224,30 @@ def _excerpt(text: str, start: int, end: int) -> str:
 # ---- entries as text ---------------------------------------------------------------------------
 
 
-def _documents(entries: list[dict[str, Any]]) -> list[_Document]:
-    documents = []
+def _cells(entries: list[dict[str, Any]]) -> dict[str, int | None]:
+    """Entry id -> the execution count of the notebook cell whose prompt the entry answers."""
+    cells: dict[str, int | None] = {}
     cell: int | None = None
     for entry in entries:
         message = entry.get("message") if entry.get("type") == "message" else None
         if isinstance(message, dict) and message.get("role") == "user":
             count = message.get("executionCount")
             cell = count if isinstance(count, int) and not isinstance(count, bool) else None
-        text, role = _entry_text(entry)
-        if not text:
-            continue
-        where = f" · cell {cell}" if cell is not None else ""
-        documents.append(_Document(entry, f"entry {entry.get('id')} · {role}{where}", text))
-    return documents
+        cells[entry.get("id")] = cell
+    return cells
+
+
+def _document(entry: dict[str, Any], cell: int | None) -> _Document | None:
+    text, role = _entry_text(entry)
+    if not text:
+        return None
+    where = f" · cell {cell}" if cell is not None else ""
+    return _Document(entry, f"entry {entry.get('id')} · {role}{where}", text)
+
+
+def _documents(entries: list[dict[str, Any]]) -> list[_Document]:
+    cells = _cells(entries)
+    return [d for d in (_document(e, cells.get(e.get("id"))) for e in entries) if d is not None]
 
 
 def _entry_text(entry: dict[str, Any]) -> tuple[str, str]:
