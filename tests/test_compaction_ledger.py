@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from conftest import assistant, call, new_session, tool_result
 from conftest import user as _user
 from kernel_support import SETUP, fake_provider, notebook
@@ -15,7 +14,6 @@ from ipyagent.compaction.hooks import HookRegistry
 from ipyagent.compaction.ledger import (
     MAX_ERRORS,
     MAX_VARIABLES,
-    Ledger,
     bound_names,
     build_ledger,
     shell_escapes,

@@ -11,7 +11,6 @@ import json
 import re
 from typing import Any
 
-import pytest
 from conftest import assistant, call, new_session, tool_result
 from conftest import user as _user
 from ipyagent.agent import events as ev

@@ -64,7 +64,7 @@ def run_probe(args: argparse.Namespace) -> int:
                              recording=recording)
         report = runner.run()
     except (ProbeError, ProviderError, SummarizerError, NothingToCompact, CompactionCancelled, ValueError) as exc:
-        raise CliError(str(exc))
+        raise CliError(str(exc)) from exc
     report.recompacted, report.focus = recompacted, args.focus if recompacted else None
     data = report.to_dict()
     if args.output:

@@ -132,7 +132,7 @@ def probe_bundle(report: Any) -> dict[str, str]:
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     details = []
-    for n, item in enumerate(report.items, 1):
+    for item in report.items:
         answers = "".join(
             f"<li><b>{escape_html(WAY_LABELS[way])}</b> — score {escape_html(_score(item.answers[way]))}"
             f"{escape_html(_recalls(item.answers[way]))}: {escape_html(item.answers[way].error or item.answers[way].text)}"
