@@ -133,6 +133,13 @@ def test_describe_fills_type_and_shape_and_marks_what_is_gone():
     ledger.describe(namespace_describer(namespace))
     assert "rows: not defined now (was list, len 2) [entry e1]" in ledger.text()
 
+    def broken(names):
+        raise RuntimeError("a describe callback that fails")
+
+    before = ledger.text()
+    ledger.describe(broken)  # keeps what it knew
+    assert ledger.text() == before
+
 
 def test_describe_value_is_cheap_and_never_raises():
     class Exploding:

@@ -185,7 +185,10 @@ class Ledger:
         descriptions carried from earlier compactions stay as they were."""
         if describe is None or not self.variables:
             return
-        found = describe(list(self.variables))
+        try:
+            found = describe(list(self.variables))
+        except Exception:  # a description is a nicety: it never stops a compaction
+            return
         found = found if isinstance(found, Mapping) else {}
         for name, variable in self.variables.items():
             info = found.get(name)
