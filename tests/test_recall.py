@@ -120,6 +120,7 @@ def test_entry_id_returns_one_entry_in_full_and_refuses_what_is_in_context():
     with_result = recall(s, entry_id=call_entry["id"])
     assert "sales = load('sales.csv')" in with_result.text and "TOTAL north=4410" in with_result.text
     assert f"[entry {result['id']} · toolResult python · cell 4]" in with_result.text
+    assert with_result.details["entryIds"] == [call_entry["id"], result["id"]]
     kept = s.context_state().entry_ids[-1]
     refused = recall(s, entry_id=kept)
     assert refused.is_error and "in your context already" in refused.text
@@ -280,7 +281,7 @@ def test_needles_come_back_through_recall_after_many_compactions():
         text = message["content"][0]["text"]
         assert not message["isError"], text
         assert len(text.encode()) <= DEFAULT_MAX_BYTES and len(text.splitlines()) <= DEFAULT_MAX_LINES
-        returned = set(message["details"].get("entryIds") or [message["details"].get("entryId")])
+        returned = set(message["details"]["entryIds"])  # excerpts' entries, or an entry with its calls' results
         assert returned and not returned & in_context_at_call[message["toolCallId"]], "recall returned an entry in context"
         assert all(session.get(i) is not None for i in returned)
     assert json.dumps(session.entries).count("vault_1") >= 1

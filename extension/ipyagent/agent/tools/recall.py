@@ -96,7 +96,9 @@ def _full_entry(context: ToolContext, hidden: list[dict[str, Any]], entry_id: st
                               "another branch of the session. recall only returns what the summary replaced.",
                               is_error=True)
         return ToolOutput(f"No entry {entry_id!r} in this session.", is_error=True)
-    lines = (document.text + _call_results(document, hidden, cells)).split("\n")
+    results = _call_results(document, hidden, cells)
+    returned = {"entryId": entry_id, "entryIds": [entry_id, *(r.entry.get("id") for r in results)]}
+    lines = (document.text + "".join(f"\n\n[{r.label}]\n{r.text}" for r in results)).split("\n")
     start = 1 if not isinstance(offset, int) or offset < 1 else offset
     if start > len(lines):
         return ToolOutput(f"offset {start} is beyond the end of entry {entry_id} ({len(lines)} lines).", is_error=True)
@@ -107,29 +109,30 @@ def _full_entry(context: ToolContext, hidden: list[dict[str, Any]], entry_id: st
         body = lines[start - 1].encode("utf-8")[:DEFAULT_MAX_BYTES - 400].decode("utf-8", "ignore")
         return ToolOutput(f"{header}\n{body}\n\n[Line {start} is longer than {format_size(DEFAULT_MAX_BYTES)}; "
                           "showing its start. Search with a query to reach a later part.]",
-                          details={"entryId": entry_id})
+                          details=returned)
     if t.truncated:
         last = start - 1 + t.output_lines
         return ToolOutput(f"{header}\n{body}\n\n[Showing lines {start}-{last} of {len(lines)}. "
-                          f"Use offset={last + 1} to continue.]", details={"entryId": entry_id})
-    return ToolOutput(f"{header}\n{body}", details={"entryId": entry_id})
+                          f"Use offset={last + 1} to continue.]", details=returned)
+    return ToolOutput(f"{header}\n{body}", details=returned)
 
 
-def _call_results(document: _Document, hidden: list[dict[str, Any]], cells: dict[str, int | None]) -> str:
+def _call_results(document: _Document, hidden: list[dict[str, Any]],
+                  cells: dict[str, int | None]) -> list[_Document]:
     """For an assistant entry with tool calls: the results of those calls (summarised away too),
     so the code that made a variable comes back with its output."""
     message = document.entry.get("message") if document.entry.get("type") == "message" else None
     if not isinstance(message, dict) or message.get("role") != "assistant":
-        return ""
+        return []
     ids = {b.get("id") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall"}
-    parts = []
+    found = []
     for entry in hidden:
         result = entry.get("message") if entry.get("type") == "message" else None
         if isinstance(result, dict) and result.get("role") == "toolResult" and result.get("toolCallId") in ids:
             other = _document(entry, cells.get(entry.get("id")))
             if other is not None:
-                parts.append(f"\n\n[{other.label}]\n{other.text}")
-    return "".join(parts)
+                found.append(other)
+    return found
 
 
 # ---- searching ---------------------------------------------------------------------------------
