@@ -15,7 +15,7 @@ from ipyagent.notebook.ipynb import read_notebook, write_notebook
 from ipyagent.session.messages import text_of
 
 CONFIG = ("%load_ext ipyagent\n%config Agent.model = 'openai:fake-model'\n%config Agent.tool_approval = 'auto'\n"
-          "%config Agent.context_window = 3000\n%config Agent.reserve_tokens = 800\n"
+          "%config Agent.context_window = 3200\n%config Agent.reserve_tokens = 800\n"
           "%config Agent.keep_recent_tokens = 500\n")
 
 

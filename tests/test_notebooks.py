@@ -67,7 +67,9 @@ def _shape(entry: dict[str, Any]) -> tuple:
         return ("compaction", re.sub(r"\[entry [0-9a-f]{8}\]", "[entry]", entry.get("summary", "")),
                 bool(entry.get("fromHook")))
     if entry["type"] == "custom":
-        return ("custom", entry.get("customType"), json.dumps(entry.get("data"), sort_keys=True))
+        data = dict(entry.get("data") or {})
+        data.pop("compaction_id", None)  # a probe names the compaction it probed, and a replay makes new ids
+        return ("custom", entry.get("customType"), json.dumps(data, sort_keys=True))
     if entry["type"] == "branch_summary":
         return ("branch_summary", entry.get("summary"))
     return (entry["type"],)
