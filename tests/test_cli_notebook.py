@@ -78,10 +78,18 @@ def test_lift_reports_problems_but_keeps_going(tmp_path, capsys):
     entries = chain(3)
     entries[1]["parentId"] = "nowhere!"
     path = make_notebook(tmp_path / "nb.ipynb", entries=entries)
+    before = path.read_bytes()
     code, out, err = run(capsys, "lift", path)
     assert code == 0
     assert "parent 'nowhere!' is missing; the entry is kept as a root" in err
+    # the orphan keeps its parentId (as Pi does): nothing to rewrite
+    assert "nothing to lift" in out and path.read_bytes() == before
+    entries[2]["parentId"] = 5  # a wrong shape: set aside, so the checked metadata is written
+    make_notebook(path, entries=entries)
+    code, out, err = run(capsys, "lift", path)
+    assert code == 0 and "'parentId' must be a string or null" in err
     assert "wrote the checked metadata" in out and "see the problems above" in out
+    assert read_notebook(path)["metadata"]["ipyagent"]["set_aside"][0]["raw"]["parentId"] == 5
 
 
 # ---- import / export -----------------------------------------------------------------------------
@@ -198,7 +206,11 @@ def test_inspect_and_dry_run_compact_read_notebooks(tmp_path, capsys):
     jsonl = tmp_path / "s.jsonl"
     jsonl.write_text(dump_pi_jsonl(header, entries), encoding="utf-8")
     code, out_jsonl, _ = run(capsys, "inspect", jsonl, "--json")
-    assert json.loads(out_jsonl) == report  # the notebook and the Pi file are the same session
+    from_jsonl = json.loads(out_jsonl)
+    # the notebook names its session "main"; the Pi file's name is its latest session_info entry's
+    pi_name = [e["name"] for e in entries if e["type"] == "session_info"][-1]
+    assert (report.pop("session_name"), from_jsonl.pop("session_name")) == ("main", pi_name)
+    assert from_jsonl == report  # the notebook and the Pi file are the same session
     code, plan_nb, _ = run(capsys, "compact", nb, "--dry-run", "--json", "--keep-recent-tokens", "2000")
     code2, plan_jsonl, _ = run(capsys, "compact", jsonl, "--dry-run", "--json", "--keep-recent-tokens", "2000")
     assert code == code2 == 0 and json.loads(plan_nb) == json.loads(plan_jsonl)

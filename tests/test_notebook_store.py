@@ -363,7 +363,7 @@ def test_a_10_mb_entry_is_set_aside_with_a_clear_message():
     assert f"entries[1]: entry is 10,000,1" in text and f"over the {MAX_ENTRY_CHARS:,} limit (set aside)" in text
     kept = sessions.sessions["default"].entries
     assert [e["id"] for e in kept] == ["00000000", "00000002"]
-    assert kept[1]["parentId"] is None  # its parent was set aside: kept as a root, and said so
+    assert kept[1]["parentId"] == "00000001"  # its parent was set aside: a root, its parentId as written
     assert "parent '00000001' is missing" in text
     assert sessions.set_aside[0]["raw"]["id"] == "00000001"
 
@@ -430,10 +430,13 @@ def test_set_aside_survives_a_lift_and_a_second_load(tmp_path):
     md = read_notebook(path)["metadata"]["ipyagent"]
     assert md["set_aside"][0]["raw"]["id"] == "0000000a"
     assert "needs 'message'" in md["set_aside"][0]["reason"]
+    # the stored leaf named the entry set aside: replaced by the last entry, and kept here
+    assert md["set_aside"][1]["raw"] == "0000000a" and md["set_aside"][1]["where"].endswith(".leaf")
+    assert md["sessions"]["default"]["leaf"] == "00000002"
     sessions, report = sessions_from_notebook(read_notebook(path))
     assert sessions.set_aside == md["set_aside"]
     assert [p.where for p in report.problems] == ["metadata.ipyagent.set_aside"]  # said once, not again per entry
-    assert "1 item(s) an earlier load could not use are kept here" in problems(report)
+    assert "2 item(s) an earlier load could not use are kept here" in problems(report)
     assert lift_notebook(path) == 0
 
 

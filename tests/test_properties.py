@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import assistant, call, tool_result, user
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
@@ -24,6 +25,7 @@ from ipyagent.session.context import (
 )
 from ipyagent.session.jsonl import dump_pi_jsonl, parse_pi_jsonl
 from ipyagent.session.tokens import TiktokenEstimator, js_json
+from support.corrupt import KINDS, corrupt_pi_file
 from support.sessiongen import generate_session
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -344,3 +346,110 @@ def test_corrupted_entries_are_reported_never_crash(seed, data):
         except CompactionRejected:
             pass
     session.to_pi_jsonl()
+
+
+# ---- corrupted Pi files: import → export → import keeps every line ------------------------------
+
+CORRUPT_FILES = {"files": 0, "lines": 0, "as_entries": 0, "verbatim": 0}
+
+
+def _through_a_notebook(data: bytes) -> tuple[tuple, bytes, tuple]:
+    """``ipyagent import`` then ``ipyagent export --format pi``, as the commands do it: the Pi file
+    stored as a notebook session (written and read back as notebook JSON), then exported."""
+    from ipyagent.notebook.ipynb import (
+        dumps_notebook,
+        new_notebook,
+        parse_notebook,
+        sessions_from_notebook,
+        write_sessions_into_notebook,
+    )
+    from ipyagent.notebook.schema import NotebookSessions
+
+    first = parse_pi_jsonl(data)
+    sessions = NotebookSessions(None, {})
+    sessions.store_pi_import("pi", *first, settings={}, source="damaged.jsonl")
+    nb = parse_notebook(dumps_notebook(write_sessions_into_notebook(new_notebook(), sessions)))
+    stored, _ = sessions_from_notebook(nb)
+    exported = stored.to_session("pi", hooks=HookRegistry()).to_pi_jsonl_bytes()
+    return first, exported, parse_pi_jsonl(exported)
+
+
+def _aside_bytes(report) -> list[bytes]:
+    import base64
+
+    return [base64.b64decode(item["raw_base64"]) if "raw_base64" in item else item["raw"].encode("utf-8")
+            for item in report.set_aside]
+
+
+def _tokens(data: bytes, header, entries, report) -> list[tuple]:
+    """What each non-blank line of ``data`` is in the import (header, entries, report): the header,
+    the entry (by id) it equals, or a set-aside line holding exactly its bytes."""
+    import json
+    from collections import Counter
+
+    by_id = {e["id"]: e for e in entries}
+    aside = Counter(_aside_bytes(report))
+    tokens: list[tuple] = []
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        if aside[line]:
+            aside[line] -= 1
+            tokens.append(("verbatim", line))
+            continue
+        value = json.loads(line)  # not set aside: it must have loaded
+        if value.get("type") == "session":
+            assert value == header or dict(value, id=header["id"]) == header
+            tokens.append(("header",))
+        elif isinstance(value.get("id"), str) and value["id"]:
+            assert by_id[value["id"]] == value  # every field kept, parentId too
+            tokens.append(("entry", value["id"]))
+        else:  # an entry that had no id was given one
+            [match] = [e for e in entries if {k: v for k, v in e.items() if k != "id"} == value]
+            tokens.append(("entry", match["id"]))
+    assert not +aside, "a set-aside line that is not a line of the file"
+    return tokens
+
+
+@settings(max_examples=int(__import__("os").environ.get("CORRUPT_FILE_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(seed=seeds)
+def test_corrupted_pi_file_import_export_import_keeps_every_line(seed):
+    data, kinds = corrupt_pi_file(seed)  # each kind of damage in about half of the files
+    for kind in kinds:
+        event(kind)
+    check_import_export_import(data)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_pi_file_with_every_kind_of_damage_keeps_every_line(seed):
+    data, _ = corrupt_pi_file(seed, n_entries=120, kinds=KINDS)
+    check_import_export_import(data)
+
+
+def check_import_export_import(data: bytes) -> None:
+    (h1, e1, r1), exported, (h2, e2, r2) = _through_a_notebook(data)
+    original = _tokens(data, h1, e1, r1)
+    again = _tokens(exported, h2, e2, r2)
+    # every line of the file is an entry (with its fields and parentId as written) or a set-aside
+    # line with its exact bytes, and the export holds them in the same order
+    assert again == original or (("header",) not in original and again == [("header",), *original])
+    assert (h2, e2) == (h1, e1)
+    assert sorted(_aside_bytes(r2)) == sorted(_aside_bytes(r1))
+    # and a second round changes nothing, byte for byte
+    assert Session(h2, e2, set_aside=r2.set_aside, hooks=HookRegistry()).to_pi_jsonl_bytes() == exported
+    CORRUPT_FILES["files"] += 1
+    CORRUPT_FILES["lines"] += len(original)
+    CORRUPT_FILES["as_entries"] += sum(1 for t in original if t[0] != "verbatim")
+    CORRUPT_FILES["verbatim"] += sum(1 for t in original if t[0] == "verbatim")
+
+
+def test_zz_report_corrupted_file_counts():
+    """Writes the counts of the property above to $IPYAGENT_CORRUPT_REPORT (if set)."""
+    import json
+    import os
+
+    if os.environ.get("IPYAGENT_CORRUPT_REPORT"):
+        with open(os.environ["IPYAGENT_CORRUPT_REPORT"], "w", encoding="utf-8") as handle:
+            json.dump(CORRUPT_FILES, handle)
+    assert CORRUPT_FILES["lines"] == CORRUPT_FILES["as_entries"] + CORRUPT_FILES["verbatim"]

@@ -38,7 +38,8 @@ def test_bad_json_line_is_set_aside_with_its_line_and_raw_text():
     assert [e["id"] for e in entries] == ["aaaaaaaa", "cccccccc"]
     [problem] = report.problems
     assert problem.where == "line 3" and "not valid JSON" in problem.message and not problem.kept
-    assert report.set_aside == [{"where": "line 3", "reason": problem.message, "raw": bad}]
+    assert report.set_aside == [{"where": "line 3", "reason": problem.message, "raw": bad, "line": 3,
+                                 "after": "aaaaaaaa"}]
     assert "line 3" in report.summary() and "(set aside)" in report.summary()
 
 
@@ -52,9 +53,12 @@ def test_missing_id_gets_a_new_one_and_is_kept():
     assert report.set_aside == []
 
 
-def test_dangling_parent_becomes_a_root_and_is_kept():
-    _, entries, report = parse_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None), msg("bbbbbbbb", "nothere1")))
-    assert [e["id"] for e in entries] == ["aaaaaaaa", "bbbbbbbb"] and entries[1]["parentId"] is None
+def test_dangling_parent_is_kept_as_written_and_the_entry_is_a_root():
+    session = Session.from_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None), msg("bbbbbbbb", "nothere1")))
+    entries, report = session.entries, session.load_report
+    assert [e["id"] for e in entries] == ["aaaaaaaa", "bbbbbbbb"] and entries[1]["parentId"] == "nothere1"
+    assert [e["id"] for e in session.path()] == ["bbbbbbbb"]  # Pi's getBranch stops there too
+    assert [e["id"] for e in session.children(None)] == ["aaaaaaaa", "bbbbbbbb"]
     [problem] = report.problems
     assert problem.where == "line 3 (id bbbbbbbb)" and problem.kept and "nothere1" in problem.message
 
@@ -64,11 +68,11 @@ def test_cycle_is_set_aside_and_its_descendants_kept_as_roots():
             msg("dddddddd", "cccccccc")]
     _, entries, report = parse_pi_jsonl(text_of(*rows))
     assert [e["id"] for e in entries] == ["aaaaaaaa", "dddddddd"]
-    assert entries[1]["parentId"] is None
+    assert entries[1]["parentId"] == "cccccccc"
     cycle = [p for p in report.problems if "cycle" in p.message]
     assert {p.where for p in cycle} == {"line 3 (id bbbbbbbb)", "line 4 (id cccccccc)"}
     assert all(not p.kept for p in cycle)
-    assert {s["raw"]["id"] for s in report.set_aside} == {"bbbbbbbb", "cccccccc"}
+    assert {json.loads(s["raw"])["id"] for s in report.set_aside} == {"bbbbbbbb", "cccccccc"}
     assert problems_at(report, "line 5")[0].kept
 
 
@@ -78,16 +82,17 @@ def test_self_parent_is_a_cycle():
     assert report.problems[0].where == "line 2 (id aaaaaaaa)" and "cycle" in report.problems[0].message
 
 
-def test_duplicate_id_keeps_the_first():
+def test_duplicate_id_keeps_the_last_as_pi_does():
     _, entries, report = parse_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None, "first"),
                                                 msg("aaaaaaaa", None, "second")))
-    assert [e["message"]["content"] for e in entries] == ["first"]
+    assert [e["message"]["content"] for e in entries] == ["second"]
     [problem] = report.problems
-    assert problem.where == "line 3 (id aaaaaaaa)" and "duplicate" in problem.message and not problem.kept
-    assert report.set_aside[0]["raw"]["message"]["content"] == "second"
+    assert problem.where == "line 2 (id aaaaaaaa)" and "duplicate" in problem.message and not problem.kept
+    assert "(line 3) is used" in problem.message
+    assert json.loads(report.set_aside[0]["raw"])["message"]["content"] == "first"
 
 
-def test_wrong_shapes_are_set_aside_naming_the_field():
+def test_wrong_shapes_are_set_aside_naming_the_field_and_what_pi_reads_is_kept():
     rows = [HEADER, msg("aaaaaaaa", None), [1, 2], {"id": "bbbbbbbb"},
             {"type": "message", "id": "cccccccc", "parentId": "aaaaaaaa", "message": {"role": "assistant",
                                                                                     "content": "not blocks"}},
@@ -95,21 +100,20 @@ def test_wrong_shapes_are_set_aside_naming_the_field():
             {"type": "message", "id": "eeeeeeee", "parentId": "aaaaaaaa",
              "message": {"role": "toolResult", "content": []}}]
     _, entries, report = parse_pi_jsonl(text_of(*rows))
-    assert [e["id"] for e in entries] == ["aaaaaaaa"]
+    # Pi reads an assistant message with string content and a toolResult without toolCallId
+    assert [e["id"] for e in entries] == ["aaaaaaaa", "cccccccc", "eeeeeeee"]
     by_line = {p.where: p.message for p in report.problems}
     assert "JSON object" in by_line["line 3"]
     assert "type" in by_line["line 4"]
-    assert "list of blocks" in by_line["line 5"]
     assert "firstKeptEntryId" in by_line["line 6"]
-    assert "toolCallId" in by_line["line 7"]
-    assert len(report.set_aside) == 5 and all(not p.kept for p in report.problems)
+    assert len(report.set_aside) == 3 and all(not p.kept for p in report.problems)
 
 
 def test_huge_entry_is_set_aside_not_loaded():
     huge = msg("bbbbbbbb", "aaaaaaaa", "x" * (MAX_ENTRY_CHARS + 10))
     _, entries, report = parse_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None), huge, msg("cccccccc", "bbbbbbbb")))
     assert [e["id"] for e in entries] == ["aaaaaaaa", "cccccccc"]
-    assert entries[1]["parentId"] is None  # its parent was set aside; the child is kept as a root
+    assert entries[1]["parentId"] == "bbbbbbbb"  # its parent was set aside; the child is a root, as written
     huge_problem = problems_at(report, "line 3")[0]
     assert "limit" in huge_problem.message and not huge_problem.kept
     assert report.set_aside[0]["where"] == "line 3"
@@ -140,8 +144,9 @@ def test_everything_at_once_still_gives_a_working_session():
             msg("aaaaaaaa", None, "dup"), {"type": "message"}, msg("cccccccc", "bbbbbbbb", "last")]
     session = Session.from_pi_jsonl(text_of(*rows))
     report = session.load_report
-    assert [e["id"] for e in session.entries] == ["aaaaaaaa", "bbbbbbbb", "cccccccc"]
-    assert {s["where"].split(" (")[0] for s in report.set_aside} == {"line 3", "line 5", "line 6"}
+    assert [e["id"] for e in session.entries] == ["bbbbbbbb", "aaaaaaaa", "cccccccc"]  # the last "aaaaaaaa"
+    assert session.get("aaaaaaaa")["message"]["content"] == "dup"
+    assert {s["where"].split(" (")[0] for s in report.set_aside} == {"line 2", "line 3", "line 6"}
     assert session.leaf_id == "cccccccc"
     assert [m["content"] for m in session.build_context()] == ["orphan", "last"]
     session.append_message({"role": "user", "content": "more", "timestamp": 2})  # still usable

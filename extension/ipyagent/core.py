@@ -5,7 +5,7 @@ branch navigation and Pi interop. Users' scripts, hooks and outside checks rely 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from ipyagent.compaction.branch import collect_branch_entries, generate_branch_summary
 from ipyagent.compaction.hooks import HookRegistry
@@ -32,12 +32,15 @@ class CompactionCancelled(RuntimeError):
 class Session(SessionTree):
     def __init__(self, header: dict[str, Any] | None = None, entries=(), leaf_id: str | None = None, *,
                  estimator: str | Estimator = "chars4", hooks: HookRegistry | None = None,
-                 report: LoadReport | None = None):
+                 report: LoadReport | None = None, set_aside: Iterable[dict[str, Any]] = ()):
         if isinstance(estimator, str):
             estimator = make_estimator(estimator)
         super().__init__(header, entries, leaf_id, estimator)
         self.hooks = hooks if hooks is not None else global_hooks
         self.load_report = report or LoadReport()
+        # Lines of the Pi file this session came from that could not be loaded: written back, in
+        # their places, by to_pi_jsonl (records as in LoadReport.set_aside, with "line" and "raw").
+        self.set_aside: list[dict[str, Any]] = [item for item in set_aside if jsonl.is_pi_line(item)]
         self._file_operations: dict[str, tuple] = {}  # entry id -> its tool calls' file operations
 
     # ---- files -----------------------------------------------------------------------------
@@ -55,19 +58,25 @@ class Session(SessionTree):
         if loader is not None:
             return loader(path, name=session, **kwargs)
         header, entries, report = jsonl.read_pi_jsonl(path)
-        return cls(header, entries, report=report, **kwargs)
+        return cls(header, entries, report=report, set_aside=report.set_aside, **kwargs)
 
     @classmethod
-    def from_pi_jsonl(cls, text: str, **kwargs: Any) -> "Session":
+    def from_pi_jsonl(cls, text: str | bytes, **kwargs: Any) -> "Session":
         header, entries, report = jsonl.parse_pi_jsonl(text)
-        return cls(header, entries, report=report, **kwargs)
+        return cls(header, entries, report=report, set_aside=report.set_aside, **kwargs)
 
     def to_pi_jsonl(self, path: str | Path | None = None) -> str:
-        """Write the session as a Pi v3 JSONL file (if ``path``) and return its text."""
-        text = jsonl.dump_pi_jsonl(self.header, self.entries)
+        """Write the session as a Pi v3 JSONL file (if ``path``) and return its text.
+
+        Lines set aside when the session was read go back where they were, byte for byte.
+        """
         if path is not None:
-            Path(path).write_text(text, encoding="utf-8")
-        return text
+            Path(path).write_bytes(self.to_pi_jsonl_bytes())
+        return jsonl.dump_pi_jsonl(self.header, self.entries, self.set_aside)
+
+    def to_pi_jsonl_bytes(self) -> bytes:
+        """The Pi v3 JSONL file's bytes (a set-aside line that was not UTF-8 keeps its bytes)."""
+        return jsonl.pi_jsonl_bytes(self.header, self.entries, self.set_aside)
 
     # ---- appending -------------------------------------------------------------------------
 
@@ -200,7 +209,7 @@ class Session(SessionTree):
             return None
         is_prompt = target.get("type") == "custom_message" or (
             target.get("type") == "message" and target["message"].get("role") == "user")
-        new_leaf = target.get("parentId") if is_prompt else target_id
+        new_leaf = self.parent_id(target) if is_prompt else target_id
         span = collect_branch_entries(self.path(), self.path(target_id))
         hook_result = self.hooks.emit("session_before_tree", preparation={
             "targetId": target_id, "oldLeafId": old_leaf, "commonAncestorId": span.common_ancestor_id,

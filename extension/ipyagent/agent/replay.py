@@ -25,7 +25,7 @@ from ipyagent.compaction.prompts import SPLIT_TURN_SEPARATOR
 from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
 from ipyagent.providers.errors import ProviderError
-from ipyagent.session.messages import text_of
+from ipyagent.session.messages import entry_to_message, text_of
 
 Notice = Callable[[str], None]
 
@@ -78,7 +78,7 @@ class Recording:
             if current is None:
                 continue
             if message and message.get("role") == "assistant":
-                current.assistant_messages.append(message)
+                current.assistant_messages.append(entry_to_message(entry))  # string content as a block
             elif message and message.get("role") == "toolResult":
                 current.tool_results[message.get("toolCallId")] = message
             elif entry.get("type") == "compaction":

@@ -22,7 +22,10 @@ __all__ = ["CliError", "build_parser", "command", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ipyagent import __version__
+
     parser = argparse.ArgumentParser(prog="ipyagent", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"ipyagent {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (configure, run_command) in COMMANDS.items():
         child = sub.add_parser(name, help=(run_command.__doc__ or "").strip().splitlines()[0]

@@ -8,9 +8,19 @@ its command modules and no module imports back up.
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
-__all__ = ["COMMANDS", "CliError", "Command", "budget_args", "command", "file_args", "load_session"]
+from ipyagent.compaction.settings import CompactionSettings
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
+
+__all__ = ["COMMANDS", "Budget", "CliError", "Command", "LoadedSession", "budget_args", "budget_of", "command",
+           "file_args", "load_session", "load_session_file"]
 
 Command = Callable[[argparse.Namespace], int]
 Configure = Callable[[argparse.ArgumentParser], None]
@@ -31,16 +41,94 @@ class CliError(Exception):
     pass
 
 
-def load_session(args: argparse.Namespace):
+@dataclass
+class LoadedSession:
+    """A session read for a command, with its name and the settings stored with it."""
+
+    session: Session
+    name: str | None  # the notebook's name for it, or the name a Pi session_info entry gave it
+    settings: dict[str, Any] = field(default_factory=dict)  # stored with a notebook's session
+
+
+def load_session(args: argparse.Namespace) -> Session:
+    return load_session_file(args).session
+
+
+def load_session_file(args: argparse.Namespace) -> LoadedSession:
+    """Read ``args.file`` (a notebook's session ``args.session``, or a Pi file) with ``args.estimator``.
+
+    A warning while reading (tiktoken missing or offline) is printed as one ``note:`` line.
+    """
     from ipyagent.core import Session
 
-    try:
-        return Session.from_file(args.file, estimator=getattr(args, "estimator", "chars4"),
-                                 **({"session": args.session} if getattr(args, "session", None) else {}))
-    except FileNotFoundError:
-        raise CliError(f"no such file: {args.file}")
-    except (OSError, ValueError) as exc:
-        raise CliError(f"cannot read {args.file}: {exc}")
+    estimator = getattr(args, "estimator", None) or "chars4"
+    path = Path(args.file)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if path.suffix == ".ipynb":
+                loaded = _load_notebook_session(path, getattr(args, "session", None), estimator)
+            else:
+                session = Session.from_file(path, estimator=estimator)
+                loaded = LoadedSession(session, _pi_session_name(session))
+        except FileNotFoundError:
+            raise CliError(f"no such file: {args.file}")
+        except (OSError, ValueError) as exc:
+            raise CliError(f"cannot read {args.file}: {exc}")
+    for warning in dict.fromkeys(str(w.message) for w in caught):
+        print(f"ipyagent {args.command}: note: {warning}", file=sys.stderr)
+    return loaded
+
+
+def _load_notebook_session(path: Path, name: str | None, estimator: str) -> LoadedSession:
+    from ipyagent.agent.config import upgrade_saved_settings
+    from ipyagent.notebook.ipynb import read_notebook, sessions_from_notebook
+
+    from ipyagent.session.tokens import make_estimator
+
+    sessions, _ = sessions_from_notebook(read_notebook(path), source=str(path))
+    name = sessions.resolve_name(name)
+    settings = upgrade_saved_settings(sessions.sessions[name].settings)
+    model = settings.get("model") if isinstance(settings.get("model"), str) else ""
+    session = sessions.to_session(name, estimator=make_estimator(estimator, model=model))  # its model's encoding
+    return LoadedSession(session, name, settings)
+
+
+def _pi_session_name(session: Session) -> str | None:
+    """The name the latest ``session_info`` entry gave a Pi session (``/name`` in Pi), if any."""
+    for entry in reversed(session.entries):
+        if entry.get("type") == "session_info" and isinstance(entry.get("name"), str):
+            return entry["name"] or None
+    return None
+
+
+@dataclass
+class Budget:
+    """The compaction settings and window for a command: its options, else what the session stored."""
+
+    settings: CompactionSettings
+    context_window: int | None
+    window_source: str  # "--context-window", "stored with the session" or "" (unknown)
+
+
+def budget_of(args: argparse.Namespace, stored: dict[str, Any]) -> Budget:
+    compaction = stored.get("compaction") if isinstance(stored.get("compaction"), dict) else {}
+    saved = CompactionSettings.from_dict({k: v for k, v in compaction.items() if _is_int(v) or k == "enabled"})
+    settings = CompactionSettings(
+        reserve_tokens=args.reserve_tokens if args.reserve_tokens is not None else saved.reserve_tokens,
+        keep_recent_tokens=args.keep_recent_tokens if args.keep_recent_tokens is not None
+        else saved.keep_recent_tokens,
+        enabled=bool(saved.enabled))
+    if args.context_window:
+        return Budget(settings, args.context_window, "--context-window")
+    window = stored.get("context_window")
+    if _is_int(window) and window > 0:
+        return Budget(settings, window, "stored with the session")
+    return Budget(settings, None, "")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def file_args(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +137,15 @@ def file_args(parser: argparse.ArgumentParser) -> None:
 
 
 def budget_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--estimator", choices=["chars4", "tiktoken"], default="chars4")
-    parser.add_argument("--reserve-tokens", type=int, default=16384)
-    parser.add_argument("--keep-recent-tokens", type=int, default=20000)
-    parser.add_argument("--context-window", type=int, help="the model's window, for the budget")
+    parser.add_argument("--estimator", choices=["chars4", "tiktoken"], default="chars4",
+                        help="how tokens after the last provider-reported usage are estimated: chars4 "
+                             "(Pi's chars/4, the default) or tiktoken")
+    parser.add_argument("--reserve-tokens", type=int, metavar="N",
+                        help="tokens kept free for the answer; compaction runs above window - N "
+                             "(default: the session's stored setting, else 16384)")
+    parser.add_argument("--keep-recent-tokens", type=int, metavar="N",
+                        help="tokens of recent work kept verbatim by a compaction "
+                             "(default: the session's stored setting, else 20000)")
+    parser.add_argument("--context-window", type=int, metavar="N",
+                        help="the model's context window in tokens, for the budget "
+                             "(default: the session's stored window)")

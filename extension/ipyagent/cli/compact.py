@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipyagent.cli.base import CliError, budget_args, command, file_args, load_session
+from ipyagent.cli.base import CliError, budget_args, budget_of, command, file_args, load_session_file
 from ipyagent.compaction.settings import CompactionSettings
 
 if TYPE_CHECKING:
@@ -30,8 +30,10 @@ def _configure_compact(parser: argparse.ArgumentParser) -> None:
 @command("compact", _configure_compact)
 def run_compact(args: argparse.Namespace) -> int:
     """Plan (--dry-run) or run a compaction of a session file or notebook."""
-    session = load_session(args)
-    settings = CompactionSettings(args.reserve_tokens, args.keep_recent_tokens)
+    loaded = load_session_file(args)
+    session = loaded.session
+    budget = budget_of(args, loaded.settings)  # the options, else the notebook's stored settings
+    settings = CompactionSettings(budget.settings.reserve_tokens, budget.settings.keep_recent_tokens)
     plan = session.prepare_compaction(settings)
     if args.dry_run:
         result = {"nothing_to_compact": True} if plan is None else plan.to_summary_dict()

@@ -11,30 +11,33 @@ import json
 import sys
 from typing import Any
 
-from ipyagent.cli.base import budget_args, command, file_args, load_session
-from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.cli.base import Budget, budget_args, budget_of, command, file_args, load_session_file
 
 
 def _configure_inspect(parser: argparse.ArgumentParser) -> None:
     file_args(parser)
     budget_args(parser)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
 @command("inspect", _configure_inspect)
 def run_inspect(args: argparse.Namespace) -> int:
     """Show a session's entries, path, compactions, context tokens and budget."""
-    session = load_session(args)
-    settings = CompactionSettings(args.reserve_tokens, args.keep_recent_tokens)
+    loaded = load_session_file(args)
+    session = loaded.session
+    budget = budget_of(args, loaded.settings)
     path = session.path()
     counts: dict[str, int] = {}
     for entry in session.entries:
-        key = entry["type"] if entry["type"] != "message" else "message:" + entry["message"].get("role", "?")
+        key = entry["type"] if entry["type"] != "message" else "message:" + str(entry["message"].get("role", "?"))
         counts[key] = counts.get(key, 0) + 1
     compactions = [{"id": e["id"], "tokensBefore": e.get("tokensBefore"), "firstKeptEntryId": e.get("firstKeptEntryId"),
                     "fromHook": bool(e.get("fromHook"))} for e in session.compactions()]
+    on_path = {c["id"] for c in compactions}
+    off_path = [e["id"] for e in session.entries if e.get("type") == "compaction" and e["id"] not in on_path]
     report: dict[str, Any] = {
         "session_id": session.header.get("id"),
+        "session_name": loaded.name,
         "entries": len(session),
         "entry_types": counts,
         "leaf": session.leaf_id,
@@ -42,29 +45,67 @@ def run_inspect(args: argparse.Namespace) -> int:
         "context_messages": len(session.build_context()),
         "context_tokens": session.context_tokens(),
         "estimator": session.estimator.name,
-        "compactions": compactions,
+        "compactions": compactions,  # those on the current path, oldest first
+        "compactions_off_path": off_path,  # on branches the leaf is not on
+        "set_aside_lines": len(session.set_aside),
         "problems": [str(p) for p in session.load_report.problems],
     }
-    if args.context_window:
-        threshold = args.context_window - settings.reserve_tokens
-        report["budget"] = {"context_window": args.context_window, "threshold": threshold,
-                            "reserve_tokens": settings.reserve_tokens,
-                            "percent": round(100 * report["context_tokens"] / args.context_window, 1),
-                            "would_compact": session.should_compact(args.context_window, settings)}
+    if budget.context_window:
+        report["budget"] = _budget_report(session, budget)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"session {report['session_id']}: {report['entries']} entries, leaf {report['leaf']}, "
+    _print_inspect(report, session)
+    return 0
+
+
+def _budget_report(session: Any, budget: Budget) -> dict[str, Any]:
+    window, settings = budget.context_window, budget.settings
+    assert window
+    threshold = window - settings.reserve_tokens
+    return {"context_window": window, "window_source": budget.window_source,
+            # never negative: with a reserve as large as the window every request compacts first
+            "threshold": max(threshold, 0), "reserve_exceeds_window": threshold <= 0,
+            "reserve_tokens": settings.reserve_tokens, "keep_recent_tokens": settings.keep_recent_tokens,
+            "auto_compact": settings.enabled,
+            "percent": round(100 * session.context_tokens() / window, 1),
+            "would_compact": session.should_compact(window, settings)}
+
+
+def _print_inspect(report: dict[str, Any], session: Any) -> None:
+    name = f"{report['session_name']!r} " if report["session_name"] else ""
+    print(f"session {name}{report['session_id']}: {report['entries']} entries, leaf {report['leaf']}, "
           f"path {report['path_length']} entries")
-    print("entry types: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    print(f"context: {report['context_messages']} messages, {report['context_tokens']:,} tokens ({session.estimator.name})")
+    print("entry types: " + ", ".join(f"{k} {v}" for k, v in sorted(report["entry_types"].items())))
+    print(f"context: {report['context_messages']} messages, {report['context_tokens']:,} tokens "
+          f"({report['estimator']})")
+    compactions, off_path = report["compactions"], report["compactions_off_path"]
+    if off_path:
+        total = len(compactions) + len(off_path)
+        print(f"{total} compactions, {len(compactions)} on this path (the other {len(off_path)} are on branches "
+              "the leaf is not on; the context uses the latest one on its path)")
     for c in compactions:
-        print(f"compaction {c['id']}: {c['tokensBefore']:,} tokens before, first kept {c['firstKeptEntryId']}"
+        before = f"{c['tokensBefore']:,}" if isinstance(c["tokensBefore"], (int, float)) else "?"
+        print(f"compaction {c['id']}: {before} tokens before, first kept {c['firstKeptEntryId']}"
               + (" (from a hook)" if c["fromHook"] else ""))
+    if report["set_aside_lines"]:
+        print(f"set aside: {report['set_aside_lines']} line(s) of the Pi file could not be loaded; "
+              "an export writes them back in their places")
     if "budget" in report:
         b = report["budget"]
-        print(f"budget: {b['percent']}% of {b['context_window']:,}; compacts above {b['threshold']:,}"
-              + (" — would compact now" if b["would_compact"] else ""))
+        source = f" ({b['window_source']})" if b["window_source"] else ""
+        line = f"budget: {b['percent']}% of {b['context_window']:,}{source}; "
+        if b["reserve_exceeds_window"]:
+            line += (f"the reserve ({b['reserve_tokens']:,} tokens) is not smaller than the window, "
+                     "so every request compacts first")
+        else:
+            line += f"compacts above {b['threshold']:,} (reserve {b['reserve_tokens']:,})"
+        if not b["auto_compact"]:
+            line += "; automatic compaction is off"
+        elif b["would_compact"]:
+            line += " — would compact now"
+        print(line)
+    else:
+        print("budget: no context window known (pass --context-window N)")
     if report["problems"]:
         print(session.load_report.summary(), file=sys.stderr)
-    return 0

@@ -34,9 +34,9 @@ def _read_sessions(path: Path):
     return nb, sessions, report
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, data: bytes) -> None:
     try:
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(data)
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc}")
 
@@ -91,7 +91,6 @@ def run_export(args: argparse.Namespace) -> int:
     """Export a notebook's session as a Pi session file or a Markdown transcript."""
     from ipyagent.notebook.journal import transcript_markdown
     from ipyagent.notebook.schema import SessionNotFound
-    from ipyagent.session.jsonl import dump_pi_jsonl
 
     path = Path(args.notebook)
     settings: dict = {}
@@ -116,17 +115,22 @@ def run_export(args: argparse.Namespace) -> int:
         report = session.load_report
     _warn_report(report)
     if args.format == "pi":
-        text = dump_pi_jsonl(session.header, session.entries)
+        # the lines set aside on import go back in their places, byte for byte
+        data = session.to_pi_jsonl_bytes()
         if session.entries and session.leaf_id != session.entries[-1]["id"]:
             print(f"note: the session's leaf {session.leaf_id} is not its last entry; Pi resumes a session "
                   f"file at its last entry ({session.entries[-1]['id']})", file=sys.stderr)
     else:
-        text = transcript_markdown(session, name, settings)
+        data = transcript_markdown(session, name, settings).encode("utf-8")
+    kept = f" and {len(session.set_aside)} set-aside line(s) in their places" if args.format == "pi" \
+        and session.set_aside else ""
     if args.output:
-        _write(Path(args.output), text)
-        print(f"exported session {name!r} ({len(session.entries)} entries) to {args.output}", file=sys.stderr)
+        _write(Path(args.output), data)
+        print(f"exported session {name!r} ({len(session.entries)} entries{kept}) to {args.output}", file=sys.stderr)
     else:
-        sys.stdout.write(text)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
     return 0
 
 
@@ -152,7 +156,7 @@ def _model_of(entries: list[dict]) -> dict:
 def run_import(args: argparse.Namespace) -> int:
     """Store a Pi session file as a session of a notebook (made if missing)."""
     from ipyagent.notebook.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
-    from ipyagent.notebook.schema import DEFAULT_SESSION, NotebookSessions, StoredSession
+    from ipyagent.notebook.schema import DEFAULT_SESSION, NotebookSessions
     from ipyagent.session.jsonl import read_pi_jsonl
 
     source = Path(args.session_file)
@@ -176,13 +180,14 @@ def run_import(args: argparse.Namespace) -> int:
     if replaced is not None and not args.force:
         raise CliError(f"{target} already holds a session named {name!r} ({len(replaced.entries)} entries); "
                        "choose another name with --session NAME, or replace it with --force")
-    leaf = entries[-1]["id"] if entries else None  # Pi resumes at the file's last entry
-    sessions.sessions[name] = StoredSession(header, leaf, _model_of(entries), entries)
-    sessions.active = name
+    sessions.store_pi_import(name, header, entries, report, _model_of(entries), source=source.name)
     try:
         write_notebook(target, write_sessions_into_notebook(nb, sessions))
     except OSError as exc:
         raise CliError(f"cannot write {target}: {exc}")
     verb = "replaced" if replaced is not None else "imported"
-    print(f"{verb} session {name!r}: {len(entries)} entries from {source} into {target}")
+    aside = len(report.set_aside)
+    print(f"{verb} session {name!r}: {len(entries)} entries from {source} into {target}"
+          + (f"; {aside} line(s) that could not be loaded are kept under metadata.ipyagent.set_aside "
+             "and written back by an export" if aside else ""))
     return 0

@@ -27,11 +27,12 @@ This module is light: ``comm`` is imported only when a bridge is opened.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from ipyagent.session import deep_json
 
 __all__ = [
     "PROTOCOL",
@@ -64,12 +65,22 @@ def receive_push(json_text: str, source: str = "unknown") -> None:
 
     Never raises: the request is silent, so an exception would go unseen; a malformed push is
     recorded in :func:`push_errors` instead. Several pushes before the notebook layer picks them up
-    (two tabs of one notebook both push after a restart) are merged by entry id.
+    (two tabs of one notebook both push after a restart) are merged by entry id. A part nested too
+    deeply for Python (a hostile entry) arrives as a marker holding its text, and the notebook
+    layer sets its entry aside; the rest loads.
     """
+    try:
+        _receive_push(json_text, source)
+    except Exception as exc:  # noqa: BLE001 - the request is silent: say it, never raise
+        with _lock:
+            _push_errors.append(f"push from {source}: could not be read ({type(exc).__name__}: {exc})")
+
+
+def _receive_push(json_text: str, source: str) -> None:
     global _pending
     try:
-        data = json.loads(json_text)
-    except (TypeError, ValueError) as exc:
+        data = deep_json.loads(json_text)
+    except (TypeError, ValueError, RecursionError) as exc:
         with _lock:
             _push_errors.append(f"push from {source}: not JSON ({exc})")
         return

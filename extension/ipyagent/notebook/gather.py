@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, NamedTuple
 
+from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry
 from ipyagent.session.ids import new_session_id
 from ipyagent.session.loading import LoadReport, sanitize_entries
@@ -110,6 +111,18 @@ def new_header() -> dict[str, Any]:
 # checking what comes from outside
 
 
+def _too_deep(value: Any) -> bool:
+    return isinstance(value, dict) and deep_json.nesting(value) > deep_json.MAX_NESTING
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a == b``, or False where the values nest too deeply for ``==`` (they are set aside anyway)."""
+    try:
+        return a == b
+    except RecursionError:
+        return False
+
+
 class CheckedSession(NamedTuple):
     """One session, gathered and checked: the fields of a :class:`~ipyagent.notebook.schema.StoredSession`."""
 
@@ -164,6 +177,8 @@ class Gather:
         self._names: list[str | None] = []  # the session of each report.set_aside item
 
     def _aside(self, session: str | None, where: str, message: str, raw: Any) -> None:
+        if deep_json.nesting(raw) > deep_json.MAX_NESTING:  # as text: too deep for Python's recursive code
+            raw = deep_json.dumps(raw)
         self.report.add(where, message, kept=False, raw=raw)
         self._names.append(session)
 
@@ -231,11 +246,15 @@ class Gather:
         header = data.get("header")
         if header is not None and not isinstance(header, dict):
             self._aside(name, f"{where}.header", f"must be a JSON object, not {type(header).__name__}", header)
+        elif _too_deep(header):
+            self._aside(name, f"{where}.header", f"nests more than {deep_json.MAX_NESTING} levels deep", header)
         elif isinstance(header, dict) and header and (newer or pending.header is None):
             pending.header = header  # an empty header or settings object means "not given"
         settings = data.get("settings")
         if settings is not None and not isinstance(settings, dict):
             self._aside(name, f"{where}.settings", f"must be a JSON object, not {type(settings).__name__}", settings)
+        elif _too_deep(settings):
+            self._aside(name, f"{where}.settings", f"nests more than {deep_json.MAX_NESTING} levels deep", settings)
         elif isinstance(settings, dict) and settings and (newer or not pending.settings):
             pending.settings = strip_secrets(settings)
             if len(pending.settings) != len(settings):
@@ -256,7 +275,7 @@ class Gather:
             label = f"{where}[{i}]"
             if isinstance(entry_id, str) and entry_id in by_id:
                 seen, seen_at = by_id[entry_id]
-                if seen == entry:
+                if _same(seen, entry):
                     if seen_at >= start:  # twice in one list: say so; across sources it is normal
                         self._note(f"{label} (id {entry_id})",
                                    "an identical copy of an earlier entry; one copy is kept")
@@ -309,13 +328,14 @@ class Gather:
             self._names.extend([name] * (len(self.report.set_aside) - before))
             leaf = pending.leaf
             ids = {e["id"] for e in entries}
+            # The stored leaf that cannot be used is set aside, so a rewrite (lift) never loses it.
             if leaf is not None and not isinstance(leaf, str):
-                self._note(pending.leaf_where, f"must be an entry id, not {type(leaf).__name__}; "
-                                               "the last entry is the leaf")
+                self._aside(name, pending.leaf_where, f"must be an entry id, not {type(leaf).__name__}; "
+                                                      "the last entry is the leaf", leaf)
                 leaf = entries[-1]["id"] if entries else None
             elif isinstance(leaf, str) and leaf not in ids:
-                self._note(pending.leaf_where, f"leaf {leaf!r} is not among the loaded entries; "
-                                               "the last entry is the leaf")
+                self._aside(name, pending.leaf_where, f"leaf {leaf!r} is not among the loaded entries; "
+                                                      "the last entry is the leaf", leaf)
                 leaf = entries[-1]["id"] if entries else None
             out[name] = CheckedSession(header, leaf, pending.settings, entries, pending.extra)
         return out

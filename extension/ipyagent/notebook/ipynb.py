@@ -19,6 +19,7 @@ from typing import Any
 from ipyagent.notebook.gather import Gather
 from ipyagent.notebook.journal import JOURNAL_MIME, journal_outputs
 from ipyagent.notebook.schema import DEFAULT_SESSION, METADATA_KEY, NotebookSessions
+from ipyagent.session import deep_json
 from ipyagent.session.loading import LoadReport
 
 __all__ = [
@@ -52,8 +53,10 @@ def read_notebook(path: str | Path) -> dict[str, Any]:
 
 
 def parse_notebook(text: str, source: str = "notebook") -> dict[str, Any]:
+    """The notebook in ``text``; a part nested too deeply for Python is held as a marker with its
+    text (:mod:`ipyagent.session.deep_json`), and written back as it was by :func:`dumps_notebook`."""
     try:
-        nb = json.loads(text)
+        nb = deep_json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise NotebookError(f"{source} is not valid JSON ({exc})") from None
     if not isinstance(nb, dict):
@@ -189,8 +192,9 @@ def _canonical(nb: dict[str, Any]) -> dict[str, Any]:
 
 
 def dumps_notebook(nb: dict[str, Any]) -> str:
-    """The notebook's text as nbformat writes it (indent 1, sorted keys, UTF-8 kept)."""
-    return json.dumps(_canonical(nb), indent=1, ensure_ascii=False) + "\n"
+    """The notebook's text as nbformat writes it (indent 1, sorted keys, UTF-8 kept); a part read
+    as a too-deep marker is written as its original text."""
+    return deep_json.restore_markers(json.dumps(_canonical(nb), indent=1, ensure_ascii=False)) + "\n"
 
 
 def write_notebook(path: str | Path, nb: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from ipyagent.agent.notebook_context import CELL_PROMPT_FIELD
 from ipyagent.notebook.schema import strip_secrets
+from ipyagent.session import deep_json
 
 __all__ = ["JOURNAL_MIME", "journal_bundle", "journal_outputs", "entry_line"]
 
@@ -65,7 +66,7 @@ def journal_outputs(nb: dict[str, Any], *, positions: bool = False) -> Iterator[
                 payload = "".join(payload)  # a writer that split it into lines
             if isinstance(payload, str):
                 try:
-                    payload = json.loads(payload)
+                    payload = deep_json.loads(payload)
                 except ValueError:
                     pass
             yield (cell_index, output_index, payload) if positions else (cell_index, payload)

@@ -41,7 +41,7 @@ def fork_point(session: Any, cell_id: str | None) -> tuple[bool, str | None]:
     for entry in reversed(session.path()):
         if (entry.get("type") == "message" and entry["message"].get("role") == "user"
                 and entry["message"].get("cellId") == cell_id):
-            return True, entry.get("parentId")
+            return True, session.parent_id(entry)
     return False, None
 
 

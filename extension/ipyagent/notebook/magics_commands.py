@@ -221,7 +221,7 @@ def tree_lines(session: Session) -> list[str]:
     for entry in session.entries:
         if entry.get("type") == "label":
             continue
-        children.setdefault(entry.get("parentId"), []).append(entry)
+        children.setdefault(session.parent_id(entry), []).append(entry)  # a missing parent: a root
     lines: list[str] = []
     stack: list[tuple[dict[str, Any], int]] = [(e, 0) for e in reversed(children.get(None, []))]
     while stack:
@@ -390,7 +390,10 @@ def agent_export(runtime: Any, rest: str) -> None:
     slot = runtime.slot()
     text = slot.session.to_pi_jsonl() if args.format == "pi" else session_markdown(slot.name, slot.session)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        if args.format == "pi":  # bytes: a set-aside line that is not UTF-8 goes back as it was
+            Path(args.output).write_bytes(slot.session.to_pi_jsonl_bytes())
+        else:
+            Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote {args.output} ({len(slot.session)} entries, {args.format})")
     else:
         print(text)

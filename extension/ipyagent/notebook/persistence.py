@@ -128,7 +128,7 @@ def merge_into(slot: SessionSlot, other: Session | list[dict[str, Any]]) -> int:
     report = LoadReport()
     entries = sanitize_entries(slot.session.entries + new, report)
     slot.session = Session(slot.session.header, entries, slot.session.leaf_id, estimator=slot.session.estimator,
-                           hooks=slot.session.hooks)
+                           hooks=slot.session.hooks, set_aside=slot.session.set_aside)
     return len(new)
 
 

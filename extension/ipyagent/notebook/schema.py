@@ -27,6 +27,7 @@ from ipyagent.notebook.gather import (
     strip_secrets,
 )
 from ipyagent.session.entries import Entry
+from ipyagent.session.jsonl import is_pi_line
 from ipyagent.session.loading import LoadReport
 
 __all__ = [
@@ -206,7 +207,31 @@ class NotebookSessions:
         name = self.resolve_name(name)
         stored = self.sessions[name]
         session_kwargs.setdefault("report", self.report)
+        session_kwargs.setdefault("set_aside", self.pi_lines(name))
         return Session(dict(stored.header), list(stored.entries), stored.leaf, **session_kwargs)
+
+    def pi_lines(self, name: str) -> list[dict[str, Any]]:
+        """The lines of a Pi file imported as session ``name`` that were set aside (in file order)."""
+        return [item for item in self.set_aside if item.get("session") == name and is_pi_line(item)]
+
+    def store_pi_import(self, name: str, header: dict[str, Any], entries: list[Entry], report: LoadReport,
+                        settings: dict[str, Any] | None = None, source: str = "") -> None:
+        """Store a Pi file's session (``parse_pi_jsonl``'s result) as session ``name``, made active.
+
+        A session of that name is replaced, with the lines set aside when it was imported. The
+        lines set aside now are kept under ``set_aside`` (each with this session's name), so an
+        export writes them back in their places.
+        """
+        self.set_aside = [item for item in self.set_aside
+                          if not (item.get("session") == name and is_pi_line(item))]
+        for item in report.set_aside:
+            record = {"session": name, **item}
+            if source:
+                record.setdefault("source", source)
+            self.set_aside.append(record)
+        leaf = entries[-1]["id"] if entries else None  # Pi resumes at the file's last entry
+        self.sessions[name] = StoredSession(header, leaf, strip_secrets(settings or {}), entries)
+        self.active = name
 
     def resolve_name(self, name: str | None = None) -> str:
         """``name`` if stored, else the active session; raises :class:`SessionNotFound`."""

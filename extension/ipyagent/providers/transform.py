@@ -67,7 +67,10 @@ def prepare_history(messages: list[dict[str, Any]], *, api: str, provider: str, 
             scope = {}
             same = _same_model(message, api, provider, model)
             content: list[dict[str, Any]] = []
-            for block in message.get("content") or []:
+            blocks = message.get("content") or []
+            if isinstance(blocks, str):  # as Pi's session files may hold it
+                blocks = [{"type": "text", "text": blocks}]
+            for block in blocks:
                 kind = block.get("type")
                 if kind == "text":
                     if block.get("text"):

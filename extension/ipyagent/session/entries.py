@@ -34,7 +34,6 @@ _REQUIRED: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
     "custom_message": (("customType", (str,)),),
     "custom": (("customType", (str,)),),
     "label": (("targetId", (str,)),),
-    "model_change": (("modelId", (str,)),),
     "thinking_level_change": (("thinkingLevel", (str,)),),
 }
 
@@ -60,10 +59,11 @@ def shape_problem(entry: Any) -> str | None:
         content = entry["message"].get("content")
         if role in ("user", "assistant", "toolResult") and not isinstance(content, (str, list)):
             return f"a {role} message needs 'content' (a string or a list of blocks)"
-        if role == "assistant" and not isinstance(content, list):
-            return "an assistant message's content must be a list of blocks"
-        if role == "toolResult" and not isinstance(entry["message"].get("toolCallId"), str):
-            return "a toolResult message needs 'toolCallId'"
+        # Pi reads an assistant message whose content is a string, a toolResult without
+        # 'toolCallId' and a model_change without 'modelId', so they load here too.
+        if role == "toolResult" and entry["message"].get("toolCallId") is not None \
+                and not isinstance(entry["message"]["toolCallId"], str):
+            return "a toolResult message's 'toolCallId' must be a string"
         return _message_fields_problem(entry["message"], content)
     if kind == "custom_message":
         content = entry.get("content")

@@ -1,50 +1,99 @@
-"""Pi session files (JSONL): import with migrations and a problem report, export without loss."""
+"""Pi session files (JSONL): import with migrations and a problem report, export without loss.
+
+Reading is line by line, as Pi does: a line that cannot be used (not UTF-8, not JSON, nested too
+deeply, a wrong shape, a duplicate id Pi would not use) is reported and *set aside* with its
+text, its line number and its place among the entries (``after``: the id of the entry before it;
+``before_header`` for a line above the header). Export writes every set-aside line back, byte for
+byte, in that place, so import → export loses nothing: a file is rewritten as it was read.
+"""
 
 from __future__ import annotations
 
+import base64
+import bisect
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from ipyagent.session.entries import Entry
 from ipyagent.session.ids import iso_now, new_entry_id, new_session_id
 from ipyagent.session.loading import LoadReport, sanitize_entries
 from ipyagent.session.tokens import js_json
 
+__all__ = ["CURRENT_VERSION", "dump_pi_jsonl", "is_pi_line", "migrate", "parse_pi_jsonl", "pi_jsonl_bytes",
+           "read_pi_jsonl", "write_pi_jsonl"]
+
 CURRENT_VERSION = 3
 
 
-def parse_pi_jsonl(text: str, source: str = "") -> tuple[dict[str, Any], list[Entry], LoadReport]:
-    """Header, usable entries and the report for the text of a Pi session file."""
+def _new_header() -> dict[str, Any]:
+    return {"type": "session", "version": CURRENT_VERSION, "id": new_session_id(), "timestamp": iso_now(), "cwd": ""}
+
+
+def _lines(data: str | bytes) -> Iterator[tuple[int, str, bytes | None]]:
+    """(number, text, the bytes when they are not UTF-8) of every line that is not blank.
+
+    Only "\n" ends a line: JSON.stringify leaves U+2028/U+2029/U+0085 raw inside strings, and
+    str.splitlines() would break a line at them.
+    """
+    if isinstance(data, str):
+        for number, line in enumerate(data.split("\n"), start=1):
+            if line.strip():
+                yield number, line, None
+        return
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield number, raw.decode("utf-8"), None
+        except UnicodeDecodeError:
+            yield number, raw.decode("utf-8", errors="replace"), raw
+
+
+def parse_pi_jsonl(data: str | bytes, source: str = "") -> tuple[dict[str, Any], list[Entry], LoadReport]:
+    """Header, usable entries and the report for a Pi session file's text (or bytes).
+
+    Every line set aside is in ``report.set_aside`` with ``line``, ``raw`` (its text; for a line
+    that is not UTF-8 also ``raw_base64``, its bytes) and its place (``after`` / ``before_header``).
+    """
     report = LoadReport(source=source)
     header: dict[str, Any] | None = None
+    header_line: int | None = None
     raw: list[Any] = []
     lines: list[int] = []
-    sizes: list[int] = []
-    # Only "\n" ends a line: JSON.stringify leaves U+2028/U+2029/U+0085 raw inside strings,
-    # and str.splitlines() would break a line at them.
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
+    texts: list[str] = []
+    for number, line, undecodable in _lines(data):
+        where = f"line {number}"
+        if undecodable is not None:
+            bad = _first_bad_byte(undecodable)
+            report.add(where, f"not valid UTF-8 (byte 0x{undecodable[bad]:02x} at column {bad + 1})", kept=False,
+                       raw=line, line=number, raw_base64=base64.b64encode(undecodable).decode("ascii"))
             continue
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            report.add(f"line {number}", f"not valid JSON ({exc.msg} at column {exc.colno})", kept=False, raw=line)
+            report.add(where, f"not valid JSON ({exc.msg} at column {exc.colno})", kept=False, raw=line, line=number)
+            continue
+        except RecursionError:
+            report.add(where, "nested too deeply to read (a JSON value inside thousands of levels of brackets)",
+                       kept=False, raw=line, line=number)
+            continue
+        if isinstance(value, dict) and value.get("type") == "session":
+            if header is None and not raw:
+                header, header_line = value, number
+            else:
+                report.add(where, "a second session header; Pi reads only the first", kept=False, raw=line,
+                           line=number)
             continue
         if header is None and not raw:
-            if isinstance(value, dict) and value.get("type") == "session":
-                header = value
-                continue
-            report.add(f"line {number}", "the first line is not a session header; a new header was made",
+            report.add(where, "the file has no session header (Pi would not open it); a new header was made",
                        kept=True)
-            header = {"type": "session", "version": CURRENT_VERSION, "id": new_session_id(),
-                      "timestamp": iso_now(), "cwd": ""}
+            header = _new_header()
         raw.append(value)
         lines.append(number)
-        sizes.append(len(line))
+        texts.append(line)
     if header is None:
-        header = {"type": "session", "version": CURRENT_VERSION, "id": new_session_id(),
-                  "timestamp": iso_now(), "cwd": ""}
+        header = _new_header()
         if not raw:
             report.add("file", "no session header and no entries", kept=True)
     if not isinstance(header.get("id"), str):
@@ -58,8 +107,45 @@ def parse_pi_jsonl(text: str, source: str = "") -> tuple[dict[str, Any], list[En
     if version < CURRENT_VERSION:
         report.migrated_from = version
         raw = migrate(header, raw)
-    entries = sanitize_entries(raw, report, where=lambda i: f"line {lines[i]}", sizes=sizes)
+    first_aside = len(report.set_aside)
+    entries = sanitize_entries(raw, report, where=lambda i: f"line {lines[i]}", sizes=[len(t) for t in texts],
+                               aside=lambda i: {"raw": texts[i], "line": lines[i]})
+    aside_lines = {item["line"] for item in report.set_aside[first_aside:]}
+    kept_lines = [number for number in lines if number not in aside_lines]
+    _place(report.set_aside, header_line, kept_lines, [e["id"] for e in entries])
+    # in file order (lines that are not JSON were found before the checks of the rest)
+    report.problems.sort(key=lambda p: _line_number(p.where))
+    report.set_aside.sort(key=lambda item: item["line"])
     return header, entries, report
+
+
+def _line_number(where: str) -> int:
+    """12 for "line 12 (id …)"; 0 for "header" and "file"."""
+    parts = where.split()
+    return int(parts[1]) if len(parts) > 1 and parts[0] == "line" and parts[1].isdigit() else 0
+
+
+def _first_bad_byte(line: bytes) -> int:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return 0
+
+
+def _place(items: list[dict[str, Any]], header_line: int | None, kept_lines: list[int], kept_ids: list[str]) -> None:
+    """Give every set-aside line its place among the entries: ``after`` the id of the kept entry
+    above it (None: right after the header), or ``before_header``."""
+    for item in items:
+        number = item.get("line")
+        if not isinstance(number, int):
+            continue
+        if header_line is not None and number < header_line:
+            item["after"] = None
+            item["before_header"] = True
+            continue
+        above = bisect.bisect_left(kept_lines, number)
+        item["after"] = kept_ids[above - 1] if above else None
 
 
 def migrate(header: dict[str, Any], raw: list[Any]) -> list[Any]:
@@ -92,14 +178,59 @@ def migrate(header: dict[str, Any], raw: list[Any]) -> list[Any]:
     return raw
 
 
-def dump_pi_jsonl(header: dict[str, Any], entries: list[Entry]) -> str:
-    return "".join(js_json(value) + "\n" for value in [header, *entries])
+def is_pi_line(item: Any) -> bool:
+    """Whether a set-aside record is a line of a Pi session file (written back on export)."""
+    return isinstance(item, dict) and isinstance(item.get("line"), int) and not isinstance(item.get("line"), bool) \
+        and isinstance(item.get("raw"), str)
+
+
+def _line_bytes(item: dict[str, Any]) -> bytes:
+    if isinstance(item.get("raw_base64"), str):
+        try:
+            return base64.b64decode(item["raw_base64"], validate=True)
+        except ValueError:
+            pass
+    return item["raw"].encode("utf-8", errors="replace")
+
+
+def _pieces(header: dict[str, Any], entries: list[Entry], set_aside: Iterable[Any]) -> Iterator[str | bytes]:
+    """The file's lines in order: set-aside lines (as bytes) in their places among the entries."""
+    lines = sorted((item for item in set_aside if is_pi_line(item)), key=lambda item: item["line"])
+    before = [item for item in lines if item.get("before_header")]
+    after: dict[Any, list[dict[str, Any]]] = {}
+    for item in lines:
+        if not item.get("before_header"):
+            after.setdefault(item.get("after"), []).append(item)
+    for item in before:
+        yield _line_bytes(item)
+    yield js_json(header)
+    for item in after.pop(None, []):
+        yield _line_bytes(item)
+    for entry in entries:
+        yield js_json(entry)
+        for item in after.pop(entry["id"], []):
+            yield _line_bytes(item)
+    for items in after.values():  # placed after an entry this session no longer holds: at the end
+        for item in items:
+            yield _line_bytes(item)
+
+
+def pi_jsonl_bytes(header: dict[str, Any], entries: list[Entry], set_aside: Iterable[Any] = ()) -> bytes:
+    """The Pi session file: the header, the entries and the set-aside lines in their places."""
+    return b"".join((p if isinstance(p, bytes) else p.encode("utf-8")) + b"\n"
+                    for p in _pieces(header, entries, set_aside))
+
+
+def dump_pi_jsonl(header: dict[str, Any], entries: list[Entry], set_aside: Iterable[Any] = ()) -> str:
+    """:func:`pi_jsonl_bytes` as text (a set-aside line that is not UTF-8 shows U+FFFD for its bad bytes)."""
+    return "".join((p.decode("utf-8", errors="replace") if isinstance(p, bytes) else p) + "\n"
+                   for p in _pieces(header, entries, set_aside))
 
 
 def read_pi_jsonl(path: str | Path) -> tuple[dict[str, Any], list[Entry], LoadReport]:
     path = Path(path)
-    return parse_pi_jsonl(path.read_text(encoding="utf-8"), source=str(path))
+    return parse_pi_jsonl(path.read_bytes(), source=str(path))
 
 
-def write_pi_jsonl(path: str | Path, header: dict[str, Any], entries: list[Entry]) -> None:
-    Path(path).write_text(dump_pi_jsonl(header, entries), encoding="utf-8")
+def write_pi_jsonl(path: str | Path, header: dict[str, Any], entries: list[Entry], set_aside: Iterable[Any] = ()) -> None:
+    Path(path).write_bytes(pi_jsonl_bytes(header, entries, set_aside))

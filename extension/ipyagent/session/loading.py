@@ -1,15 +1,18 @@
 """Loading entries from outside (a Pi JSONL file, notebook metadata): check, report, keep.
 
 Nothing is dropped silently. Every problem is reported with the line or entry it concerns;
-what can be kept is kept (an orphan becomes a root, as in Pi's tree), and what cannot is set
-aside in the report together with its raw text.
+what can be kept is kept, and what cannot is set aside in the report together with its raw
+text. Where Pi has a rule, it is Pi's: of several entries with one id the last one is used, and
+an entry whose parent is missing keeps its ``parentId`` and is a root of the tree (Pi's
+``getBranch`` stops there).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
+from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry, shape_problem
 from ipyagent.session.ids import new_entry_id
 
@@ -37,10 +40,12 @@ class LoadReport:
     def ok(self) -> bool:
         return not self.problems
 
-    def add(self, where: str, message: str, *, kept: bool, raw: Any = None) -> None:
+    def add(self, where: str, message: str, *, kept: bool, raw: Any = None, **extra: Any) -> None:
+        """Record a problem; one that is not ``kept`` also goes to :attr:`set_aside` with ``raw``
+        (and ``extra``, e.g. where a Pi line was, so that an export can write it back)."""
         self.problems.append(Problem(where, message, kept))
         if not kept:
-            self.set_aside.append({"where": where, "reason": message, "raw": raw})
+            self.set_aside.append({"where": where, "reason": message, "raw": raw, **extra})
 
     def summary(self) -> str:
         if self.ok:
@@ -52,38 +57,69 @@ class LoadReport:
         return "\n".join(lines)
 
 
+_TOO_DEEP = f"entry nests more than {deep_json.MAX_NESTING} levels deep"
+
+
+def _entry_problem(entry: Any, size: int) -> str | None:
+    if size > MAX_ENTRY_CHARS:
+        return f"entry is {size:,} characters, over the {MAX_ENTRY_CHARS:,} limit"
+    if deep_json.nesting(entry) > deep_json.MAX_NESTING:
+        return _TOO_DEEP
+    return shape_problem(entry)
+
+
 def sanitize_entries(raw_entries: list[Any], report: LoadReport, where=lambda i: f"entry {i + 1}",
-                     sizes: list[int] | None = None) -> list[Entry]:
-    """Check shapes, ids, parents and cycles; return the entries that can be used, in order."""
+                     sizes: list[int] | None = None,
+                     aside: Callable[[int], dict[str, Any]] | None = None) -> list[Entry]:
+    """Check sizes, nesting, shapes, ids, parents and cycles; return the usable entries, in order.
+
+    ``aside(i)`` gives the fields of the set-aside record of ``raw_entries[i]`` (``{"raw": ...}``
+    and anything more; default: the entry itself as ``raw``, or as JSON text when it nests too
+    deeply to be handled as data).
+    """
+    def set_aside(i: int, label: str, message: str, entry: Any) -> None:
+        fields = aside(i) if aside is not None else {"raw": entry}
+        report.add(label, message, kept=False, **fields)
+
+    problems: list[str | None] = [_entry_problem(entry, sizes[i] if sizes is not None else 0)
+                                  for i, entry in enumerate(raw_entries)]
+    # Pi indexes entries by id as it reads them, so of several entries with one id the last one counts.
+    last: dict[str, int] = {}
+    for i, entry in enumerate(raw_entries):
+        if problems[i] is None and isinstance(entry.get("id"), str) and entry["id"]:
+            last[entry["id"]] = i
+    # a new id must not match a kept id, nor a missing parent (that would adopt its children)
+    ids: set[str] = set(last) | {e["parentId"] for i, e in enumerate(raw_entries)
+                                 if problems[i] is None and isinstance(e.get("parentId"), str)}
     kept: list[Entry] = []
-    ids: set[str] = set()
     positions: dict[str, int] = {}  # id -> index in raw_entries, so problems name the right line
     for i, entry in enumerate(raw_entries):
         label = where(i)
-        if sizes is not None and sizes[i] > MAX_ENTRY_CHARS:
-            report.add(label, f"entry is {sizes[i]:,} characters, over the {MAX_ENTRY_CHARS:,} limit",
-                       kept=False, raw=entry)
+        problem = problems[i]
+        if problem == _TOO_DEEP and aside is None:
+            # as JSON text: Python's recursive code (copy, ==, json) cannot take it as data
+            report.add(label, problem + "; kept as JSON text", kept=False, raw=deep_json.dumps(entry))
             continue
-        problem = shape_problem(entry)
-        if problem:
-            report.add(label, problem, kept=False, raw=entry)
+        if problem is not None:
+            set_aside(i, label, problem, entry)
             continue
         entry_id = entry.get("id")
         if not isinstance(entry_id, str) or not entry_id:
             entry = dict(entry, id=new_entry_id(ids))
+            ids.add(entry["id"])
             report.add(label, f"entry has no id; gave it {entry['id']}", kept=True)
-        elif entry_id in ids:
-            report.add(f"{label} (id {entry_id})", "duplicate id; the first entry with this id is kept",
-                       kept=False, raw=entry)
+        elif last[entry_id] != i:
+            set_aside(i, f"{label} (id {entry_id})",
+                      f"duplicate id; the last entry with this id ({where(last[entry_id])}) is used, as Pi does",
+                      entry)
             continue
-        ids.add(entry["id"])
         positions[entry["id"]] = i
         kept.append(entry)
-    return _break_cycles_and_orphans(kept, report, where, positions)
+    return _break_cycles(kept, report, where, positions, set_aside)
 
 
-def _break_cycles_and_orphans(entries: list[Entry], report: LoadReport, where,
-                              position: dict[str, int]) -> list[Entry]:
+def _break_cycles(entries: list[Entry], report: LoadReport, where, position: dict[str, int],
+                  set_aside: Callable[[int, str, str, Any], None]) -> list[Entry]:
     by_id = {e["id"]: e for e in entries}
     in_cycle: set[str] = set()
     state: dict[str, int] = {}  # 1 = being walked, 2 = known fine
@@ -102,11 +138,11 @@ def _break_cycles_and_orphans(entries: list[Entry], report: LoadReport, where,
     for entry in entries:
         label = f"{where(position[entry['id']])} (id {entry['id']})"
         if entry["id"] in in_cycle:
-            report.add(label, "its parent chain loops back to itself (a cycle)", kept=False, raw=entry)
+            set_aside(position[entry["id"]], label, "its parent chain loops back to itself (a cycle)", entry)
             continue
         parent = entry.get("parentId")
         if parent is not None and (parent not in by_id or parent in in_cycle):
-            report.add(label, f"parent {parent!r} is missing; the entry is kept as a root", kept=True)
-            entry = dict(entry, parentId=None)
+            report.add(label, f"parent {parent!r} is missing; the entry is kept as a root (its parentId is "
+                              "kept as it is, as Pi does)", kept=True)
         result.append(entry)
     return result

@@ -199,13 +199,17 @@ class TiktokenEstimator:
                 continue
             self.encoding_name = name
             if name != wanted:
-                warnings.warn(f"tiktoken could not load {wanted} ({_short(first_error)}); counting with {name}",
-                              RuntimeWarning, stacklevel=3)
+                warnings.warn(f"tiktoken could not load the {wanted} encoding ({_reason(first_error)}), "
+                              f"so tokens are counted with {name} instead.", RuntimeWarning, stacklevel=3)
             return
         self._fallback = Chars4Estimator()
         self.name = "tiktoken(fallback:chars4)"
-        warnings.warn(f"tiktoken could not load the {wanted} encoding ({_short(first_error)}); "
-                      "estimating tokens with chars/4 instead", RuntimeWarning, stacklevel=3)
+        if isinstance(first_error, ImportError):
+            message = "tiktoken is not installed, so tokens are estimated with chars/4 instead (pip install tiktoken)."
+        else:
+            message = (f"tiktoken could not load the {wanted} encoding ({_reason(first_error)}), "
+                       "so tokens are estimated with chars/4 instead.")
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     @property
     def fell_back(self) -> bool:
@@ -262,9 +266,12 @@ class ScaledEstimator:
         return math.ceil(self.inner.estimate(message) * self.factor)
 
 
-def _short(exc: BaseException | None) -> str:
-    text = f"{type(exc).__name__}: {exc}" if exc else "unknown error"
-    return text if len(text) < 160 else text[:157] + "..."
+def _reason(exc: BaseException | None) -> str:
+    """Why an encoding did not load, in a few words (tiktoken downloads encodings on first use)."""
+    if isinstance(exc, OSError):  # requests' ConnectionError and timeouts are OSErrors
+        return "it is downloaded on first use, and the download failed"
+    text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}" if exc else "unknown error"
+    return text if len(text) < 100 else text[:97] + "..."
 
 
 def encoding_for_model(model: str) -> str:

@@ -25,6 +25,9 @@ class SessionTree:
 
     Entries are never modified or removed. ``append`` adds a child of the leaf and moves the leaf
     to it; ``branch`` moves the leaf to any entry (the next append records the branch).
+
+    An entry whose ``parentId`` names no entry here (its parent was set aside on load) is a root,
+    as in Pi's tree; its ``parentId`` stays as written, so an export loses nothing.
     """
 
     def __init__(self, header: dict[str, Any] | None = None, entries: Iterable[Entry] = (),
@@ -39,6 +42,9 @@ class SessionTree:
         self._context: ContextState | None = None
         for entry in entries:
             self._store(entry)
+        # parents that are missing: a new entry never takes such an id (it would adopt the orphans)
+        self._missing_parents: set[str] = {
+            e["parentId"] for e in self.entries if isinstance(e.get("parentId"), str) and e["parentId"] not in self._by_id}
         self.leaf_id: str | None = leaf_id if leaf_id in self._by_id else (
             self.entries[-1]["id"] if self.entries else None)
 
@@ -56,7 +62,15 @@ class SessionTree:
     def get(self, entry_id: str) -> Entry | None:
         return self._by_id.get(entry_id)
 
+    def parent_id(self, entry: Entry) -> str | None:
+        """The id of ``entry``'s parent in this session (None for a root, also one whose parent is missing)."""
+        parent = entry.get("parentId")
+        return parent if parent is not None and parent in self._by_id else None
+
     def children(self, entry_id: str | None) -> list[Entry]:
+        """The entries under ``entry_id``; ``None``: the roots (with the entries whose parent is missing)."""
+        if entry_id is None:
+            return [e for e in self.entries if self.parent_id(e) is None]
         return [e for e in self.entries if e.get("parentId") == entry_id]
 
     def path(self, leaf_id: str | None = ...) -> list[Entry]:  # type: ignore[assignment]
@@ -108,6 +122,8 @@ class SessionTree:
         entry = copy.deepcopy(entry)
         if "id" not in entry or entry["id"] is None:
             entry["id"] = new_entry_id(self._by_id)
+            while entry["id"] in self._missing_parents:
+                entry["id"] = new_entry_id(self._by_id)
         elif not isinstance(entry["id"], str) or not entry["id"]:
             raise SessionError("cannot append: 'id' must be a non-empty string")
         elif entry["id"] in self._by_id:

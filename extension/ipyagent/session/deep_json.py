@@ -1,0 +1,145 @@
+"""JSON from outside that may be nested too deeply for Python's recursive code.
+
+``json.loads``, ``copy.deepcopy``, ``==`` on dicts and the indenting JSON encoder recurse once per
+level of nesting, so one value nested a thousand levels deep raises ``RecursionError`` (Pi's
+``JSON.parse`` reads a line of 100,000 nested lists without complaint, so such a line can sit in
+a Pi session file). Everything read from outside goes through these helpers:
+
+- :func:`nesting` measures a value without recursion; an entry nested deeper than
+  :data:`MAX_NESTING` is set aside, never loaded;
+- :func:`loads` reads a whole document (a notebook, a frontend's push) even when part of it is
+  nested too deeply for ``json.loads``: each too-deep part becomes a *marker*,
+  ``{"$ipyagent.too_deep": "<its original text>"}``, so the rest loads and the part is kept;
+- :func:`dumps` writes a value as compact JSON without recursion, and writes each marker back as
+  the original text it holds (:func:`restore_markers` does the same on JSON text).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+__all__ = ["MAX_NESTING", "TOO_DEEP", "dumps", "loads", "nesting", "restore_markers"]
+
+MAX_NESTING = 200  # an entry nested deeper than this is set aside (Pi's own entries nest about 10 deep)
+TOO_DEEP = "$ipyagent.too_deep"
+# How deep :func:`loads` lets a document nest before it turns the rest into markers: deep enough
+# that an entry holding a marker (at most 9 levels down a notebook) is still over MAX_NESTING.
+DOCUMENT_NESTING = MAX_NESTING + 50
+
+_CONTAINERS = (dict, list)
+
+
+def nesting(value: Any, limit: int = MAX_NESTING) -> int:
+    """How deeply ``value`` nests (a scalar 0, ``[]`` 1, ``[{}]`` 2); counting stops above ``limit``."""
+    deepest = 0
+    stack = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, level = pop()
+        kind = type(item)
+        if kind is dict:
+            children = item.values()
+        elif kind is list:
+            children = item
+        else:
+            continue
+        if level > deepest:
+            deepest = level
+            if deepest > limit:
+                return deepest
+        for child in children:
+            if type(child) in _CONTAINERS:
+                push((child, level + 1))
+    return deepest
+
+
+# A JSON string (unrolled, so long strings cost no backtracking) or one bracket.
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+
+
+def loads(text: str | bytes, max_nesting: int = DOCUMENT_NESTING) -> Any:
+    """``json.loads``, except that containers nested deeper than ``max_nesting`` become markers
+    holding their original text (only when ``json.loads`` itself gives up with a RecursionError).
+
+    Raises ``ValueError`` (``json.JSONDecodeError``) for text that is not JSON, as ``json.loads``.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        pass
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    pieces: list[str] = []
+    depth, start, last = 0, -1, 0
+    for match in _TOKEN.finditer(text):
+        char = text[match.start()]
+        if char == '"':
+            continue
+        if char in "[{":
+            depth += 1
+            if depth == max_nesting + 1:
+                start = match.start()
+        else:
+            if depth == max_nesting + 1 and start >= 0:
+                pieces += [text[last:start], _marker_text(text[start:match.end()])]
+                last, start = match.end(), -1
+            depth -= 1
+    pieces.append(text[last:])
+    return json.loads("".join(pieces))
+
+
+def _marker_text(raw: str) -> str:
+    return '{"' + TOO_DEEP + '":' + json.dumps(raw, ensure_ascii=False) + "}"
+
+
+def is_marker(value: Any) -> bool:
+    return type(value) is dict and len(value) == 1 and type(value.get(TOO_DEEP)) is str
+
+
+class _Text(str):
+    """JSON text to write as it is (a plain ``str`` on the stack is a value to encode)."""
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON for ``value`` (non-ASCII kept), however deeply it nests; markers are written
+    as the original text they hold."""
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is _Text:
+            out.append(item)
+        elif kind is dict:
+            if is_marker(item):
+                out.append(item[TOO_DEEP])
+                continue
+            tasks: list[Any] = [_Text("{")]
+            for key, child in item.items():
+                tasks += [_Text(("," if len(tasks) > 1 else "") + json.dumps(str(key), ensure_ascii=False) + ":"),
+                          child]
+            tasks.append(_Text("}"))
+            stack.extend(reversed(tasks))
+        elif kind is list:
+            tasks = [_Text("[")]
+            for child in item:
+                if len(tasks) > 1:
+                    tasks.append(_Text(","))
+                tasks.append(child)
+            tasks.append(_Text("]"))
+            stack.extend(reversed(tasks))
+        else:
+            out.append(json.dumps(item, ensure_ascii=False))
+    return "".join(out)
+
+
+_MARKER_JSON = re.compile(r'\{\s*"' + re.escape(TOO_DEEP) + r'"\s*:\s*("[^"\\]*(?:\\.[^"\\]*)*")\s*\}')
+
+
+def restore_markers(text: str) -> str:
+    """JSON text with every marker replaced by the original text it holds (a no-op without one)."""
+    if TOO_DEEP not in text:
+        return text
+    return _MARKER_JSON.sub(lambda m: json.loads(m.group(1)), text)
