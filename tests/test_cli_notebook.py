@@ -16,6 +16,7 @@ from ipyagent.notebook.journal import journal_bundle
 from ipyagent.notebook.schema import NotebookSessions, StoredSession
 from ipyagent.session.jsonl import dump_pi_jsonl
 from ipyagent.session.messages import tool_call_block, tool_result_message, user_message
+from support.corrupt import corrupt_pi_file
 from support.sessiongen import generate_session
 from conftest import chain
 
@@ -289,3 +290,61 @@ def test_a_journal_written_by_a_real_kernel_and_saved_by_nbclient_lifts(tmp_path
     stored = read_notebook(path)["metadata"]["ipyagent"]["sessions"]["default"]
     assert stored["entries"] == entries and stored["leaf"] == "00000002" and stored["settings"] == {"model": "m"}
     assert Session.from_file(path).leaf_id == "00000002"
+
+
+# ---- damaged Pi files: nothing lost --------------------------------------------------------------
+
+
+def test_a_damaged_pi_file_comes_back_byte_for_byte_through_the_console_script(tmp_path):
+    data, _ = corrupt_pi_file(3, n_entries=80, kinds=("deep", "bad_bytes", "duplicate", "missing_parent", "garbage",
+                                                       "pi_accepts"))
+    damaged, nb, back = tmp_path / "damaged.jsonl", tmp_path / "nb.ipynb", tmp_path / "back.jsonl"
+    damaged.write_bytes(data)
+
+    def ipyagent(*argv):
+        return subprocess.run([sys.executable, "-m", "ipyagent", *map(str, argv)], capture_output=True,
+                              timeout=120)
+
+    for argv in (["inspect", damaged], ["compact", damaged, "--dry-run", "--json"]):
+        done = ipyagent(*argv)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr and b"set aside" in done.stderr
+    done = ipyagent("import", damaged, nb)
+    assert done.returncode == 0 and b"kept under metadata.ipyagent.set_aside" in done.stdout
+    stored = read_notebook(nb)["metadata"]["ipyagent"]
+    assert stored["set_aside"] and all(item["session"] == "default" for item in stored["set_aside"])
+    done = ipyagent("export", nb, "--format", "pi", "-o", back)
+    assert done.returncode == 0 and b"set-aside line(s) in their places" in done.stderr
+    assert back.read_bytes() == data  # every line, in its place, the bad bytes and the parentIds as they were
+    done = ipyagent("export", damaged, "--format", "pi")  # straight from the Pi file, to standard output
+    assert done.returncode == 0 and done.stdout == data
+    done = ipyagent("inspect", nb)
+    assert done.returncode == 0 and b"line(s) of the Pi file could not be loaded" in done.stdout
+
+
+def test_import_force_replaces_the_set_aside_lines_of_the_session_it_replaces(tmp_path, capsys):
+    damaged, clean, nb = tmp_path / "damaged.jsonl", tmp_path / "clean.jsonl", tmp_path / "nb.ipynb"
+    damaged.write_text(dump_pi_jsonl(HEADER, chain(3)) + "{half a line\n", encoding="utf-8")
+    clean.write_text(dump_pi_jsonl(HEADER, chain(2)), encoding="utf-8")
+    assert run(capsys, "import", damaged, nb)[0] == 0
+    assert run(capsys, "import", damaged, nb, "--session", "other")[0] == 0
+    assert [item["session"] for item in read_notebook(nb)["metadata"]["ipyagent"]["set_aside"]] == ["default", "other"]
+    code, out, _ = run(capsys, "import", clean, nb, "--force")
+    assert code == 0 and "replaced session 'default'" in out
+    assert [item["session"] for item in read_notebook(nb)["metadata"]["ipyagent"]["set_aside"]] == ["other"]
+    code, out, _ = run(capsys, "export", nb, "--format", "pi", "--session", "default")
+    assert out == clean.read_text(encoding="utf-8")
+
+
+def test_lift_in_place_keeps_a_dangling_leaf_under_set_aside(tmp_path, capsys):
+    path = make_notebook(tmp_path / "nb.ipynb", entries=chain(3))
+    nb = read_notebook(path)
+    nb["metadata"]["ipyagent"]["sessions"]["default"]["leaf"] = "0ddba11e"
+    write_notebook(path, nb)
+    code, out, err = run(capsys, "lift", path)
+    assert code == 0 and "leaf '0ddba11e' is not among the loaded entries" in err
+    md = read_notebook(path)["metadata"]["ipyagent"]
+    assert md["sessions"]["default"]["leaf"] == chain(3)[-1]["id"]
+    assert [(item["raw"], item["session"]) for item in md["set_aside"]] == [("0ddba11e", "default")]
+    before = path.read_bytes()
+    code, out, _ = run(capsys, "lift", path)  # idempotent: the kept leaf is not added twice
+    assert code == 0 and "nothing to lift" in out and path.read_bytes() == before

