@@ -323,6 +323,34 @@ def test_receive_push_pending_push(frontend):
     assert "not JSON" in out and out.strip().endswith("None")
 
 
+def test_a_push_with_an_entry_nested_100000_deep_loads_the_rest(frontend):
+    """receive_push never raises; the too-deep entry is set aside (as its JSON text) and the rest loads."""
+    fe = frontend
+    deep_value = "[" * 100_000 + "]" * 100_000
+    first, last = json.dumps(_entry(1)), json.dumps(_entry(3, "00000001"))
+    deep_entry = '{"type":"message","id":"00000002","parentId":"00000001","details":' + deep_value + "}"
+    text = ('{"version":1,"active":"default","sessions":{"default":{"leaf":"00000003","entries":['
+            + ",".join([first, deep_entry, last]) + "]}}}")
+    code = (
+        "import ipyagent.notebook.bridge as _ipyagent_b\n"
+        f"_ipyagent_b.receive_push(r'''{text}''', source=\"jupyterlab\")\n"
+    )
+    reply = fe.execute(code)
+    assert "Traceback" not in reply["stdout"]
+    out = fe.execute(
+        "import json, ipyagent.notebook.bridge as b\n"
+        "from ipyagent.notebook.schema import NotebookSessions\n"
+        "errors = b.push_errors(); sessions, report = NotebookSessions.from_metadata(b.pending_push())\n"
+        "aside = sessions.set_aside\n"
+        "print(json.dumps([errors, [e['id'] for e in sessions.sessions['default'].entries],\n"
+        "                  sessions.sessions['default'].leaf, [a['reason'] for a in aside],\n"
+        "                  aside[0]['raw'] == r'''" + deep_entry + "''']))"
+    )["stdout"]
+    errors, ids, leaf, reasons, same_text = json.loads(out)
+    assert errors == [] and ids == ["00000001", "00000003"] and leaf == "00000003"
+    assert reasons == ["entry nests more than 200 levels deep; kept as JSON text"] and same_text is True
+
+
 def test_push_into_a_running_bridge_reopens_and_resends_what_the_file_lacks(frontend):
     """A page reload (or a second tab) pushes the saved metadata into the running kernel: the
     bridge says hello again on a new comm and re-sends the entries the pushed metadata lacks."""

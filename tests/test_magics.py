@@ -383,6 +383,31 @@ def test_load_path_merges_by_id(ip, server, tmp_path, capsys):
     assert len(rt(ip).slot("default").session) == before
 
 
+def test_load_and_import_of_a_damaged_pi_file_work_and_export_keeps_every_line(ip, server, tmp_path, capsys):
+    from support.corrupt import corrupt_pi_file
+
+    data, _ = corrupt_pi_file(11, n_entries=50, kinds=("deep", "bad_bytes", "missing_parent", "pi_accepts"))
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(data)
+    ip.run_line_magic("agent", f"load {damaged}")  # once a RecursionError traceback
+    out = capsys.readouterr().out
+    assert "loaded damaged:" in out and "nested too deeply to read" in out and "(set aside)" in out
+    ip.run_line_magic("agent", "switch damaged")
+    ip.run_line_magic("agent", "tree")
+    tree = capsys.readouterr().out
+    session = rt(ip).slot().session
+    orphans = [e for e in session.entries if e.get("parentId") and e["parentId"] not in session]
+    assert orphans and all(e["id"] in tree for e in orphans)  # shown as roots of the tree
+    ip.run_line_magic("agent", f"export -o {tmp_path / 'back.jsonl'}")
+    back = (tmp_path / "back.jsonl").read_bytes().split(b"\n")
+    assert all(line in back for line in data.split(b"\n"))  # the set-aside lines, the bad bytes, in place
+    ip.run_line_magic("agent", f"import {damaged} --name again")
+    assert rt(ip).active == "again" and len(rt(ip).slot().session.set_aside) == len(session.set_aside)
+    server.enqueue_text("an answer after the damage")
+    run(ip, "", "go on")  # the session works: a turn on top of what was loaded
+    assert rt(ip).slot().session.path()[-1]["message"]["role"] == "assistant"
+
+
 def test_hydration_from_disk_appends_a_kernel_reset_once(monkeypatch, tmp_path, server):
     from ipyagent.core import Session
     from ipyagent.notebook.ipynb import write_sessions_into_notebook

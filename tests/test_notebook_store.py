@@ -518,3 +518,31 @@ def test_any_split_into_metadata_and_journals_lifts_to_the_whole_session(data):
     again, _ = sessions_from_notebook(write_sessions_into_notebook(copy.deepcopy(nb), sessions))
     assert again.to_dict() == sessions.to_dict()  # lifting a lifted notebook changes nothing
     assert again.merge(copy.deepcopy(sessions)) == 0
+
+
+# ---- nested too deeply for Python ----------------------------------------------------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_notebook_with_parts_nested_100000_deep_loads_and_is_written_back_whole(tmp_path):
+    entries = chain(3)
+    placeholder = "@@deep@@"
+    entries[1]["details"] = placeholder
+    nb = notebook_with(metadata(entries))
+    nb["cells"][0]["outputs"] = [{"output_type": "display_data", "data": {"application/json": placeholder},
+                                  "metadata": {}}]
+    text = dumps_notebook(nb).replace(json.dumps(placeholder), DEEP)  # two values nested 100,000 deep
+    path = tmp_path / "nb.ipynb"
+    path.write_text(text, encoding="utf-8")
+    sessions, report = sessions_from_notebook(read_notebook(path))
+    kept = sessions.sessions["default"].entries
+    assert [e["id"] for e in kept] == ["00000000", "00000002"] and kept[1]["parentId"] == "00000001"
+    [item] = [i for i in sessions.set_aside if "levels deep" in i["reason"]]
+    assert DEEP in item["raw"] and json.loads(item["raw"].replace(DEEP, "0"))["id"] == "00000001"
+    assert lift_notebook(path) == 0  # rewrites the metadata with the entry set aside as text
+    written = path.read_text(encoding="utf-8")
+    assert "$ipyagent.too_deep" not in written
+    # the entry kept as its text, and the cell output as it was (re-indented, as every write does)
+    assert written.count(DEEP) == 1 and written.replace("\n", "").replace(" ", "").count(DEEP) == 2
+    assert "00000001" not in [e["id"] for e in read_notebook(path)["metadata"]["ipyagent"]["sessions"]["default"]["entries"]]

@@ -225,7 +225,7 @@ class Gather:
             self.add_session(name, data, f"{where}.sessions[{name!r}]")
         active = md.get("active")
         if active is not None and not isinstance(active, str):
-            self._note(f"{where}.active", f"must be a session name, not {type(active).__name__}")
+            self._aside(None, f"{where}.active", f"must be a session name, not {type(active).__name__}", active)
         elif isinstance(active, str):
             self.active = active
 

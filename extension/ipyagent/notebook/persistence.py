@@ -116,7 +116,9 @@ def load_path(path: str | os.PathLike[str]) -> tuple[NotebookSessions, LoadRepor
     if path.suffix == ".ipynb":
         return sessions_from_notebook(read_notebook(path), source=str(path))
     session = Session.from_file(path)
-    return NotebookSessions.from_session(path.stem, session, {}), session.load_report
+    found = NotebookSessions.from_session(path.stem, session, {})
+    found.set_aside = [{"session": path.stem, **item} for item in session.set_aside]  # kept for an export
+    return found, session.load_report
 
 
 def merge_into(slot: SessionSlot, other: Session | list[dict[str, Any]]) -> int:
