@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 from support.corrupt import corrupt_pi_file
-from test_pi_parity import ORACLE, ensure_oracle
+from test_pi_parity import ORACLE, ensure_oracle, run_oracle
 
+from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session
 
 PI_READS = ("duplicate", "missing_parent", "pi_accepts", "crlf", "blank")
@@ -87,3 +88,23 @@ def test_where_ipyagent_differs_on_purpose(tmp_path, damage):
         lost = [item for item in session.set_aside if "UTF-8" in item["reason"]]
         assert lost and len(session.entries) + len(session.set_aside) >= 30
         assert all("raw_base64" in item for item in lost)
+
+
+def test_usage_without_cache_fields_counts_them_as_zero_where_pi_gets_nan(tmp_path):
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}
+    rows = [header,
+            {"type": "message", "id": "aaaaaaaa", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
+             "message": {"role": "user", "content": "one two three four", "timestamp": 1}},
+            {"type": "message", "id": "bbbbbbbb", "parentId": "aaaaaaaa", "timestamp": "2026-01-01T00:00:02.000Z",
+             "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}], "stopReason": "stop",
+                         "usage": {"input": 100, "output": 20}, "timestamp": 2}},  # no cacheRead/cacheWrite/total
+            {"type": "message", "id": "cccccccc", "parentId": "bbbbbbbb", "timestamp": "2026-01-01T00:00:03.000Z",
+             "message": {"role": "user", "content": "and more", "timestamp": 3}}]
+    f = tmp_path / "s.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    [pi] = run_oracle([{"file": str(f), "reserveTokens": 1, "keepRecentTokens": 1}])
+    assert pi["tokens_before"] is None  # JSON.stringify(NaN): undefined + undefined in Pi's sum
+    session = Session.from_file(f)
+    assert session.context_tokens() == 120 + 2  # input + output, then "and more" estimated
+    plan = session.prepare_compaction(CompactionSettings(reserve_tokens=1, keep_recent_tokens=1))
+    assert plan is not None and plan.tokens_before == 122

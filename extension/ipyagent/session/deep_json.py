@@ -33,26 +33,21 @@ _CONTAINERS = (dict, list)
 
 def nesting(value: Any, limit: int = MAX_NESTING) -> int:
     """How deeply ``value`` nests (a scalar 0, ``[]`` 1, ``[{}]`` 2); counting stops above ``limit``."""
-    deepest = 0
-    stack = [(value, 1)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        item, level = pop()
-        kind = type(item)
-        if kind is dict:
-            children = item.values()
-        elif kind is list:
-            children = item
-        else:
-            continue
-        if level > deepest:
-            deepest = level
-            if deepest > limit:
-                return deepest
-        for child in children:
-            if type(child) in _CONTAINERS:
-                push((child, level + 1))
-    return deepest
+    depth = 0
+    level = [value] if type(value) in _CONTAINERS else []
+    while level:  # one level at a time, so no recursion and no per-node bookkeeping
+        depth += 1
+        if depth > limit:
+            return depth
+        below: list[Any] = []
+        append = below.append
+        for item in level:
+            for child in (item.values() if type(item) is dict else item):
+                kind = type(child)
+                if kind is dict or kind is list:
+                    append(child)
+        level = below
+    return depth
 
 
 # A JSON string (unrolled, so long strings cost no backtracking) or one bracket.

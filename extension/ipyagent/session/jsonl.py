@@ -36,6 +36,11 @@ def _lines(data: str | bytes) -> Iterator[tuple[int, str, bytes | None]]:
     Only "\n" ends a line: JSON.stringify leaves U+2028/U+2029/U+0085 raw inside strings, and
     str.splitlines() would break a line at them.
     """
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")  # the usual case, at once
+        except UnicodeDecodeError:
+            pass
     if isinstance(data, str):
         for number, line in enumerate(data.split("\n"), start=1):
             if line.strip():
