@@ -344,7 +344,7 @@ class Gather:
         sessions = self.finish()
         active = self.active
         if active is not None and active not in sessions:
-            self._note("metadata.ipyagent.active", f"names no stored session ({active!r})")
+            self._aside(None, "metadata.ipyagent.active", f"names no stored session ({active!r})", active)
             active = None
         if active is None and sessions:
             active = next(iter(sessions))
