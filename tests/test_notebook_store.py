@@ -545,4 +545,5 @@ def test_a_notebook_with_parts_nested_100000_deep_loads_and_is_written_back_whol
     assert "$ipyagent.too_deep" not in written
     # the entry kept as its text, and the cell output as it was (re-indented, as every write does)
     assert written.count(DEEP) == 1 and written.replace("\n", "").replace(" ", "").count(DEEP) == 2
-    assert "00000001" not in [e["id"] for e in read_notebook(path)["metadata"]["ipyagent"]["sessions"]["default"]["entries"]]
+    stored = read_notebook(path)["metadata"]["ipyagent"]["sessions"]["default"]["entries"]
+    assert "00000001" not in [e["id"] for e in stored]

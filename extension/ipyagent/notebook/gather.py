@@ -212,8 +212,10 @@ class Gather:
                                        "raw": kept})
             if kept:
                 count = len(kept) if isinstance(kept, list) else 1
-                self._note(f"{where}.set_aside", f"{count} item(s) an earlier load could not use are kept here "
-                                                 "(each with its reason); delete the key once they are not needed")
+                self._note(f"{where}.set_aside",
+                           f"{count} item(s) an earlier load could not use are kept here (each with its reason; "
+                           "the lines of an imported Pi file go back into its Pi export); delete the key once "
+                           "they are not needed")
         sessions = md.get("sessions")
         if sessions is None:
             sessions = {}

@@ -237,5 +237,6 @@ def read_pi_jsonl(path: str | Path) -> tuple[dict[str, Any], list[Entry], LoadRe
     return parse_pi_jsonl(path.read_bytes(), source=str(path))
 
 
-def write_pi_jsonl(path: str | Path, header: dict[str, Any], entries: list[Entry], set_aside: Iterable[Any] = ()) -> None:
+def write_pi_jsonl(path: str | Path, header: dict[str, Any], entries: list[Entry],
+                   set_aside: Iterable[Any] = ()) -> None:
     Path(path).write_bytes(pi_jsonl_bytes(header, entries, set_aside))

@@ -43,8 +43,8 @@ class SessionTree:
         for entry in entries:
             self._store(entry)
         # parents that are missing: a new entry never takes such an id (it would adopt the orphans)
-        self._missing_parents: set[str] = {
-            e["parentId"] for e in self.entries if isinstance(e.get("parentId"), str) and e["parentId"] not in self._by_id}
+        self._missing_parents: set[str] = {e["parentId"] for e in self.entries
+                                           if isinstance(e.get("parentId"), str) and e["parentId"] not in self._by_id}
         self.leaf_id: str | None = leaf_id if leaf_id in self._by_id else (
             self.entries[-1]["id"] if self.entries else None)
 
