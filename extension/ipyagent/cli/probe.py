@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from ipyagent.cli.base import CliError, budget_args, command, file_args, load_session
+from ipyagent.cli.base import CliError, budget_args, budget_of, command, file_args, load_session_file
 
 
 def _configure_probe(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +39,6 @@ def run_probe(args: argparse.Namespace) -> int:
     """Probe what the latest compaction lost: questions, three ways of answering, graded by a judge."""
     from ipyagent.agent.probe import ProbeError, ProbeRunner, RecordingSummarizer, recompact
     from ipyagent.agent.summarizer import ProviderSummarizer
-    from ipyagent.compaction.settings import CompactionSettings
     from ipyagent.compaction.summarize import NothingToCompact
     from ipyagent.compaction.summarizer import SummarizerError
     from ipyagent.core import CompactionCancelled
@@ -50,7 +49,8 @@ def run_probe(args: argparse.Namespace) -> int:
         raise CliError("no model: pass --model provider:model or set IPYAGENT_MODEL")
     if args.questions < 1:
         raise CliError("--questions must be 1 or more")
-    session = load_session(args)
+    loaded = load_session_file(args)
+    session = loaded.session
     recording: list = []
     recompacted = args.recompact or not session.compactions()
     progress = (lambda text: None) if args.json else (lambda text: print(f"probe: {text}", file=sys.stderr))
@@ -58,8 +58,7 @@ def run_probe(args: argparse.Namespace) -> int:
         if recompacted:
             progress("compacting the history afresh")
             summarizer = RecordingSummarizer(ProviderSummarizer(args.summary_model or model), recording)
-            session = recompact(session, summarizer, CompactionSettings(args.reserve_tokens, args.keep_recent_tokens),
-                                focus=args.focus)
+            session = recompact(session, summarizer, budget_of(args, loaded.settings).settings, focus=args.focus)
         runner = ProbeRunner(session, model=model, judge=args.judge, per_kind=args.questions, progress=progress,
                              recording=recording)
         report = runner.run()
