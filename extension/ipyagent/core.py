@@ -17,6 +17,7 @@ from ipyagent.compaction.summarize import CompactionResult, NothingToCompact, co
 from ipyagent.compaction.summarizer import Summarizer
 from ipyagent.session import jsonl
 from ipyagent.session.context import context_message, summarized_away
+from ipyagent.session.costs import CostTally, CostTotals
 from ipyagent.session.entries import Entry, branch_summary_entry, compaction_entry, label_entry, message_entry
 from ipyagent.session.loaders import loader_for
 from ipyagent.session.loading import LoadReport
@@ -42,6 +43,7 @@ class Session(SessionTree):
         # their places, by to_pi_jsonl (records as in LoadReport.set_aside, with "line" and "raw").
         self.set_aside: list[dict[str, Any]] = [item for item in set_aside if jsonl.is_pi_line(item)]
         self._file_operations: dict[str, tuple] = {}  # entry id -> its tool calls' file operations
+        self._costs = CostTally()
 
     # ---- files -----------------------------------------------------------------------------
 
@@ -105,6 +107,10 @@ class Session(SessionTree):
 
     def should_compact(self, context_window: int | None, settings: CompactionSettings | None = None) -> bool:
         return should_compact(self.context_tokens(), context_window, settings or CompactionSettings())
+
+    def costs(self) -> CostTotals:
+        """What every entry of the session cost (all branches), and the summariser's share."""
+        return self._costs.update(self.entries)
 
     def compactions(self) -> list[Entry]:
         return [e for e in self._current_path() if e.get("type") == "compaction"]
@@ -262,6 +268,8 @@ def _sum_usage(usages: list[dict[str, Any]]) -> dict[str, Any]:
                 bucket = total.setdefault(key, {})
                 for k, v in value.items():
                     bucket[k] = bucket.get(k, 0) + v
+            elif isinstance(value, bool):  # costUnknown: any unpriced call makes the sum unknown
+                total[key] = total.get(key, False) or value
             else:
                 total[key] = total.get(key, 0) + value
     return total

@@ -286,9 +286,12 @@ class Agent:
         if isinstance(replaced, dict) and isinstance(replaced.get("messages"), list):
             messages = replaced["messages"]
         system_prompt = self._system_prompt if self._system_prompt is not None else self.system_prompt()
+        session_id = self.session.header.get("id")
         request = ModelRequest(model=model_id, messages=messages, system_prompt=system_prompt,
                                tools=[t.spec() for t in self.tools.values()],
-                               max_tokens=self.config.max_output_tokens, reasoning=self.config.reasoning)
+                               max_tokens=self.config.max_output_tokens, reasoning=self.config.reasoning,
+                               # the prompt-cache key: one session's requests share a warm cache
+                               options={"session_id": session_id} if session_id else {})
         replaced = self.session.hooks.emit("before_provider_request", payload=request, session=self.session)
         if isinstance(replaced, dict) and isinstance(replaced.get("payload"), ModelRequest):
             request = replaced["payload"]

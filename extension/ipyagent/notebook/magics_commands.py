@@ -22,7 +22,7 @@ from ipyagent.agent.notebook_context import prompt_text
 from ipyagent.core import Session
 from ipyagent.notebook.rendering import error_bundle, short_args
 from ipyagent.notebook.untrusted import escape_html
-from ipyagent.notebook.widget import BudgetWidget, _chars4, budget_facts, static_bundle
+from ipyagent.notebook.widget import BudgetWidget, _chars4, budget_facts, cost_text, static_bundle
 from ipyagent.session.messages import text_of
 
 __all__ = ["COMMANDS", "dispatch", "context_report", "tree_lines", "session_markdown"]
@@ -86,6 +86,7 @@ def agent_status(runtime: Any, rest: str) -> None:
     result = runtime.load_result
     if result is not None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
+    lines.append(cost_text(facts.costs) or "cost: nothing spent yet")
     if runtime.config.show_widget:
         try:
             widget = BudgetWidget(facts)

@@ -25,6 +25,7 @@ from ipyagent.agent.replay import (
 # provider name -> environment variables whose presence means "configured"
 PROVIDER_ENV = {
     "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "openai-responses": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
     "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
     "openrouter": ("OPENROUTER_API_KEY",),
     "deepseek": ("DEEPSEEK_API_KEY",),
@@ -40,6 +41,8 @@ def provider_configured(model: str, provider_options: dict[str, dict[str, Any]] 
 
     name, _ = parse_model_string(model)
     options = (provider_options or {}).get(name) or {}
+    if name == "openai-responses" and not options:  # it uses the openai options (resolve_provider)
+        options = (provider_options or {}).get("openai") or {}
     if options.get("api_key") or options.get("base_url"):
         return True
     names = PROVIDER_ENV.get(name)

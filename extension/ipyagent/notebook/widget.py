@@ -46,6 +46,7 @@ class BudgetFacts:
     entries: int = 0
     auto_compact: bool = True
     status: str = ""
+    costs: Any = None  # ipyagent.session.costs.CostTotals, when the session has any usage
 
     @property
     def threshold(self) -> int | None:
@@ -114,6 +115,7 @@ def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_
         cache_write=int(usage.get("cacheWrite") or 0),
         latest_summary=compactions[-1].get("summary") if compactions else None,
         entries=len(session), auto_compact=config.compaction.enabled, status=status,
+        costs=session.costs() if hasattr(session, "costs") else None,
     )
 
 
@@ -130,9 +132,30 @@ def _headline(f: BudgetFacts) -> str:
     return f"{_n(f.total)} tokens (context window unknown: automatic compaction off)"
 
 
+def _dollars(amount: float) -> str:
+    # no "$": a pair of them turns the text between into LaTeX in Jupyter's Markdown and HTML views
+    return f"{amount:,.2f} USD" if amount >= 10 else f"{amount:.4f} USD"
+
+
+def cost_text(costs: Any) -> str:
+    """The session's cost in words: the total, the summariser's share, what could not be priced."""
+    if costs is None or not (costs.priced or costs.unpriced):
+        return ""
+    if not costs.known:
+        return f"cost unknown ({costs.unpriced} unpriced call{'s' if costs.unpriced != 1 else ''})"
+    text = f"cost {_dollars(costs.total)}"
+    if costs.summaries:
+        text += f" (summaries {_dollars(costs.summaries)})"
+    if costs.unpriced:
+        text += f" + {costs.unpriced} unpriced call{'s' if costs.unpriced != 1 else ''}"
+    return text
+
+
 def _details_line(f: BudgetFacts) -> str:
     bits = [f"model {f.model or '(none)'}", f"{f.compactions} compaction{'s' if f.compactions != 1 else ''}",
             f"cache read {_n(f.cache_read)} / write {_n(f.cache_write)}"]
+    if cost_text(f.costs):
+        bits.append(cost_text(f.costs))
     if f.threshold is not None:
         bits.append(f"compacts above {_n(f.threshold)} (reserve {_n(f.reserve)})"
                     + ("" if f.auto_compact else ", automatic compaction off"))

@@ -1,5 +1,6 @@
-"""Model providers over httpx: OpenAI Chat Completions (and compatible servers) and Anthropic
-Messages, streamed, with normalised usage, overflow detection and retries.
+"""Model providers over httpx: OpenAI Chat Completions (and compatible servers), the OpenAI
+Responses API and Anthropic Messages, streamed, with normalised and priced usage, overflow
+detection and retries.
 
     from ipyagent.providers import resolve_provider, stream_with_retry, ModelRequest
     provider, model = resolve_provider("openai:gpt-4.1-mini")
@@ -36,6 +37,7 @@ from ipyagent.providers.errors import (
 )
 from ipyagent.providers.models import context_window, learn_from_error, learn_window, model_info, set_override
 from ipyagent.providers.openai_chat import OpenAIChatProvider
+from ipyagent.providers.openai_responses import OpenAIResponsesProvider
 from ipyagent.providers.overflow import is_context_overflow, is_overflow_error, is_silent_overflow
 from ipyagent.providers.registry import parse_model_string, register_provider, resolve_provider
 from ipyagent.providers.retry import complete, error_message, stream_with_retry
@@ -52,6 +54,7 @@ __all__ = [
     "ModelRequest",
     "NetworkError",
     "OpenAIChatProvider",
+    "OpenAIResponsesProvider",
     "Provider",
     "ProviderError",
     "RateLimitError",

@@ -6,6 +6,8 @@ import json
 import time
 from typing import Any
 
+from ipyagent.providers.pricing import price_usage
+
 
 def empty_usage() -> dict[str, Any]:
     return {
@@ -86,6 +88,7 @@ class MessageBuilder:
         content = [b for b in self.content
                    if not (b["type"] == "text" and not b["text"])
                    and not (b["type"] == "thinking" and not b["thinking"] and not b.get("thinkingSignature"))]
+        price_usage(self.provider, self.model, self.usage)
         message: dict[str, Any] = {
             "role": "assistant", "content": content, "api": self.api, "provider": self.provider,
             "model": self.model, "usage": self.usage, "stopReason": stop_reason, "timestamp": self.timestamp,

@@ -21,8 +21,10 @@ from typing import Any
 from ipyagent.providers.anthropic import AnthropicProvider
 from ipyagent.providers.base import Provider
 from ipyagent.providers.openai_chat import OpenAIChatProvider
+from ipyagent.providers.openai_responses import OpenAIResponsesProvider, responses_only
 
 ProviderFactory = Callable[..., Provider]
+RESPONSES = "openai-responses"
 
 _factories: dict[str, ProviderFactory] = {}
 _instances: dict[tuple[str, str], Provider] = {}
@@ -50,16 +52,22 @@ def registered_providers() -> list[str]:
 
 def parse_model_string(model_string: str) -> tuple[str, str]:
     """``"openai:gpt-4.1"`` → ``("openai", "gpt-4.1")``. Without a known prefix the provider is
-    guessed (``claude*`` → anthropic, else openai), so ``qwen2.5-coder:7b`` stays one model id."""
+    guessed (``claude*`` → anthropic, else openai), so ``qwen2.5-coder:7b`` stays one model id.
+    OpenAI models that only the Responses API serves (``gpt-5-codex``…) go to ``openai-responses``
+    whether written with ``openai:`` or without a prefix."""
     prefix, sep, rest = model_string.strip().partition(":")
     if sep and prefix in _factories:
         if not rest.strip():
             raise ValueError(f"no model after the provider in {model_string!r}; expected e.g. '{prefix}:<model>'")
-        return prefix, rest.strip()
-    model = model_string.strip()
-    if not model:
-        raise ValueError("empty model string; expected 'provider:model', e.g. 'openai:gpt-4.1-mini'")
-    return ("anthropic" if model.startswith("claude") else "openai"), model
+        name, model = prefix, rest.strip()
+    else:
+        model = model_string.strip()
+        if not model:
+            raise ValueError("empty model string; expected 'provider:model', e.g. 'openai:gpt-4.1-mini'")
+        name = "anthropic" if model.startswith("claude") else "openai"
+    if name == "openai" and responses_only(model) and RESPONSES in _factories:
+        name = RESPONSES
+    return name, model
 
 
 def resolve_provider(model_string: str, config: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[Provider, str]:
@@ -70,7 +78,9 @@ def resolve_provider(model_string: str, config: Mapping[str, Mapping[str, Any]] 
     if factory is None:
         raise ValueError(f"unknown provider {name!r} in {model_string!r}; "
                          f"registered: {', '.join(registered_providers())}")
-    options = dict((config or {}).get(name) or {})
+    config = config or {}
+    # the Responses API is OpenAI's: without options of its own it uses the openai ones (key, URL)
+    options = dict(config.get(name) or (config.get("openai") if name == RESPONSES else None) or {})
     key = (name, repr(sorted(options.items(), key=lambda kv: kv[0])))
     with _lock:
         provider = _instances.get(key)
@@ -88,6 +98,7 @@ def _compatible(name: str, label: str, base_url: str, key_env: str = "", base_ur
 
 
 register_provider("openai", OpenAIChatProvider)
+register_provider(RESPONSES, OpenAIResponsesProvider)
 register_provider("anthropic", AnthropicProvider)
 register_provider("ollama", _compatible("ollama", "Ollama", "http://localhost:11434/v1", "", "OLLAMA_BASE_URL"))
 register_provider("llamacpp", _compatible("llamacpp", "llama.cpp", "http://localhost:8080/v1", "", "LLAMACPP_BASE_URL"))

@@ -23,12 +23,21 @@ USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 
 
 def normalize_usage(raw: dict[str, Any] | None) -> dict[str, Any]:
-    """Pi's usage dict with every field present; a missing total is the sum of the parts."""
+    """Pi's usage dict with every field present; a missing total is the sum of the parts.
+
+    Two extra fields survive (Pi ignores them): ``reasoning`` (the reasoning tokens inside
+    ``output``, where the provider reports them) and ``costUnknown`` (true when the model has no
+    known price, so the zero cost means "unknown", not "free")."""
     raw = raw or {}
     usage: dict[str, Any] = {k: int(raw.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite")}
     usage["totalTokens"] = int(raw.get("totalTokens") or 0) or sum(usage.values())
     cost = raw.get("cost") or {}
     usage["cost"] = {k: float(cost.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite", "total")}
+    reasoning = raw.get("reasoning")
+    if isinstance(reasoning, (int, float)) and not isinstance(reasoning, bool) and reasoning > 0:
+        usage["reasoning"] = int(reasoning)
+    if raw.get("costUnknown") is True:
+        usage["costUnknown"] = True
     return usage
 
 

@@ -12,10 +12,12 @@ from typing import Any
 def default_summary_detector(body: dict[str, Any]) -> bool:
     """A summariser request: its system prompt presents a summarisation assistant (Pi's and
     ipyagent's do), or its last message carries a ``<conversation>`` transcript."""
-    system = body.get("system")
+    system = body.get("system") or body.get("instructions")  # Anthropic / the Responses API
     if isinstance(system, list):
         system = " ".join(b.get("text", "") for b in system if isinstance(b, dict))
-    messages = body.get("messages") or []
+    messages = body.get("messages") or body.get("input") or []
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
     if not system and messages and messages[0].get("role") == "system":
         system = messages[0].get("content")
     if isinstance(system, str) and "summarization assistant" in system.lower():
@@ -43,7 +45,12 @@ def prompt_pieces(body: dict[str, Any], protocol: str) -> tuple[list[str], int]:
         pieces.append(json.dumps(_strip_cache_control(system)))
         if "cache_control" in json.dumps(system):
             marked = len(pieces)
-    for message in body.get("messages") or []:
+    elif protocol == "responses":
+        pieces.append(json.dumps(body.get("instructions") or ""))
+    items = body.get("input") if protocol == "responses" else body.get("messages")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    for message in items or []:
         raw = json.dumps(message)
         pieces.append(json.dumps(_strip_cache_control(message)) if "cache_control" in raw else raw)
         if "cache_control" in raw:

@@ -1,4 +1,5 @@
-"""A fake model provider on loopback: real HTTP, real SSE, both wire protocols.
+"""A fake model provider on loopback: real HTTP, real SSE, three wire protocols (OpenAI Chat
+Completions, the OpenAI Responses API, Anthropic Messages).
 
 Use it in your own tests to run ipyagent (or any OpenAI/Anthropic client) without a network::
 
@@ -9,7 +10,7 @@ Use it in your own tests to run ipyagent (or any OpenAI/Anthropic client) withou
         server.enqueue_tool_call("python", {"code": "1 + 1"})   # the next reply: a tool call
         server.enqueue_text("The answer is 2.")                 # the one after: text
         server.enqueue_summary("## Goal\\nAdd numbers.")        # for the next summariser request
-        provider = server.provider("openai")                    # or "anthropic"
+        provider = server.provider("openai")                    # or "responses", "anthropic"
         request = ModelRequest(model="fake-model", messages=[{"role": "user", "content": "1 + 1?"}],
                                tools=[ToolSpec("python", "Run code", {"type": "object"})])
         first = collect(stream_with_retry(provider, request))
@@ -19,7 +20,8 @@ Use it in your own tests to run ipyagent (or any OpenAI/Anthropic client) withou
         assert server.requests[0].headers["authorization"] == "REDACTED"
         assert server.summary_calls == 0
 
-Or point any client at it: ``OPENAI_BASE_URL=server.openai_base_url`` (ends with ``/v1``),
+Or point any client at it: ``OPENAI_BASE_URL=server.openai_base_url`` (ends with ``/v1``; it
+serves ``/v1/chat/completions`` and ``/v1/responses``),
 ``ANTHROPIC_BASE_URL=server.anthropic_base_url``; ``server.register("fake")`` makes the model
 string ``fake:any-model`` resolve to it.
 
@@ -32,14 +34,17 @@ serialised prompt, with the longest prefix shared with an earlier request report
 (``cacheRead``; Anthropic also reports ``cacheWrite`` up to its last cache breakpoint), so prompt
 cache reuse can be measured. With ``context_window`` set, a request over the window gets the
 provider's real overflow error (``overflow_style``: ``auto``, ``openai``, ``anthropic``,
-``llamacpp``, ``cerebras``, or ``silent`` for a reply whose usage exceeds the window). Faults:
+``llamacpp``, ``cerebras``, ``responses`` (HTTP 400), ``responses_failed`` (a ``response.failed``
+event in a 200 stream), or ``silent`` for a reply whose usage exceeds the window). Faults:
 ``enqueue_rate_limit``, ``enqueue_error``, ``enqueue_cut``, ``enqueue_malformed``,
 ``enqueue_stream_error``, ``enqueue_auth_error``, ``enqueue_overflow``. Every request is recorded
-in ``requests`` with its path, headers (keys REDACTED) and JSON body.
+in ``requests`` with its path, headers (keys REDACTED; ``auth_scheme`` tells Bearer from Basic)
+and JSON body. ``basic_auth=(user, password)`` makes the server demand those Basic credentials.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import sys
@@ -62,6 +67,8 @@ from ipyagent.testing.specs import (
     error_body,
     openai_stream,
     overflow_response,
+    responses_failed_stream,
+    responses_stream,
     stream_error_event,
 )
 
@@ -78,24 +85,27 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-case names; secrets REDACTED
     body: dict[str, Any]
-    protocol: str  # "openai" or "anthropic"
+    protocol: str  # "openai", "responses" or "anthropic"
     kind: str  # "chat", "summary" or "count_tokens"
     prompt_tokens: int
     cached_tokens: int = 0
     outcome: str = ""  # "reply", "overflow", "fault:<kind>:<status>", "unscripted"
+    auth_scheme: str = ""  # the Authorization header's scheme ("Bearer", "Basic"), "" without one
 
 
 class FakeProviderServer:
     def __init__(self, *, context_window: int | None = None, overflow_style: str = "auto", chunk_size: int = 8,
                  chunk_delay: float = 0.0, policy: Policy | None = None, api_key: str | None = None,
                  cache: bool = True, cache_min_tokens: int = 0, model: str | None = None,
-                 summary_detector: Callable[[dict[str, Any]], bool] = default_summary_detector):
+                 summary_detector: Callable[[dict[str, Any]], bool] = default_summary_detector,
+                 basic_auth: tuple[str, str] | None = None):
         self.context_window = context_window
         self.overflow_style = overflow_style
         self.chunk_size = chunk_size
         self.chunk_delay = chunk_delay
         self.policy = policy
         self.api_key = api_key  # when set, requests must carry it (else 401)
+        self.basic_auth = basic_auth  # when set, requests must carry these Basic credentials (else 401)
         self.cache = cache
         self.cache_min_tokens = cache_min_tokens
         self.model = model
@@ -151,10 +161,13 @@ class FakeProviderServer:
         """A provider wired to this server (key: ``api_key`` or ``"fake-key"``)."""
         from ipyagent.providers.anthropic import AnthropicProvider
         from ipyagent.providers.openai_chat import OpenAIChatProvider
+        from ipyagent.providers.openai_responses import OpenAIResponsesProvider
 
         kwargs.setdefault("api_key", self.api_key or "fake-key")
         if protocol == "anthropic":
             provider = AnthropicProvider(base_url=self.anthropic_base_url, **kwargs)
+        elif protocol == "responses":
+            provider = OpenAIResponsesProvider(base_url=self.openai_base_url, **kwargs)
         else:
             provider = OpenAIChatProvider(base_url=self.openai_base_url, **kwargs)
         self._providers.append(provider)  # closed with the server
@@ -309,7 +322,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(400, {"error": {"message": "fake server: the body is not JSON"}})
         # an absolute URL means we were reached as an HTTP proxy: answer as the target would
         path = urllib.parse.urlsplit(self.path).path.rstrip("/")
-        protocol = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic",
+        protocol = {"/v1/chat/completions": "openai", "/v1/responses": "responses", "/v1/messages": "anthropic",
                     "/v1/messages/count_tokens": "anthropic"}.get(path)
         if protocol is None:
             return self._send_json(404, {"error": {"message": f"fake server: no route {path}"}})
@@ -318,10 +331,12 @@ class _Handler(BaseHTTPRequestHandler):
         prompt_tokens = tokens(sum(len(p) for p in pieces))
         kind = "count_tokens" if path.endswith("count_tokens") else (
             "summary" if fake.summary_detector(body) else "chat")
-        record = RecordedRequest(path, headers, body, protocol, kind, prompt_tokens)
+        record = RecordedRequest(path, headers, body, protocol, kind, prompt_tokens,
+                                 auth_scheme=(self.headers.get("authorization") or "").partition(" ")[0])
         with fake._lock:
             fake.requests.append(record)
-        if fake.api_key and not self._authorised(protocol, fake.api_key):
+        if (fake.api_key and not self._authorised(protocol, fake.api_key)) or (
+                fake.basic_auth and not self._basic_authorised(*fake.basic_auth)):
             record.outcome = "fault:status:401"
             return self._send_json(401, error_body(protocol, 401))
         if kind == "count_tokens":
@@ -330,8 +345,7 @@ class _Handler(BaseHTTPRequestHandler):
         style = fake.overflow_style if fake.overflow_style != "auto" else protocol
         if fake.context_window and prompt_tokens > fake.context_window and style != "silent":
             record.outcome = "overflow"
-            status, error = overflow_response(style, prompt_tokens, fake.context_window)
-            return self._send_json(status, error)
+            return self._overflow(style, prompt_tokens, fake.context_window, body)
         spec = fake._pick(record)
         if spec is None:
             record.outcome = "unscripted"
@@ -341,8 +355,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(spec, Fault) and spec.kind in ("status", "overflow"):
             if spec.kind == "overflow":
                 record.outcome = "overflow"
-                status, error = overflow_response(spec.error_type or protocol, prompt_tokens, spec.window)
-                return self._send_json(status, error)
+                return self._overflow(spec.error_type or protocol, prompt_tokens, spec.window, body)
             record.outcome = f"fault:status:{spec.status}"
             error = spec.body if spec.body is not None else error_body(protocol, spec.status, spec.error_type)
             return self._send_json(spec.status, error, spec.headers)
@@ -352,6 +365,20 @@ class _Handler(BaseHTTPRequestHandler):
         if protocol == "anthropic":
             return self.headers.get("x-api-key") == key
         return self.headers.get("authorization") == f"Bearer {key}"
+
+    def _basic_authorised(self, user: str, password: str) -> bool:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        return self.headers.get("authorization") == f"Basic {token}"
+
+    def _overflow(self, style: str, tokens: int, window: int, body: dict[str, Any]) -> None:
+        status, error = overflow_response(style, tokens, window)
+        if style != "responses_failed":
+            return self._send_json(status, error)
+        self._start_sse()  # the Responses API can also fail inside a 200 stream
+        for event in responses_failed_stream(error["error"], str(body.get("model") or "fake-model")):
+            self._chunk(event)
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def _stream(self, record: RecordedRequest, spec: Spec, pieces: list[str], marked: int, model: str) -> None:
         fake = self.fake
@@ -367,7 +394,8 @@ class _Handler(BaseHTTPRequestHandler):
         reply = spec.reply if isinstance(spec, Fault) else spec
         usage = fake._usage(record, pieces, marked, reply)
         size = reply.chunk_size or fake.chunk_size
-        events = (anthropic_stream if record.protocol == "anthropic" else openai_stream)(reply, model, usage, size)
+        writer = {"anthropic": anthropic_stream, "responses": responses_stream}.get(record.protocol, openai_stream)
+        events = writer(reply, model, usage, size)
         delay = reply.delay if reply.delay is not None else fake.chunk_delay
         record.outcome = "reply" if isinstance(spec, Reply) else f"fault:{spec.kind}"
         self._start_sse()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import math
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -156,6 +158,99 @@ def anthropic_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size
     yield sse({"type": "message_stop"}, "message_stop")
 
 
+def _response_usage(usage: dict[str, Any], reasoning: int) -> dict[str, Any]:
+    prompt = usage["input"] + usage["cacheRead"]
+    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": usage["cacheRead"]},
+            "output_tokens": usage["output"], "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": prompt + usage["output"]}
+
+
+def encrypted_reasoning(thinking: str, signature: str) -> str:
+    """The fake's stand-in for an encrypted reasoning item: opaque, but the test can recognise it."""
+    return "gAAAAB" + base64.b64encode(json.dumps({"sig": signature, "thinking": thinking}).encode()).decode()
+
+
+def responses_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: int) -> Iterator[bytes]:
+    """A reply as the Responses API streams it: ``response.created``, then per output item
+    ``output_item.added`` / deltas / ``output_item.done``, then ``response.completed`` (or
+    ``response.incomplete``) carrying the usage."""
+    seq = iter(range(1_000_000))
+    response_id = f"resp_{uuid.uuid4().hex[:24]}"
+    shell = {"id": response_id, "object": "response", "created_at": 0, "model": model, "status": "in_progress",
+             "output": [], "usage": None, "error": None, "incomplete_details": None, "store": False}
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return sse({"type": kind, "sequence_number": next(seq), **fields}, kind)
+
+    yield event("response.created", response=shell)
+    yield event("response.in_progress", response=shell)
+    output: list[dict[str, Any]] = []
+    if reply.thinking:
+        index, item_id = len(output), f"rs_{uuid.uuid4().hex[:24]}"
+        yield event("response.output_item.added", output_index=index,
+                    item={"id": item_id, "type": "reasoning", "summary": []})
+        where = {"item_id": item_id, "output_index": index, "summary_index": 0}
+        yield event("response.reasoning_summary_part.added", **where, part={"type": "summary_text", "text": ""})
+        for piece in _pieces(reply.thinking, chunk_size):
+            yield event("response.reasoning_summary_text.delta", **where, delta=piece)
+        yield event("response.reasoning_summary_text.done", **where, text=reply.thinking)
+        yield event("response.reasoning_summary_part.done", **where,
+                    part={"type": "summary_text", "text": reply.thinking})
+        item = {"id": item_id, "type": "reasoning", "summary": [{"type": "summary_text", "text": reply.thinking}],
+                "encrypted_content": encrypted_reasoning(reply.thinking, reply.signature)}
+        output.append(item)
+        yield event("response.output_item.done", output_index=index, item=item)
+    if reply.text:
+        index, item_id = len(output), f"msg_{uuid.uuid4().hex[:24]}"
+        item = {"id": item_id, "type": "message", "role": "assistant", "status": "in_progress", "content": []}
+        yield event("response.output_item.added", output_index=index, item=item)
+        where = {"item_id": item_id, "output_index": index, "content_index": 0}
+        yield event("response.content_part.added", **where, part={"type": "output_text", "text": "", "annotations": []})
+        for piece in _pieces(reply.text, chunk_size):
+            yield event("response.output_text.delta", **where, delta=piece, logprobs=[])
+        part = {"type": "output_text", "text": reply.text, "annotations": []}
+        yield event("response.output_text.done", **where, text=reply.text, logprobs=[])
+        yield event("response.content_part.done", **where, part=part)
+        item = {**item, "status": "completed", "content": [part]}
+        output.append(item)
+        yield event("response.output_item.done", output_index=index, item=item)
+    for call in reply.tool_calls:
+        index, item_id = len(output), f"fc_{uuid.uuid4().hex[:24]}"
+        arguments = json.dumps(call.arguments)
+        item = {"id": item_id, "type": "function_call", "status": "in_progress", "arguments": "",
+                "call_id": call.id or f"call_{uuid.uuid4().hex[:24]}", "name": call.name}
+        yield event("response.output_item.added", output_index=index, item=item)
+        for piece in _pieces(arguments, chunk_size):
+            yield event("response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=piece)
+        yield event("response.function_call_arguments.done", item_id=item_id, output_index=index,
+                    arguments=arguments)
+        item = {**item, "status": "completed", "arguments": arguments}
+        output.append(item)
+        yield event("response.output_item.done", output_index=index, item=item)
+    reasoning = (reply.usage or {}).get("reasoning", math.ceil(len(reply.thinking) / 4))
+    final = {**shell, "status": "completed", "output": output, "usage": _response_usage(usage, reasoning)}
+    stop = reply.stop_reason or "stop"
+    if stop in ("length", "max_output_tokens", "content_filter"):
+        reason = "content_filter" if stop == "content_filter" else "max_output_tokens"
+        yield event("response.incomplete", response={**final, "status": "incomplete",
+                                                     "incomplete_details": {"reason": reason}})
+    else:
+        yield event("response.completed", response=final)
+
+
+def responses_failed_stream(error: dict[str, Any], model: str) -> Iterator[bytes]:
+    """A 200 stream that fails: ``response.created`` then ``response.failed`` with ``error``."""
+    shell = {"id": f"resp_{uuid.uuid4().hex[:24]}", "object": "response", "created_at": 0, "model": model,
+             "status": "in_progress", "output": [], "usage": None, "error": None}
+    yield sse({"type": "response.created", "sequence_number": 0, "response": shell}, "response.created")
+    yield sse({"type": "response.failed", "sequence_number": 1,
+               "response": {**shell, "status": "failed", "error": error}}, "response.failed")
+
+
+RESPONSES_OVERFLOW_MESSAGE = ("Your input exceeds the context window of this model. Please adjust your input and "
+                              "try again.")
+
+
 def error_body(protocol: str, status: int, error_type: str | None = None, message: str | None = None) -> dict[str, Any]:
     """The body each provider really sends for ``status``."""
     if protocol == "anthropic":
@@ -177,8 +272,9 @@ def error_body(protocol: str, status: int, error_type: str | None = None, messag
 
 
 def overflow_response(style: str, tokens: int, window: int) -> tuple[int, Any]:
-    """(status, body) of a real over-window answer: ``openai``, ``anthropic``, ``llamacpp`` or
-    ``cerebras`` (a 400 without body)."""
+    """(status, body) of a real over-window answer: ``openai``, ``anthropic``, ``llamacpp``,
+    ``cerebras`` (a 400 without body) or ``responses`` (the Responses API; the fake server sends
+    its ``responses_failed`` variant as a ``response.failed`` event in a 200 stream)."""
     if style == "anthropic":
         return 400, {"type": "error", "error": {"type": "invalid_request_error",
                                                 "message": f"prompt is too long: {tokens} tokens > {window} maximum"},
@@ -190,6 +286,9 @@ def overflow_response(style: str, tokens: int, window: int) -> tuple[int, Any]:
                                "n_prompt_tokens": tokens, "n_ctx": window}}
     if style == "cerebras":
         return 400, ""
+    if style in ("responses", "responses_failed"):  # the Responses API (in a stream: response.failed)
+        return 400, {"error": {"message": RESPONSES_OVERFLOW_MESSAGE, "type": "invalid_request_error",
+                               "param": "input", "code": "context_length_exceeded"}}
     return 400, {"error": {"message": f"This model's maximum context length is {window} tokens. However, your "
                                       f"messages resulted in {tokens} tokens. Please reduce the length of the "
                                       f"messages.",
@@ -197,6 +296,9 @@ def overflow_response(style: str, tokens: int, window: int) -> tuple[int, Any]:
 
 
 def stream_error_event(protocol: str, error_type: str | None) -> bytes:
+    if protocol == "responses":
+        return sse({"type": "error", "sequence_number": 999, "code": error_type or "server_error",
+                    "message": "The server had an error while processing your request.", "param": None}, "error")
     if protocol == "anthropic":
         kind = error_type or "overloaded_error"
         return sse({"type": "error", "error": {"type": kind, "message": "Overloaded"}}, "error")

@@ -1,0 +1,399 @@
+"""OpenAI Responses API, streamed and stateless (reference/peers.md §2b; OpenAI's API reference).
+
+Nothing is kept on OpenAI's side (``store: false``): every request carries the whole history as
+input items. Reasoning survives across turns as the encrypted reasoning item of each reply
+(``include: ["reasoning.encrypted_content"]``), kept whole in the thinking block's
+``thinkingSignature`` (as Pi does) and sent back only to the model that wrote it. A tool call's
+id is ``"<call_id>|<item id>"`` (Pi's convention): results answer the ``call_id``, and the item id
+pairs the call with its reasoning item when both go back to the same model.
+
+Models that only this API serves (the ``*-codex`` family, ``*-pro``, deep research) resolve to
+this provider even when written ``openai:MODEL`` (see ``registry.parse_model_string``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ipyagent.providers import models
+from ipyagent.providers.base import (
+    ModelRequest,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UsageUpdate,
+)
+from ipyagent.providers.errors import MalformedStreamError, NetworkError
+from ipyagent.providers.http import ErrorContext, error_from_event
+from ipyagent.providers.message import MessageBuilder, empty_usage
+from ipyagent.providers.openai_chat import OPENAI_BASE_URL
+from ipyagent.providers.sse import SSEEvent
+from ipyagent.providers.sse import loads as sse_loads
+from ipyagent.providers.streaming import EventLoop, HTTPProvider
+from ipyagent.providers.transform import image_data_url, prepare_history
+
+_RESPONSES_ONLY = re.compile(r"codex|^(o1|o3|gpt-5[\w.]*)-pro\b|deep-research|^computer-use", re.IGNORECASE)
+_ID_BAD = re.compile(r"[^a-zA-Z0-9_-]")
+_SUMMARY_SEPARATOR = "\n\n"
+
+
+def responses_only(model: str) -> bool:
+    """Models that Chat Completions does not serve: ``gpt-5-codex``, ``gpt-5.1-codex-max``,
+    ``codex-mini-latest``, ``o3-pro``, ``gpt-5-pro``, ``o3-deep-research``, ``computer-use-preview``."""
+    return bool(_RESPONSES_ONLY.search(model.rsplit("/", 1)[-1]))
+
+
+def responses_usage(raw: dict[str, Any]) -> dict[str, Any]:
+    """Pi's usage from the Responses ``usage`` object: cached tokens are cacheRead (not input);
+    reasoning tokens are part of output and also kept apart as ``reasoning``."""
+    prompt = raw.get("input_tokens") or 0
+    output = raw.get("output_tokens") or 0
+    cached = (raw.get("input_tokens_details") or {}).get("cached_tokens") or 0
+    reasoning = (raw.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
+    usage = empty_usage()
+    usage.update(input=max(0, prompt - cached), output=output, cacheRead=cached,
+                 totalTokens=raw.get("total_tokens") or prompt + output)
+    if reasoning:
+        usage["reasoning"] = reasoning
+    return usage
+
+
+def _clean_id(text: str, limit: int = 64) -> str:
+    cleaned = _ID_BAD.sub("_", text)
+    return cleaned[:limit]
+
+
+def responses_tool_id(call_id: str) -> str:
+    """A tool-call id the Responses API accepts: ``call_id`` (and the item id after ``|``) made of
+    ``[a-zA-Z0-9_-]``, at most 64 characters each; an id from another provider becomes a ``call_id``."""
+    call, sep, item = call_id.partition("|")
+    call = _clean_id(call) or "call_empty"
+    item = _clean_id(item) if sep else ""
+    return f"{call}|{item}" if item.startswith("fc") else call
+
+
+def _split_id(block_id: str) -> tuple[str, str | None]:
+    call, _, item = block_id.partition("|")
+    return call, (item or None)
+
+
+def _input_content(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "input_text", "text": content}]
+    out: list[dict[str, Any]] = []
+    for block in content or []:
+        if block.get("type") == "text":
+            out.append({"type": "input_text", "text": block.get("text", "")})
+        elif block.get("type") == "image":
+            out.append({"type": "input_image", "detail": "auto", "image_url": image_data_url(block)})
+    return out
+
+
+def _reasoning_item(block: dict[str, Any]) -> dict[str, Any] | None:
+    """The reasoning item stored in a thinking block, as it goes back in ``input``."""
+    signature = block.get("thinkingSignature")
+    if not signature:
+        return None
+    try:
+        item = json.loads(signature)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(item, dict) or item.get("type") != "reasoning" or not item.get("encrypted_content"):
+        return None
+    return {k: v for k, v in item.items() if k != "status"}
+
+
+def _assistant_items(message: dict[str, Any], same: bool) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for block in message["content"]:
+        kind = block["type"]
+        if kind == "thinking":
+            item = _reasoning_item(block) if same else None
+            if item is not None:
+                items.append(item)
+            elif block.get("thinking", "").strip() and not block.get("redacted"):
+                items.append(_output_message(block["thinking"], None, None))  # unsigned: only valid as text
+        elif kind == "text":
+            signature = block.get("textSignature") if same else None
+            items.append(_output_message(block["text"], signature, block.get("phase") if same else None))
+        elif kind == "toolCall":
+            call_id, item_id = _split_id(block["id"])
+            call: dict[str, Any] = {"type": "function_call", "call_id": call_id, "name": block["name"],
+                                    "arguments": json.dumps(block.get("arguments") or {})}
+            if same and item_id:
+                call["id"] = item_id  # pairs the call with the reasoning item sent before it
+            items.append(call)
+    # A reasoning item must be followed by the output it led to; a trailing one is dropped.
+    while items and items[-1].get("type") == "reasoning":
+        items.pop()
+    return items
+
+
+def _output_message(text: str, item_id: Any, phase: str | None) -> dict[str, Any]:
+    item: dict[str, Any] = {"type": "message", "role": "assistant",
+                            "content": [{"type": "output_text", "text": text, "annotations": []}],
+                            "status": "completed"}
+    if isinstance(item_id, str) and item_id.startswith("{"):  # newer Pi: {"v": 1, "id": …, "phase": …}
+        try:
+            stored = json.loads(item_id)
+        except ValueError:
+            stored = None
+        stored = stored if isinstance(stored, dict) else {}
+        item_id, phase = stored.get("id"), phase or stored.get("phase")
+    if item_id and isinstance(item_id, str) and item_id.startswith("msg"):
+        item["id"] = item_id
+    if phase and isinstance(phase, str):
+        item["phase"] = phase
+    return item
+
+
+def _tool_output(message: dict[str, Any]) -> Any:
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    if not any(b.get("type") == "image" for b in blocks):
+        return text or "(no output)"
+    return _input_content(blocks)
+
+
+def to_responses_input(request: ModelRequest, provider: str, api: str) -> list[dict[str, Any]]:
+    """The Pi history as Responses input items."""
+    out: list[dict[str, Any]] = []
+    history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
+                              tool_id=responses_tool_id)
+    for message in history:
+        role = message["role"]
+        if role == "user":
+            content = _input_content(message.get("content"))
+            if content:
+                out.append({"role": "user", "content": content})
+        elif role == "assistant":
+            same = (message.get("api") == api and message.get("provider") == provider
+                    and message.get("model") == request.model)
+            out += _assistant_items(message, same)
+        elif role == "toolResult":
+            out.append({"type": "function_call_output", "call_id": _split_id(message["toolCallId"])[0],
+                        "output": _tool_output(message)})
+    return out
+
+
+@dataclass
+class _Item:
+    """One output item of the reply being streamed, by its output index."""
+
+    kind: str  # "message", "reasoning", "function_call", or another type we do not keep
+    position: int = -1  # builder position of its block
+    ordinal: int = -1  # tool-call ordinal
+    parts: int = 0  # reasoning summary parts seen
+
+
+def _error_payload(error: Any) -> dict[str, Any]:
+    """A Responses error object (``error`` event, ``response.error``) in the shape
+    ``error_from_event`` classifies: the code is kept, the type says what to do (a rate limit
+    waits, an invalid request fails at once, anything else is worth another try)."""
+    if not isinstance(error, dict):
+        return {"message": str(error), "type": "api_error"}
+    code = str(error.get("code") or "")
+    if code == "rate_limit_exceeded":
+        kind = "rate_limit_error"
+    elif code.startswith("invalid") or error.get("type") == "invalid_request_error":
+        kind = "invalid_request_error"
+    else:
+        kind = code or "api_error"
+    return {"message": error.get("message") or code or "error", "type": kind, "code": code or None}
+
+
+class OpenAIResponsesProvider(HTTPProvider):
+    name = "openai-responses"
+    api = "openai-responses"
+    label = "OpenAI Responses"
+    default_base_url = OPENAI_BASE_URL
+    key_env = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
+
+    def endpoint(self) -> str:
+        return f"{self.base_url}/responses"
+
+    def headers(self, key: str | None) -> dict[str, str]:
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        return headers
+
+    def payload(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model,
+            "input": to_responses_input(request, self.name, self.api),
+            "stream": True,
+            "store": False,  # stateless: nothing kept server-side, so no previous_response_id either
+        }
+        if request.system_prompt:
+            body["instructions"] = request.system_prompt
+        if request.tools:
+            body["tools"] = [{"type": "function", "name": t.name, "description": t.description,
+                              "parameters": t.parameters} for t in request.tools]
+        if request.max_tokens:
+            body["max_output_tokens"] = request.max_tokens
+        reasoning_model = models.is_reasoning(self.name, request.model)
+        if reasoning_model or request.reasoning:
+            reasoning: dict[str, Any] = {"summary": "auto"}
+            if request.reasoning:
+                reasoning["effort"] = request.reasoning
+            body["reasoning"] = reasoning
+            body["include"] = ["reasoning.encrypted_content"]
+        elif request.temperature is not None:
+            body["temperature"] = request.temperature  # reasoning models accept only the default
+        if request.options.get("session_id"):
+            body["prompt_cache_key"] = str(request.options["session_id"])  # routes turns to a warm cache
+        body.update(request.options.get("extra_body") or {})
+        return body
+
+    def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
+               cancel: threading.Event | None) -> EventLoop:
+        loads = sse_loads
+        items: dict[int, _Item] = {}
+        calls: list[int] = []  # builder positions of the tool calls, in call order
+        ended: set[int] = set()  # positions of the calls whose ToolCallEnd was sent
+        final: dict[str, Any] | None = None
+        for event, data in sse:
+            if cancel is not None and cancel.is_set():
+                return "aborted"
+            try:
+                ev = loads(data)
+            except ValueError:
+                raise MalformedStreamError(f"{ctx.label}: the stream from {ctx.url} sent data that is not JSON: "
+                                           f"{data[:200]!r}") from None
+            if not isinstance(ev, dict):
+                raise MalformedStreamError(f"{ctx.label}: unexpected stream data from {ctx.url}: {data[:200]!r}")
+            kind = ev.get("type") or event
+            if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+                position = self._block(items, ev, builder, "message")
+                if position is not None and ev.get("delta"):
+                    builder.pieces[position].append(ev["delta"])
+                    yield TextDelta(ev["delta"])
+            elif kind == "response.function_call_arguments.delta":
+                item = items.get(ev.get("output_index"))
+                if item is not None and item.kind == "function_call" and ev.get("delta"):
+                    builder.pieces[item.position].append(ev["delta"])
+                    yield ToolCallDelta(item.ordinal, ev["delta"])
+            elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+                position = self._block(items, ev, builder, "reasoning")
+                if position is not None and ev.get("delta"):
+                    builder.pieces[position].append(ev["delta"])
+                    yield ThinkingDelta(ev["delta"])
+            elif kind == "response.reasoning_summary_part.added":
+                item = items.get(ev.get("output_index"))
+                if item is not None and item.kind == "reasoning":
+                    if item.parts and builder.pieces[item.position]:
+                        builder.pieces[item.position].append(_SUMMARY_SEPARATOR)
+                        yield ThinkingDelta(_SUMMARY_SEPARATOR)
+                    item.parts += 1
+            elif kind == "response.output_item.added":
+                yield from self._item_added(ev, items, calls, builder)
+            elif kind == "response.output_item.done":
+                yield from self._item_done(ev, items, builder, ended)
+            elif kind in ("response.completed", "response.incomplete"):
+                final = ev.get("response") or {}
+                break
+            elif kind == "response.failed":
+                response = ev.get("response") or {}
+                raise error_from_event(ctx, _error_payload(response.get("error") or {"code": "server_error",
+                                                                                     "message": "response failed"}))
+            elif kind == "error":
+                raise error_from_event(ctx, _error_payload(ev.get("error") if isinstance(ev.get("error"), dict)
+                                                           else ev))
+            elif kind in ("response.created", "response.in_progress"):
+                builder.response_id = (ev.get("response") or {}).get("id") or builder.response_id
+            # content_part, *.done text events, queued and unknown types carry nothing new
+        if final is None:
+            raise NetworkError(f"{ctx.label}: the stream from {ctx.url} ended before the reply was complete "
+                               f"(no response.completed)")
+        builder.response_id = final.get("id") or builder.response_id
+        if isinstance(final.get("usage"), dict):
+            builder.usage = responses_usage(final["usage"])
+            yield UsageUpdate(builder.usage)
+        for ordinal, position in enumerate(calls):
+            if position not in ended:  # the item never finished: emit what arrived
+                block = builder.finish_block(position)
+                yield ToolCallEnd(ordinal, block["id"], block["name"], block["arguments"])
+        if final.get("status") == "incomplete" or (final.get("incomplete_details") or {}).get("reason"):
+            reason = (final.get("incomplete_details") or {}).get("reason") or "incomplete"
+            if reason == "content_filter":
+                builder.error_message = f"{ctx.label} stopped the reply: content filter"
+                return "error"
+            return "length"
+        return "toolUse" if calls else "stop"
+
+    @staticmethod
+    def _block(items: dict[int, _Item], ev: dict[str, Any], builder: MessageBuilder, kind: str) -> int | None:
+        """The builder position for a delta's item, created if the item's ``added`` event was missed."""
+        index = ev.get("output_index")
+        item = items.get(index)
+        if item is None:
+            item = items[index] = _Item(kind)
+        if item.kind != kind:
+            return None
+        if item.position < 0:
+            block = {"type": "text", "text": ""} if kind == "message" else {"type": "thinking", "thinking": ""}
+            item.position = builder.add_block(block)
+        return item.position
+
+    @staticmethod
+    def _item_added(ev: dict[str, Any], items: dict[int, _Item], calls: list[int],
+                    builder: MessageBuilder) -> Iterator[Any]:
+        index = ev.get("output_index")
+        raw = ev.get("item") or {}
+        kind = raw.get("type") or ""
+        item = items[index] = _Item(kind)
+        if kind == "message":
+            item.position = builder.add_block({"type": "text", "text": ""})
+        elif kind == "reasoning":
+            item.position = builder.add_block({"type": "thinking", "thinking": ""})
+        elif kind == "function_call":
+            call_id = raw.get("call_id") or f"call_{uuid.uuid4().hex[:24]}"
+            block_id = f"{call_id}|{raw['id']}" if raw.get("id") else call_id
+            item.ordinal = len(calls)
+            item.position = builder.tool_call(block_id, raw.get("name") or "")
+            calls.append(item.position)
+            if raw.get("arguments"):
+                builder.pieces[item.position].append(raw["arguments"])
+            yield ToolCallStart(item.ordinal, block_id, raw.get("name") or "")
+
+    @staticmethod
+    def _item_done(ev: dict[str, Any], items: dict[int, _Item], builder: MessageBuilder,
+                   ended: set[int]) -> Iterator[Any]:
+        index = ev.get("output_index")
+        raw = ev.get("item") or {}
+        item = items.get(index)
+        if item is None or item.position < 0 or raw.get("type") != item.kind:
+            return
+        block = builder.content[item.position]
+        pieces = builder.pieces[item.position]
+        if item.kind == "reasoning":
+            # the complete item, encrypted content included, is what goes back next turn
+            block["thinkingSignature"] = json.dumps(raw, separators=(",", ":"))
+            if not pieces:
+                pieces.append(_SUMMARY_SEPARATOR.join(s.get("text", "") for s in raw.get("summary") or []
+                                                      if isinstance(s, dict)))
+        elif item.kind == "message":
+            if raw.get("id"):
+                block["textSignature"] = raw["id"]
+            if raw.get("phase"):
+                block["phase"] = raw["phase"]
+            if not pieces:
+                pieces.append("".join(part.get("text") or part.get("refusal") or ""
+                                      for part in raw.get("content") or [] if isinstance(part, dict)))
+        elif item.kind == "function_call":
+            if isinstance(raw.get("arguments"), str):
+                pieces[:] = [raw["arguments"]]  # the complete arguments win over the deltas
+            builder.finish_block(item.position)
+            ended.add(item.position)
+            yield ToolCallEnd(item.ordinal, block["id"], block["name"], block["arguments"])
