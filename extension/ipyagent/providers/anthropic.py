@@ -167,8 +167,9 @@ class AnthropicProvider(HTTPProvider):
         url = f"{self.base_url}/v1/messages/count_tokens"
         body = {k: v for k, v in self.payload(request).items() if k not in ("stream", "max_tokens", "temperature")}
         ctx = ErrorContext(self.label, url, request.model, self.key_env, key)
+        target, headers = self.request_target(url, key)
         try:
-            response = self.client.post(url, json=body, headers={**self.headers(key), **self.extra_headers})
+            response = self.client.post(target, json=body, headers=headers)
         except httpx.TransportError as exc:
             raise network_error(ctx, exc) from None
         if response.status_code >= 400:

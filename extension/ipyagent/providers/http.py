@@ -3,6 +3,7 @@ Retry-After parsing, and keeping secrets out of messages."""
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import functools
 import json
@@ -63,7 +64,8 @@ def strip_url_credentials(text: str) -> str:
 
 def url_credentials(url: str | None) -> list[str]:
     """The user name and password in ``url`` (and both together): as written, percent-decoded and
-    percent-encoded (as they appear when the whole URL is encoded); empty if none."""
+    percent-encoded (as they appear when the whole URL is encoded), and the Basic authorization
+    token made of them; empty if none."""
     if not url or "@" not in url:
         return []
     try:
@@ -77,7 +79,37 @@ def url_credentials(url: str | None) -> list[str]:
         for form in (raw, plain, urllib.parse.quote(plain, safe=""), urllib.parse.quote(raw, safe="")):
             if form and form not in found:
                 found.append(form)
+    token = _basic_token(userinfo)
+    if token and token not in found:
+        found.append(token)
     return found
+
+
+def _basic_token(userinfo: str) -> str:
+    if not userinfo:
+        return ""
+    user, _, password = userinfo.partition(":")
+    plain = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+    return base64.b64encode(plain.encode("utf-8")).decode("ascii")
+
+
+def split_url_credentials(url: str) -> tuple[str, str | None]:
+    """(``url`` without its ``user:password@``, the ``Basic …`` authorization they make, or None).
+
+    httpx would turn URL credentials into Basic auth on its own, replacing any ``Authorization``
+    header, so an OpenAI-compatible base URL with credentials could never carry the API key: the
+    providers send the URL without them and decide which authorization goes out."""
+    if "@" not in url:
+        return url, None
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url, None
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at:
+        return url, None
+    clean = urllib.parse.urlunsplit(parts._replace(netloc=host))
+    return clean, (f"Basic {_basic_token(userinfo)}" if userinfo else None)
 
 
 def scrub(text: str, secret: str | Iterable[str | None] | None) -> str:

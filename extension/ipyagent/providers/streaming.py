@@ -20,11 +20,13 @@ from ipyagent.providers.http import (
     network_error,
     new_client,
     scrub,
+    split_url_credentials,
     strip_url_credentials,
     url_credentials,
 )
 from ipyagent.providers.message import MessageBuilder
 from ipyagent.providers.overflow import max_tokens_that_fit
+from ipyagent.providers.pricing import warm_up as warm_up_prices
 from ipyagent.providers.sse import SSEEvent, iter_sse
 
 # The inner event loop of a protocol: yields events, returns the final stop reason ("aborted" on cancel).
@@ -126,11 +128,23 @@ class HTTPProvider:
     def new_builder(self, request: ModelRequest) -> MessageBuilder:
         return MessageBuilder(self.api, self.name, request.model)
 
-    def stream(self, request: ModelRequest, cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
-        key = self.api_key()
-        url = self.endpoint()
-        ctx = ErrorContext(self.label, url, request.model, self.key_env, key)
+    def request_target(self, url: str, key: str | None) -> tuple[str, dict[str, str]]:
+        """The URL to send to and the headers to send. A base URL's ``user:password@`` never
+        stays in the URL: it becomes ``Authorization: Basic`` when nothing else claims that header
+        (no bearer key, no configured header); an API key always wins, and headers that do not use
+        ``Authorization`` (Anthropic's ``x-api-key``) go together with the Basic credentials."""
         headers = {**self.headers(key), **self.extra_headers}
+        clean, basic = split_url_credentials(url)
+        if basic and not any(name.lower() == "authorization" for name in headers):
+            headers["authorization"] = basic
+        return clean, headers
+
+    def stream(self, request: ModelRequest, cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+        warm_up_prices()
+        key = self.api_key()
+        url, headers = self.request_target(self.endpoint(), key)
+        # the context keeps the URL as configured: its credentials are scrubbed from every message
+        ctx = ErrorContext(self.label, self.endpoint(), request.model, self.key_env, key)
         body = self.payload(request)
         builder = self.new_builder(request)
         response: httpx.Response | None = None
