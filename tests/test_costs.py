@@ -8,6 +8,7 @@ import json
 import logging
 import subprocess
 import sys
+import uuid
 import warnings
 
 import pytest
@@ -63,13 +64,14 @@ def test_a_known_models_cost_equals_genai_prices(protocol, model, provider_id):
 
 def test_unknown_model_has_no_cost_and_one_log_line(caplog):
     caplog.set_level(logging.INFO, logger="ipyagent.providers.pricing")
+    model = f"my-own-finetune-{uuid.uuid4().hex[:8]}"
     with FakeProviderServer() as srv, warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning of any kind, let alone one per reply
-        messages = [reply_via(srv, "openai", "my-own-finetune-x") for _ in range(5)]
+        messages = [reply_via(srv, "openai", model) for _ in range(5)]
     for message in messages:
         assert message["usage"]["costUnknown"] is True
         assert message["usage"]["cost"] == dict.fromkeys(pricing.COST_KEYS, 0.0)
-    lines = [r for r in caplog.records if "my-own-finetune-x" in r.getMessage()]
+    lines = [r for r in caplog.records if model in r.getMessage()]
     assert len(lines) == 1 and lines[0].levelno == logging.INFO
 
 

@@ -86,7 +86,7 @@ def agent_status(runtime: Any, rest: str) -> None:
     result = runtime.load_result
     if result is not None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
-    lines.append(cost_text(facts.costs) or "cost: nothing spent yet")
+    lines.append(cost_text(facts.costs) or "cost: no priced calls yet")
     if runtime.config.show_widget:
         try:
             widget = BudgetWidget(facts)
