@@ -193,7 +193,7 @@ def test_session_across_cells_with_cell_ids(ip, server):
     assert all(isinstance(u["message"]["executionCount"], int) for u in users)
     sent = server.requests[-1].body["messages"]
     assert [m["role"] for m in sent if m["role"] != "system"] == ["user", "assistant", "user"]
-    assert "You said hello before." in "".join(o.data.get("text/markdown", "") for o in cap.outputs)
+    assert "You said hello before." in "".join(o.data.get("text/html", "") for o in cap.outputs)
     # exactly one journal output per run, and it is the run's last output
     journals = [o for o in cap.outputs if JOURNAL_MIME in o.data]
     assert len(journals) == 1 and JOURNAL_MIME in cap.outputs[-1].data
@@ -314,7 +314,7 @@ def test_compact_with_focus(ip, server):
     assert cap.outputs[-1].data[JOURNAL_MIME]["entries"][-1]["type"] == "compaction"
     with capture_output() as cap2:
         ip.run_line_magic("agent", "summary")
-    assert "focusing on the database" in cap2.outputs[0].data["text/markdown"]
+    assert "focusing on the database" in cap2.outputs[0].data["text/html"]
 
 
 def test_compact_cell_form_and_nothing_to_compact(ip, server):

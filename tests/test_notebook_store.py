@@ -224,7 +224,7 @@ def test_journal_markdown_is_short_and_escaped():
     entries[0]["message"]["content"] = "a | b <script>\nsecond line"
     data, _ = journal_bundle("default", HEADER, None, {}, entries)
     markdown = data["text/markdown"]
-    assert "a \\| b &lt;script>" in markdown and "second line" not in markdown
+    assert "a \\| b \\<script\\>" in markdown and "second line" not in markdown
     assert "10 more" in markdown and markdown.count("\n| ") < 25
 
 

@@ -4,6 +4,12 @@ When no frontend bridge acknowledged the entries of a ``%%agent`` / ``%compact``
 last output carries them (``docs/protocol.md``, "Journal"): every frontend saves outputs, and a
 lifter (the labextension, ``ipyagent lift``, the headless runner, hydration from disk) merges them
 into ``metadata["ipyagent"]`` by entry id, in cell order.
+
+Both Markdown views here (the journal's table and :func:`transcript_markdown`) hold text from a
+model, a tool or metadata: it goes in through :mod:`ipyagent.notebook.untrusted` only
+(``escape_markdown`` for words in a line, ``code_span`` for names and ids, ``safe_markdown`` for
+prose); the few HTML tags the transcript writes itself hold only its own words or
+``escape_markdown`` text.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from typing import Any, Iterator
 
 from ipyagent.agent.notebook_context import CELL_PROMPT_FIELD
 from ipyagent.notebook.schema import strip_secrets
+from ipyagent.notebook.untrusted import code_span, escape_markdown, safe_markdown
 from ipyagent.session import deep_json
 
 __all__ = ["JOURNAL_MIME", "journal_bundle", "journal_outputs", "entry_line"]
@@ -143,15 +150,15 @@ def entry_line(entry: Any) -> tuple[str, str]:
 
 
 def _cell(text: str) -> str:
-    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
-    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "…"
+    text = text if len(text) <= MAX_TEXT else text[:MAX_TEXT - 1] + "…"
+    return escape_markdown(text)
 
 
 def _markdown(session_name: str, entries: list[dict[str, Any]]) -> str:
     count = len(entries)
-    lines = [f"**ipyagent journal** · session `{session_name}` · {count} new entr{'y' if count == 1 else 'ies'} "
-             "(kept in this output until `ipyagent lift` or the notebook extension moves them into the "
-             "notebook's metadata)", "", "| entry | text |", "|---|---|"]
+    lines = [f"**ipyagent journal** · session {code_span(session_name)} · {count} new "
+             f"entr{'y' if count == 1 else 'ies'} (kept in this output until `ipyagent lift` or the notebook "
+             "extension moves them into the notebook's metadata)", "", "| entry | text |", "|---|---|"]
     for entry in entries[:MAX_ROWS]:
         kind, text = entry_line(entry)
         lines.append(f"| {_cell(kind)} | {_cell(text)} |")
@@ -187,7 +194,8 @@ def _clip(text: str, limit: int = MAX_RESULT_CHARS) -> str:
     return f"{head}\n… [{len(text) - len(head) - len(tail):,} characters not shown] …\n{tail}"
 
 
-def _content_markdown(content: Any) -> str:
+def _content_text(content: Any) -> str:
+    """A message's text blocks as raw text (images as ``[image: type]``)."""
     if isinstance(content, str):
         return content
     parts = []
@@ -197,28 +205,36 @@ def _content_markdown(content: Any) -> str:
         if block.get("type") == "text":
             parts.append(str(block.get("text", "")))
         elif block.get("type") == "image":
-            parts.append(f"*[image: {block.get('mimeType', 'image')}]*")
+            parts.append(f"[image: {block.get('mimeType', 'image')}]")
     return "\n\n".join(p for p in parts if p)
 
 
+def _prose(text: Any) -> str:
+    return safe_markdown(str(text))
+
+
 def _quote(text: str) -> str:
-    return "\n".join("> " + line if line else ">" for line in text.splitlines())
+    return "\n".join("> " + line if line else ">" for line in text.split("\n"))
 
 
 def transcript_markdown(session: Any, name: str = "default", settings: dict[str, Any] | None = None) -> str:
     """The conversation on the session's current path (root → leaf), readable: prompts, answers,
     tool calls and results (long results cut), compactions with their summaries and what they
-    replaced, branch summaries. Entries on other branches are counted, not shown."""
+    replaced, branch summaries. Entries on other branches are counted, not shown.
+
+    Prose (prompts, answers, summaries) is :func:`safe_markdown`; tool arguments and results are
+    fenced code; names, ids and paths are code spans; the only HTML is this function's own
+    ``<details>``/``<sub>`` tags around its own words or escaped text."""
     header = session.header or {}
     path = session.path()
     on_path = {e["id"] for e in path}
     off_path = len(session.entries) - len(path)
-    lines = [f"# ipyagent session `{name}`", ""]
-    facts = [f"session `{header.get('id', '?')}`", f"started {header.get('timestamp', '?')}"]
+    lines = [f"# ipyagent session {code_span(name)}", ""]
+    facts = [f"session {code_span(header.get('id', '?'))}", f"started {escape_markdown(header.get('timestamp', '?'))}"]
     if header.get("cwd"):
-        facts.append(f"cwd `{header['cwd']}`")
+        facts.append(f"cwd {code_span(header['cwd'])}")
     if settings and settings.get("model"):
-        facts.append(f"model `{settings['model']}`")
+        facts.append(f"model {code_span(settings['model'])}")
     facts.append(f"{len(session.entries)} entries, {len(path)} on the current path")
     if off_path:
         facts.append(f"{off_path} on other branches (not shown)")
@@ -227,7 +243,7 @@ def transcript_markdown(session: Any, name: str = "default", settings: dict[str,
     if compactions:
         last = compactions[-1]
         lines += [f"The session was compacted {len(compactions)} time(s). The model now sees the latest "
-                  f"summary followed by the entries from `{last.get('firstKeptEntryId')}` on "
+                  f"summary followed by the entries from {code_span(last.get('firstKeptEntryId'))} on "
                   "(marked **kept** below).", ""]
     kept_from = compactions[-1].get("firstKeptEntryId") if compactions else None
     kept = False
@@ -241,48 +257,53 @@ def transcript_markdown(session: Any, name: str = "default", settings: dict[str,
 def _entry_markdown(entry: dict[str, Any], kept: bool) -> list[str]:
     kind = entry.get("type")
     tag = " · **kept**" if kept else ""
-    stamp = f"<sub>{entry.get('id')} · {entry.get('timestamp', '')}{tag}</sub>"
+    stamp = f"<sub>{escape_markdown(entry.get('id'))} · {escape_markdown(entry.get('timestamp', ''))}{tag}</sub>"
     if kind == "message":
         message = entry.get("message") or {}
         role = message.get("role")
         if role == "user":
-            return ["## User", stamp, "", _content_markdown(message.get("content")), ""]
+            return ["## User", stamp, "", _prose(_content_text(message.get("content"))), ""]
         if role == "assistant":
             out = ["## Assistant", stamp, ""]
             for block in message.get("content") or []:
                 if not isinstance(block, dict):
                     continue
                 if block.get("type") == "text" and block.get("text"):
-                    out += [block["text"], ""]
+                    out += [_prose(block["text"]), ""]
                 elif block.get("type") == "thinking" and block.get("thinking"):
-                    out += ["<details><summary>thinking</summary>", "", _quote(block["thinking"]), "", "</details>", ""]
+                    out += ["<details><summary>thinking</summary>", "", _quote(_prose(block["thinking"])), "",
+                            "</details>", ""]
                 elif block.get("type") == "toolCall":
                     args = json.dumps(block.get("arguments", {}), ensure_ascii=False, indent=1)
-                    out += [f"**tool call** `{block.get('name', '?')}`", "", _fence(_clip(args), "json"), ""]
+                    out += [f"**tool call** {code_span(block.get('name', '?'))}", "", _fence(_clip(args), "json"), ""]
             if message.get("stopReason") in ("error", "aborted"):
-                out += [f"*({message['stopReason']}{': ' + message['errorMessage'] if message.get('errorMessage') else ''})*", ""]
+                error = f": {message['errorMessage']}" if message.get("errorMessage") else ""
+                out += [f"*{escape_markdown(message['stopReason'] + error)}*", ""]
             return out
         if role == "toolResult":
-            text = _content_markdown(message.get("content"))
-            title = f"tool result `{message.get('toolName', '?')}`" + (" (error)" if message.get("isError") else "")
-            return [f"<details><summary>{title} · {len(text):,} characters</summary>", "", stamp, "",
+            text = _content_text(message.get("content"))
+            state = " (error)" if message.get("isError") else ""
+            return [f"<details><summary>tool result{state} · {len(text):,} characters</summary>", "",
+                    f"result of {code_span(message.get('toolName', '?'))}", "", stamp, "",
                     _fence(_clip(text)), "", "</details>", ""]
         if role == "bashExecution":
-            return [f"## Shell `!{message.get('command', '')}`", stamp, "",
+            return [f"## Shell {code_span('!' + str(message.get('command', '')))}", stamp, "",
                     _fence(_clip(str(message.get("output", "")))), ""]
-        return [f"## {role}", stamp, "", _content_markdown(message.get("content")), ""]
+        return [f"## {escape_markdown(role)}", stamp, "", _prose(_content_text(message.get("content"))), ""]
     if kind == "compaction":
         return ["---", "", f"### Compaction · {entry.get('tokensBefore', '?'):,} tokens summarised"
                 if isinstance(entry.get("tokensBefore"), (int, float)) else "### Compaction", stamp, "",
-                f"Everything above `{entry.get('firstKeptEntryId')}` is replaced, for the model, by this summary"
-                + (" (written by a hook)" if entry.get("fromHook") else "") + ":", "",
-                _quote(str(entry.get("summary", ""))), "", "---", ""]
+                f"Everything above {code_span(entry.get('firstKeptEntryId'))} is replaced, for the model, by this "
+                "summary" + (" (written by a hook)" if entry.get("fromHook") else "") + ":", "",
+                _quote(_prose(entry.get("summary", ""))), "", "---", ""]
     if kind == "branch_summary":
-        return [f"### Branch summary (from `{entry.get('fromId')}`)", stamp, "",
-                _quote(str(entry.get("summary", ""))), ""]
+        return [f"### Branch summary (from {code_span(entry.get('fromId'))})", stamp, "",
+                _quote(_prose(entry.get("summary", ""))), ""]
     if kind == "custom_message":
         if entry.get("display") is False:
-            return [f"*(hidden message to the model: {entry.get('customType')})*", ""]
-        return [f"### {entry.get('customType')}", stamp, "", _content_markdown(entry.get("content")), ""]
+            return [f"*(hidden message to the model: {escape_markdown(entry.get('customType'))})*", ""]
+        return [f"### {escape_markdown(entry.get('customType'))}", stamp, "",
+                _prose(_content_text(entry.get("content"))), ""]
     kind_text, text = entry_line(entry)
-    return [f"*{kind_text}: {text}*" if text else f"*{kind_text}*", ""]
+    return [f"*{escape_markdown(kind_text)}: {escape_markdown(text)}*" if text else f"*{escape_markdown(kind_text)}*",
+            ""]

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +20,7 @@ from IPython.display import display
 from ipyagent.agent.notebook_context import prompt_text
 from ipyagent.core import Session
 from ipyagent.notebook.rendering import error_bundle, short_args
-from ipyagent.notebook.untrusted import escape_html
+from ipyagent.notebook.untrusted import escape_html, markdown_html
 from ipyagent.notebook.widget import BudgetWidget, _chars4, budget_facts, cost_text, static_bundle
 from ipyagent.session.messages import text_of
 
@@ -49,12 +48,12 @@ def dispatch(runtime: Any, line: str) -> Any:
     return func(runtime, rest.strip())
 
 
-def _show(text: str, html_view: str | None = None, markdown: str | None = None) -> None:
+def _show(text: str, html_view: str | None = None) -> None:
+    """``text/plain`` and, if given, ``text/html`` — built only with ``ipyagent.notebook.untrusted``
+    (session names, labels, entry text and summaries all come from metadata or a model)."""
     data = {"text/plain": text}
     if html_view is not None:
         data["text/html"] = html_view
-    if markdown is not None:
-        data["text/markdown"] = markdown
     display(data, raw=True)
 
 
@@ -108,8 +107,8 @@ def agent_config(runtime: Any, rest: str) -> None:
     rows = runtime.config.settings_table()
     width = max(len(r[0]) for r in rows)
     text = "\n".join(f"Agent.{name:<{width}} = {value!r}" for name, value, _ in rows)
-    table = "".join(f"<tr><td><code>Agent.{html.escape(n)}</code></td><td><code>{html.escape(repr(v))}</code></td>"
-                    f"<td style='text-align:left'>{html.escape(h)}</td></tr>" for n, v, h in rows)
+    table = "".join(f"<tr><td><code>Agent.{escape_html(n)}</code></td><td><code>{escape_html(repr(v))}</code></td>"
+                    f"<td style='text-align:left'>{escape_html(h)}</td></tr>" for n, v, h in rows)
     _show(text, f"<table>{table}</table>")
 
 
@@ -344,7 +343,7 @@ def agent_summary(runtime: Any, rest: str) -> None:
     if summary is None:
         print("no compaction yet (%compact makes one)")
         return
-    _show(summary, markdown=summary)
+    _show(summary, f"<div class='ipyagent-summary'>{markdown_html(summary)}</div>")
 
 
 COMMANDS["summary"] = agent_summary
@@ -353,33 +352,11 @@ COMMANDS["summary"] = agent_summary
 # ---- export, import, load ----------------------------------------------------------------------
 
 
-def session_markdown(name: str, session: Session) -> str:
-    out = [f"# ipyagent session `{name}`", ""]
-    for entry in session.path():
-        kind = entry.get("type")
-        if kind == "message":
-            message = entry["message"]
-            role = message.get("role")
-            if role == "toolResult":
-                out += [f"**result of `{message.get('toolName', '')}`**", "", "```",
-                        text_of(message.get("content"), "\n"), "```", ""]
-                continue
-            out += [f"## {role}", ""]
-            content = message.get("content")
-            if isinstance(content, list):
-                for block in content:
-                    if block.get("type") == "text":
-                        out += [block.get("text", ""), ""]
-                    elif block.get("type") == "toolCall":
-                        out += [f"*calls `{block.get('name')}`*", "", "```json",
-                                json.dumps(block.get("arguments"), indent=1), "```", ""]
-            else:
-                out += [str(content), ""]
-        elif kind == "compaction":
-            out += ["## compaction summary", "", entry.get("summary", ""), ""]
-        elif kind == "branch_summary":
-            out += ["## branch summary", "", entry.get("summary", ""), ""]
-    return "\n".join(out)
+def session_markdown(name: str, session: Session, settings: dict[str, Any] | None = None) -> str:
+    """The session as a Markdown transcript: the same as ``ipyagent export --format markdown``."""
+    from ipyagent.notebook.journal import transcript_markdown
+
+    return transcript_markdown(session, name, settings)
 
 
 @magic_arguments()
@@ -389,7 +366,8 @@ def agent_export(runtime: Any, rest: str) -> None:
     """%agent export [--format pi|markdown] [-o FILE] — the active session as a Pi session file or Markdown."""
     args = parse_argstring(agent_export, rest)
     slot = runtime.slot()
-    text = slot.session.to_pi_jsonl() if args.format == "pi" else session_markdown(slot.name, slot.session)
+    text = (slot.session.to_pi_jsonl() if args.format == "pi"
+            else session_markdown(slot.name, slot.session, slot.settings))
     if args.output:
         if args.format == "pi":  # bytes: a set-aside line that is not UTF-8 goes back as it was
             Path(args.output).write_bytes(slot.session.to_pi_jsonl_bytes())

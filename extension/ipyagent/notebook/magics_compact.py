@@ -17,6 +17,7 @@ from ipyagent.compaction.summarizer import SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
 from ipyagent.notebook.rendering import error_bundle, note_bundle
 from ipyagent.notebook.run_view import RunView, begin_replay, cell_identity
+from ipyagent.notebook.untrusted import escape_html, markdown_html
 
 __all__ = ["CompactMagics", "run_compact"]
 
@@ -31,10 +32,11 @@ def _compact_args(line: str) -> None:
 def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: float) -> dict[str, str]:
     head = (f"Compacted: {before:,} → {after:,} tokens in {duration:.1f} s "
             f"(first kept entry {entry.get('firstKeptEntryId')}).")
-    summary = entry.get("summary", "")
+    summary = str(entry.get("summary", ""))  # a model's (or a hook's) text: rendered by the untrusted gate
     return {
         "text/plain": f"{head}\n\n{summary}",
-        "text/markdown": f"**{head}**\n\n<details><summary>Summary</summary>\n\n{summary}\n\n</details>",
+        "text/html": (f"<div><b>{escape_html(head)}</b></div><details><summary>Summary</summary>"
+                      f"{markdown_html(summary)}</details>"),
     }
 
 

@@ -5,11 +5,15 @@
 ``max_updates_per_second`` times a second (the last update always goes out). Tool calls and their
 results are compact ``<details>`` blocks with a ``text/plain`` fallback. Errors are short
 messages, never tracebacks. The budget widget (if any) follows the run live.
+
+Everything shown here came from a model, a tool or the session's metadata, so every bundle is
+``text/html`` built through :mod:`ipyagent.notebook.untrusted` (the reply's Markdown is rendered
+to HTML there, raw HTML shown as text) plus ``text/plain``; none carries ``text/markdown``, which
+JupyterLab would render raw in a trusted notebook.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import time
 from typing import Any, Callable
@@ -19,11 +23,12 @@ from IPython.display import display
 from ipyagent.agent import events as ev
 from ipyagent.agent.tools import get_tool
 from ipyagent.notebook.approval_text import TooLongToShow, approval_text
+from ipyagent.notebook.untrusted import escape_html, markdown_html
 from ipyagent.providers import base as pb
 from ipyagent.session.messages import text_of
 
-__all__ = ["RunRenderer", "error_bundle", "note_bundle", "tool_bundle", "make_approver", "NobodyToAsk",
-           "short_args"]
+__all__ = ["RunRenderer", "error_bundle", "note_bundle", "reply_bundle", "tool_bundle", "make_approver",
+           "NobodyToAsk", "short_args"]
 
 MAX_TOOL_TEXT = 4000  # characters of a tool result shown in the block (the model got Pi's limits)
 
@@ -68,9 +73,9 @@ def tool_bundle(name: str, arguments: dict[str, Any], result: dict[str, Any] | N
     main = _main_argument(name, arguments)
     rest = {k: v for k, v in arguments.items() if not main or arguments.get(k) is not main[0]}
     if main:
-        body_parts.append(f"<pre style='margin:2px 0'>{html.escape(main[0])}</pre>")
+        body_parts.append(f"<pre style='margin:2px 0'>{escape_html(main[0])}</pre>")
     if rest:
-        body_parts.append(f"<pre style='margin:2px 0;color:#555'>{html.escape(json.dumps(rest, indent=1, default=str))}"
+        body_parts.append(f"<pre style='margin:2px 0;color:#555'>{escape_html(json.dumps(rest, indent=1, default=str))}"
                           "</pre>")
     output = ""
     if result is not None:
@@ -78,9 +83,9 @@ def tool_bundle(name: str, arguments: dict[str, Any], result: dict[str, Any] | N
         color = "#a94442" if result.get("isError") else "#333"
         body_parts.append(f"<div style='font-size:85%;color:#777'>result</div>"
                           f"<pre style='margin:2px 0;color:{color};max-height:24em;overflow:auto'>"
-                          f"{html.escape(output) or '(no output)'}</pre>")
+                          f"{escape_html(output) or '(no output)'}</pre>")
     html_view = (f"<details class='ipyagent-tool'><summary style='cursor:pointer;font-family:monospace'>"
-                 f"{html.escape(title)}</summary><div style='margin-left:1.2em'>{''.join(body_parts)}</div></details>")
+                 f"{escape_html(title)}</summary><div style='margin-left:1.2em'>{''.join(body_parts)}</div></details>")
     plain = title
     if result is not None and output:
         first = output.strip().splitlines()[:3]
@@ -92,22 +97,23 @@ def error_bundle(message: str, *, title: str = "ipyagent") -> dict[str, str]:
     return {
         "text/plain": f"{title}: {message}",
         "text/html": ("<div style='border-left:3px solid #d9534f;padding:2px 8px;background:rgba(217,83,79,.06)'>"
-                      f"<b>{html.escape(title)}</b>: {html.escape(message).replace(chr(10), '<br>')}</div>"),
-        "text/markdown": f"**{title}**: {message}",
+                      f"<b>{escape_html(title)}</b>: {escape_html(message).replace(chr(10), '<br>')}</div>"),
     }
 
 
 def note_bundle(message: str) -> dict[str, str]:
     return {"text/plain": message,
-            "text/html": f"<div style='color:#666;font-size:90%;font-style:italic'>{html.escape(message)}</div>",
-            "text/markdown": f"*{message}*"}
+            "text/html": f"<div style='color:#666;font-size:90%;font-style:italic'>{escape_html(message)}</div>"}
 
 
-def _markdown_bundle(text: str, thinking: str = "") -> dict[str, str]:
-    data = {"text/markdown": text or "…", "text/plain": text or "…"}
+def reply_bundle(text: str, thinking: str = "") -> dict[str, str]:
+    """An assistant reply as it stands: its Markdown rendered to safe HTML, the thinking (if any)
+    in a collapsed block above it."""
+    body = markdown_html(text) if text else "<p>…</p>"
     if thinking:
-        data["text/markdown"] = (f"<details><summary>Thinking</summary>\n\n{thinking}\n\n</details>\n\n" + (text or ""))
-    return data
+        body = (f"<details class='ipyagent-thinking'><summary>Thinking</summary>"
+                f"<div style='color:#666'>{markdown_html(thinking)}</div></details>{body}")
+    return {"text/plain": text or "…", "text/html": f"<div class='ipyagent-reply'>{body}</div>"}
 
 
 class NobodyToAsk(RuntimeError):
@@ -213,7 +219,7 @@ class RunRenderer:
         now = self._clock()
         if not force and now - self._last_update < self.interval:
             return
-        data = _markdown_bundle(self._text, self._thinking)
+        data = reply_bundle(self._text, self._thinking)
         if self._handle is None:
             self._handle = self.show(data, display_id=True)
         else:

@@ -9,18 +9,22 @@ the last request's prompt-cache reads and writes, and the latest summary (collap
 carries ``text/html``, ``text/markdown`` and ``text/plain`` views of the same facts next to the
 widget view, so a notebook viewer without a kernel (GitHub, nbviewer, VS Code without widgets)
 still shows them.
+
+The session name, the model, the status line and the summary come from the session's metadata
+or a model: every view takes them through :mod:`ipyagent.notebook.untrusted` (the summary's
+Markdown is rendered to safe HTML; the Markdown view gets it as :func:`safe_markdown` source).
 """
 
 from __future__ import annotations
 
-import html
 import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ipyagent.agent.config import AgentConfig
+from ipyagent.notebook.untrusted import code_span, escape_html, escape_markdown, markdown_html, safe_markdown
 from ipyagent.session.messages import Message
 
 __all__ = ["BudgetFacts", "BudgetWidget", "budget_facts", "static_html", "static_markdown", "static_plain",
@@ -151,8 +155,10 @@ def cost_text(costs: Any) -> str:
     return text
 
 
-def _details_line(f: BudgetFacts) -> str:
-    bits = [f"model {f.model or '(none)'}", f"{f.compactions} compaction{'s' if f.compactions != 1 else ''}",
+def _details_line(f: BudgetFacts, quote: Callable[[str], str] = str) -> str:
+    """The details under the bar; ``quote`` shows the model name (it comes from metadata)."""
+    bits = [f"model {quote(f.model) if f.model else '(none)'}",
+            f"{f.compactions} compaction{'s' if f.compactions != 1 else ''}",
             f"cache read {_n(f.cache_read)} / write {_n(f.cache_write)}"]
     if cost_text(f.costs):
         bits.append(cost_text(f.costs))
@@ -197,27 +203,27 @@ def summary_html(f: BudgetFacts) -> str:
     if not f.latest_summary:
         return ""
     return ("<details><summary>Latest summary</summary>"
-            f'<pre style="white-space:pre-wrap;font-size:85%">{html.escape(f.latest_summary)}</pre></details>')
+            f'<div style="font-size:85%">{markdown_html(f.latest_summary)}</div></details>')
 
 
 def static_html(f: BudgetFacts) -> str:
-    status = f'<div style="font-style:italic">{html.escape(f.status)}</div>' if f.status else ""
+    status = f'<div style="font-style:italic">{escape_html(f.status)}</div>' if f.status else ""
     return (f'<div class="ipyagent-budget" style="font-family:var(--jp-ui-font-family,sans-serif);max-width:720px">'
-            f'<div><b>Context</b> [{html.escape(f.session_name)}] {_headline(f)}</div>'
+            f'<div><b>Context</b> [{escape_html(f.session_name)}] {escape_html(_headline(f))}</div>'
             f'{bar_html(f)}{legend_html(f)}'
-            f'<div style="font-size:85%;color:#555">{html.escape(_details_line(f))}</div>'
+            f'<div style="font-size:85%;color:#555">{escape_html(_details_line(f))}</div>'
             f'{status}{summary_html(f)}</div>')
 
 
 def static_markdown(f: BudgetFacts) -> str:
-    lines = [f"**Context** [{f.session_name}] {_headline(f)}", "",
+    lines = [f"**Context** {code_span(f.session_name)} {_headline(f)}", "",
              "| part | tokens |", "|---|---:|"]
     lines += [f"| {LABELS[k]} | {v:,} |" for k, v in f.parts.items()]
-    lines += ["", _details_line(f)]
+    lines += ["", _details_line(f, escape_markdown)]
     if f.status:
-        lines += ["", f"*{f.status}*"]
+        lines += ["", f"*{escape_markdown(f.status)}*"]
     if f.latest_summary:
-        lines += ["", "<details><summary>Latest summary</summary>", "", f.latest_summary, "", "</details>"]
+        lines += ["", "**Latest summary**", "", safe_markdown(f.latest_summary)]
     return "\n".join(lines)
 
 
@@ -266,18 +272,18 @@ class BudgetWidget:
     def update(self, facts: BudgetFacts) -> None:
         with self._lock:
             self.facts = facts
-            self._head.value = (f'<div><b>Context</b> [{html.escape(facts.session_name)}] {_headline(facts)}</div>'
-                                f'{bar_html(facts)}{legend_html(facts)}'
-                                f'<div style="font-size:85%;color:#555">{html.escape(_details_line(facts))}</div>')
-            self._status.value = f"<i>{html.escape(facts.status)}</i>" if facts.status else ""
+            self._head.value = (f'<div><b>Context</b> [{escape_html(facts.session_name)}] '
+                                f'{escape_html(_headline(facts))}</div>{bar_html(facts)}{legend_html(facts)}'
+                                f'<div style="font-size:85%;color:#555">{escape_html(_details_line(facts))}</div>')
+            self._status.value = f"<i>{escape_html(facts.status)}</i>" if facts.status else ""
             text = facts.latest_summary or ""
-            self._summary.value = f'<pre style="white-space:pre-wrap;font-size:85%">{html.escape(text)}</pre>'
+            self._summary.value = f'<div style="font-size:85%">{markdown_html(text)}</div>' if text else ""
             self._accordion.layout.display = "" if text else "none"
 
     def set_status(self, status: str) -> None:
         with self._lock:
             self.facts.status = status
-            self._status.value = f"<i>{html.escape(status)}</i>" if status else ""
+            self._status.value = f"<i>{escape_html(status)}</i>" if status else ""
 
     def start_ticker(self, label: str, interval: float = 0.25) -> None:
         """Show ``label`` with the seconds elapsed, updated from a thread until :meth:`stop_ticker`."""
