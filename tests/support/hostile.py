@@ -38,8 +38,8 @@ PAYLOADS: dict[str, str] = {
 }
 
 HOSTILE = "\n\n".join(f"{name}: {text}" if "\n" not in text else text for name, text in PAYLOADS.items())
-# a session name with a backtick, a tag and a quote in it
-HOSTILE_NAME = "x`<img src=x onerror=\"window.__pwned=1\">"
+# a session name with backticks and a tag that needs no spaces (so %agent new takes it as one word)
+HOSTILE_NAME = "x`<img/src/onerror=window.__pwned=1>`y"
 
 SAFE_SCHEMES = {"http", "https", "mailto"}
 URL_ATTRIBUTES = {"href", "src", "action", "formaction", "xlink:href", "data", "poster", "background", "srcset"}
