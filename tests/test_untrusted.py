@@ -33,7 +33,14 @@ from support.hostile import (
 from ipyagent.agent import events as ev
 from ipyagent.notebook.journal import journal_bundle, transcript_markdown
 from ipyagent.notebook.magics_compact import _summary_bundle
-from ipyagent.notebook.rendering import RunRenderer, error_bundle, note_bundle, reply_bundle, tool_bundle
+from ipyagent.notebook.rendering import (
+    RunRenderer,
+    StreamedMarkdown,
+    error_bundle,
+    note_bundle,
+    reply_bundle,
+    tool_bundle,
+)
 from ipyagent.notebook.untrusted import (
     code_span,
     escape_html,
@@ -272,6 +279,46 @@ def test_streamed_reply_through_the_renderer():
     assert len(shown) > 2 * len(HOSTILE) // 7
     for data in shown:
         _assert_bundle(data)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_markdown, st.lists(st.integers(1, 40), min_size=1, max_size=30))
+def test_streamed_markdown_pieces_are_clean_and_the_end_is_the_whole_render(text, steps):
+    view = StreamedMarkdown()
+    position = 0
+    for step in steps:
+        position = min(len(text), position + step)
+        _assert_clean_html(view.render(text[:position]), NO_IMAGES)
+    assert view.render(text, final=True) == markdown_html(text)
+
+
+def test_streamed_markdown_renders_only_the_newest_blocks():
+    text = "".join(f"Paragraph {i} with `code` and *emphasis*.\n\n" for i in range(50)) + "```\nopen fence\n\nstill"
+    view = StreamedMarkdown()
+    for end in range(0, len(text), 50):
+        view.render(text[:end])
+    assert view._done > len(text) // 2  # the paragraphs are done; the open fence is not cut
+    assert "open fence" not in text[:view._done]
+    piecewise = view.render(text)
+    assert piecewise == markdown_html(text) == view.render(text, final=True)
+    # where pieces differ from the whole (a later link definition), the end renders the whole
+    linked = "See [the docs][d].\n\nMore text.\n\n[d]: https://example.org\n"
+    view = StreamedMarkdown()
+    for end in range(1, len(linked) + 1):
+        view.render(linked[:end])
+    assert 'href="https://example.org"' not in view.render(linked)
+    assert 'href="https://example.org"' in view.render(linked, final=True)
+    shown: list[dict] = []
+
+    class Handle:
+        def update(self, data, **kwargs):
+            shown.append(data)
+
+    renderer = RunRenderer(display_func=lambda data, **kwargs: shown.append(data) or Handle(), max_updates_per_second=0)
+    for end in range(0, len(linked), 5):
+        renderer(TextDelta(linked[end:end + 5]))
+    renderer(ev.AgentEnd([]))
+    assert shown[-1] == reply_bundle(linked)
 
 
 def test_widget_views_and_live_values():

@@ -15,6 +15,7 @@ JupyterLab would render raw in a trusted notebook.
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any, Callable
 
@@ -27,8 +28,8 @@ from ipyagent.notebook.untrusted import escape_html, markdown_html
 from ipyagent.providers import base as pb
 from ipyagent.session.messages import text_of
 
-__all__ = ["RunRenderer", "error_bundle", "note_bundle", "reply_bundle", "tool_bundle", "make_approver",
-           "NobodyToAsk", "short_args"]
+__all__ = ["RunRenderer", "StreamedMarkdown", "error_bundle", "note_bundle", "reply_bundle", "tool_bundle",
+           "make_approver", "NobodyToAsk", "short_args"]
 
 MAX_TOOL_TEXT = 4000  # characters of a tool result shown in the block (the model got Pi's limits)
 
@@ -106,14 +107,67 @@ def note_bundle(message: str) -> dict[str, str]:
             "text/html": f"<div style='color:#666;font-size:90%;font-style:italic'>{escape_html(message)}</div>"}
 
 
-def reply_bundle(text: str, thinking: str = "") -> dict[str, str]:
+def reply_bundle(text: str, thinking: str = "", *, text_html: str | None = None,
+                 thinking_html: str | None = None) -> dict[str, str]:
     """An assistant reply as it stands: its Markdown rendered to safe HTML, the thinking (if any)
-    in a collapsed block above it."""
-    body = markdown_html(text) if text else "<p>…</p>"
+    in a collapsed block above it. ``text_html`` / ``thinking_html``: already rendered (by
+    :class:`StreamedMarkdown`)."""
+    body = (text_html if text_html is not None else markdown_html(text)) if text else "<p>…</p>"
     if thinking:
+        rendered = thinking_html if thinking_html is not None else markdown_html(thinking)
         body = (f"<details class='ipyagent-thinking'><summary>Thinking</summary>"
-                f"<div style='color:#666'>{markdown_html(thinking)}</div></details>{body}")
+                f"<div style='color:#666'>{rendered}</div></details>{body}")
     return {"text/plain": text or "…", "text/html": f"<div class='ipyagent-reply'>{body}</div>"}
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+class StreamedMarkdown:
+    """The HTML of a growing Markdown text without rendering all of it on every update.
+
+    The text up to the last blank line that is outside a code fence and followed by an unindented
+    line is rendered once, in pieces; each update renders only what follows. Pieces are each
+    complete, sanitised HTML, so joining them is as safe as one render; they can differ from a
+    render of the whole (a list split by blank lines becomes two lists, a link whose definition
+    comes later stays text), so the last update of a reply renders the whole text (``final``)."""
+
+    def __init__(self) -> None:
+        self._done = 0
+        self._done_html: list[str] = []
+        self._fence: str | None = None  # the fence open at self._scanned, if any
+        self._scanned = 0
+        self._cut = 0  # the last cut found while scanning
+
+    def render(self, text: str, *, final: bool = False) -> str:
+        if final or len(text) < self._done:
+            return markdown_html(text)
+        self._scan(text)
+        if self._cut > self._done:
+            self._done_html.append(markdown_html(text[self._done:self._cut]))
+            self._done = self._cut
+        return "".join(self._done_html) + markdown_html(text[self._done:])
+
+    def _scan(self, text: str) -> None:
+        """Advance over the complete lines not scanned yet, noting fences and possible cuts."""
+        end = text.rfind("\n") + 1
+        position = self._scanned
+        previous_blank = position >= 2 and text[position - 2:position] == "\n\n"
+        while position < end:
+            newline = text.index("\n", position)
+            line = text[position:newline]
+            match = _FENCE.match(line)
+            if self._fence is None:
+                if previous_blank and line and not line[0].isspace() and match is None:
+                    self._cut = position
+                if match:
+                    self._fence = match.group(1)
+            elif match and line.strip() and set(line.strip()) == {self._fence[0]} and len(line.strip()) >= len(
+                    self._fence):
+                self._fence = None
+            previous_blank = not line.strip()
+            position = newline + 1
+        self._scanned = position
 
 
 class NobodyToAsk(RuntimeError):
@@ -188,6 +242,10 @@ class RunRenderer:
         self._clock = clock
         self._text = ""
         self._thinking = ""
+        self._text_view = StreamedMarkdown()
+        self._thinking_view = StreamedMarkdown()
+        self._sent: dict[str, str] | None = None  # the last update sent
+        self._partial = False  # it was rendered in pieces (the end renders it whole)
         self._handle: Any = None
         self._last_update = 0.0
         self._dirty = False
@@ -214,16 +272,24 @@ class RunRenderer:
                 pass
 
     def _flush_text(self, force: bool = False) -> None:
-        if not self._dirty:
+        """Send the reply as it stands (at most ``max_updates_per_second``); ``force``: now, and
+        rendered whole (the streamed updates render only the newest blocks again)."""
+        if not self._dirty and not (force and self._partial):
             return
         now = self._clock()
         if not force and now - self._last_update < self.interval:
             return
-        data = reply_bundle(self._text, self._thinking)
+        data = reply_bundle(self._text, self._thinking, text_html=self._text_view.render(self._text, final=force),
+                            thinking_html=self._thinking_view.render(self._thinking, final=force))
+        if self._handle is not None and data == self._sent:  # e.g. the whole render is what was shown
+            self._partial = self._partial and not force
+            self._dirty = False
+            return
         if self._handle is None:
             self._handle = self.show(data, display_id=True)
         else:
             self._handle.update(data, raw=True)
+        self._sent, self._partial = data, not force
         self.updates += 1
         self._last_update = now
         self._dirty = False
@@ -233,6 +299,8 @@ class RunRenderer:
     def _end_text(self) -> None:
         self._flush_text(force=True)
         self._text, self._thinking, self._handle, self._dirty = "", "", None, False
+        self._text_view, self._thinking_view = StreamedMarkdown(), StreamedMarkdown()
+        self._sent, self._partial = None, False
 
     # ---- events ------------------------------------------------------------------------------
 
