@@ -15,21 +15,9 @@ import json
 import re
 
 import pytest
+from conftest import assistant, call, new_session, tool_result, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from IPython.utils.capture import capture_output
-
-from conftest import assistant, call, new_session, tool_result, user
-from support.hostile import (
-    HOSTILE,
-    HOSTILE_NAME,
-    MARKDOWN_TAGS,
-    PAYLOADS,
-    SENTINEL,
-    audit_html,
-    dangerous_url,
-    markdown_oracles,
-)
 from ipyagent.agent import events as ev
 from ipyagent.notebook.journal import journal_bundle, transcript_markdown
 from ipyagent.notebook.magics_compact import _summary_bundle
@@ -52,6 +40,17 @@ from ipyagent.notebook.untrusted import (
 )
 from ipyagent.notebook.widget import BudgetFacts, BudgetWidget, static_bundle
 from ipyagent.providers.base import TextDelta, ThinkingDelta
+from IPython.utils.capture import capture_output
+from support.hostile import (
+    HOSTILE,
+    HOSTILE_NAME,
+    MARKDOWN_TAGS,
+    PAYLOADS,
+    SENTINEL,
+    audit_html,
+    dangerous_url,
+    markdown_oracles,
+)
 
 ORACLES = markdown_oracles()
 NO_IMAGES = MARKDOWN_TAGS  # markdown_html and safe_markdown never let an image load
@@ -355,7 +354,7 @@ def test_compact_result():
 
 # ---- the magics, in process --------------------------------------------------------------------
 
-from test_magics import ip, rt, server  # noqa: E402,F401  (the in-process shell and fake provider fixtures)
+from test_magics import ip, rt, server  # noqa: F401  (the in-process shell and fake provider fixtures)
 
 
 def test_agent_commands_show_metadata_text_safely(ip, server, tmp_path):  # noqa: F811

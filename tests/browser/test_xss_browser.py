@@ -17,16 +17,11 @@ image, an iframe or a link to anything but http(s)/mailto.
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (support.hostile)
+from ipyagent.testing.specs import Reply, ToolCallSpec
+from support.hostile import HOSTILE, HOSTILE_NAME, SENTINEL
 
-from support.hostile import HOSTILE, HOSTILE_NAME, SENTINEL  # noqa: E402
-
-from ipyagent.testing.specs import Reply, ToolCallSpec  # noqa: E402
-
-from .test_bridge_browser import ARTIFACTS, _open, _save, _write_notebook  # noqa: E402
+from .test_bridge_browser import ARTIFACTS, _open, _save, _write_notebook
 
 CANARY = ("from IPython.display import HTML, display\n"
           "display(HTML('<img alt=\"canary\" src=\"x-canary\" "

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from html.parser import HTMLParser
-from typing import Callable
 
 SENTINEL = "__pwned"
 
@@ -73,7 +73,7 @@ class _Audit(HTMLParser):
                 self.problems.append(f"handler {name}={value!r} on <{tag}>")
             if name in URL_ATTRIBUTES and dangerous_url(value):
                 self.problems.append(f"{name}={value!r} on <{tag}>")
-            if name == "style" and re.search(r"url\s*\(|expression\s*\(", value, re.I):
+            if name == "style" and re.search(r"url\s*\(|expression\s*\(", value, re.IGNORECASE):
                 self.problems.append(f"style={value!r} on <{tag}>")
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
