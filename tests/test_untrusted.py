@@ -344,8 +344,9 @@ def test_journal_and_transcript():
     assert data["text/markdown"].count("\n| ") == len(session.entries) + 1  # header row + one row per entry
     transcript = transcript_markdown(session, HOSTILE_NAME, {"model": HOSTILE})
     _assert_clean_markdown(transcript)
-    for render in ORACLES.values():  # the headline's code span holds the whole name
-        assert f"<code>{html.escape(HOSTILE_NAME, quote=False)}</code>" in render(transcript).replace("&quot;", '"')
+    for render in ORACLES.values():  # the session's code span holds the whole name, backticks and all
+        for markdown in (data["text/markdown"], transcript):
+            assert f"<code>{html.escape(HOSTILE_NAME, quote=False)}</code>" in render(markdown).replace("&quot;", '"')
 
 
 def test_compact_result():
