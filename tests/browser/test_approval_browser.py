@@ -28,11 +28,14 @@ def test_the_whole_call_is_shown_before_the_question(jupyterlab, context):
     questions = [("bash", "  command: echo SHOWN«50 spaces»; touch pwned.txt"),
                  ("python", "  code:\n    │ total = value_0 + value_1")]
     for tool, expected in questions:
-        # the question for this call, and an input box waiting for the answer
+        # the question for this call, and an input box waiting for the answer (the question comes on
+        # IOPub, the input request on the stdin channel: wait for both, their order is not fixed)
         page.wait_for_function(
             "([tool]) => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[1];"
             " const p = c.querySelector('.jp-Stdin-prompt');"
-            " return p && p.innerText.includes('Allow `' + tool + '`') && c.querySelector('.jp-Stdin-input'); }",
+            " const shown = [...c.querySelectorAll('.jp-RenderedText')].map(e => e.innerText).join('\\n');"
+            " return p && p.innerText.includes('Allow `' + tool + '`') && c.querySelector('.jp-Stdin-input')"
+            " && shown.includes('approve this `' + tool + '` call?'); }",
             arg=[tool], timeout=30_000)
         assert cell.locator(".jp-Stdin-prompt").inner_text().strip() == f"Allow `{tool}` as shown above? [y/N]"
         shown = "\n".join(cell.locator(".jp-OutputArea-output").all_inner_texts())
