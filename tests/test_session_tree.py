@@ -129,3 +129,45 @@ def test_path_cache_follows_appends_and_branches():
     # path() returns a copy: mutating it does not corrupt the cache
     session.path().clear()
     assert len(session.path()) == 3
+
+
+def test_follow_moves_along_identical_entries_and_branches_where_they_differ():
+    tree = SessionTree()
+    recorded = [tree.append(message_entry(user("q"))), tree.append(message_entry(assistant("a"))),
+                tree.append(message_entry(user("q2"))), tree.append(message_entry(assistant("a2")))]
+    tree.branch(None)
+    tree.follow(tree.path(recorded[-1]["id"]))
+    # the same words written again (new timestamps, an execution count): the recorded entries themselves
+    first = tree.append(message_entry(dict(user("q"), timestamp=99, executionCount=7)))
+    second = tree.append(message_entry(assistant("a")))
+    assert first is recorded[0] and second is recorded[1]
+    assert len(tree) == 4 and tree.leaf_id == recorded[1]["id"]
+    # the first entry that differs starts a branch; after it nothing is followed
+    other = tree.append(message_entry(user("another question")))
+    again = tree.append(message_entry(assistant("a2")))
+    assert len(tree) == 6 and other["parentId"] == recorded[1]["id"] and again["parentId"] == other["id"]
+    tree.follow(None)
+    tree.branch(None)
+    assert tree.append(message_entry(user("q")))["id"] not in ids_of(recorded)  # not following: a copy
+
+
+def test_follow_never_reuses_an_entry_given_its_own_id_or_parent():
+    tree = SessionTree()
+    q = tree.append(message_entry(user("q")))
+    tree.branch(None)
+    tree.follow([q])
+    assert tree.append({**message_entry(user("q")), "id": "cafe0001"})["id"] == "cafe0001"
+    tree.branch(None)
+    assert tree.append({**message_entry(user("q")), "parentId": "cafe0001"})["id"] != q["id"]
+
+
+def test_same_content_ignores_place_time_and_measured_figures():
+    from ipyagent.session.entries import compaction_entry, same_content
+
+    a = {"id": "a", "parentId": None, "timestamp": "t1", **compaction_entry("S", "k1", 100, usage={"input": 1})}
+    b = {"id": "b", "parentId": "x", "timestamp": "t2", **compaction_entry("S", "k1", 120, details={"readFiles": []})}
+    assert same_content(a, b)
+    assert not same_content(a, {**b, "firstKeptEntryId": "k2"})
+    assert not same_content(a, {**b, "summary": "T"})
+    assert not same_content(message_entry(user("q")), message_entry(dict(user("q"), cellId="c2")))
+    assert not same_content(message_entry(user("q")), label_entry("x", "q"))

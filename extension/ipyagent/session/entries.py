@@ -111,6 +111,31 @@ def _message_fields_problem(message: dict[str, Any], content: Any) -> str | None
     return None
 
 
+# What differs between two writings of the same entry: its place in the tree, when it was written,
+# and figures measured while writing it (replay reproduces the words, not the clock or the meter).
+_PLACE_AND_TIME = ("id", "parentId", "timestamp")
+_MEASURED = {"compaction": ("tokensBefore", "usage", "details")}
+_MESSAGE_MEASURED = ("timestamp", "executionCount")
+
+
+def same_content(a: Entry, b: Entry) -> bool:
+    """Whether two entries say the same thing: equal apart from id, parent and timestamp, a
+    compaction's measured figures (``tokensBefore``, ``usage``, file ``details``) and a message's
+    ``timestamp`` and notebook ``executionCount``."""
+    kind = a.get("type")
+    if kind != b.get("type"):
+        return False
+    skip = _PLACE_AND_TIME + _MEASURED.get(kind, ())
+
+    def content(entry: Entry) -> dict[str, Any]:
+        out = {k: v for k, v in entry.items() if k not in skip}
+        if isinstance(out.get("message"), dict):
+            out["message"] = {k: v for k, v in out["message"].items() if k not in _MESSAGE_MEASURED}
+        return out
+
+    return content(a) == content(b)
+
+
 def message_entry(message: dict[str, Any], **extra: Any) -> Entry:
     return {"type": "message", "message": message, **extra}
 

@@ -6,7 +6,7 @@ import copy
 from typing import Any, Iterable, Iterator
 
 from ipyagent.session.context import ContextState
-from ipyagent.session.entries import Entry, shape_problem
+from ipyagent.session.entries import Entry, same_content, shape_problem
 from ipyagent.session.ids import iso_now, new_entry_id, new_session_id
 from ipyagent.session.messages import Message
 from ipyagent.session.tokens import Chars4Estimator, Estimator
@@ -40,6 +40,7 @@ class SessionTree:
         self._path: list[Entry] = []
         self._path_leaf: str | None = None
         self._context: ContextState | None = None
+        self._follow: dict[str | None, str] | None = None  # parent id -> the followed path's child
         for entry in entries:
             self._store(entry)
         # parents that are missing: a new entry never takes such an id (it would adopt the orphans)
@@ -114,11 +115,16 @@ class SessionTree:
         """Add ``entry`` as a child of the leaf (or of its explicit ``parentId``) and make it the leaf.
 
         ``id``, ``parentId`` and ``timestamp`` are filled in when missing. The entry is copied, so
-        the caller's dict is never aliased by the session.
+        the caller's dict is never aliased by the session. While following a path (:meth:`follow`),
+        an entry that repeats the path's next one returns that stored entry instead.
         """
         problem = shape_problem(entry)
         if problem:
             raise SessionError(f"cannot append: {problem}")
+        followed = self._followed(entry)
+        if followed is not None:
+            self._advance_leaf(followed)
+            return followed
         entry = copy.deepcopy(entry)
         if "id" not in entry or entry["id"] is None:
             entry["id"] = new_entry_id(self._by_id)
@@ -155,6 +161,22 @@ class SessionTree:
         else:
             self._context = None
         self.leaf_id = entry["id"]
+
+    def follow(self, path: Iterable[Entry] | None) -> None:
+        """Follow ``path`` (entries root first, e.g. the path a session was recorded on): while
+        following, an append that says the same as the path's entry under the leaf
+        (:func:`~ipyagent.session.entries.same_content`) moves the leaf to that entry instead of
+        storing a copy, and the first append that differs starts a new branch as usual.
+        ``None`` stops following."""
+        self._follow = None if path is None else {e.get("parentId"): e["id"] for e in path}
+
+    def _followed(self, entry: Entry) -> Entry | None:
+        if self._follow is None or entry.get("id") is not None or entry.get("parentId", self.leaf_id) != self.leaf_id:
+            return None
+        existing = self._by_id.get(self._follow.get(self.leaf_id, ""))
+        if existing is None or existing.get("parentId") != self.leaf_id or not same_content(existing, entry):
+            return None
+        return existing
 
     def branch(self, entry_id: str | None) -> None:
         """Move the leaf to ``entry_id`` (None: before the first entry)."""
