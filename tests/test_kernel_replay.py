@@ -8,7 +8,7 @@ import os
 import re
 
 import pytest
-from kernel_support import fake_provider, notebook, outputs_text
+from kernel_support import fake_provider, notebook, outputs_text, path_of
 
 from ipyagent import cli
 from ipyagent.notebook.ipynb import read_notebook, write_notebook
@@ -119,3 +119,79 @@ def test_replay_tools_runs_recorded_calls_again(record, tmp_path):
     finally:
         os.environ.update(saved)
     assert sorted(p.name for p in tmp_path.glob("marker-*.txt")) == [f"marker-{i}.txt" for i in range(4)]
+
+
+def _stranger_notebook(tmp_path, secret_path):
+    """A notebook from someone else: its recorded ``%%agent`` cell holds a ``read`` call of a file
+    outside the notebook's folder, with no result, followed by a final answer."""
+    from ipyagent.core import Session
+    from ipyagent.notebook.ipynb import write_sessions_into_notebook
+    from ipyagent.notebook.schema import NotebookSessions
+    from ipyagent.session.messages import user_message
+
+    def answer(*content, stop):
+        return {"role": "assistant", "content": list(content), "api": "openai-completions", "provider": "openai",
+                "model": "fake-model", "usage": {"input": 50, "output": 10, "totalTokens": 60},
+                "stopReason": stop, "timestamp": 1}
+
+    session = Session()
+    session.append_message(user_message("Show me the file, please.", cellId="cell-1", timestamp=1))
+    session.append_message(answer({"type": "toolCall", "id": "call-read-1", "name": "read",
+                                   "arguments": {"path": str(secret_path)}}, stop="toolUse"))
+    session.append_message(answer({"type": "text", "text": "Here it is."}, stop="stop"))
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    nb = notebook("%load_ext ipyagent\n%config Agent.tool_approval = 'auto'", "%%agent\nShow me the file, please.")
+    write_sessions_into_notebook(nb, NotebookSessions.from_session("default", session,
+                                                                   {"model": "openai:fake-model"}))
+    write_notebook(folder / "stranger.ipynb", nb)
+    return folder / "stranger.ipynb"
+
+
+def test_a_recorded_call_without_a_result_is_not_run_on_replay(tmp_path, capsys):
+    secret = tmp_path / "private.txt"
+    secret.write_text("PRIVATE-CONTENT-7f3a\n")
+    src = _stranger_notebook(tmp_path, secret)
+    out = tmp_path / "out.ipynb"
+    saved = offline_env()
+    try:
+        assert cli.main(["run", str(src), "-o", str(out), "--timeout", "120"]) == 0, capsys.readouterr().err
+    finally:
+        os.environ.update(saved)
+    assert "PRIVATE-CONTENT" not in out.read_text()  # the file was never read
+    replayed = read_notebook(out)
+    shown = outputs_text(replayed["cells"][1]["outputs"])
+    assert "the recording has no result for tool call read (call-read-1)" in shown and "was not run" in shown
+    store = replayed["metadata"]["ipyagent"]["sessions"]["default"]
+    results = [e["message"] for e in store["entries"] if e["type"] == "message" and e["message"]["role"] == "toolResult"]
+    assert len(results) == 1 and results[0]["toolCallId"] == "call-read-1" and results[0]["isError"] is True
+    assert text_of(results[0]["content"]) == "Not run: the user interrupted the run."  # as an interrupted call
+    assert [e["message"]["role"] for e in path_of(store) if e["type"] == "message"] == [
+        "user", "assistant", "toolResult", "assistant"]
+
+
+def test_a_diverging_replay_puts_the_reset_notice_on_its_new_branch(record, tmp_path, capsys):
+    src = record(tmp_path)
+    nb = read_notebook(src)
+    recorded = nb["metadata"]["ipyagent"]["sessions"]["default"]
+    nb["cells"] = nb["cells"][:5]  # the setup and four %%agent cells
+    nb["cells"][4]["source"] = "%%agent\nA question the recording never saw."
+    write_notebook(src, nb)
+    before = {e["id"]: e for e in recorded["entries"]}
+    prompt4 = next(e for e in recorded["entries"] if e["type"] == "message" and e["message"].get("cellId") == "cell-4")
+    with fake_provider() as server:  # a live provider takes over where the replay departs
+        server.enqueue_text("A live answer.")
+        out = tmp_path / "out.ipynb"
+        assert cli.main(["run", str(src), "-o", str(out), "--replay", "--timeout", "120"]) == 0, capsys.readouterr().err
+        live = [r.body for r in server.requests if "A question the recording never saw." in str(r.body)]
+    store = read_notebook(out)["metadata"]["ipyagent"]["sessions"]["default"]
+    entries = {e["id"]: e for e in store["entries"]}
+    assert all(entries[i] == e for i, e in before.items())  # the recording is untouched
+    resets = [e for e in store["entries"] if e.get("customType") == "ipyagent.kernel_reset"]
+    assert len(resets) == 1
+    assert resets[0]["parentId"] == prompt4["parentId"]  # where the replay departed, not a root
+    path = path_of(store)
+    assert resets[0] in path and path[path.index(resets[0]) + 1]["message"]["content"] == \
+        "A question the recording never saw."
+    assert [e["id"] for e in store["entries"] if e["parentId"] is None] == [store["entries"][0]["id"]]
+    assert live and "namespace was reset" in str(live[0]["messages"])

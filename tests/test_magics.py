@@ -408,7 +408,7 @@ def test_load_and_import_of_a_damaged_pi_file_work_and_export_keeps_every_line(i
     assert rt(ip).slot().session.path()[-1]["message"]["role"] == "assistant"
 
 
-def test_hydration_from_disk_appends_a_kernel_reset_once(monkeypatch, tmp_path, server):
+def test_hydration_from_disk_tells_the_model_about_the_reset_once(monkeypatch, tmp_path, server):
     from ipyagent.core import Session
     from ipyagent.notebook.ipynb import write_sessions_into_notebook
     from ipyagent.notebook.schema import NotebookSessions
@@ -425,13 +425,21 @@ def test_hydration_from_disk_appends_a_kernel_reset_once(monkeypatch, tmp_path, 
     try:
         runtime = extension.load(shell)
         session = runtime.slot().session
-        resets = [e for e in session.entries if e.get("customType") == "ipyagent.kernel_reset"]
-        assert len(resets) == 1 and session.leaf_id == resets[0]["id"]
+        stored_leaf = session.leaf_id
+        # loading alone changes nothing: the notice waits for a prompt a model answers
+        assert [e["id"] for e in session.entries] == [e["id"] for e in s.entries]
         runtime.config.model = "openai:fake-model"
         server.enqueue_text("It was 7.")
         run(shell, "", "what number?")
         sent = json.dumps(server.requests[-1].body["messages"])
         assert "remember 7" in sent and "namespace was reset" in sent
+        session = runtime.slot().session
+        resets = [e for e in session.entries if e.get("customType") == "ipyagent.kernel_reset"]
+        assert len(resets) == 1 and resets[0]["parentId"] == stored_leaf  # on the path, before the prompt
+        assert resets[0] in session.path()
+        server.enqueue_text("Still 7.")
+        run(shell, "", "and now?")
+        assert len([e for e in runtime.slot().session.entries if e.get("customType") == "ipyagent.kernel_reset"]) == 1
     finally:
         extension.unload(shell)
         _fresh(shell)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ipyagent import Agent, CompactionSettings, Session
@@ -13,7 +15,10 @@ from ipyagent.agent.replay import (
     ReplayToolResults,
     split_recorded_summary,
 )
+from ipyagent.agent.replay import CellRecording
+from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.session.messages import NOT_RUN_INTERRUPTED
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.testing import FakeProviderServer
 
@@ -119,3 +124,74 @@ def test_split_recorded_summary():
     text = "## Goal\nA\n\n---\n\n**Turn Context (split turn):**\n\n## Original Request\nB\n\n<read-files>\na.py\n</read-files>"
     assert split_recorded_summary(text) == ("## Goal\nA", "## Original Request\nB")
     assert split_recorded_summary("## Goal\nonly") == ("## Goal\nonly", None)
+
+
+def _replay_in_place(session: Session, tmp_path, prompts=PROMPTS, fallback=None) -> list:
+    """Re-run every cell on the recorded session itself, following its recorded path."""
+    recording = Recording.from_entries(session.path())
+    session.follow(session.path())
+    session.branch(None)
+    results = []
+    for i, prompt in enumerate(prompts):
+        cell = recording.cell(f"cell-{i}")
+        agent = Agent(session, config=config(), cwd=str(tmp_path), namespace={},
+                      provider=ReplayProvider(cell, fallback=fallback), summarizer=ReplaySummarizer(cell),
+                      tool_results=ReplayToolResults(cell), sleep=lambda s: None)
+        results.append(agent.prompt(prompt, cellId=f"cell-{i}"))
+    session.follow(None)
+    return results
+
+
+def test_replaying_on_the_recorded_path_leaves_the_session_as_it_was(tmp_path):
+    recorded = record(tmp_path)
+    before, leaf = json.dumps(recorded.entries, sort_keys=True), recorded.leaf_id
+    results = _replay_in_place(recorded, tmp_path)
+    assert all(r.error is None for r in results)
+    assert results[-1].new_entries and all(e in recorded.entries for r in results for e in r.new_entries)
+    assert json.dumps(recorded.entries, sort_keys=True) == before  # same ids, nothing appended
+    assert recorded.leaf_id == leaf
+    assert len(recorded.compactions()) >= 2  # the recorded compactions were reused as well
+
+
+def test_only_a_real_divergence_makes_a_new_branch(tmp_path):
+    recorded = record(tmp_path)
+    count = len(recorded)
+    prompt_ids = [e["id"] for e in recorded.path() if e["type"] == "message" and e["message"]["role"] == "user"]
+    changed = list(PROMPTS)
+    changed[-1] = "cell 5: a question the recording never saw"
+    with FakeProviderServer() as server:
+        server.enqueue_text("a live answer")
+        results = _replay_in_place(recorded, tmp_path, prompts=changed, fallback=server.provider("openai"))
+    assert [r.error for r in results] == [None] * len(PROMPTS)
+    new = recorded.entries[count:]
+    assert [e["message"]["role"] for e in new if e["type"] == "message"] == ["user", "assistant"]
+    # the new prompt is a sibling of the recorded one: a branch at the divergence, nothing copied
+    assert new[0]["parentId"] == recorded.get(prompt_ids[-1])["parentId"]
+    assert results[-1].text == "a live answer"
+
+
+def _cell_with_an_unanswered_call() -> CellRecording:
+    call = {"type": "toolCall", "id": "call-1", "name": "read", "arguments": {"path": "/etc/hostname"}}
+    return CellRecording("c1", "read it", assistant_messages=[
+        {"role": "assistant", "content": [call], "stopReason": "toolUse"},
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}], "stopReason": "stop"}])
+
+
+@pytest.mark.parametrize("rerun", [False, True])
+def test_a_recorded_call_without_a_result_is_never_run(rerun):
+    notices: list[str] = []
+    tools = ReplayToolResults(_cell_with_an_unanswered_call(), rerun=rerun, notice=notices.append)
+    ran: list[str] = []
+
+    def run() -> ToolOutput:
+        ran.append("ran")
+        return ToolOutput("the file's content")
+
+    output = tools({"type": "toolCall", "id": "call-1", "name": "read", "arguments": {}}, run)
+    assert ran == [] and tools.not_run == ["call-1"]
+    assert output.text == NOT_RUN_INTERRUPTED and output.is_error
+    assert len(notices) == 1 and "no result for tool call read (call-1)" in notices[0]
+    assert "was not run" in notices[0]
+    # a call the recording never saw (a live provider's, after a divergence) runs as usual
+    assert tools({"type": "toolCall", "id": "live-7", "name": "read", "arguments": {}}, run).text == "the file's content"
+    assert ran == ["ran"]

@@ -9,7 +9,9 @@ the preparation — runs for real. Recorded tool calls are not re-executed unles
 
 Where the live run departs from the recording (another prompt, more calls than recorded,
 another cut point), ``ReplayDivergence`` names the cell and says how; with a ``fallback``
-provider the run continues live instead.
+provider the run continues live instead. A recorded tool call whose result the recording lacks
+(an interrupted recording, or a notebook from someone else) is never run: it gets the result an
+interrupted call gets, and a notice says so.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ipyagent.compaction.prompts import SPLIT_TURN_SEPARATOR
 from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
 from ipyagent.providers.errors import ProviderError
-from ipyagent.session.messages import entry_to_message, text_of
+from ipyagent.session.messages import NOT_RUN_INTERRUPTED, entry_to_message, text_of, tool_calls_of
 
 Notice = Callable[[str], None]
 
@@ -42,6 +44,10 @@ class CellRecording:
     tool_results: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> toolResult message
     compactions: list[dict[str, Any]] = field(default_factory=list)  # compaction entries, in order
     kept_first: list[str] = field(default_factory=list)  # text of each compaction's first kept message
+
+    def recorded_call_ids(self) -> set[str]:
+        """Ids of the tool calls in the recorded assistant messages."""
+        return {c.get("id") for m in self.assistant_messages for c in tool_calls_of(m)}
 
 
 @dataclass
@@ -225,13 +231,20 @@ class ReplayDescriber:
 
 
 class ReplayToolResults:
-    """Recorded tool results by call id; with ``rerun`` the tool runs and differences are reported."""
+    """Recorded tool results by call id; with ``rerun`` the tool runs and differences are reported.
+
+    A recorded call without a recorded result is not run, with or without ``rerun``: it gets
+    the interrupted-call result (:data:`~ipyagent.session.messages.NOT_RUN_INTERRUPTED`) and a
+    notice. Only calls the recording never saw (a live provider's, after a divergence) run.
+    """
 
     def __init__(self, cell: CellRecording, *, rerun: bool = False, notice: Notice | None = None):
         self.cell = cell
         self.rerun = rerun
         self.notice = notice or (lambda text: None)
         self.differences: list[str] = []
+        self.not_run: list[str] = []  # ids of recorded calls without a recorded result
+        self._recorded_calls = cell.recorded_call_ids()
 
     def recorded(self, call: dict[str, Any]) -> ToolOutput | None:
         message = self.cell.tool_results.get(call.get("id"))
@@ -242,6 +255,12 @@ class ReplayToolResults:
 
     def __call__(self, call: dict[str, Any], run: Callable[[], ToolOutput]) -> ToolOutput:
         recorded = self.recorded(call)
+        if recorded is None and call.get("id") in self._recorded_calls:
+            self.not_run.append(call.get("id", ""))
+            self.notice(f"Replay of cell {self.cell.cell_id}: the recording has no result for tool call "
+                        f"{call.get('name')} ({call.get('id')}). Replay never runs a recorded call, so it "
+                        "was not run; it gets the result of an interrupted call.")
+            return ToolOutput(NOT_RUN_INTERRUPTED, is_error=True)
         if recorded is None:
             return run()  # a call the recording never saw: only possible after divergence
         if not self.rerun:

@@ -343,13 +343,18 @@ def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_na
 
 
 def _final_sessions(out: dict[str, Any], stored: NotebookSessions, frontend: HeadlessFrontend) -> NotebookSessions:
-    """Input sessions ∪ what the bridge delivered ∪ journal outputs of the executed cells."""
-    merged = NotebookSessions(stored.active, dict(stored.sessions), set_aside=list(stored.set_aside))
-    delivered, _ = NotebookSessions.from_metadata(frontend.metadata, source="bridge")
-    merged.merge(delivered)
+    """Input sessions ∪ what the bridge delivered ∪ journal outputs of the executed cells.
+
+    The bridge's messages are merged into the input's metadata as JSON first, the way the
+    labextension stores them, and only then checked: an entry the bridge delivered is checked
+    together with the stored entries it hangs from (checked alone, a child of a stored entry would
+    look like an orphan and be cut loose as a root). The bridge's last leaf for a session wins,
+    also when it only moved along stored entries.
+    """
+    merged = bridge_mod.merge_metadata(stored.to_dict(), frontend.metadata)
     metadata = out.setdefault("metadata", {})
     saved = metadata.get(METADATA_KEY)
-    metadata[METADATA_KEY] = merged.to_dict()
+    metadata[METADATA_KEY] = merged
     lifted, _ = sessions_from_notebook(out)  # adds journal outputs (runs no frontend acknowledged)
     if saved is not None:
         metadata[METADATA_KEY] = saved

@@ -21,7 +21,8 @@ from ipyagent.notebook.ipynb import NotebookError, parse_notebook, sessions_from
 from ipyagent.notebook.schema import NotebookSessions
 from ipyagent.session.loading import MAX_ENTRY_CHARS, LoadReport
 
-__all__ = ["RESET_NOTICE", "RESET_CUSTOM_TYPE", "find_notebook_path", "hydrate_from_disk", "kernel_reset_entry"]
+__all__ = ["RESET_NOTICE", "RESET_CUSTOM_TYPE", "find_notebook_path", "hydrate_from_disk", "kernel_reset_entry",
+           "reset_notice_due"]
 
 RESET_CUSTOM_TYPE = "ipyagent.kernel_reset"
 RESET_NOTICE = (
@@ -39,6 +40,19 @@ def kernel_reset_entry() -> dict[str, Any]:
     ``id``, ``parentId`` and ``timestamp`` are filled in by ``Session.append``.
     """
     return {"type": "custom_message", "customType": RESET_CUSTOM_TYPE, "content": RESET_NOTICE, "display": False}
+
+
+def reset_notice_due(path: list[dict[str, Any]], earlier: set[str]) -> bool:
+    """Whether a model answering on ``path`` must first be told about the reset: the path holds an
+    entry an earlier kernel wrote (an id in ``earlier``) and no reset notice comes after it."""
+    if not earlier:
+        return False
+    for entry in reversed(path):
+        if entry.get("type") == "custom_message" and entry.get("customType") == RESET_CUSTOM_TYPE:
+            return False
+        if entry.get("id") in earlier:
+            return True
+    return False
 
 
 def _candidate(value: Any) -> Path | None:

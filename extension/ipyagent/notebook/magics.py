@@ -6,7 +6,9 @@ before the prompt it carries what happened in the notebook since the session's p
 (``--no-context`` leaves that out once). ``{In[n]}``, ``{Out[n]}``, ``{Err[n]}`` and ``{name}`` in
 the prompt are filled in (``ipyagent.agent.interpolate``).
 Re-running a cell whose id already has a prompt on the current path forks the session from
-before that prompt, so "Restart & Run All" reproduces the session the visible cells describe.
+before that prompt, so "Restart & Run All" reproduces the session the visible cells describe. A
+replayed cell that reproduces its recording moves along the recorded entries instead of copying
+them (``notebook/replaying.py``), so re-running a recorded notebook leaves its session unchanged.
 
 The ``%agent`` commands live in :mod:`ipyagent.notebook.magics_commands` (a dispatch table);
 compaction in :mod:`ipyagent.notebook.magics_compact`; what both need to run in a cell in
@@ -25,6 +27,7 @@ from ipyagent.agent.interpolate import interpolate
 from ipyagent.agent.notebook_context import CELL_PROMPT_FIELD
 from ipyagent.notebook.kernel_context import KernelLookup
 from ipyagent.notebook.magics_compact import CompactMagics
+from ipyagent.notebook.persistence import add_reset_notice
 from ipyagent.notebook.rendering import error_bundle, make_approver, note_bundle
 from ipyagent.notebook.run_view import RunView, begin_replay, cell_identity
 from ipyagent.notebook.untrusted import escape_html
@@ -49,7 +52,7 @@ def close_dangling_calls(session: Any) -> int:
     """After an interrupt, give every tool call of the last assistant message that has no result an
     error result, so the stored session is always one a provider accepts. Returns how many."""
     from ipyagent.session.ids import now_ms
-    from ipyagent.session.messages import tool_calls_of, tool_result_message
+    from ipyagent.session.messages import NOT_RUN_INTERRUPTED, tool_calls_of, tool_result_message
 
     path = session.path()
     for index in range(len(path) - 1, -1, -1):
@@ -63,7 +66,7 @@ def close_dangling_calls(session: Any) -> int:
     missing = [c for c in tool_calls_of(entry["message"]) if c.get("id") not in answered]
     for call in missing:
         session.append_message(tool_result_message(call.get("id", ""), call.get("name", ""),
-                                                   "Not run: the user interrupted the run.", is_error=True,
+                                                   NOT_RUN_INTERRUPTED, is_error=True,
                                                    timestamp=now_ms()))
     return len(missing)
 
@@ -111,8 +114,6 @@ def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
     approve = make_approver(on_refusal=on_refusal) if config.tool_approval == "ask" else None
     agent = runtime.agent_for(slot, config, tools=[] if args.no_tools else None, approve=approve)
     view = view_holder["view"] = RunView(runtime, slot, agent, config)
-    if rerun:
-        view.renderer.show(note_bundle("Re-run of an earlier cell: the session forks from before its previous prompt."))
     extra = {k: v for k, v in (("cellId", cell_id), ("executionCount", execution_count)) if v is not None}
     text = prompt
     if "{" in prompt:
@@ -123,6 +124,11 @@ def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
         if filled.note():
             view.renderer.show(interpolation_bundle(filled.note()))
     replaying = begin_replay(runtime, slot, agent, cell_id, config, view)
+    reproducing = replaying is not None and replaying.cell.prompt.strip() == prompt.strip()
+    if rerun and not reproducing:
+        view.renderer.show(note_bundle("Re-run of an earlier cell: the session forks from before its previous prompt."))
+    if not reproducing:
+        add_reset_notice(slot)  # a model reads this prompt: tell it about the new namespace first
     unsubscribe = agent.subscribe(view.renderer)
     interrupted = False
     try:
@@ -135,7 +141,7 @@ def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
         view.renderer.show(error_bundle(f"{type(exc).__name__}: {exc}", title="ipyagent failed"))
     finally:
         unsubscribe()
-        if replaying:
+        if replaying is not None:
             runtime.replay.detach(agent)
         view.close()
         if interrupted:

@@ -78,7 +78,7 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
         view.renderer.show(error_bundle(str(exc), title="Compaction failed"))
     finally:
         unsubscribe()
-        if replaying:
+        if replaying is not None:
             runtime.replay.detach(agent)
     if entry is not None:
         after = slot.session.context_tokens()

@@ -3,7 +3,10 @@
 On load, sessions come from (1) what a frontend pushed into this kernel
 (``bridge.pending_push()``), (2) the notebook file on disk (hydration: metadata plus journal
 outputs), (3) ``%agent load PATH``; they are merged by entry id. A session that came back this
-way gets one ``kernel_reset`` entry, so the model knows the kernel's namespace is new.
+way remembers which entries an earlier kernel wrote; before the next prompt a model answers on a
+path holding such entries, one ``kernel_reset`` entry is appended there (:func:`add_reset_notice`),
+so the model knows the kernel's namespace is new. A replayed cell that reproduces its recording
+adds none: no model reads it, and the session stays as it was.
 
 After every ``%%agent`` / ``%compact`` run, the entries the notebook has not stored yet go through
 the bridge if a frontend acknowledged it; otherwise the run ends with ONE journal output that
@@ -24,14 +27,14 @@ from typing import Any, Callable, Mapping
 from ipyagent.agent.config import upgrade_saved_settings
 from ipyagent.core import Session
 from ipyagent.notebook import bridge as bridge_mod
-from ipyagent.notebook.hydration import find_notebook_path, hydrate_from_disk, kernel_reset_entry
+from ipyagent.notebook.hydration import find_notebook_path, hydrate_from_disk, kernel_reset_entry, reset_notice_due
 from ipyagent.notebook.ipynb import read_notebook, sessions_from_notebook
 from ipyagent.notebook.journal import JOURNAL_MIME, journal_bundle
 from ipyagent.notebook.schema import NotebookSessions
 from ipyagent.session.loading import LoadReport, sanitize_entries
 
-__all__ = ["JOURNAL_MIME", "SessionSlot", "LoadResult", "collect_sessions", "load_path", "merge_into",
-           "journal_output", "Persister"]
+__all__ = ["JOURNAL_MIME", "SessionSlot", "LoadResult", "add_reset_notice", "collect_sessions", "load_path",
+           "merge_into", "journal_output", "Persister"]
 
 
 
@@ -46,6 +49,7 @@ class SessionSlot:
     persisted_leaf: str | None = None
     origin: str = "new"  # "new", "push", "disk", "load"
     agent: Any = None
+    earlier: set[str] = field(default_factory=set)  # ids an earlier kernel wrote (loaded from the notebook)
 
     def unpersisted(self) -> list[dict[str, Any]]:
         return [e for e in self.session.entries if e["id"] not in self.persisted]
@@ -75,8 +79,8 @@ def _problems(report: Any) -> list[str]:
 
 def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] | None = None,
                      explicit_path: str | None = None, hydrate: bool = True) -> LoadResult:
-    """Sessions pushed by a frontend and found on disk, merged by entry id; each session that came
-    back gets one ``kernel_reset`` entry (not yet persisted, so the next run saves it)."""
+    """Sessions pushed by a frontend and found on disk, merged by entry id; each slot remembers
+    its loaded entries as ``earlier`` (see :func:`add_reset_notice`)."""
     environ = os.environ if environ is None else environ
     result = LoadResult()
     merged = NotebookSessions(None, {})
@@ -104,10 +108,18 @@ def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] |
         slot = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin=origin.get(name, "disk"))
         slot.persisted = {e["id"] for e in session.entries}
         slot.persisted_leaf = session.leaf_id
-        if len(session):
-            session.append(kernel_reset_entry())
+        slot.earlier = set(slot.persisted)
         result.slots[name] = slot
     return result
+
+
+def add_reset_notice(slot: SessionSlot) -> dict[str, Any] | None:
+    """Append the ``kernel_reset`` notice as a child of the leaf when the path holds entries an
+    earlier kernel wrote and no notice follows them (called right before a prompt a model will
+    answer); return the entry, or None when none is due."""
+    if not reset_notice_due(slot.session.path(), slot.earlier):
+        return None
+    return slot.session.append(kernel_reset_entry())
 
 
 def load_path(path: str | os.PathLike[str]) -> tuple[NotebookSessions, LoadReport]:

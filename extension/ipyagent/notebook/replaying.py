@@ -4,6 +4,10 @@ The recording is the active session's path as it was loaded (the session the vis
 describe). ``auto`` replays a recorded cell only when no provider is configured for its model,
 so a notebook from someone else runs offline without a key and never re-runs its recorded
 tool calls, while a configured provider makes it run live.
+
+A replayed cell follows the recorded path (``Session.follow``): every entry it reproduces is the
+recorded entry itself (same id), so re-running a recorded notebook leaves its session as it was;
+only where the run departs from the recording does a new branch begin.
 """
 
 from __future__ import annotations
@@ -61,11 +65,13 @@ class ReplayAttachment:
 class ReplayController:
     def __init__(self) -> None:
         self.recordings: dict[str, Recording] = {}
+        self.paths: dict[str, list[dict[str, Any]]] = {}  # the recorded path, followed while replaying
         self.runs: Counter[tuple[str, str]] = Counter()
 
     def capture(self, name: str, session: Any) -> Recording:
         """Take ``session``'s current path as the recording of session ``name``."""
-        recording = self.recordings[name] = Recording.from_entries(session.path())
+        path = self.paths[name] = session.path()
+        recording = self.recordings[name] = Recording.from_entries(path)
         self.runs = Counter({k: v for k, v in self.runs.items() if k[0] != name})
         return recording
 
@@ -106,6 +112,7 @@ class ReplayController:
         agent._summarizer = ReplaySummarizer(cell, fallback=fallback_summarizer, notice=notice)
         agent.tool_results = tools
         agent.describe_namespace = ReplayDescriber(cell, fallback=agent.describe_namespace)
+        agent.session.follow(self.paths.get(name))
         return ReplayAttachment(cell, tools, live)
 
     @staticmethod
@@ -115,3 +122,4 @@ class ReplayController:
         agent.tool_results = None
         if isinstance(agent.describe_namespace, ReplayDescriber):
             agent.describe_namespace = agent.describe_namespace.fallback
+        agent.session.follow(None)

@@ -10,6 +10,8 @@ from typing import Any
 from IPython.display import display
 
 from ipyagent.notebook.rendering import RunRenderer, note_bundle
+from ipyagent.notebook.replaying import ReplayAttachment
+from ipyagent.notebook.untrusted import safe_markdown
 from ipyagent.notebook.widget import BudgetWidget, budget_facts, static_bundle
 
 __all__ = ["RunView", "begin_replay", "cell_identity"]
@@ -73,14 +75,16 @@ class RunView:
             display(static_bundle(facts), raw=True)
 
 
-def begin_replay(runtime: Any, slot: Any, agent: Any, cell_id: str | None, config: Any, view: "RunView") -> bool:
-    """Attach this cell's recording to the agent when replay applies (see ``notebook/replaying.py``)."""
+def begin_replay(runtime: Any, slot: Any, agent: Any, cell_id: str | None, config: Any,
+                 view: "RunView") -> ReplayAttachment | None:
+    """Attach this cell's recording to the agent when replay applies (see ``notebook/replaying.py``);
+    return the attachment, or None when the cell runs live."""
     mode = runtime.config.replay
     if not runtime.replay.should_replay(mode, slot.name, cell_id, config.model, config.provider_options):
-        return False
+        return None
 
-    def notice(text: str) -> None:
-        view.renderer.show(note_bundle(text))
+    def notice(text: str) -> None:  # names cells, tools and call ids taken from the notebook: untrusted
+        view.renderer.show({**note_bundle(text), "text/markdown": f"*{safe_markdown(text)}*"})
 
     attached = runtime.replay.attach(agent, slot.name, cell_id, rerun_tools=runtime.config.replay_tools,
                                      notice=notice)
@@ -88,4 +92,4 @@ def begin_replay(runtime: Any, slot: Any, agent: Any, cell_id: str | None, confi
              else "recorded tool calls are not run again")
     live = "a live provider takes over if the run departs from it" if attached.live else "no live provider"
     notice(f"Replaying this cell's recorded responses (Agent.replay = {mode!r}); {tools}; {live}.")
-    return True
+    return attached

@@ -24,6 +24,10 @@ BRANCH_SUMMARY_SUFFIX = "</summary>"
 
 STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted")
 
+# The result a tool call gets when it was never run because the run was interrupted (an error
+# result, so the session stays one a provider accepts: every call has its result).
+NOT_RUN_INTERRUPTED = "Not run: the user interrupted the run."
+
 
 def user_message(text: str | list[dict[str, Any]], *, timestamp: int | None = None, **extra: Any) -> Message:
     return {"role": "user", "content": text, "timestamp": timestamp or now_ms(), **extra}
