@@ -129,3 +129,37 @@ def test_renderer_tool_blocks_and_errors():
     assert "✗" in bundle["text/plain"] and "boom" in bundle["text/html"]
     assert "<b>x</b>" in error_bundle("<oops>", title="x")["text/html"] and "&lt;oops&gt;" in error_bundle(
         "<oops>", title="x")["text/html"]
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def test_a_finished_run_leaves_only_the_static_view_once_the_next_run_of_its_session_ends(tmp_path):
+    """In a real kernel, with a frontend that applies display updates across cells (as JupyterLab
+    does): each session keeps one live widget, its latest run's; every earlier run's output is
+    the static view alone, so a restarted or reopened notebook shows no dead widget there."""
+    from kernel_support import SETUP, LiveKernel, fake_provider
+
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
+        k.run(SETUP, "setup")
+        runs = [("%%agent\nFirst question.", "a1"), ("%%agent\nSecond question.", "a2"),
+                ("%%agent --session other\nA question elsewhere.", "b1"), ("%%agent --session default\nThird question.", "a3")]
+        for source, cell_id in runs:
+            server.enqueue_text(f"An answer to {cell_id}.")
+            cell = k.run(source, cell_id)
+            assert cell.status == "ok", cell.outputs
+        k.drain(0.5)
+        budget = {c.cell_id: [o for o in c.outputs if "ipyagent-budget" in str((o.get("data") or {}).get("text/html"))]
+                  for c in k.cells if c.cell_id in ("a1", "a2", "b1", "a3")}
+        assert all(len(views) == 1 for views in budget.values()), budget
+        live = {cell_id for cell_id, views in budget.items() if WIDGET_VIEW in views[0]["data"]}
+        assert live == {"a3", "b1"}  # one live widget per session: its latest run's
+        for cell_id in ("a1", "a2"):
+            data = budget[cell_id][0]["data"]
+            assert set(data) == {"text/plain", "text/html", "text/markdown"}
+            assert "[default]" in data["text/plain"] and "tokens" in data["text/plain"]
+        # the closed widgets' models are gone from the kernel; the live ones remain
+        open_models = k.evaluate("sorted(w.model_id for w in __import__('ipywidgets.widgets.widget', "
+                                 "fromlist=['x'])._instances.values() if type(w).__name__ == 'VBox')")
+        assert open_models == sorted(o["data"][WIDGET_VIEW]["model_id"] for o in
+                                     (budget["a3"][0], budget["b1"][0]))

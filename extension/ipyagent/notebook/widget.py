@@ -312,4 +312,9 @@ class BudgetWidget:
         return data
 
     def close(self) -> None:
+        """Stop the ticker and close the widget models (their views in the frontend go too)."""
         self.stop_ticker()
+        for part in (self.view, self._accordion, self._head, self._status, self._summary):
+            for model in (getattr(part, "layout", None), getattr(part, "style", None), part):
+                if model is not None:
+                    model.close()
