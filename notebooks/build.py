@@ -333,11 +333,34 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
     return path
 
 
+def _drop_journals(nb: dict[str, Any]) -> int:
+    """Remove journal outputs, once their entries are in the metadata (the runner stored them
+    there); a journal holding an entry the metadata lacks stops the build. Returns how many."""
+    from ipyagent.notebook.journal import JOURNAL_MIME, journal_outputs
+
+    stored = {e["id"] for s in nb["metadata"].get("ipyagent", {}).get("sessions", {}).values() for e in s["entries"]}
+    for cell_index, payload in journal_outputs(nb):
+        missing = [e.get("id") for e in payload.get("entries", []) if e.get("id") not in stored]
+        if missing:
+            raise SystemExit(f"cell {cell_index + 1}: journal entries missing from the metadata: {missing}")
+    dropped = 0
+    for cell in nb["cells"]:
+        kept = [o for o in cell.get("outputs", []) if JOURNAL_MIME not in (o.get("data") or {})]
+        dropped += len(cell.get("outputs", [])) - len(kept)
+        if "outputs" in cell:
+            cell["outputs"] = kept
+    return dropped
+
+
 def _scrub(nb: dict[str, Any]) -> None:
     """Make the saved notebook machine-independent and readable without a kernel."""
     text = json.dumps(nb)
     for needle in (FAKE_KEY and "Bearer ",):
         assert needle not in text, f"{needle!r} in the notebook"
+    # The session is in the metadata: a journal output ("kept in this output until `ipyagent
+    # lift`") would only be noise for a reader (the runner answers the bridge, so there is none
+    # unless a run went unacknowledged).
+    _drop_journals(nb)
     for cell in nb["cells"]:
         cell.get("metadata", {}).pop("execution", None)
         for output in cell.get("outputs", []):

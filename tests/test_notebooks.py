@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,13 @@ EXPECTED = {"quickstart.ipynb", "how-compaction-works.ipynb", "custom-compaction
 PROVIDER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENROUTER_API_KEY",
                 "DEEPSEEK_API_KEY", "GROQ_API_KEY", "IPYAGENT_MODEL", "IPYAGENT_REPLAY", "JPY_SESSION_NAME")
 BUILD_KEY = "fake-key-ipyagent-notebooks"  # the key notebooks/build.py gives the kernel
+JOURNAL_MIME = "application/vnd.ipyagent.entries+json"
+
+
+def _run(args: list[str], log: Path) -> subprocess.CompletedProcess:
+    with log.open("w") as sink:  # a file, not a pipe: a lingering kernel would hold a pipe open
+        return subprocess.run([sys.executable, "-m", "ipyagent", "run", *args, "--timeout", "60"], env=_offline_env(),
+                              stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=600)
 
 
 def _offline_env() -> dict[str, str]:
@@ -118,16 +126,18 @@ def test_committed_notebook_is_executed_and_holds_no_key(path):
             assert cell["execution_count"] is not None, cell["source"]
             if not _raises(cell):
                 assert not [o for o in cell["outputs"] if o["output_type"] == "error"], cell["source"]
+            # the session is in the metadata: no journal output ("kept in this output until
+            # `ipyagent lift`") and no widget view whose model died with the build's kernel
+            for output in cell["outputs"]:
+                assert JOURNAL_MIME not in output.get("data", {}), cell["source"]
+                assert "application/vnd.jupyter.widget-view+json" not in output.get("data", {}), cell["source"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_replays_offline(path, tmp_path):
     out = tmp_path / path.name
     log = tmp_path / "run.log"
-    with log.open("w") as sink:  # a file, not a pipe: a lingering kernel would hold a pipe open
-        result = subprocess.run(
-            [sys.executable, "-m", "ipyagent", "run", str(path), "--replay", "-o", str(out), "--timeout", "60"],
-            env=_offline_env(), stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=600)
+    result = _run([str(path), "--replay", "-o", str(out)], log)
     assert result.returncode == 0, log.read_text()
     committed = json.loads(path.read_text(encoding="utf-8"))
     replayed = json.loads(out.read_text(encoding="utf-8"))
@@ -153,3 +163,24 @@ def test_notebook_replays_offline(path, tmp_path):
     for name, shapes in recorded.items():
         assert reproduced[name] == shapes, f"session {name!r} of {path.name} was not reproduced"
     assert BUILD_KEY not in out.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_running_a_notebook_twice_leaves_its_session_byte_identical(path, tmp_path):
+    """Replay is idempotent: every replayed cell reproduces its recording, so it moves along the
+    recorded entries (same ids, same leaf) and the session is not copied into a second branch.
+    The first run is ``--replay``; the second the README's plain command (no key: it replays)."""
+    shutil.copy(NOTEBOOKS_DIR / "tour_helpers.py", tmp_path / "tour_helpers.py")
+    first, second = tmp_path / "first.ipynb", tmp_path / "second.ipynb"
+    log = tmp_path / "run.log"
+    result = _run([str(path), "--replay", "-o", str(first)], log)
+    assert result.returncode == 0, log.read_text()
+    result = _run([str(first), "-o", str(second)], log)
+    assert result.returncode == 0, log.read_text()
+
+    def stored(nb_path: Path) -> str:
+        return json.dumps(json.loads(nb_path.read_text(encoding="utf-8"))["metadata"]["ipyagent"], sort_keys=True)
+
+    committed = stored(path)
+    assert stored(first) == committed
+    assert stored(second) == committed
