@@ -1,0 +1,72 @@
+"""Installing from source on a machine without Node.js: the package builds without the JupyterLab
+bridge and says so in one warning line (no traceback); the journal outputs keep the sessions.
+With Node.js the build is unchanged (``.ci/run``'s ``pip install -e .`` builds the bridge, and the
+browser tests use it)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE_TOOLS = {"node", "nodejs", "npm", "npx", "corepack", "yarn", "yarnpkg"}
+
+
+def _path_without_node(tmp_path: Path) -> str:
+    """A PATH with every program of the current one except Node.js and its package managers."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        if not os.path.isdir(directory):
+            continue
+        for name in os.listdir(directory):
+            target = os.path.join(directory, name)
+            if name in NODE_TOOLS or (bin_dir / name).exists() or not os.access(target, os.X_OK):
+                continue
+            (bin_dir / name).symlink_to(target)
+    return str(bin_dir)
+
+
+def _bridge_build():
+    spec = importlib.util.spec_from_file_location("bridge_build", ROOT / "extension" / "frontend" / "bridge_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_without_node_the_build_step_warns_in_one_line_and_builds_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", _path_without_node(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert shutil.which("node") is None
+    _bridge_build().build("wheel", "standard", path="extension/frontend", build_dir="out", source_dir="src")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Node.js not found" in err and "without" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_pip_wheel_without_node_builds_a_wheel_without_the_bridge(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "extension", src / "extension", ignore=shutil.ignore_patterns(
+        "node_modules", "lib", "labextension", "__pycache__", ".yarn", "tsconfig.tsbuildinfo"))
+    env = dict(os.environ, PATH=_path_without_node(tmp_path), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    log = tmp_path / "pip.log"
+    with log.open("w") as sink:
+        result = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path / "dist"),
+                                 str(src)], env=env, stdout=sink, stderr=subprocess.STDOUT, timeout=600)
+    text = log.read_text()
+    assert result.returncode == 0, text[-3000:]
+    assert "Traceback" not in text
+    warnings = [line for line in text.splitlines() if "Node.js not found" in line]
+    assert len(warnings) == 1, warnings
+    wheel = next((tmp_path / "dist").glob("ipyagent-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "ipyagent/notebook/journal.py" in names
+    assert not [n for n in names if n.endswith("labextensions/ipyagent-bridge/package.json")]
