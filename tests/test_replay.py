@@ -195,3 +195,22 @@ def test_a_recorded_call_without_a_result_is_never_run(rerun):
     # a call the recording never saw (a live provider's, after a divergence) runs as usual
     assert tools({"type": "toolCall", "id": "live-7", "name": "read", "arguments": {}}, run).text == "the file's content"
     assert ran == ["ran"]
+
+
+def test_a_replayed_prompt_is_the_recorded_one_when_its_typed_prompt_and_cell_are():
+    from ipyagent.agent.replay import same_when_replayed
+    from ipyagent.session.entries import message_entry
+    from ipyagent.session.messages import text_block, user_message
+
+    def prompt(block: str, typed: str = "Why did it fail?", cell: str = "c7") -> dict:
+        return message_entry(user_message([text_block(f"<notebook-activity>\n{block}\n</notebook-activity>"),
+                                           text_block(typed)], cellId=cell, cellPrompt=typed))
+
+    recorded = prompt("Out[6]: {'Ada': 21.4}")
+    # the activity block describes the kernel now: a replay did not run the recorded tool calls
+    assert same_when_replayed(recorded, prompt("Out[6]: '(not defined)'"))
+    assert not same_when_replayed(recorded, prompt("Out[6]: {'Ada': 21.4}", typed="Something else?"))
+    assert not same_when_replayed(recorded, prompt("Out[6]: {'Ada': 21.4}", cell="c8"))
+    answer = {"role": "assistant", "content": [{"type": "text", "text": "a"}], "stopReason": "stop"}
+    assert same_when_replayed(message_entry(answer), message_entry(dict(answer)))
+    assert not same_when_replayed(message_entry(answer), message_entry(dict(answer, content=[])))

@@ -171,3 +171,12 @@ def test_same_content_ignores_place_time_and_measured_figures():
     assert not same_content(a, {**b, "summary": "T"})
     assert not same_content(message_entry(user("q")), message_entry(dict(user("q"), cellId="c2")))
     assert not same_content(message_entry(user("q")), label_entry("x", "q"))
+
+
+def test_follow_takes_the_followers_own_idea_of_the_same_entry():
+    tree = SessionTree()
+    q = tree.append(message_entry(dict(user("q"), cellId="c1")))
+    tree.branch(None)
+    tree.follow([q], same=lambda old, new: old["message"].get("cellId") == new["message"].get("cellId"))
+    assert tree.append(message_entry(dict(user("worded differently"), cellId="c1"))) is q
+    assert len(tree) == 1

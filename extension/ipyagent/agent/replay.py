@@ -27,6 +27,7 @@ from ipyagent.compaction.prompts import SPLIT_TURN_SEPARATOR
 from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
 from ipyagent.providers.errors import ProviderError
+from ipyagent.session.entries import same_content
 from ipyagent.session.messages import NOT_RUN_INTERRUPTED, entry_to_message, text_of, tool_calls_of
 
 Notice = Callable[[str], None]
@@ -107,6 +108,23 @@ def _fingerprint(entry: dict[str, Any] | None) -> str:
         calls = [b.get("id") for b in content or [] if isinstance(b, dict) and b.get("type") == "toolCall"]
         return f"assistant:{text_of(content)}:{calls}"
     return f"{message.get('role', entry.get('type'))}:{text_of(content) if content is not None else ''}"
+
+
+def same_when_replayed(recorded: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether a replay's entry is the recorded one: it says the same
+    (:func:`~ipyagent.session.entries.same_content`), or it is the cell's prompt and the prompt
+    as typed (and its cell) is the recorded one. The notebook-activity block and interpolated
+    values in a prompt describe the kernel as it is at the time; a replay reproduces that only in
+    part (recorded tool calls are not run again, so what they made is missing), and the recorded
+    responses answered the recorded prompt, so the recorded prompt is the one the session keeps."""
+    if same_content(recorded, new):
+        return True
+    old, fresh = recorded.get("message"), new.get("message")
+    if recorded.get("type") != "message" or new.get("type") != "message" or not (
+            isinstance(old, dict) and isinstance(fresh, dict)):
+        return False
+    return (old.get("role") == fresh.get("role") == "user" and old.get("cellId") == fresh.get("cellId")
+            and prompt_text(old).strip() == prompt_text(fresh).strip())
 
 
 class ReplayProvider:

@@ -170,7 +170,8 @@ class AgentMagics(Magics):
         from ipyagent.notebook.magics_commands import dispatch
 
         self.runtime.absorb_push()
-        return dispatch(self.runtime, line)
+        with self.runtime.replay.following(self.runtime):  # a replayed %agent pin is the recorded pin
+            return dispatch(self.runtime, line)
 
 
 def register_magics(shell: Any, runtime: Any) -> None:

@@ -12,10 +12,11 @@ only where the run departs from the recording does a new branch begin.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ipyagent.agent.replay import (
     CellRecording,
@@ -24,6 +25,7 @@ from ipyagent.agent.replay import (
     ReplayProvider,
     ReplaySummarizer,
     ReplayToolResults,
+    same_when_replayed,
 )
 
 # provider name -> environment variables whose presence means "configured"
@@ -75,6 +77,28 @@ class ReplayController:
         self.runs = Counter({k: v for k, v in self.runs.items() if k[0] != name})
         return recording
 
+    def replays(self, mode: str, model: str, provider_options: dict[str, dict[str, Any]] | None) -> bool:
+        """Whether recorded cells replay now (``on``; ``auto`` without a configured provider)."""
+        return mode == "on" or (mode == "auto" and not provider_configured(model, provider_options))
+
+    @contextlib.contextmanager
+    def following(self, runtime: Any) -> Iterator[None]:
+        """Around a command that records entries (``%agent pin`` …): while recorded cells replay,
+        every session follows its recorded path, so an entry the command records again is the
+        recorded one, and the replayed cells after it still find their recording under the leaf."""
+        config = runtime.agent_config()
+        followed = []
+        if self.replays(runtime.config.replay, config.model, config.provider_options):
+            for name, slot in runtime.slots.items():
+                if self.paths.get(name):
+                    slot.session.follow(self.paths[name], same_when_replayed)
+                    followed.append(slot.session)
+        try:
+            yield
+        finally:
+            for session in followed:
+                session.follow(None)
+
     def recorded_cells(self, name: str) -> int:
         recording = self.recordings.get(name)
         return sum(len(runs) for runs in recording.cells.values()) if recording else 0
@@ -86,7 +110,7 @@ class ReplayController:
         recording = self.recordings.get(name)
         if recording is None or cell_id not in recording.cells:
             return False
-        return mode == "on" or not provider_configured(model, provider_options)
+        return self.replays(mode, model, provider_options)
 
     def attach(self, agent: Any, name: str, cell_id: str, *, rerun_tools: bool,
                notice: Callable[[str], None]) -> ReplayAttachment:
@@ -112,7 +136,7 @@ class ReplayController:
         agent._summarizer = ReplaySummarizer(cell, fallback=fallback_summarizer, notice=notice)
         agent.tool_results = tools
         agent.describe_namespace = ReplayDescriber(cell, fallback=agent.describe_namespace)
-        agent.session.follow(self.paths.get(name))
+        agent.session.follow(self.paths.get(name), same_when_replayed)
         return ReplayAttachment(cell, tools, live)
 
     @staticmethod

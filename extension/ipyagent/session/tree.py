@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ipyagent.session.context import ContextState
 from ipyagent.session.entries import Entry, same_content, shape_problem
@@ -41,6 +41,7 @@ class SessionTree:
         self._path_leaf: str | None = None
         self._context: ContextState | None = None
         self._follow: dict[str | None, str] | None = None  # parent id -> the followed path's child
+        self._same: Callable[[Entry, Entry], bool] = same_content
         for entry in entries:
             self._store(entry)
         # parents that are missing: a new entry never takes such an id (it would adopt the orphans)
@@ -162,19 +163,22 @@ class SessionTree:
             self._context = None
         self.leaf_id = entry["id"]
 
-    def follow(self, path: Iterable[Entry] | None) -> None:
+    def follow(self, path: Iterable[Entry] | None,
+               same: Callable[[Entry, Entry], bool] = same_content) -> None:
         """Follow ``path`` (entries root first, e.g. the path a session was recorded on): while
         following, an append that says the same as the path's entry under the leaf
-        (:func:`~ipyagent.session.entries.same_content`) moves the leaf to that entry instead of
+        (``same(path_entry, new_entry)``, by default
+        :func:`~ipyagent.session.entries.same_content`) moves the leaf to that entry instead of
         storing a copy, and the first append that differs starts a new branch as usual.
         ``None`` stops following."""
         self._follow = None if path is None else {e.get("parentId"): e["id"] for e in path}
+        self._same = same
 
     def _followed(self, entry: Entry) -> Entry | None:
         if self._follow is None or entry.get("id") is not None or entry.get("parentId", self.leaf_id) != self.leaf_id:
             return None
         existing = self._by_id.get(self._follow.get(self.leaf_id, ""))
-        if existing is None or existing.get("parentId") != self.leaf_id or not same_content(existing, entry):
+        if existing is None or existing.get("parentId") != self.leaf_id or not self._same(existing, entry):
             return None
         return existing
 
