@@ -19,12 +19,13 @@ from ipyagent.agent.activity_block import format_activity
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.notebook_context import CELL_PROMPT_FIELD, NotebookContext
 from ipyagent.agent.pins import active_pins
-from ipyagent.agent.summarizer import ProviderSummarizer
+from ipyagent.agent.summarizer import ProviderSummarizer, summary_input_budget
 from ipyagent.agent.system_prompt import PromptPart, compose_system_prompt, system_prompt_parts
 from ipyagent.agent.tools.approval import run_tool_call
 from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.registry import default_tools
 from ipyagent.compaction.ledger import Describe
+from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarize import FailureTracker
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
@@ -135,14 +136,9 @@ class Agent:
                                   cancel=self.cancel)
 
     def _summary_input_tokens(self) -> int | None:
-        model = self.config.summary_model or self.config.model
-        if not model:
-            return None
-        window = (self.context_window() if model == self.config.model
-                  else models.context_window(*parse_model_string(model)))
-        if not window:
-            return None
-        return max(1024, window - int(0.8 * self.config.compaction.reserve_tokens) - 512)
+        summary_model = self.config.summary_model or self.config.model
+        session_window = self.context_window() if summary_model and summary_model == self.config.model else None
+        return summary_input_budget(self.config, session_window)
 
     # ---- system prompt and notebook activity ------------------------------------------------
 
@@ -170,15 +166,18 @@ class Agent:
     # ---- compaction ------------------------------------------------------------------------
 
     def compact(self, focus: str | None = None, *, reason: str = "manual",
-                extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
-        """Compact now. Manual compaction raises on failure; automatic compaction reports and counts it."""
+                extra: dict[str, Any] | None = None, plan: CompactionPlan | None = None) -> dict[str, Any] | None:
+        """Compact now. Manual compaction raises on failure; automatic compaction reports and counts it.
+
+        ``plan`` (from ``prepare_compaction`` on the current path) compacts as planned, e.g. with
+        another estimator's cut (the explorer); default: planned now with the session's settings."""
         started = time.monotonic()
         tokens_before = self.session.context_tokens()
         self._emit(ev.CompactionStart(reason, tokens_before))
         try:
             entry = self.session.compact(self.summarizer(), self.config.compaction, focus=focus, reason=reason,
                                          summary_input_tokens=self._summary_input_tokens(), extra=extra,
-                                         describe=self.describe_namespace)
+                                         describe=self.describe_namespace, plan=plan)
         except KeyboardInterrupt:
             self._emit(ev.CompactionEnd(reason, aborted=True, duration=time.monotonic() - started))
             raise

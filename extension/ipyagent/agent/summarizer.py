@@ -5,13 +5,28 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ipyagent.agent.config import AgentConfig
 from ipyagent.compaction.summarizer import SummarizerError, SummaryInputTooLarge, SummaryRequest, SummaryResponse
 from ipyagent.providers.base import MessageDone, ModelRequest
+from ipyagent.providers import models
 from ipyagent.providers.errors import ContextOverflowError, ProviderError
-from ipyagent.providers.registry import resolve_provider
+from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.retry import stream_with_retry
 from ipyagent.session.ids import now_ms
 from ipyagent.session.messages import text_of
+
+
+def summary_input_budget(config: AgentConfig, session_window: int | None) -> int | None:
+    """The summary model's input budget in tokens (its window less the summary's output and a
+    margin), or None when its window is unknown. ``session_window`` is the session model's window,
+    which counts when the summary model is the session model."""
+    model = config.summary_model or config.model
+    if not model:
+        return None
+    window = session_window if model == config.model else models.context_window(*parse_model_string(model))
+    if not window:
+        return None
+    return max(1024, window - int(0.8 * config.compaction.reserve_tokens) - 512)
 
 
 class ProviderSummarizer:

@@ -62,6 +62,78 @@ class SummaryBudget:
         return math.floor(0.5 * self.reserve_tokens)
 
 
+@dataclass
+class SummaryCall:
+    """One summariser call a compaction makes: which messages, with which instructions."""
+
+    kind: str  # "history" or "turn_prefix"
+    messages: list[Message]
+    instructions: str
+    previous_summary: str | None
+    max_tokens: int
+    reasoning: str | None = None
+
+
+def summary_calls(plan: CompactionPlan, focus: str | None = None, *, reasoning: str | None = None) -> list[SummaryCall]:
+    """The summariser calls compacting with ``plan`` makes, in order: the history (an update when
+    there is a previous summary), then the turn prefix of a split turn. Messages the model never
+    saw (an excluded !!cmd, an empty branch summary, an image-only prompt) serialise to nothing:
+    a part made only of them gets no call."""
+    budget = SummaryBudget(plan.settings.reserve_tokens)
+    found = []
+    history = _with_content(plan.messages_to_summarize)
+    if history:
+        instructions = prompts.UPDATE_PROMPT if plan.previous_summary is not None else prompts.INITIAL_PROMPT
+        # the previous summary without its ledger: compaction appends the carried ledger again
+        previous = without_ledger(plan.previous_summary) if plan.previous_summary is not None else None
+        found.append(SummaryCall("history", list(history), prompts.with_focus(instructions, focus),
+                                 previous, budget.history_max_tokens, reasoning))
+    prefix = _with_content(plan.turn_prefix_messages)
+    if plan.is_split_turn and prefix:
+        found.append(SummaryCall("turn_prefix", list(prefix), prompts.with_focus(prompts.TURN_PREFIX_PROMPT, focus),
+                                 None, budget.turn_prefix_max_tokens))
+    return found
+
+
+def fit_messages(call: SummaryCall, input_tokens: int | None) -> tuple[list[Message], int]:
+    """The call's messages without the oldest ones that keep the request from fitting
+    ``input_tokens`` (the summary model's input budget; None: unknown, nothing dropped), and how
+    many were dropped."""
+    messages, omitted = list(call.messages), 0
+    if input_tokens:
+        fixed = _tokens(call.instructions) + _tokens(call.previous_summary or "") + 50
+        while len(messages) > 1 and fixed + _tokens(serialize_conversation(messages)) > input_tokens:
+            drop = max(1, len(messages) // 8)
+            messages, omitted = messages[drop:], omitted + drop
+    return messages, omitted
+
+
+def summary_request(call: SummaryCall, messages: Sequence[Message] | None = None, omitted: int = 0) -> SummaryRequest:
+    """The request the summariser gets for ``call`` (``messages``: what is left of its messages
+    after ``omitted`` were dropped to fit)."""
+    conversation = serialize_conversation(call.messages if messages is None else messages)
+    if omitted:
+        conversation = f"[{omitted} earlier messages omitted to fit the summarizer's context window]\n\n" + conversation
+    return SummaryRequest(
+        system_prompt=prompts.SYSTEM_PROMPT,
+        prompt=prompts.summary_request_text(conversation, call.instructions, call.previous_summary),
+        max_tokens=call.max_tokens,
+        reasoning=call.reasoning,
+        kind=call.kind,
+    )
+
+
+def planned_requests(plan: CompactionPlan, focus: str | None = None, *, input_tokens: int | None = None
+                     ) -> list[tuple[SummaryRequest, int]]:
+    """Each request compacting with ``plan`` sends first (the summariser may still reject it as
+    too long, and get a shorter one), with how many of its oldest messages were left out."""
+    out = []
+    for call in summary_calls(plan, focus):
+        messages, omitted = fit_messages(call, input_tokens)
+        out.append((summary_request(call, messages, omitted), omitted))
+    return out
+
+
 class _Calls:
     def __init__(self, summarizer: Summarizer):
         self.summarizer = summarizer
@@ -69,30 +141,13 @@ class _Calls:
         self.usage: list[dict[str, Any]] = []
         self.omitted = 0
 
-    def summarize(self, messages: Sequence[Message], instructions: str, *, max_tokens: int, kind: str,
-                  previous_summary: str | None, input_tokens: int | None, reasoning: str | None = None) -> str:
+    def summarize(self, call: SummaryCall, input_tokens: int | None) -> str:
         """One summary, dropping the oldest messages while the request cannot fit the model."""
-        messages = list(messages)
-        omitted = 0
-        if input_tokens:
-            fixed = _tokens(instructions) + _tokens(previous_summary or "") + 50
-            while len(messages) > 1 and fixed + _tokens(serialize_conversation(messages)) > input_tokens:
-                drop = max(1, len(messages) // 8)
-                messages, omitted = messages[drop:], omitted + drop
+        messages, omitted = fit_messages(call, input_tokens)
         for attempt in range(MAX_TRIM_ATTEMPTS + 1):
-            conversation = serialize_conversation(messages)
-            if omitted:
-                conversation = f"[{omitted} earlier messages omitted to fit the summarizer's context window]\n\n" + conversation
-            request = SummaryRequest(
-                system_prompt=prompts.SYSTEM_PROMPT,
-                prompt=prompts.summary_request_text(conversation, instructions, previous_summary),
-                max_tokens=max_tokens,
-                reasoning=reasoning,
-                kind=kind,
-            )
             self.count += 1
             try:
-                response = self.summarizer.summarize(request)
+                response = self.summarizer.summarize(summary_request(call, messages, omitted))
             except SummaryInputTooLarge:
                 if attempt == MAX_TRIM_ATTEMPTS or len(messages) <= 1:
                     raise
@@ -127,31 +182,20 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
     not make the context smaller is rejected. The comparison is against ``estimated_before``
     (the same estimator's count of the whole context) when given, else ``plan.tokens_before``.
     """
-    budget = SummaryBudget(plan.settings.reserve_tokens, input_tokens)
     calls = _Calls(summarizer)
-    history: str | None = None
-    # Messages the model never saw (an excluded !!cmd, an empty branch summary, an image-only
-    # prompt) serialise to nothing: never send the summariser an empty conversation.
-    history_messages = _with_content(plan.messages_to_summarize)
-    prefix_messages = _with_content(plan.turn_prefix_messages)
-    if not history_messages and not prefix_messages and plan.previous_summary is None:
+    planned = {call.kind: call for call in summary_calls(plan, focus, reasoning=reasoning)}
+    if not planned and plan.previous_summary is None:
         raise NothingToCompact("Nothing to compact: nothing the model saw is left to summarise.")
-    if history_messages:
-        instructions = prompts.UPDATE_PROMPT if plan.previous_summary is not None else prompts.INITIAL_PROMPT
-        previous = without_ledger(plan.previous_summary) if plan.previous_summary is not None else None
-        history = calls.summarize(history_messages, prompts.with_focus(instructions, focus),
-                                  max_tokens=budget.history_max_tokens, kind="history",
-                                  previous_summary=previous, input_tokens=input_tokens,
-                                  reasoning=reasoning)
+    history: str | None = None
+    if "history" in planned:
+        history = calls.summarize(planned["history"], input_tokens)
         if not history:
             raise CompactionRejected("the summarizer returned an empty summary")
     elif plan.previous_summary is not None:
         # Pi would write "No prior history." and lose it; its file lists and ledger are appended anew below
         history = split_appendix(plan.previous_summary)[0]
-    if plan.is_split_turn and prefix_messages:
-        prefix = calls.summarize(prefix_messages, prompts.with_focus(prompts.TURN_PREFIX_PROMPT, focus),
-                                 max_tokens=budget.turn_prefix_max_tokens, kind="turn_prefix",
-                                 previous_summary=None, input_tokens=input_tokens)
+    if "turn_prefix" in planned:
+        prefix = calls.summarize(planned["turn_prefix"], input_tokens)
         if not prefix:
             raise CompactionRejected("the summarizer returned an empty turn-prefix summary")
         summary = (history or prompts.NO_PRIOR_HISTORY) + prompts.SPLIT_TURN_SEPARATOR + prefix
