@@ -10,7 +10,7 @@ from __future__ import annotations
 from ipyagent.session import loaders as _loaders
 
 __version__ = "0.1.0"
-__all__ = ["Session", "CompactionSettings", "Agent"]
+__all__ = ["Session", "CompactionSettings", "Agent", "explore"]
 
 # ``Session.from_file("x.ipynb")`` reads through the notebook layer, imported on first use: the core
 # never imports it, and ``import ipyagent`` stays light.
@@ -30,6 +30,10 @@ def __getattr__(name: str):
         from ipyagent.agent.loop import Agent
 
         return Agent
+    if name == "explore":
+        from ipyagent.notebook.explorer import explore
+
+        return explore
     raise AttributeError(f"module 'ipyagent' has no attribute {name!r}")
 
 

@@ -4,6 +4,7 @@
     %agent checkout ID [--summarize] [--focus TEXT] | context | summary
     %agent export [--format pi|markdown] [-o FILE] | import FILE [--name NAME] | load PATH | help
     %agent pin TEXT | pins | unpin N            (notebook/magics_pins.py)
+    %agent explore [--session NAME]             (the compaction explorer, notebook/explorer.py)
 """
 
 from __future__ import annotations
@@ -438,6 +439,34 @@ def agent_load(runtime: Any, rest: str) -> None:
 COMMANDS["load"] = agent_load
 
 
+# ---- the compaction explorer ---------------------------------------------------------------------
+
+
+@magic_arguments()
+@argument("--session", "-s", default=None, help="the session to explore (default: the active one)")
+@argument("--window", type=int, default=None, help="the window to start with (default: the model's)")
+@argument("--reserve", type=int, default=None, help="the reserve to start with (default: Agent.reserve_tokens)")
+@argument("--keep-recent", type=int, default=None, dest="keep_recent",
+          help="keep-recent to start with (default: Agent.keep_recent_tokens)")
+@argument("--estimator", default=None, help="chars4, tiktoken, chars4x1.2 or tiktokenx1.1 (default: the session's)")
+def agent_explore(runtime: Any, rest: str) -> None:
+    """%agent explore [--session NAME] — the compaction explorer: move the sliders, watch the cut point move."""
+    args = parse_argstring(agent_explore, rest)
+    if args.session and args.session not in runtime.slots:
+        raise UsageError(f"no session {args.session!r}; sessions: {', '.join(runtime.slots) or 'none'}")
+    from ipyagent.notebook.explorer import explorer_for_slot
+
+    try:
+        explorer = explorer_for_slot(runtime, args.session, window=args.window, reserve=args.reserve,
+                                     keep_recent=args.keep_recent, estimator=args.estimator)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    display(explorer)
+
+
+COMMANDS["explore"] = agent_explore
+
+
 @magic_arguments()
 def agent_help(runtime: Any, rest: str) -> None:
     """%agent help — this list."""
@@ -456,6 +485,6 @@ def agent_help(runtime: Any, rest: str) -> None:
 COMMANDS["help"] = agent_help
 
 for _name in ("status", "config", "model", "new", "sessions", "switch", "tree", "checkout", "context", "summary",
-              "export", "import", "load", "help"):
+              "export", "import", "load", "explore", "help"):
     assert _name in COMMANDS, _name
 del _name
