@@ -158,6 +158,17 @@ def test_the_session_growing_is_picked_up():
     assert second.plan.first_kept_entry_id == s.prepare_compaction(CompactionSettings(2000, 600)).first_kept_entry_id
 
 
+def test_the_widget_follows_a_growing_session():
+    s = four_turns()
+    explorer = CompactionExplorer(model_of(s, keep=600))
+    top = explorer.keep.max
+    for k in range(4, 12):
+        turn(s, f"prompt {k}", size=400, tools=2)
+    x = explorer.refresh()
+    assert x.path_length == len(s.path()) and explorer.keep.max > top
+    assert cut_of(explorer.numbers.value) == str(s.prepare_compaction(CompactionSettings(2000, 600)).first_kept_index)
+
+
 # ---- boxes -------------------------------------------------------------------------------------
 
 

@@ -25,8 +25,10 @@ FATE_TEXT = {"earlier": "already in an earlier summary", "summary": "the latest 
 LEGEND = {"earlier": "in earlier summaries", "summary": "latest summary", "summarised": "summarised",
           "prefix": "turn prefix (split turn)", "kept": "kept verbatim"}
 
-PX_BUDGET = 4320  # the context part of the timeline: about six rows of 720 px
-EARLIER_PX = 720  # what is already in earlier summaries is drawn in at most one row
+ROW_PX = 720
+PX_BUDGET = 6 * ROW_PX  # the context part of the timeline: at most about six rows…
+BOX_PX = 30  # … and about this many pixels a box (a short session fits one row)
+EARLIER_PX = ROW_PX  # what is already in earlier summaries is drawn in at most one row
 MIN_PX = 3
 LABEL_PX = 46  # boxes at least this wide show their label
 LIVE_INPUT_CHARS = 100_000  # the summariser's input shown per request in the live widget
@@ -60,9 +62,11 @@ def _box_text(x: Exploration, box: Box) -> tuple[str, str]:
 def _widths(x: Exploration) -> list[int]:
     earlier = sum(b.tokens for b in x.boxes if b.fate == "earlier")
     rest = sum(b.tokens for b in x.boxes if b.fate != "earlier")
-    scale = PX_BUDGET / max(1, rest)
+    budget = min(PX_BUDGET, max(ROW_PX, BOX_PX * sum(1 for b in x.boxes if b.fate != "earlier")))
+    scale = budget / max(1, rest)
     earlier_scale = min(scale, EARLIER_PX / max(1, earlier))
-    return [max(MIN_PX, round(b.tokens * (earlier_scale if b.fate == "earlier" else scale))) for b in x.boxes]
+    return [min(ROW_PX, max(MIN_PX, round(b.tokens * (earlier_scale if b.fate == "earlier" else scale))))
+            for b in x.boxes]
 
 
 def timeline_html(x: Exploration) -> str:
@@ -87,15 +91,16 @@ def timeline_html(x: Exploration) -> str:
     grouping = {"entry": "one box per entry"}.get(x.grouping, f"one box per {x.grouping}")
     scale_note = (f"{grouping}; width ∝ tokens" + ("; what is already in earlier summaries is drawn compressed"
                                                    if x.counts.get("earlier") else ""))
-    return (f'<div class="ipyagent-explore-timeline" style="line-height:0;max-width:760px">{"".join(parts)}</div>'
-            f'<div style="font-size:80%;color:#666;margin-top:2px">{escape_html(scale_note)}</div>')
+    return (f'<div class="ipyagent-explore-timeline" style="line-height:0;max-width:{ROW_PX + 40}px">'
+            f'{"".join(parts)}</div><div style="font-size:80%;color:#666;margin-top:2px;line-height:1.3">'
+            f'{escape_html(scale_note)}</div>')
 
 
 def legend_html() -> str:
     items = "".join(f'<span style="margin-right:1em;white-space:nowrap"><span style="display:inline-block;width:.8em;'
                     f'height:.8em;background:{FATE_COLORS[f]};margin-right:.3em"></span>{LEGEND[f]}</span>'
                     for f in LEGEND)
-    return (f'<div style="font-size:85%;margin-top:4px">{items}<span style="white-space:nowrap"><span '
+    return (f'<div style="font-size:85%;margin-top:4px;line-height:1.4">{items}<span style="white-space:nowrap"><span '
             'style="display:inline-block;width:3px;height:.9em;background:#d9534f;margin-right:.3em;'
             'vertical-align:middle"></span>cut point</span> · a dark left edge starts a turn</div>')
 
@@ -141,8 +146,9 @@ def _lines(x: Exploration) -> list[str]:
     if c.get("earlier"):
         lines.append(f"Already inside earlier summaries: {_plural(c['earlier'], 'entry', 'entries')} (≈{_n(t['earlier'])} tokens).")
     if x.plan is not None:
-        lines.append(f"Tokens before → after (estimated): {_n(x.estimated_before)} → {_n(x.kept_tokens)} kept + the "
-                     f"summary (at most {_n(x.summary_max_tokens)}) ≤ {_n(x.after_max_tokens)}.")
+        lines.append(f"Tokens (estimated): before {_n(x.estimated_before)} → after {_n(x.kept_tokens)} kept + the "
+                     f"summary, at most {_n(x.after_max_tokens)} in all (the summary may take up to "
+                     f"{_n(x.summary_max_tokens)}; one that would not shrink the context is rejected).")
     window = f"window {_n(x.settings.window)}" + ("" if x.window_known else ", assumed: the model's window is unknown")
     verdict = "it would compact automatically now" if x.would_compact else "below that: no automatic compaction yet"
     counted = "" if x.tokens_before == x.estimated_before else " (the last reply's usage plus estimates after it)"
@@ -161,7 +167,9 @@ def numbers_html(x: Exploration) -> str:
     head = escape_html(text).replace("{cut}", cut)
     rows = "".join(f"<div>{escape_html(line)}</div>" for line in _lines(x))
     notes = "".join(f'<div style="color:#a15c00">{escape_html(n)}</div>' for n in x.notes)
-    return (f'<div class="ipyagent-explore-numbers" style="font-size:90%"><div>{head}</div>'
+    s = x.settings  # the settings drawn, as attributes (a test can wait for the view of a value)
+    return (f'<div class="ipyagent-explore-numbers" data-window="{s.window}" data-reserve="{s.reserve_tokens}" '
+            f'data-keep-recent="{s.keep_recent_tokens}" style="font-size:90%;line-height:1.45"><div>{head}</div>'
             f'<div style="color:#444">{rows}</div>{notes}</div>')
 
 

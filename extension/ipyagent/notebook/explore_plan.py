@@ -217,7 +217,10 @@ class Exploration:
 
     @property
     def after_max_tokens(self) -> int:
-        return self.kept_tokens + self.summary_max_tokens
+        """The most the context can hold after this compaction: the kept part and a summary of
+        at most its max_tokens, and less than before (a summary that does not shrink the
+        context is rejected)."""
+        return min(self.kept_tokens + self.summary_max_tokens, max(self.kept_tokens, self.estimated_before - 1))
 
 
 class ExplorerModel:

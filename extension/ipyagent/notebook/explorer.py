@@ -72,6 +72,7 @@ class CompactionExplorer:
         self._handle: Any = None
         self._updating = False
         self._confirmed_cut: str | None = None
+        self._drawn_key: Any = None
         x = model.update()
         s = model.settings
         style = {"description_width": "110px"}
@@ -87,7 +88,8 @@ class CompactionExplorer:
         self.estimator = w.Dropdown(description="estimator", style=style, layout=w.Layout(width="320px"),
                                     options=[(ESTIMATOR_LABELS.get(k, k), k) for k in model.estimator_choices()],
                                     value=s.estimator)
-        self.focus = w.Text(description="focus", style=style, layout=layout, value=s.focus, continuous_update=False,
+        self.focus = w.Text(description="focus", style={"description_width": "50px"}, layout=w.Layout(width="460px"),
+                            value=s.focus, continuous_update=False,
                             placeholder="optional: what the summary should keep (as in %compact FOCUS)")
         self.title = w.HTML()
         self.numbers = w.HTML()
@@ -106,7 +108,10 @@ class CompactionExplorer:
                                   tooltip="Save the view on screen as the output's static HTML (for viewers "
                                           "without a kernel)")
         self.keep_view.on_click(lambda _: self.keep_static_view())
-        buttons: list[Any] = [self.keep_view]
+        self.refresh_button = w.Button(description="Refresh", tooltip="Read the session again (after new runs)",
+                                       layout=w.Layout(width="auto"))
+        self.refresh_button.on_click(lambda _: self.refresh())
+        buttons: list[Any] = [self.refresh_button, self.keep_view]
         self.compact_button = self.confirm_yes = self.confirm_no = None
         self.confirm_text = w.HTML()
         self.confirm = w.HBox([])
@@ -121,7 +126,7 @@ class CompactionExplorer:
             self.confirm.children = [self.confirm_text, self.confirm_yes, self.confirm_no]
             buttons.insert(0, self.compact_button)
         self.confirm.layout.display = "none"
-        self.view = w.VBox([self.title, self.window, self.reserve, self.keep, w.HBox([self.estimator]), self.focus,
+        self.view = w.VBox([self.title, self.window, self.reserve, self.keep, w.HBox([self.estimator, self.focus]),
                             self.numbers, self.timeline, self.legend, self.accordion, w.HBox(buttons), self.confirm,
                             self.status], layout=w.Layout(max_width="800px"))
         self.view.add_class("ipyagent-explore-widget")
@@ -135,6 +140,7 @@ class CompactionExplorer:
     def _set_ranges(self, x: Exploration) -> None:
         s = x.settings
         tokens = self.model.path_tokens()
+        self._drawn_key = tokens.key
         window_max = max(2 * s.window, 2 * x.tokens_before, 8192)
         window_step = nice_step(window_max)
         window_max = _ceil_to(window_max, window_step)
@@ -172,6 +178,8 @@ class CompactionExplorer:
                               focus=self.focus.value.strip())
         if counting:
             self.status.value = ""
+        if self._drawn_key != self.model.path_tokens().key:  # the session grew: the sliders' ranges too
+            self._set_ranges(x)
         self._render(x)
         return x
 
