@@ -538,6 +538,33 @@ TOUR = Notebook("how-compaction-works", [
         at the previous compaction's first kept entry, so nothing the first compaction kept is lost."""),
     agent("tour-a5", T_TURNS[4].prompt),
     agent("tour-a6", T_TURNS[5].prompt),
+    md("tour-explorer-md", """
+        ### Before it runs: the compaction explorer
+
+        `%agent explore` shows what a compaction would do **now**, without calling any model, and
+        lets you change the numbers: sliders for the window, the reserve and keep-recent, and a
+        choice of token estimator. The timeline draws every entry of the session's path as a box
+        sized by its tokens: **blue** would be summarised, **green** kept verbatim, **orange** the
+        prefix of a turn the cut splits, **purple** the latest summary (the next compaction updates
+        it), **grey** what is already inside earlier summaries. The red bar is the cut point. Below:
+        the tokens before and after, the threshold, and (collapsed) the exact text the summariser
+        would receive, tool results cut to their head and tail as they are sent.
+
+        It plans with `prepare_compaction` and builds the summariser's requests with the code
+        compaction itself runs, so with the session's settings it shows what the `%compact` below
+        will do. With a provider configured, a *Compact now with these settings…* button compacts
+        with the settings on screen, after asking. (A saved notebook shows the explorer's static
+        view; run the cell for the sliders.)"""),
+    code("tour-explore", "%agent explore"),
+    md("tour-explore-api-md", """
+        `ipyagent.explore(...)` opens the same explorer on any saved notebook or Pi session file
+        (`ipyagent.explore("how-compaction-works.ipynb")`), offline, or on a `Session`, with the
+        controls' starting values as arguments. A smaller keep-recent moves the cut forward, here into
+        the middle of a turn: a **split turn**, whose prefix (orange) gets a summary of its own."""),
+    code("tour-explore-api", """
+        import ipyagent
+
+        ipyagent.explore(current_session(), window=4600, reserve=1400, keep_recent=300)"""),
     code("tour-compact", "%compact the outlier rule and the exact Tromsø numbers"),
     code("tour-spy", """
         spy.report()   # previous_summary=True: the second compaction was an update of the first"""),
@@ -606,8 +633,9 @@ TOUR = Notebook("how-compaction-works", [
 
         * `%agent tree` shows the session as a tree of entries; `%agent context` the exact next
           request.
-        * Change the three numbers in the setup cell and *Restart & Run All* with a live provider
-          to see the cut move.
+        * `%agent explore` moves the cut without calling a model; change the three numbers in the
+          setup cell and *Restart & Run All* with a live provider to see a whole session compact
+          differently.
         * `ipyagent compact NOTEBOOK --dry-run` plans a compaction of a saved notebook from the command
           line without calling any model."""),
 ], T_TURNS)
@@ -623,6 +651,14 @@ def _check_tour(nb: dict[str, Any], policy: Any, server: Any) -> None:
                 and e["message"].get("role") == "toolResult" and e["message"].get("toolName") == "recall"]
     assert recalled and "oslo = sorted" in recalled[-1]["content"][0]["text"], recalled
     assert str(OSLO_RAIN)[1:-1] in recalled[-1]["content"][0]["text"], recalled[-1]["content"][0]["text"]
+    # the explorer's static views, and the %compact after them cutting where the explorer said
+    shown = {c["id"]: "".join(o["data"]["text/plain"]) for c in nb["cells"]
+             if c["cell_type"] == "code" and c["id"].startswith("tour-explore") for o in c["outputs"]
+             if 'class="ipyagent-explore"' in "".join((o.get("data") or {}).get("text/html", ""))}
+    assert set(shown) == {"tour-explore", "tour-explore-api"}, shown
+    manual = next(e for e in compactions if e.get("cellId") == "tour-compact")
+    assert f"id {manual['firstKeptEntryId']})" in shown["tour-explore"].splitlines()[1], shown["tour-explore"]
+    assert "it splits the turn" in shown["tour-explore-api"], shown["tour-explore-api"]
 
 
 TOUR.check = _check_tour
