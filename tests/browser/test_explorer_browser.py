@@ -127,12 +127,12 @@ def test_keep_recent_slider_moves_the_cut_and_the_view_is_saved(jupyterlab, cont
     # compact now: it asks first; then the fake provider summarises and the bridge saves the entry
     page.get_by_role("button", name="Compact now with these settings…").click()
     page.get_by_role("button", name="Yes, compact").wait_for(state="visible", timeout=10_000)
-    assert "Compact session default now?" in widget.inner_text()
+    page.locator(".ipyagent-explore-widget", has_text="Compact session default now?").first.wait_for(timeout=10_000)
     summaries = lab.fake.summary_calls
     page.get_by_role("button", name="Yes, compact").click()
     page.locator(".ipyagent-explore-widget", has_text="Compacted:").first.wait_for(timeout=60_000)
     assert lab.fake.summary_calls > summaries
-    assert "just compacted" in widget.inner_text()
+    page.locator(".ipyagent-explore-numbers", has_text="just compacted").first.wait_for(timeout=20_000)
     out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, check_cell])
     assert _line(out, "LAST") == "compaction"
     _save(page, name)

@@ -15,7 +15,8 @@ from ipyagent.notebook.explore_plan import Box, Exploration, entry_label
 from ipyagent.notebook.untrusted import escape_html
 
 __all__ = ["FATE_COLORS", "FATE_TEXT", "legend_html", "numbers_html", "numbers_text", "requests_html",
-           "requests_text", "static_bundle", "static_html", "timeline_html", "timeline_text"]
+           "requests_title", "static_bundle", "static_html", "static_plain", "timeline_html", "timeline_text",
+           "title_html"]
 
 # The budget widget's colours: summarised history blue, the summary purple, the kept tail green.
 FATE_COLORS = {"earlier": "#cfcfcf", "summary": "#8e6cc9", "summarised": "#4a90d9", "prefix": "#e08a00",
@@ -219,16 +220,6 @@ def requests_html(requests: Sequence[tuple[SummaryRequest, int]], limit: int = L
                    f"</b> · max_tokens {_n(request.max_tokens)} · {_n(len(request.prompt))} characters{dropped}</div>"
                    + _shown(request.prompt, limit))
     return "".join(out)
-
-
-def requests_text(requests: Sequence[tuple[SummaryRequest, int]]) -> str:
-    if not requests:
-        return "(no summariser request: no compaction with these settings)"
-    out = [f"--- system prompt\n{requests[0][0].system_prompt}"]
-    for n, (request, omitted) in enumerate(requests, 1):
-        out.append(f"--- request {n}: {KIND_TEXT.get(request.kind, request.kind)} (max_tokens {request.max_tokens}"
-                   + (f", {omitted} oldest messages dropped" if omitted else "") + f")\n{request.prompt}")
-    return "\n\n".join(out)
 
 
 # ---- the static views --------------------------------------------------------------------------

@@ -44,7 +44,6 @@ from ipyagent.session.tokens import Estimator, make_estimator
 __all__ = ["ENTRY_BOX_LIMIT", "ESTIMATORS", "Box", "Exploration", "ExploreSettings", "ExplorerModel", "PathTokens",
            "entry_label"]
 
-FATES = ("earlier", "summary", "summarised", "prefix", "kept")
 ENTRY_BOX_LIMIT = 400  # per-entry boxes up to this many path entries; turns (or groups of turns) beyond
 TURN_BOX_LIMIT = 300  # at most about this many turn boxes
 

@@ -283,14 +283,15 @@ class CompactionExplorer:
         try:
             report = self.compactor(x.settings, x.plan)
         except Exception as exc:  # shown, never lost: the session is unchanged on every failure
-            self.status.value = (f'<div style="color:#b52a1d"><b>Compaction failed:</b> '
-                                 f"{escape_html(f'{type(exc).__name__}: {exc}')}</div>")
+            message = (f'<div style="color:#b52a1d"><b>Compaction failed:</b> '
+                       f"{escape_html(f'{type(exc).__name__}: {exc}')}</div>")
         else:
-            self.status.value = f"<b>{escape_html(report)}</b>"
+            message = f"<b>{escape_html(report)}</b>"
         finally:
             for button in buttons:
                 button.disabled = False
-        self.refresh()
+        self.refresh()  # the view of the session as it is now, then the report under it
+        self.status.value = message
 
     # ---- display -----------------------------------------------------------------------------
 
