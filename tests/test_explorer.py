@@ -12,9 +12,6 @@ import warnings
 
 import pytest
 from conftest import assistant, call, new_session, tool_result, turn, user
-from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
-from support.sessiongen import generate_session, write_jsonl
-
 from ipyagent.compaction.hooks import HookRegistry
 from ipyagent.compaction.prepare import prepare_compaction
 from ipyagent.compaction.settings import CompactionSettings
@@ -24,6 +21,8 @@ from ipyagent.notebook.explore_html import static_bundle, timeline_html
 from ipyagent.notebook.explore_plan import ENTRY_BOX_LIMIT, ExplorerModel, ExploreSettings
 from ipyagent.notebook.explorer import CompactionExplorer, explore
 from ipyagent.session.tokens import make_estimator
+from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
+from support.sessiongen import generate_session, write_jsonl
 
 
 def four_turns() -> Session:

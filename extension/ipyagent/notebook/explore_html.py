@@ -8,7 +8,7 @@ untrusted and goes through :func:`ipyagent.notebook.untrusted.escape_html`.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ipyagent.compaction.summarizer import SummaryRequest
 from ipyagent.notebook.explore_plan import Box, Exploration, entry_label

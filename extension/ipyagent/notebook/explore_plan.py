@@ -26,10 +26,12 @@ point, the turn prefix and the latest summary stay exact at any size.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ipyagent.compaction.cut_point import is_turn_start
 from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction, summarizing_boundary
@@ -439,7 +441,7 @@ def _boxes(tokens: PathTokens, ranges: dict[str, tuple[int, int]], latest: int) 
         hi = bisect.bisect_left(starts, b)
         cuts = starts[lo:hi][k - 1::k] if k > 1 else starts[lo:hi]
         edges = [a, *cuts, b]
-        for x, y in zip(edges, edges[1:]):
+        for x, y in itertools.pairwise(edges):
             if x < y:
                 inside = bisect.bisect_left(starts, y) - bisect.bisect_left(starts, x)
                 boxes.append(Box(x, y, fate, tokens.box_tokens(x, y), inside))

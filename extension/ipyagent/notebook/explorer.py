@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.notebook.explore_html import (
@@ -154,8 +155,7 @@ class CompactionExplorer:
                                                    (self.reserve, 0, window_max, window_step, s.reserve_tokens),
                                                    (self.keep, 0, keep_max, keep_step, s.keep_recent_tokens)):
                 high = max(high, value)
-                if slider.max < high:  # widen first, so the old value stays inside while min moves
-                    slider.max = high
+                slider.max = max(slider.max, high)  # widen first, so the old value stays inside while min moves
                 slider.min, slider.step = min(low, value), step
                 slider.max = high
         finally:
