@@ -30,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for support.sessiongen
 
+import ipyagent.agent.summarizer  # noqa: F401  (imported here, not inside the first display's timing)
+import ipywidgets  # noqa: F401
 from ipyagent.compaction.hooks import HookRegistry
 from ipyagent.core import Session
 from ipyagent.notebook.explore_plan import ExplorerModel, ExploreSettings
