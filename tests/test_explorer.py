@@ -22,6 +22,7 @@ from ipyagent.notebook.explore_plan import ENTRY_BOX_LIMIT, ExplorerModel, Explo
 from ipyagent.notebook.explorer import CompactionExplorer, explore
 from ipyagent.session.tokens import make_estimator
 from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
+from support.hostile import HOSTILE, HOSTILE_NAME, PAYLOADS, audit_html
 from support.sessiongen import generate_session, write_jsonl
 
 
@@ -241,28 +242,33 @@ def test_the_summariser_input_drops_what_compaction_drops():
 
 # ---- HTML --------------------------------------------------------------------------------------
 
-HOSTILE = "<script>alert('x')</script><img src=x onerror=alert(1)>"
+OWN_TAGS = {"b", "details", "div", "i", "pre", "span", "summary"}  # what the explorer's own HTML uses
 
 
 def test_untrusted_text_is_escaped_everywhere():
-    s = new_session(user(HOSTILE), assistant(HOSTILE, call("c1", "read", path=HOSTILE)),
-                    tool_result("c1", HOSTILE * 50), assistant("done " + HOSTILE))
+    s = new_session(user(HOSTILE), assistant(HOSTILE, call("c1", "read", path=HOSTILE), thinking=HOSTILE),
+                    tool_result("c1", HOSTILE * 5), assistant("done " + HOSTILE))
     for k in range(3):
-        turn(s, f"prompt {k} {HOSTILE}", size=300, tools=1)
-    model = model_of(s, keep=200, name=HOSTILE, source=HOSTILE)
+        turn(s, f"prompt {k} {HOSTILE_NAME}", size=300, tools=1)
+    model = model_of(s, keep=200, name=HOSTILE_NAME, source=HOSTILE_NAME)
     model.update(focus=HOSTILE)
     x = model.current
     requests = model.requests()
-    assert HOSTILE in requests[0][0].prompt  # the summariser gets the text as it is…
+    assert PAYLOADS["script"] in requests[0][0].prompt  # the summariser gets the text as it is…
     bundle = static_bundle(x, requests)
-    page = bundle["text/html"] + timeline_html(x)
-    # …the page only ever shows it as text
-    assert "<script" not in page and "<img" not in page and "onerror=alert(1)>" not in page
-    assert "&lt;script&gt;" in page and "&lt;img src=x onerror=alert(1)&gt;" in page
-    explorer = CompactionExplorer(model)
+    # …a page only ever shows it as text: no element, handler or URL of its own
+    for fragment in (bundle["text/html"], timeline_html(x)):
+        assert not audit_html(fragment, OWN_TAGS), audit_html(fragment, OWN_TAGS)
+    explorer = CompactionExplorer(model, compactor=lambda settings, plan: HOSTILE)
     explorer.accordion.selected_index = 0
-    for value in (explorer.title.value, explorer.numbers.value, explorer.timeline.value, explorer.input.value):
-        assert "<script" not in value and "<img" not in value
+    explorer.compact_button.click()
+    live = [explorer.title.value, explorer.numbers.value, explorer.timeline.value, explorer.input.value,
+            explorer.confirm_text.value]
+    explorer.confirm_yes.click()
+    live.append(explorer.status.value)
+    for value in live:
+        assert not audit_html(value, OWN_TAGS), audit_html(value, OWN_TAGS)
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in explorer.status.value
 
 
 def test_static_views_carry_the_cut_and_the_settings():
