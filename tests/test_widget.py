@@ -134,32 +134,32 @@ def test_renderer_tool_blocks_and_errors():
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
-def test_a_finished_run_leaves_only_the_static_view_once_the_next_run_of_its_session_ends(tmp_path):
-    """In a real kernel, with a frontend that applies display updates across cells (as JupyterLab
-    does): each session keeps one live widget, its latest run's; every earlier run's output is
-    the static view alone, so a restarted or reopened notebook shows no dead widget there."""
+def test_every_finished_run_leaves_only_the_static_view_and_no_widget_model(tmp_path):
+    """In a real kernel, with a frontend that applies display updates (as JupyterLab does): the
+    widget is live while its run goes on; when the run ends its output is the static view alone
+    and its models are closed, so a restarted or reopened notebook shows no dead widget."""
     from kernel_support import SETUP, LiveKernel, fake_provider
 
     with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
         k.run(SETUP, "setup")
         runs = [("%%agent\nFirst question.", "a1"), ("%%agent\nSecond question.", "a2"),
-                ("%%agent --session other\nA question elsewhere.", "b1"), ("%%agent --session default\nThird question.", "a3")]
+                ("%%agent --session other\nA question elsewhere.", "b1"), ("%compact", "a3"),
+                ("%agent status", "s1")]
+        server.enqueue_summary("## Goal\nAnswer questions.")
         for source, cell_id in runs:
             server.enqueue_text(f"An answer to {cell_id}.")
             cell = k.run(source, cell_id)
             assert cell.status == "ok", cell.outputs
         k.drain(0.5)
         budget = {c.cell_id: [o for o in c.outputs if "ipyagent-budget" in str((o.get("data") or {}).get("text/html"))]
-                  for c in k.cells if c.cell_id in ("a1", "a2", "b1", "a3")}
+                  for c in k.cells if c.cell_id in ("a1", "a2", "b1", "a3", "s1")}
         assert all(len(views) == 1 for views in budget.values()), budget
-        live = {cell_id for cell_id, views in budget.items() if WIDGET_VIEW in views[0]["data"]}
-        assert live == {"a3", "b1"}  # one live widget per session: its latest run's
-        for cell_id in ("a1", "a2"):
-            data = budget[cell_id][0]["data"]
+        for cell_id, views in budget.items():
+            data = views[0]["data"]
+            assert WIDGET_VIEW not in data, cell_id
             assert set(data) == {"text/plain", "text/html", "text/markdown"}
-            assert "[default]" in data["text/plain"] and "tokens" in data["text/plain"]
-        # the closed widgets' models are gone from the kernel; the live ones remain
+            assert "tokens" in data["text/plain"]
+        # every run's widget models are closed: nothing in the kernel for a dead view to point at
         open_models = k.evaluate("sorted(w.model_id for w in __import__('ipywidgets.widgets.widget', "
                                  "fromlist=['x'])._instances.values() if type(w).__name__ == 'VBox')")
-        assert open_models == sorted(o["data"][WIDGET_VIEW]["model_id"] for o in
-                                     (budget["a3"][0], budget["b1"][0]))
+        assert open_models == []

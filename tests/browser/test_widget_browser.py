@@ -4,7 +4,7 @@ and its bar drawn in the segment colours. The screenshot is kept in ``artifacts/
 from __future__ import annotations
 
 import io
-import json
+import threading
 import time
 
 from PIL import Image
@@ -20,44 +20,59 @@ def _has_colour(image: Image.Image, rgb: tuple[int, int, int], tolerance: int = 
 
 
 def test_budget_widget_is_visible_with_its_numbers(jupyterlab, context):
+    """Live while the run streams (the fake provider holds its reply open), then the static view
+    with the same numbers once the run ends."""
     lab = jupyterlab
     name = "widget.ipynb"
     _write_notebook(lab.root / name, [SETUP, "%%agent\nDescribe what you can do in two sentences."])
     page = context.new_page()
     _open(page, lab, name)
     page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    release = threading.Event()
     lab.fake.enqueue_text("I can run Python in your kernel, read and edit files and run commands. "
-                          "I keep the session in this notebook's metadata.")
-    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 1])
-    assert not [o for o in out if o.get("output_type") == "error"], out
-
-    widget = page.locator(".jupyter-widgets", has_text="/ 8,000 tokens").first
-    widget.wait_for(state="visible", timeout=30_000)
-    text = widget.inner_text()
-    assert "Context" in text and "[default]" in text
-    assert "compacts above 6,000 (reserve 2,000)" in text
-    assert "system + tools" in text and "recent tail (kept)" in text
-    assert "model openai:fake-model" in text and "0 compactions" in text
-    box = widget.bounding_box()
-    assert box and box["width"] > 300 and box["height"] > 40
-
-    ARTIFACTS.mkdir(exist_ok=True)
-    shot = widget.screenshot(path=str(ARTIFACTS / "widget.png"))
+                          "I keep the session in this notebook's metadata.", hold=release)
+    try:
+        page.evaluate("([p, i]) => { const w = window.__ipa.panel(p); window.jupyterapp.shell.activateById(w.id);"
+                      " w.content.activeCellIndex = i; window.jupyterapp.commands.execute('notebook:run-cell'); }",
+                      [name, 1])
+        cell = page.locator(".jp-Notebook .jp-Cell").nth(1)
+        widget = cell.locator(".jupyter-widgets", has_text="/ 8,000 tokens").first
+        widget.wait_for(state="visible", timeout=30_000)
+        text = widget.inner_text()
+        assert "Context" in text and "[default]" in text
+        assert "compacts above 6,000 (reserve 2,000)" in text
+        assert "system + tools" in text
+        assert "model openai:fake-model" in text and "0 compactions" in text
+        box = widget.bounding_box()
+        assert box and box["width"] > 300 and box["height"] > 40
+        ARTIFACTS.mkdir(exist_ok=True)
+        shot = widget.screenshot(path=str(ARTIFACTS / "widget.png"))
+        image = Image.open(io.BytesIO(shot)).convert("RGB")
+        assert _has_colour(image, (0x9e, 0x9e, 0x9e)), "the system + tools segment is not drawn"
+    finally:
+        release.set()
+    # the run ends: the output is the static view alone, with the final numbers
+    static = cell.locator(".ipyagent-budget", has_text="recent tail (kept)")
+    static.wait_for(state="visible", timeout=30_000)
+    page.wait_for_function("(i) => !document.querySelectorAll('.jp-Notebook .jp-Cell')[i]"
+                           ".querySelector('.jupyter-widgets')", arg=1, timeout=30_000)
+    text = static.inner_text()
+    assert "/ 8,000 tokens" in text and "compacts above 6,000 (reserve 2,000)" in text
+    shot = static.screenshot(path=str(ARTIFACTS / "widget-static.png"))
     image = Image.open(io.BytesIO(shot)).convert("RGB")
     assert _has_colour(image, (0x9e, 0x9e, 0x9e)), "the system + tools segment is not drawn"
     assert _has_colour(image, (0x3f, 0xb2, 0x7f)), "the recent-tail segment is not drawn"
-    # the static views travel with the widget output, for viewers without a kernel
-    bundle = next(o for o in out if "application/vnd.jupyter.widget-view+json" in (o.get("data") or {}))
-    assert "/ 8,000 tokens" in bundle["data"]["text/plain"] and "ipyagent-budget" in bundle["data"]["text/html"]
-    assert json.dumps(bundle).count("8,000") >= 2
+    out = page.evaluate("([p]) => window.__ipa.outputs(window.__ipa.panel(p), 1)", [name])
+    assert not [o for o in out if o.get("output_type") == "error"], out
+    views = [o for o in out if "ipyagent-budget" in str((o.get("data") or {}).get("text/html"))]
+    assert len(views) == 1 and "application/vnd.jupyter.widget-view+json" not in views[0]["data"]
+    assert "/ 8,000 tokens" in views[0]["data"]["text/plain"]
     lab.shutdown_kernels()
 
 
-def test_an_earlier_runs_widget_becomes_its_static_view_and_survives_a_reopen(jupyterlab, context):
-    """JupyterLab applies the kernel's display update across cells: once the session's next run
-    ends, the first run's output is the static view alone. Saved and opened again without the
-    kernel, it shows the static view, not ipywidgets' "model not found".
-    """
+def test_finished_runs_show_their_static_view_and_survive_a_reopen(jupyterlab, context):
+    """Once a run ends its output is the static view alone. Saved and opened again without the
+    kernel, every run shows its static view, not ipywidgets' "model not found"."""
     lab = jupyterlab
     name = "widget-freeze.ipynb"
     _write_notebook(lab.root / name, [SETUP, "%%agent\nFirst question.", "%%agent\nSecond question."])
@@ -68,30 +83,30 @@ def test_an_earlier_runs_widget_becomes_its_static_view_and_survives_a_reopen(ju
         lab.fake.enqueue_text(f"Answer number {i}.")
         out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, i])
         assert not [o for o in out if o.get("output_type") == "error"], out
-    first = page.evaluate("([p]) => window.__ipa.outputs(window.__ipa.panel(p), 1)", [name])
-    views = [o for o in first if "ipyagent-budget" in str((o.get("data") or {}).get("text/html"))]
-    assert len(views) == 1 and "application/vnd.jupyter.widget-view+json" not in views[0]["data"], first
-    second = page.evaluate("([p]) => window.__ipa.outputs(window.__ipa.panel(p), 2)", [name])
-    assert any("application/vnd.jupyter.widget-view+json" in (o.get("data") or {}) for o in second)
+    for i in (1, 2):
+        outputs = page.evaluate("([p, i]) => window.__ipa.outputs(window.__ipa.panel(p), i)", [name, i])
+        views = [o for o in outputs if "ipyagent-budget" in str((o.get("data") or {}).get("text/html"))]
+        assert len(views) == 1 and "application/vnd.jupyter.widget-view+json" not in views[0]["data"], outputs
 
     cells = page.locator(".jp-Notebook .jp-Cell")
-    static = cells.nth(1).locator(".ipyagent-budget")
-    static.wait_for(state="visible", timeout=30_000)
-    assert "[default]" in static.inner_text() and "tokens" in static.inner_text()
+    for i in (1, 2):
+        static = cells.nth(i).locator(".ipyagent-budget")
+        static.wait_for(state="visible", timeout=30_000)
+        assert "[default]" in static.inner_text() and "tokens" in static.inner_text()
 
-    # saved, the kernel gone, opened again: the frozen output is the static view, no dead widget
+    # saved, the kernel gone, opened again: every run shows its static view, no dead widget
     _save(page, name)
     deadline = time.time() + 20
-    while "ipyagent-budget" not in (lab.root / name).read_text() and time.time() < deadline:
+    while (lab.root / name).read_text().count("ipyagent-budget") < 2 and time.time() < deadline:
         time.sleep(0.2)
     lab.shutdown_kernels()
     page.close()
     page = context.new_page()
     _open(page, lab, name, reset=False)
     cells = page.locator(".jp-Notebook .jp-Cell")
-    cells.nth(1).locator(".ipyagent-budget").wait_for(state="visible", timeout=30_000)
-    # the widget renderer has run on the page (cell 3 keeps the session's live widget, without a model now)
-    cells.nth(2).locator(".jupyter-widgets").first.wait_for(state="attached", timeout=30_000)
-    assert cells.nth(1).locator(".jupyter-widgets").count() == 0
-    assert "model not found" not in cells.nth(1).inner_text().lower()
+    for i in (1, 2):
+        cells.nth(i).locator(".ipyagent-budget").wait_for(state="visible", timeout=30_000)
+        assert cells.nth(i).locator(".jupyter-widgets").count() == 0
+        assert "model not found" not in cells.nth(i).inner_text().lower()
+    assert "application/vnd.jupyter.widget-view+json" not in (lab.root / name).read_text()
     lab.shutdown_kernels()

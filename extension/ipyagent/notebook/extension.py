@@ -36,7 +36,6 @@ class AgentRuntime:
         self.running = False
         self.replay = ReplayController()
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
-        self.live_views: dict[str, Any] = {}  # session name -> the RunView whose widget is still live
 
     # ---- lifecycle ---------------------------------------------------------------------------
 

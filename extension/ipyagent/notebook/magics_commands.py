@@ -22,7 +22,7 @@ from ipyagent.agent.notebook_context import prompt_text
 from ipyagent.core import Session
 from ipyagent.notebook.rendering import error_bundle, short_args
 from ipyagent.notebook.untrusted import escape_html, markdown_html
-from ipyagent.notebook.widget import BudgetWidget, _chars4, budget_facts, cost_text, static_bundle
+from ipyagent.notebook.widget import _chars4, budget_facts, cost_text, static_bundle
 from ipyagent.session.messages import text_of
 
 __all__ = ["COMMANDS", "dispatch", "context_report", "tree_lines", "session_markdown"]
@@ -87,14 +87,7 @@ def agent_status(runtime: Any, rest: str) -> None:
     if result is not None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
     lines.append(cost_text(facts.costs) or "cost: no priced calls yet")
-    if runtime.config.show_widget:
-        try:
-            widget = BudgetWidget(facts)
-            display(widget.bundle(), raw=True)
-        except Exception:
-            display(static_bundle(facts), raw=True)
-    else:
-        display(static_bundle(facts), raw=True)
+    display(static_bundle(facts), raw=True)  # a snapshot: nothing updates it, so no widget (it would die with the kernel)
     print("\n".join(lines))
 
 

@@ -65,33 +65,20 @@ class RunView:
                             session_name=self.slot.name, status=status)
 
     def close(self) -> None:
-        """Freeze the final facts into the widget's static views (for viewers without a kernel).
-
-        The widget stays live until the session's next run ends; then its display becomes the
-        static view alone (:meth:`freeze`). So one live widget per session remains, and every
-        earlier run's output survives a kernel restart without a dead widget model.
-        """
+        """When the run ends, its output becomes the static view alone and the widget's models are
+        closed: the widget is live while the run can change the budget, and a restarted or
+        reopened notebook (no kernel behind the model) shows no dead widget."""
         self.renderer.finish()
         facts = self.facts("")
         if self.widget is not None and self.handle is not None:
-            self.widget.update(facts)
-            self.handle.update(self.widget.bundle(), raw=True)
-            previous = self.runtime.live_views.get(self.slot.name)
-            self.runtime.live_views[self.slot.name] = self
-            if previous is not None and previous is not self:
-                previous.freeze()
+            widget, self.widget = self.widget, None
+            widget.update(facts)
+            try:
+                self.handle.update(static_bundle(facts), raw=True)
+            finally:
+                widget.close()
         elif self.runtime.config.show_widget:
             display(static_bundle(facts), raw=True)
-
-    def freeze(self) -> None:
-        """Replace the live widget's display with its static view and close the widget's models."""
-        if self.widget is None or self.handle is None:
-            return
-        widget, self.widget = self.widget, None
-        try:
-            self.handle.update(static_bundle(widget.facts), raw=True)
-        finally:
-            widget.close()
 
 
 def begin_replay(runtime: Any, slot: Any, agent: Any, cell_id: str | None, config: Any,

@@ -412,6 +412,8 @@ class _Handler(BaseHTTPRequestHandler):
                         return  # drop the connection: no terminating chunk
                     break
                 self._chunk(event)
+                if n == 0 and getattr(spec, "hold", None) is not None:
+                    spec.hold.wait(timeout=300)  # a test watches the run mid-stream, then releases it
                 if delay:
                     time.sleep(delay)
             self.wfile.write(b"0\r\n\r\n")

@@ -34,6 +34,7 @@ class Reply:
     omit_tool_index: bool = False  # like Ollama / Gemini's OpenAI endpoint
     usage_choices: str = "empty"  # OpenAI usage chunk: "empty" ([]), "null", or "missing"
     signature: str = "fake-signature"
+    hold: Any = None  # a threading.Event: the stream pauses after its first event until it is set
 
     def output_chars(self) -> int:
         return len(self.text) + len(self.thinking) + sum(len(c.name) + len(json.dumps(c.arguments))
