@@ -8,6 +8,12 @@ window is the one the *server* enforces (Ollama ``num_ctx``, vLLM ``--max-model-
 entries use the native window without YaRN, and overflow errors can teach the real one
 (``learn_window``).
 
+``vision`` marks models that accept images (tool results with plots, image attachments), from the
+same vendor pages: every GPT-4.1/4o/5 and o1/o3/o4-mini, Claude 3.5 Sonnet and later, Gemini 2.5;
+not o3-mini, gpt-oss, Claude 3.5 Haiku or the local text models. A model the table does not know
+is taken as text-only (``set_override(…, vision=True)`` says otherwise): images sent to a text-only
+server fail the whole request, while an omitted image only costs the model a look.
+
 Lookup is by model id with longest-prefix matching, so dated ids (``claude-sonnet-4-5-20250929``,
 ``gpt-4o-2024-08-06``) and Ollama tags (``qwen2.5-coder:7b``) find their family. Precedence: a
 configured override, else the table; a learned window caps either (a server can only be as
@@ -28,27 +34,31 @@ class ModelInfo:
     max_output: int
     reasoning: bool = False
     vendor: str = ""
+    vision: bool = False
 
 
-def _m(vendor: str, ids: str, window: int, out: int, reasoning: bool = False) -> list[ModelInfo]:
-    return [ModelInfo(i, window, out, reasoning, vendor) for i in ids.split()]
+def _m(vendor: str, ids: str, window: int, out: int, reasoning: bool = False, vision: bool = False
+       ) -> list[ModelInfo]:
+    return [ModelInfo(i, window, out, reasoning, vendor, vision) for i in ids.split()]
 
 
 MODELS: tuple[ModelInfo, ...] = tuple(
-    _m("openai", "gpt-4.1 gpt-4.1-mini gpt-4.1-nano", 1_047_576, 32_768)
-    + _m("openai", "gpt-4o gpt-4o-mini chatgpt-4o", 128_000, 16_384)
-    + _m("openai", "gpt-5 gpt-5-mini gpt-5-nano gpt-5.1 gpt-5.2", 272_000, 128_000, True)
-    + _m("openai", "gpt-5.4 gpt-5.5", 1_050_000, 128_000, True)
-    + _m("openai", "o3 o3-mini o3-pro o4-mini o1", 200_000, 100_000, True)
+    _m("openai", "gpt-4.1 gpt-4.1-mini gpt-4.1-nano", 1_047_576, 32_768, vision=True)
+    + _m("openai", "gpt-4o gpt-4o-mini chatgpt-4o", 128_000, 16_384, vision=True)
+    + _m("openai", "gpt-5 gpt-5-mini gpt-5-nano gpt-5.1 gpt-5.2", 272_000, 128_000, True, vision=True)
+    + _m("openai", "gpt-5.4 gpt-5.5", 1_050_000, 128_000, True, vision=True)
+    + _m("openai", "o3 o3-pro o4-mini o1", 200_000, 100_000, True, vision=True)
+    + _m("openai", "o3-mini", 200_000, 100_000, True)
     + _m("openai", "gpt-oss-20b gpt-oss-120b gpt-oss", 131_072, 32_768, True)
-    + _m("anthropic", "claude-opus-4 claude-opus-4-0 claude-opus-4-1", 200_000, 32_000, True)
+    + _m("anthropic", "claude-opus-4 claude-opus-4-0 claude-opus-4-1", 200_000, 32_000, True, vision=True)
     + _m("anthropic", "claude-sonnet-4 claude-sonnet-4-0 claude-sonnet-4-5 claude-haiku-4-5 claude-opus-4-5",
-         200_000, 64_000, True)
-    + _m("anthropic", "claude-opus-4-6 claude-opus-4-7", 1_000_000, 128_000, True)
-    + _m("anthropic", "claude-sonnet-4-6", 1_000_000, 64_000, True)
-    + _m("anthropic", "claude-3-7-sonnet", 200_000, 64_000, True)
-    + _m("anthropic", "claude-3-5-sonnet claude-3-5-haiku", 200_000, 8_192)
-    + _m("google", "gemini-2.5-pro gemini-2.5-flash gemini-2.5-flash-lite", 1_048_576, 65_535, True)
+         200_000, 64_000, True, vision=True)
+    + _m("anthropic", "claude-opus-4-6 claude-opus-4-7", 1_000_000, 128_000, True, vision=True)
+    + _m("anthropic", "claude-sonnet-4-6", 1_000_000, 64_000, True, vision=True)
+    + _m("anthropic", "claude-3-7-sonnet", 200_000, 64_000, True, vision=True)
+    + _m("anthropic", "claude-3-5-sonnet", 200_000, 8_192, vision=True)
+    + _m("anthropic", "claude-3-5-haiku", 200_000, 8_192)
+    + _m("google", "gemini-2.5-pro gemini-2.5-flash gemini-2.5-flash-lite", 1_048_576, 65_535, True, vision=True)
     + _m("local", "qwen2.5 qwen2.5-coder qwen3", 32_768, 8_192)
     + _m("local", "qwen3-coder", 262_144, 65_536)
     + _m("local", "llama3", 8_192, 4_096)
@@ -83,10 +93,10 @@ def _table_lookup(model: str) -> ModelInfo | None:
 
 
 def set_override(provider: str, model: str, *, context_window: int | None = None, max_output: int | None = None,
-                 reasoning: bool | None = None) -> None:
+                 reasoning: bool | None = None, vision: bool | None = None) -> None:
     """Configuration: the window (etc.) to use for ``provider:model`` whatever the table says."""
     fields = {k: v for k, v in (("context_window", context_window), ("max_output", max_output),
-                                ("reasoning", reasoning)) if v is not None}
+                                ("reasoning", reasoning), ("vision", vision)) if v is not None}
     with _lock:
         _overrides[(provider, model)] = fields
 
@@ -145,3 +155,9 @@ def max_output(provider: str, model: str) -> int | None:
 def is_reasoning(provider: str, model: str) -> bool:
     info = model_info(provider, model)
     return bool(info and info.reasoning)
+
+
+def accepts_images(provider: str, model: str) -> bool:
+    """Whether image blocks may be sent to ``provider:model`` (unknown models: no)."""
+    info = model_info(provider, model)
+    return bool(info and info.vision)

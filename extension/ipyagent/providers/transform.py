@@ -7,7 +7,9 @@
 - tool-call ids are rewritten to what the target accepts, the same way for a call and its result,
   and made unique across the history;
 - a tool result without its call is dropped, and a call without a result gets a synthetic error
-  result, because both APIs reject unpaired tool messages.
+  result, because both APIs reject unpaired tool messages;
+- for a model that does not accept images (the model table's ``vision`` flag), every image block
+  becomes a short text saying an image was left out.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import hashlib
 import re
 from collections.abc import Callable
 from typing import Any
+
+from ipyagent.providers import models
 
 _ANTHROPIC_ID_BAD = re.compile(r"[^a-zA-Z0-9_-]")
 NO_RESULT_TEXT = "No result provided (the tool call was interrupted)."
@@ -44,8 +48,24 @@ def _same_model(message: dict[str, Any], api: str, provider: str, model: str) ->
     return message.get("api") == api and message.get("provider") == provider and message.get("model") == model
 
 
+IMAGE_OMITTED = "(an image was left out here: {model} does not accept images)"
+
+
+def _without_images(message: dict[str, Any], note: str) -> dict[str, Any]:
+    content = message.get("content")
+    if not isinstance(content, list) or not any(isinstance(b, dict) and b.get("type") == "image" for b in content):
+        return message
+    blocks = [{"type": "text", "text": note} if isinstance(b, dict) and b.get("type") == "image" else b
+              for b in content]
+    return {**message, "content": blocks}
+
+
 def prepare_history(messages: list[dict[str, Any]], *, api: str, provider: str, model: str,
-                    tool_id: Callable[[str], str]) -> list[dict[str, Any]]:
+                    tool_id: Callable[[str], str], images: bool | None = None) -> list[dict[str, Any]]:
+    """``images``: whether the target accepts image blocks (default: the model table says)."""
+    if images is None:
+        images = models.accepts_images(provider, model)
+    note = IMAGE_OMITTED.format(model=f"{provider}:{model}")
     out: list[dict[str, Any]] = []
     pending: dict[str, str] = {}  # wire id -> tool name, calls still waiting for a result
     scope: dict[str, str] = {}  # original id -> wire id, for the latest assistant message's calls
@@ -59,6 +79,8 @@ def prepare_history(messages: list[dict[str, Any]], *, api: str, provider: str, 
 
     for message in messages:
         role = message.get("role")
+        if not images and role in ("user", "toolResult"):
+            message = _without_images(message, note)
         if role == "assistant":
             stop = message.get("stopReason")
             if stop == "error":
