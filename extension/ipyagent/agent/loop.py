@@ -342,6 +342,7 @@ class Agent:
         tool = self.tools.get(name)
         try:
             self._emit(ev.ToolExecutionStart(call_id, name, arguments))  # inside: an interrupt here still closes the call
+            images: list[dict[str, Any]] = []
             if tool is None:
                 output_text, is_error, details = f"Unknown tool {name!r}. Available: {', '.join(self.tools)}", True, None
             else:
@@ -352,6 +353,7 @@ class Agent:
 
                 output = self.tool_results(call, run) if self.tool_results else run()
                 output_text, is_error, details = output.text, output.is_error, output.details
+                images = output.images
         except KeyboardInterrupt:
             result = tool_result_message(call_id, name, "Interrupted by the user before the tool finished.",
                                          is_error=True, timestamp=now_ms())
@@ -360,7 +362,7 @@ class Agent:
             self._close_remaining_calls(call)
             raise
         result = tool_result_message(call_id, name, output_text, is_error=is_error, details=details or None,
-                                     timestamp=now_ms())
+                                     timestamp=now_ms(), images=images)
         self._append(result)
         self._emit(ev.ToolExecutionEnd(call_id, name, result))
         return result

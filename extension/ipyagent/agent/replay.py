@@ -268,8 +268,11 @@ class ReplayToolResults:
         message = self.cell.tool_results.get(call.get("id"))
         if message is None:
             return None
-        return ToolOutput(text_of(message.get("content"), ""), is_error=bool(message.get("isError")),
-                          details=message.get("details") or {})
+        content = message.get("content")
+        images = [b for b in content if isinstance(b, dict) and b.get("type") == "image"] \
+            if isinstance(content, list) else []
+        return ToolOutput(text_of(content, ""), is_error=bool(message.get("isError")),
+                          details=message.get("details") or {}, images=images)
 
     def __call__(self, call: dict[str, Any], run: Callable[[], ToolOutput]) -> ToolOutput:
         recorded = self.recorded(call)

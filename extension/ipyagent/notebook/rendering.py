@@ -23,8 +23,9 @@ from IPython.display import display
 
 from ipyagent.agent import events as ev
 from ipyagent.agent.tools import get_tool
+from ipyagent.agent.tools.images import decode_image
 from ipyagent.notebook.approval_text import TooLongToShow, approval_text
-from ipyagent.notebook.untrusted import escape_html, markdown_html
+from ipyagent.notebook.untrusted import escape_html, markdown_html, sanitize_html
 from ipyagent.providers import base as pb
 from ipyagent.session.messages import text_of
 
@@ -61,6 +62,34 @@ def _main_argument(name: str, arguments: dict[str, Any]) -> tuple[str, str] | No
     return None
 
 
+def _rich_parts(result: dict[str, Any]) -> tuple[list[str], int]:
+    """HTML for a result's images (only allowed image types whose data decodes and starts like
+    that type, re-encoded here) and its tool-made HTML (sanitised); and the number of images."""
+    import base64
+
+    parts: list[str] = []
+    images = 0
+    content = result.get("content")
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict) or block.get("type") != "image":
+            continue
+        mime = str(block.get("mimeType", ""))
+        raw = decode_image(mime, block.get("data"))
+        if raw is None:
+            continue
+        images += 1
+        src = f"data:{mime};base64,{base64.b64encode(raw).decode('ascii')}"
+        parts.append(f"<img src=\"{escape_html(src)}\" alt=\"{escape_html(mime)} output\" "
+                     "style='max-width:100%;display:block;margin:2px 0'>")
+    details = result.get("details")
+    html_parts = details.get("html") if isinstance(details, dict) else None
+    for fragment in html_parts if isinstance(html_parts, list) else []:
+        if isinstance(fragment, str) and fragment.strip():
+            parts.append(f"<div class='ipyagent-tool-html' style='overflow:auto;max-height:24em;margin:2px 0'>"
+                         f"{sanitize_html(fragment)}</div>")
+    return parts, images
+
+
 def tool_bundle(name: str, arguments: dict[str, Any], result: dict[str, Any] | None) -> dict[str, str]:
     """A compact expandable block for one tool call (and its result once known)."""
     if result is None:
@@ -79,18 +108,23 @@ def tool_bundle(name: str, arguments: dict[str, Any], result: dict[str, Any] | N
         body_parts.append(f"<pre style='margin:2px 0;color:#555'>{escape_html(json.dumps(rest, indent=1, default=str))}"
                           "</pre>")
     output = ""
+    images = 0
     if result is not None:
         output = _clip(text_of(result.get("content"), "\n"))
         color = "#a94442" if result.get("isError") else "#333"
         body_parts.append(f"<div style='font-size:85%;color:#777'>result</div>"
                           f"<pre style='margin:2px 0;color:{color};max-height:24em;overflow:auto'>"
                           f"{escape_html(output) or '(no output)'}</pre>")
+        rich, images = _rich_parts(result)
+        body_parts += rich
     html_view = (f"<details class='ipyagent-tool'><summary style='cursor:pointer;font-family:monospace'>"
                  f"{escape_html(title)}</summary><div style='margin-left:1.2em'>{''.join(body_parts)}</div></details>")
     plain = title
     if result is not None and output:
         first = output.strip().splitlines()[:3]
         plain += "\n" + "\n".join("    " + line for line in first)
+    if images:
+        plain += f"\n    [{images} image{'s' if images > 1 else ''}]"
     return {"text/plain": plain, "text/html": html_view}
 
 

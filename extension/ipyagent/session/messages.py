@@ -42,12 +42,15 @@ def tool_call_block(call_id: str, name: str, arguments: dict[str, Any]) -> dict[
 
 
 def tool_result_message(call_id: str, tool_name: str, text: str, *, is_error: bool = False,
-                        details: dict[str, Any] | None = None, timestamp: int | None = None) -> Message:
+                        details: dict[str, Any] | None = None, timestamp: int | None = None,
+                        images: list[dict[str, Any]] | None = None) -> Message:
+    """A Pi ``toolResult``: the text block, then any image blocks (``{"type": "image", "data":
+    base64, "mimeType": …}``)."""
     message: Message = {
         "role": "toolResult",
         "toolCallId": call_id,
         "toolName": tool_name,
-        "content": [text_block(text)],
+        "content": [text_block(text), *(images or [])],
         "isError": is_error,
         "timestamp": timestamp or now_ms(),
     }

@@ -8,9 +8,13 @@ blocks, ``details`` kept out of the model's context, ``isError``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
 
 from ipyagent.providers.base import ToolSpec
+
+if TYPE_CHECKING:
+    from ipyagent.agent.tools.cell import CellRunner
+    from ipyagent.agent.tools.notebook import NotebookPort
 
 
 @dataclass
@@ -18,6 +22,8 @@ class ToolOutput:
     text: str
     is_error: bool = False
     details: dict[str, Any] = field(default_factory=dict)
+    # Pi image blocks ({"type": "image", "data": base64, "mimeType": …}) sent after the text
+    images: list[dict[str, Any]] = field(default_factory=list)
 
 
 class SessionHistory(Protocol):
@@ -30,14 +36,18 @@ class SessionHistory(Protocol):
 
 @dataclass
 class ToolContext:
-    """What a tool may use: the working directory, the Python namespace for ``python``,
-    ``root``, the folder read-only tools read without asking (the notebook's folder; None: ``cwd``),
-    and the session's history for ``recall``."""
+    """What a tool may use: the working directory, the Python namespace for ``python``, ``root``,
+    the folder read-only tools read without asking (the notebook's folder; None: ``cwd``), the
+    session's history for ``recall``, and the ports the notebook layer provides inside a kernel —
+    running code like a cell (``cell_runner``) and the notebook's cells (``notebook``). Without
+    them, ``python`` runs plain ``exec`` and ``notebook`` says there is no notebook."""
 
     cwd: str = "."
     namespace: dict[str, Any] | None = None
     root: str | None = None
     history: SessionHistory | None = None
+    cell_runner: CellRunner | None = None
+    notebook: NotebookPort | None = None
 
 
 class Tool:

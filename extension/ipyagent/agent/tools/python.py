@@ -1,4 +1,9 @@
-"""``python(code)``: run code in the user's namespace the way a notebook cell runs it."""
+"""``python(code)``: run code in the user's namespace the way a notebook cell runs it.
+
+Inside a kernel the notebook layer gives the tool a :class:`~ipyagent.agent.tools.cell.CellRunner`
+(IPython's machinery: magics, ``!cmd``, ``display()``, rich outputs, images). Without one (plain
+Python) the code runs with ``exec``, the last expression's ``repr`` as its value.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.cell import cell_tool_output
 from ipyagent.agent.tools.registry import register_tool
 from ipyagent.agent.tools.truncate import (
     DEFAULT_MAX_BYTES,
@@ -53,9 +59,10 @@ class PythonTool(Tool):
     description = (
         "Run Python code in the user's live namespace (the notebook's kernel), like a notebook "
         "cell: variables, imports and functions persist between calls and are shared with the "
-        "user. Returns stdout, stderr, the repr of the last expression's value, and the traceback "
-        f"if it raises. Output is truncated to the last {DEFAULT_MAX_LINES} lines or "
-        f"{DEFAULT_MAX_BYTES // 1024}KB."
+        "user; IPython magics (%timeit, %%bash), shell escapes (!ls) and display() work. Returns "
+        "stdout, stderr, the text of displayed outputs and of the last expression's value, the "
+        "traceback if it raises, and images (plots) when you can see images. Output is truncated "
+        f"to the last {DEFAULT_MAX_LINES} lines or {DEFAULT_MAX_BYTES // 1024}KB."
     )
     parameters = {
         "type": "object",
@@ -64,6 +71,12 @@ class PythonTool(Tool):
     }
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        if context.cell_runner is not None:
+            text, is_error, details, images = cell_tool_output(context.cell_runner.run(arguments["code"]))
+            output = _output(text, is_error, details["has_value"])
+            output.details.update((k, v) for k, v in details.items() if k != "has_value")
+            output.images = images
+            return output
         if context.namespace is None:
             context.namespace = {"__name__": "__main__"}  # outside a kernel: a namespace of its own
         code: str = arguments["code"]

@@ -1,0 +1,186 @@
+"""The python tool "like a cell": what a cell run becomes for the model (text, capped and checked
+images, HTML for the tool block only), and IPython's machinery driving it in an in-process shell
+(matplotlib on Agg), leaving the shell as it found it."""
+
+from __future__ import annotations
+
+import base64
+import io
+import sys
+
+import pytest
+from IPython.testing import globalipapp
+
+from ipyagent.agent.tools import ToolContext, get_tool
+from ipyagent.agent.tools.cell import CellOutput, CellRun, cell_tool_output
+from ipyagent.agent.tools.images import ImageCollector, decode_image, valid_image_block
+from ipyagent.notebook.cell_runner import TOOL_CELL_ID, IPythonCellRunner
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+# ---- images ------------------------------------------------------------------------------------
+
+
+def test_only_allowed_types_with_matching_bytes_decode():
+    assert decode_image("image/png", b64(PNG)) == PNG
+    assert decode_image("image/png", PNG) == PNG  # raw bytes, as some formatters return
+    assert decode_image("image/png", b64(PNG).encode()) == PNG  # base64 as bytes
+    assert decode_image("image/png", b64(PNG)[:20] + "\n" + b64(PNG)[20:]) == PNG  # wrapped lines
+    assert decode_image("image/jpeg", b64(PNG)) is None  # the bytes are not a JPEG
+    assert decode_image("image/svg+xml", b64(b"<svg/>")) is None  # not an allowed type
+    assert decode_image("image/png", 'AAAA"><script>') is None
+    assert decode_image("image/webp", b64(b"RIFF\x00\x00\x00\x00WEBPVP8 ")) is not None
+    assert decode_image("image/webp", b64(b"RIFF\x00\x00\x00\x00WAVEfmt ")) is None
+    assert valid_image_block({"type": "image", "mimeType": "image/png", "data": b64(PNG)})
+    assert not valid_image_block({"type": "image", "mimeType": "text/html", "data": b64(PNG)})
+
+
+def test_caps_per_image_and_per_result_drop_with_a_notice():
+    images = ImageCollector(max_image=100, max_total=120)
+    assert images.add("image/png", b64(PNG), "output 1")  # 48 bytes
+    assert not images.add("image/png", b64(PNG + b"\x00" * 100), "output 2")  # 148 > 100
+    assert images.add("image/png", b64(PNG + b"\x00" * 20), "output 3")  # 68: total 116
+    assert not images.add("image/png", b64(PNG), "output 4")  # 164 > 120
+    assert not images.add("image/gif", "not base64!", "output 5")
+    assert len(images.blocks) == 2 and images.total == 116
+    assert images.blocks[0] == {"type": "image", "data": b64(PNG), "mimeType": "image/png"}
+    assert images.notices == [
+        "[output 2 (image/png) dropped: 0 KB is over the 0 KB limit per image]",
+        "[output 4 (image/png) dropped: the images of this result would exceed 0 KB]",
+        "[output 5 (image/gif) dropped: not a valid image/gif image]",
+    ]
+    big = ImageCollector()
+    assert not big.add("image/png", b64(PNG + b"\x00" * 1_200_000))
+    assert big.notices == ["[image/png dropped: 1.2 MB is over the 1.0 MB limit per image]"]
+
+
+# ---- a cell run for the model ------------------------------------------------------------------
+
+
+def test_cell_run_to_tool_output():
+    run = CellRun(
+        stdout="printed\r\n", stderr="a warning\n",
+        outputs=[CellOutput({"text/plain": "<Figure size 640x480 with 1 Axes>", "image/png": b64(PNG)}),
+                 CellOutput({"text/plain": "   a\n0  1", "text/html": "<table><tr><td>1</td></tr></table>"}),
+                 CellOutput({"application/vnd.custom+json": {}}),
+                 CellOutput({"text/plain": "42"}, is_result=True)])
+    text, is_error, details, images = cell_tool_output(run)
+    assert text == ("printed\n[stderr]\na warning\n<Figure size 640x480 with 1 Axes>\n   a\n0  1\n"
+                    "[application/vnd.custom+json output]\n42")
+    assert not is_error
+    assert details == {"has_value": True, "html": ["<table><tr><td>1</td></tr></table>"]}
+    assert images == [{"type": "image", "data": b64(PNG), "mimeType": "image/png"}]
+
+
+def test_an_error_run_and_a_dropped_image():
+    run = CellRun(outputs=[CellOutput({"image/png": "!!"})], error="\x1b[31mNameError\x1b[0m: name 'x' is not defined")
+    text, is_error, details, images = cell_tool_output(run)
+    assert is_error and images == []
+    assert text == "NameError: name 'x' is not defined\n[output 1 (image/png) dropped: not a valid image/png image]"
+
+
+# ---- IPython's machinery, in-process -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shell():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    globalipapp.start_ipython()
+    from IPython.core.interactiveshell import InteractiveShell
+
+    return InteractiveShell.instance()
+
+
+@pytest.fixture
+def py(shell):
+    ctx = ToolContext(namespace=shell.user_ns, cell_runner=IPythonCellRunner(shell))
+    return lambda code: get_tool("python").run({"code": code}, ctx)
+
+
+def test_values_semicolons_and_magics(shell, py):
+    out = py("x_cell = 20\nx_cell * 2 + 2")
+    assert (out.text, out.is_error, out.details["has_value"]) == ("42", False, True)
+    assert py("x_cell;").text == "(no output)"
+    assert "per loop (mean" in py("%timeit -n1 -r1 sum(range(10))").text
+    assert py("!echo from-the-shell").text == "from-the-shell"
+    assert py("%%bash\necho from bash").text == "from bash"
+    assert shell.user_ns["x_cell"] == 20
+
+
+def test_displays_html_and_updates(py):
+    # (a terminal shell formats only text/plain: the bundles are given raw, as a kernel would make them)
+    out = py("from IPython.display import display, update_display\n"
+             "display({'text/plain': 'old', 'text/html': '<table><tr><td>old</td></tr></table>'}, raw=True, "
+             "display_id='t')\n"
+             "update_display({'text/plain': 'new', 'text/html': '<table><tr><td>new</td></tr></table>'}, raw=True, "
+             "display_id='t')\n"
+             "display('shown')")
+    assert out.text == "new\n'shown'"
+    assert out.details["html"] == ["<table><tr><td>new</td></tr></table>"]
+    cleared = py("from IPython.display import clear_output, display\ndisplay('gone')\nclear_output()\ndisplay('kept')")
+    assert cleared.text == "'kept'"
+
+
+def test_a_figure_left_open_on_agg_becomes_an_image(py):
+    out = py("import matplotlib.pyplot as plt\nfig = plt.figure()\nplt.plot([1, 2, 3]);")
+    assert len(out.images) == 1 and out.images[0]["mimeType"] == "image/png"
+    assert decode_image("image/png", out.images[0]["data"]) is not None
+    assert out.text == "<Figure size 640x480 with 1 Axes>"
+    assert py("fig.axes[0].get_lines()[0].get_ydata().tolist()").images == []  # shown once, when new
+    py("plt.close('all')")
+
+
+def test_errors_are_text_and_the_shell_is_restored(shell, py):
+    before = (sys.stdout, sys.stderr, sys.displayhook, shell.display_pub, shell.display_trap.hook,
+              shell.execution_count, len(shell.history_manager.input_hist_raw), vars(shell).get("_showtraceback"))
+    seen = []
+    shell.events.register("post_run_cell", seen.append)
+    try:
+        out = py("print('first')\nundefined_name")
+    finally:
+        shell.events.unregister("post_run_cell", seen.append)
+    assert out.is_error
+    assert out.text.startswith("first\n") and out.text.endswith("NameError: name 'undefined_name' is not defined")
+    assert "\x1b[" not in out.text
+    syntax = py("def broken(:")
+    assert syntax.is_error and "SyntaxError" in syntax.text
+    assert (sys.stdout, sys.stderr, sys.displayhook, shell.display_pub, shell.display_trap.hook,
+            shell.execution_count, len(shell.history_manager.input_hist_raw), vars(shell).get("_showtraceback")) == before
+    # listeners of the cell events can tell the agent's runs from the user's cells
+    assert [r.info.cell_id for r in seen] == [TOOL_CELL_ID]
+
+
+def test_keyboard_interrupt_propagates_after_restoring(shell, py):
+    before = (sys.stdout, sys.stderr, shell.display_pub)
+    with pytest.raises(KeyboardInterrupt):
+        py("print('partial')\nraise KeyboardInterrupt")
+    assert (sys.stdout, sys.stderr, shell.display_pub) == before
+    assert py("1 + 1").text == "2"
+
+
+def test_output_written_to_file_descriptors_is_captured(py):
+    out = py("import os, subprocess\nos.write(1, b'fd one\\n')\nsubprocess.run(['sh', '-c', 'echo sub >&2'])\nNone")
+    assert "fd one" in out.text and "[stderr]\nsub" in out.text
+
+
+def test_huge_output_keeps_the_tail_and_the_images(py):
+    out = py("import matplotlib.pyplot as plt\nfor i in range(5000): print(i)\nplt.figure(); plt.plot([1]);")
+    body, notice = out.text.rsplit("\n\n", 1)
+    lines = body.splitlines()
+    assert (lines[0], lines[-2], lines[-1], len(lines)) == ("3001", "4999", "<Figure size 640x480 with 1 Axes>", 2000)
+    assert notice.startswith("[Showing lines 3002-5001 of 5001. Full output:") and len(out.images) == 1
+    py("plt.close('all')")
+
+
+def test_without_a_runner_the_plain_exec_path_remains():
+    ctx = ToolContext(namespace={})
+    out = get_tool("python").run({"code": "import io\n6 * 7"}, ctx)
+    assert out.text == "42" and out.images == []
+    assert io is not None
