@@ -16,7 +16,7 @@ from ipyagent.agent.tools import (
     unregister_tool,
 )
 
-BUILTINS = ["python", "read", "bash", "write", "edit", "ls", "grep", "find"]
+BUILTINS = ["python", "read", "bash", "write", "edit", "ls", "grep", "find", "notebook"]
 
 
 class Recorder(Tool):
@@ -64,11 +64,11 @@ CTX = ToolContext()
 
 def test_builtins_are_registered_with_schemas():
     tools = default_tools()
-    assert [t.name for t in tools][:8] == BUILTINS
-    for tool in tools[:8]:
+    assert [t.name for t in tools][:len(BUILTINS)] == BUILTINS
+    for tool in tools[:len(BUILTINS)]:
         spec = tool.spec().to_dict()
         assert spec["parameters"]["type"] == "object" and spec["description"]
-    read_only = {t.name for t in tools[:8] if t.read_only}
+    read_only = {t.name for t in tools[:len(BUILTINS)] if t.read_only}
     assert read_only == {"read", "ls", "grep", "find"}
     assert set(get_tool("read").parameters["properties"]) == {"path", "offset", "limit"}
     assert set(get_tool("edit").parameters["required"]) == {"path", "oldText", "newText"}
@@ -79,7 +79,7 @@ def test_user_tools_register_like_builtins():
         assert register_tool(Recorder) is Recorder  # usable as a class decorator
         assert isinstance(get_tool("recorder"), Recorder)
         names = [t.name for t in default_tools()]
-        assert names[:8] == BUILTINS and names[-1] == "recorder"
+        assert names[:len(BUILTINS)] == BUILTINS and names[-1] == "recorder"
         instance = Recorder()
         register_tool(instance)
         assert get_tool("recorder") is instance
@@ -100,7 +100,7 @@ def test_overriding_a_builtin_keeps_its_place():
     try:
         register_tool(MyLs)
         assert isinstance(get_tool("ls"), MyLs)
-        assert [t.name for t in default_tools()][:8] == BUILTINS
+        assert [t.name for t in default_tools()][:len(BUILTINS)] == BUILTINS
     finally:
         register_tool(original)
 

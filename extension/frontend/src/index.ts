@@ -8,7 +8,9 @@
  *  - when the notebook's metadata holds sessions, pushes them into the kernel with one silent
  *    execute request, queued before any user cell;
  *  - lifts journal outputs (`application/vnd.ipyagent.entries+json`) into the metadata, on open
- *    and when one is displayed, without touching the outputs.
+ *    and when one is displayed, without touching the outputs;
+ *  - answers the `notebook` tool's requests: `insert_cell` (a new cell below the running one,
+ *    acked with its id) and `read_cells` (the cells with their outputs as text).
  *
  * Only `INotebookTracker` is required, which both JupyterLab and Notebook 7 provide.
  */
@@ -18,11 +20,15 @@ import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/not
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
 import {
+  FEATURES,
   JOURNAL_MIME,
   METADATA_KEY,
   PROTOCOL,
   applyUpdate,
   hasSessions,
+  insertPosition,
+  insertRequest,
+  outputsText,
   pushCode,
   updateFromJournal,
   updateFromMessage
@@ -30,6 +36,12 @@ import {
 
 const TARGET = 'ipyagent';
 const LOG = '[ipyagent-bridge]';
+
+/** Whether this connection sends comm messages over a kernel subshell (JupyterLab 4.6+). */
+function commsOverSubshells(kernel: Kernel.IKernelConnection): boolean {
+  const k = kernel as any;
+  return k.supportsSubshells === true && k.commsOverSubshells !== undefined && k.commsOverSubshells !== 'disabled';
+}
 
 /** Everything the bridge keeps for one open document (shared by all views of it). */
 class DocumentBridge {
@@ -100,12 +112,25 @@ class DocumentBridge {
         type: 'hello_ack',
         protocol: PROTOCOL,
         frontend: this.frontend,
-        path: this.panel.context.path ?? null
+        path: this.panel.context.path ?? null,
+        features: FEATURES,
+        // our later comm messages reach the kernel while a cell runs (JupyterLab 4.6+ sends them
+        // over a kernel subshell when the kernel has subshells)
+        subshells: commsOverSubshells(kernel)
       });
     }
   }
 
   private onCommMsg(comm: Kernel.IComm, msg: KernelMessage.ICommMsgMsg): void {
+    const type = (msg.content.data as any)?.type;
+    if (type === 'insert_cell') {
+      this.onInsertCell(comm, msg.content.data);
+      return;
+    }
+    if (type === 'read_cells') {
+      this.onReadCells(comm, msg.content.data);
+      return;
+    }
     const update = updateFromMessage(msg.content.data);
     if (!update) {
       return;
@@ -125,6 +150,65 @@ class DocumentBridge {
       stored: result.stored,
       ids: result.ids
     });
+  }
+
+  // ---- the notebook tool ------------------------------------------------------------------
+
+  /** A new cell below the running one (or below the cell inserted before it); acked with its id. */
+  private onInsertCell(comm: Kernel.IComm, data: unknown): void {
+    const request = insertRequest(data);
+    const seq = (data as any)?.seq ?? null;
+    const model = this.model;
+    if (!request || !model) {
+      comm.send({
+        type: 'insert_cell_ack',
+        seq,
+        error: request ? 'the notebook is not loaded' : 'not a valid insert_cell request'
+      });
+      return;
+    }
+    const ids: string[] = [];
+    for (let i = 0; i < model.cells.length; i++) {
+      ids.push(model.cells.get(i).id);
+    }
+    if (request.cellId && ids.includes(request.cellId)) {
+      // another view or tab of this notebook inserted it already
+      comm.send({ type: 'insert_cell_ack', seq, cell_id: request.cellId, index: ids.indexOf(request.cellId) });
+      return;
+    }
+    const { index, placement } = insertPosition(ids, request.after, request.anchor);
+    const cell =
+      request.cellType === 'code'
+        ? { cell_type: 'code', source: request.source, metadata: {}, outputs: [], execution_count: null }
+        : { cell_type: 'markdown', source: request.source, metadata: {} };
+    const shared = model.sharedModel.insertCell(index, {
+      ...cell,
+      ...(request.cellId ? { id: request.cellId } : {})
+    });
+    comm.send({ type: 'insert_cell_ack', seq, cell_id: shared.getId(), index, placement });
+  }
+
+  /** The cells as they are now: id, type, source, execution count, outputs as text. */
+  private onReadCells(comm: Kernel.IComm, data: unknown): void {
+    const seq = (data as any)?.seq ?? null;
+    const model = this.model;
+    if (!model) {
+      comm.send({ type: 'cells', seq, error: 'the notebook is not loaded' });
+      return;
+    }
+    const cells = [];
+    for (let i = 0; i < model.cells.length; i++) {
+      const cell = model.cells.get(i) as any;
+      const code = cell.type === 'code';
+      cells.push({
+        id: cell.id,
+        cell_type: cell.type,
+        source: cell.sharedModel.getSource(),
+        execution_count: code ? (cell.executionCount ?? null) : null,
+        outputs: code && cell.outputs ? outputsText(cell.outputs.toJSON()) : ''
+      });
+    }
+    comm.send({ type: 'cells', seq, cells, path: this.panel.context.path ?? null });
   }
 
   // ---- the push after a kernel start --------------------------------------------------------

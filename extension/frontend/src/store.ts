@@ -173,3 +173,96 @@ export function pushCode(meta: unknown, source: string): string {
     ''
   ].join('\n');
 }
+
+// ---- the notebook tool: `insert_cell` and `read_cells` requests (docs/protocol.md) -----------
+
+/** Message types this frontend answers besides `entries`, announced in `hello_ack`. */
+export const FEATURES = ['insert_cell', 'read_cells'];
+
+const CELL_ID = /^[a-zA-Z0-9_-]{1,64}$/;
+/** Characters of one output kept when the kernel reads the cells. */
+export const MAX_OUTPUT_TEXT = 10000;
+
+export interface IInsertRequest {
+  seq: Json;
+  cellId: string | null;
+  cellType: 'code' | 'markdown';
+  source: string;
+  after: string | null;
+  anchor: string | null;
+}
+
+/** Read an `insert_cell` message (or null when it is not a valid one). */
+export function insertRequest(data: unknown): IInsertRequest | null {
+  if (!isObject(data) || data.type !== 'insert_cell') {
+    return null;
+  }
+  const cellType = data.cell_type;
+  if ((cellType !== 'code' && cellType !== 'markdown') || typeof data.source !== 'string') {
+    return null;
+  }
+  const text = (v: Json | undefined) => (typeof v === 'string' && v ? v : null);
+  const cellId = text(data.cell_id);
+  return {
+    seq: data.seq ?? null,
+    cellId: cellId && CELL_ID.test(cellId) ? cellId : null,
+    cellType,
+    source: data.source,
+    after: text(data.after),
+    anchor: text(data.anchor)
+  };
+}
+
+/**
+ * Where a new cell goes among cells with ids `ids`: after the cell `after` names, else after
+ * `anchor` (the running cell), else at the end.
+ */
+export function insertPosition(
+  ids: string[],
+  after: string | null,
+  anchor: string | null
+): { index: number; placement: 'after' | 'anchor' | 'end' } {
+  const a = after ? ids.indexOf(after) : -1;
+  if (a >= 0) {
+    return { index: a + 1, placement: 'after' };
+  }
+  const b = anchor ? ids.indexOf(anchor) : -1;
+  if (b >= 0) {
+    return { index: b + 1, placement: 'anchor' };
+  }
+  return { index: ids.length, placement: 'end' };
+}
+
+function joined(v: unknown): string {
+  return Array.isArray(v) ? v.map(String).join('') : typeof v === 'string' ? v : '';
+}
+
+/** A cell's outputs (nbformat JSON) as text: streams, `text/plain`, errors, placeholders. */
+export function outputsText(outputs: unknown): string {
+  const parts: string[] = [];
+  for (const o of Array.isArray(outputs) ? outputs : []) {
+    if (!isObject(o)) {
+      continue;
+    }
+    let text = '';
+    if (o.output_type === 'stream') {
+      text = joined(o.text);
+    } else if (o.output_type === 'error') {
+      text = `${joined(o.ename) || 'Error'}: ${joined(o.evalue)}`;
+    } else if (isObject(o.data)) {
+      const data = o.data;
+      if (JOURNAL_MIME in data) {
+        text = "[ipyagent: this run's session entries]";
+      } else if ('text/plain' in data) {
+        text = joined(data['text/plain']);
+      } else {
+        text = `[${Object.keys(data).sort().join(', ')} output]`;
+      }
+    }
+    if (text.length > MAX_OUTPUT_TEXT) {
+      text = text.slice(0, MAX_OUTPUT_TEXT) + '\n… (cut)';
+    }
+    parts.push(text.replace(/\n+$/, ''));
+  }
+  return parts.join('\n');
+}

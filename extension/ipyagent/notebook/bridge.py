@@ -48,6 +48,8 @@ __all__ = [
 
 TARGET = "ipyagent"
 PROTOCOL = 1
+# the frontend's answers to the kernel's requests (kept until taken with ``wait_reply``)
+REPLY_TYPES = ("insert_cell_ack", "cells")
 
 _lock = threading.RLock()
 _pending: dict[str, Any] | None = None
@@ -189,6 +191,22 @@ def _reset_for_tests() -> None:
         _active = None
 
 
+def _answer_where_sent(c: Any) -> None:
+    """Let the frontend's answer reach the kernel while the requesting cell still runs.
+
+    ipykernel 7.4 routes a comm's incoming messages to the subshell that sent the kernel's last
+    message on it; for a request sent from a running cell that is the main shell, busy until the
+    cell ends. Dropping that route (a private attribute; absent elsewhere, then nothing changes)
+    sends the answer where the frontend addressed it — its comm subshell — so it is handled while
+    the cell waits for it.
+    """
+    lock = getattr(c, "_reply_subshell_lock", None)
+    if lock is None:
+        return
+    with lock:
+        vars(c).pop("_reply_subshell_id", None)
+
+
 # ----------------------------------------------------------------------------------------------
 # kernel → frontend: the comm
 
@@ -237,6 +255,8 @@ class KernelBridge:
         self._inflight: dict[int, tuple[str, list[str]]] = {}  # seq -> (session, ids)
         self.acks: list[dict[str, Any]] = []  # every ack received, newest last
         self.opened_at: float | None = None
+        self._replies: dict[int, dict[str, Any]] = {}  # seq -> the frontend's answer to a request
+        self._off_main_thread = False  # a message of this comm was handled off the main thread
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -453,7 +473,11 @@ class KernelBridge:
         if not isinstance(data, Mapping):
             return
         kind = data.get("type")
-        if kind == "hello_ack":
+        if threading.current_thread() is not threading.main_thread():
+            self._off_main_thread = True
+        if kind in REPLY_TYPES:
+            self._on_reply(c, data)
+        elif kind == "hello_ack":
             with self._lock:
                 if c is not self._comm:
                     return  # an answer on a comm we already replaced
@@ -481,6 +505,54 @@ class KernelBridge:
                 self._changed.notify_all()
             if self.on_ack is not None:
                 self.on_ack(dict(data))
+
+    # -- requests the frontend answers (the notebook tool: docs/protocol.md) ---------------------
+
+    def supports(self, feature: str) -> bool:
+        """Whether the connected frontend announced ``feature`` (a message type it answers) in
+        its ``hello_ack``; frontends from before these messages announce none."""
+        ack = self.hello_ack
+        features = ack.get("features") if ack else None
+        return self.connected and isinstance(features, list) and feature in features
+
+    @property
+    def answers_during_cells(self) -> bool:
+        """Whether the frontend's messages reach the kernel while a cell runs: it said in its
+        ``hello_ack`` that its comms go over a kernel subshell (JupyterLab 4.6 with ipykernel 7),
+        or one of its messages was handled off the main thread. Otherwise a reply waits for the
+        end of the cell."""
+        ack = self.hello_ack
+        return self._off_main_thread or bool(ack and ack.get("subshells") is True)
+
+    def request(self, kind: str, **fields: Any) -> int | None:
+        """Send a request (``insert_cell``, ``read_cells``) on the comm; its ``seq``, or ``None``
+        when no frontend is connected."""
+        with self._lock:
+            c = self._comm
+            if c is None or self._closed_by_frontend or not self._connected:
+                return None
+            self._seq += 1
+            seq = self._seq
+            c.send({"type": kind, "seq": seq, **fields})
+            _answer_where_sent(c)
+            return seq
+
+    def wait_reply(self, seq: int, timeout: float) -> dict[str, Any] | None:
+        """The frontend's answer to request ``seq``, waiting up to ``timeout`` s (``None``: none
+        arrived — always so within a cell unless :attr:`answers_during_cells`)."""
+        with self._changed:
+            self._changed.wait_for(lambda: seq in self._replies, timeout=timeout)
+            return self._replies.pop(seq, None)
+
+    def _on_reply(self, c: Any, data: Mapping[str, Any]) -> None:
+        seq = data.get("seq")
+        if not isinstance(seq, int):
+            return
+        with self._lock:
+            self._replies[seq] = dict(data)
+            if len(self._replies) > 100:  # answers nobody waited for
+                self._replies.pop(min(self._replies))
+            self._changed.notify_all()
 
     def _handle_close(self, c: Any, msg: Mapping[str, Any]) -> None:
         with self._lock:

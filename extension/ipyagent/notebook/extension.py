@@ -36,6 +36,8 @@ class AgentRuntime:
         self.running = False
         self.replay = ReplayController()
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
+        self._cell_runner: Any = None
+        self._notebook_port: Any = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -169,6 +171,7 @@ class AgentRuntime:
         from ipyagent.notebook.namespace_info import namespace_describer
 
         agent.describe_namespace = namespace_describer(self.shell.user_ns)
+        agent.tool_context.cell_runner, agent.tool_context.notebook = self.tool_ports()
         return agent
 
     def notebook_folder(self) -> str:
@@ -177,6 +180,17 @@ class AgentRuntime:
         else the kernel's working directory."""
         path, _ = find_notebook_path(self.shell.user_ns, os.environ, self.config.notebook_path)
         return os.path.dirname(os.path.abspath(path)) if path is not None else os.getcwd()
+
+    def tool_ports(self) -> tuple[Any, Any]:
+        """What the tools use in this kernel: IPython's cell machinery for ``python``, this
+        notebook's cells for ``notebook`` (``notebook/cell_runner.py``, ``notebook/notebook_port.py``)."""
+        if self._cell_runner is None:
+            from ipyagent.notebook.cell_runner import IPythonCellRunner
+            from ipyagent.notebook.notebook_port import KernelNotebook
+
+            self._cell_runner = IPythonCellRunner(self.shell)
+            self._notebook_port = KernelNotebook(self.shell, lambda: self.bridge, lambda: self.config.notebook_path)
+        return self._cell_runner, self._notebook_port
 
     def settings_of(self, slot: SessionSlot, config: AgentConfig | None = None) -> dict[str, Any]:
         settings = dict(slot.settings)

@@ -6,7 +6,9 @@ playing the frontend of ``docs/protocol.md``.
 * Each execute request carries the cell's nbformat id as ``metadata.cellId`` (nbclient sends
   none), so re-running an earlier ``%%agent`` cell forks the session like in JupyterLab.
 * The ``ipyagent`` comm is answered: ``hello_ack``, every ``entries`` message is stored
-  (idempotently, by entry id) and acknowledged.
+  (idempotently, by entry id) and acknowledged; an ``insert_cell`` request (the ``notebook``
+  tool, ``Agent.code_cells``) is acknowledged with the new cell's id, and the cell is added to
+  the output notebook after the running cell (after the cells inserted before it) — not executed.
 * At the end the sessions — what the bridge delivered, plus any journal outputs — are written
   into the output notebook's ``metadata["ipyagent"]``. Visible cells are nbclient's doing only.
 """
@@ -17,7 +19,9 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
+import uuid
 import sys
 import tempfile
 import time
@@ -30,7 +34,10 @@ from ipyagent.notebook import bridge as bridge_mod
 from ipyagent.notebook.ipynb import read_notebook, sessions_from_notebook, write_notebook, write_sessions_into_notebook
 from ipyagent.notebook.schema import METADATA_KEY, NotebookSessions
 
-__all__ = ["HeadlessFrontend", "RunOutcome", "push_code", "run_notebook", "execute_notebook"]
+__all__ = ["HeadlessFrontend", "RunOutcome", "place_inserted_cells", "push_code", "run_notebook",
+           "execute_notebook"]
+
+_CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 def push_code(metadata: dict[str, Any], source: str = "ipyagent-run") -> str:
@@ -62,6 +69,7 @@ class HeadlessFrontend:
     comms: list[str] = field(default_factory=list)
     received: int = 0  # entries messages
     stored: int = 0  # entries newly stored
+    inserted: list[dict[str, Any]] = field(default_factory=list)  # {"cell", "after", "anchor"}, in order
 
     def on_comm_open(self, msg: dict[str, Any]) -> _FrontendComm | None:
         content = msg.get("content") or {}
@@ -71,11 +79,14 @@ class HeadlessFrontend:
             return None
         self.comms.append(comm_id)
         self.send(comm_id, {"type": "hello_ack", "protocol": bridge_mod.PROTOCOL, "frontend": "ipyagent-run",
-                            "path": None})
+                            "path": None, "features": ["insert_cell"]})
         return _FrontendComm(self, comm_id)
 
     def on_comm_msg(self, comm_id: str, msg: dict[str, Any]) -> None:
         data = (msg.get("content") or {}).get("data") or {}
+        if data.get("type") == "insert_cell":
+            self.on_insert_cell(comm_id, data)
+            return
         if data.get("type") != "entries" or not isinstance(data.get("session"), str):
             return
         self.received += 1
@@ -95,6 +106,23 @@ class HeadlessFrontend:
         self.stored += len(new)
         self.send(comm_id, {"type": "ack", "seq": data.get("seq"), "session": name, "stored": len(new),
                             "ids": [e["id"] for e in entries]})
+
+    def on_insert_cell(self, comm_id: str, data: dict[str, Any]) -> None:
+        """Keep the requested cell for the output notebook; acknowledge with its id."""
+        cell_type, source = data.get("cell_type"), data.get("source")
+        if cell_type not in ("code", "markdown") or not isinstance(source, str):
+            self.send(comm_id, {"type": "insert_cell_ack", "seq": data.get("seq"),
+                                "error": "insert_cell needs cell_type 'code' or 'markdown' and a string source"})
+            return
+        cell_id = data.get("cell_id")
+        taken = {c["cell"]["id"] for c in self.inserted}
+        if not isinstance(cell_id, str) or not _CELL_ID.match(cell_id) or cell_id in taken:
+            cell_id = uuid.uuid4().hex[:16]
+        cell: dict[str, Any] = {"cell_type": cell_type, "id": cell_id, "metadata": {}, "source": source}
+        if cell_type == "code":
+            cell.update(execution_count=None, outputs=[])
+        self.inserted.append({"cell": cell, "after": data.get("after"), "anchor": data.get("anchor")})
+        self.send(comm_id, {"type": "insert_cell_ack", "seq": data.get("seq"), "cell_id": cell_id})
 
     def send(self, comm_id: str, data: dict[str, Any]) -> None:
         # kc.shell_channel.send is the ordered path (OrderedShell) once the runner installed it
@@ -210,6 +238,22 @@ def _with_cell_ids(kc: Any, current: dict[str, Any], watchdog: ReplyWatchdog) ->
         return msg["header"]["msg_id"]
 
     kc.execute = execute
+
+
+def place_inserted_cells(cells: list[dict[str, Any]], inserted: list[dict[str, Any]]) -> None:
+    """Put each inserted cell after the cell it names (``after``, else ``anchor``, else at the
+    end), in order; a cell whose id is taken gets a new one."""
+    for item in inserted:
+        cell = dict(item["cell"])
+        ids = [c.get("id") for c in cells]
+        if cell["id"] in ids:
+            cell["id"] = uuid.uuid4().hex[:16]
+        for target in (item.get("after"), item.get("anchor")):
+            if isinstance(target, str) and target in ids:
+                cells.insert(ids.index(target) + 1, cell)
+                break
+        else:
+            cells.append(cell)
 
 
 @dataclass
@@ -336,6 +380,7 @@ def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_na
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             interrupted = exc
     out = json.loads(json.dumps(node))  # plain JSON again
+    place_inserted_cells(out.setdefault("cells", []), frontend.inserted)
     sessions = _final_sessions(out, stored, frontend)
     write_sessions_into_notebook(out, sessions)
     return RunOutcome(out, error, sessions, frontend.received, [str(p) for p in report.problems],
