@@ -115,6 +115,11 @@ class Agent(Configurable):
                              help='Replay recorded responses: "on" for every recorded cell, "auto" only when no '
                                   'provider is configured (no API key or base URL), "off" never. '
                                   "Default: $IPYAGENT_REPLAY or auto.").tag(config=True)
+    code_cells = CaselessStrEnum(["off", "insert"], default_value="off",
+                                 help='"insert": each successful python tool call of a %%agent run is also '
+                                      "inserted as a code cell below it (marked # from ipyagent <entry id>), so "
+                                      "Restart & Run All rebuilds the namespace; %%agent --cells does it for one "
+                                      "run.").tag(config=True)
     replay_tools = Bool(False, help="While replaying, run recorded tool calls again and report results that "
                                     "differ (default: use the recorded results; $IPYAGENT_REPLAY_TOOLS)."
                         ).tag(config=True)

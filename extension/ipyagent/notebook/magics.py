@@ -25,6 +25,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ipyagent.agent.interpolate import interpolate
 from ipyagent.agent.notebook_context import CELL_PROMPT_FIELD
+from ipyagent.notebook.code_cells import begin_code_cells
 from ipyagent.notebook.kernel_context import KernelLookup
 from ipyagent.notebook.magics_compact import CompactMagics
 from ipyagent.notebook.persistence import add_reset_notice
@@ -77,8 +78,10 @@ def close_dangling_calls(session: Any) -> int:
 @argument("--no-tools", action="store_true", help="run without tools (the model can only answer)")
 @argument("--no-context", action="store_true",
           help="do not send what happened in the notebook since the previous prompt (this cell only)")
+@argument("--cells", action="store_true",
+          help="insert each successful python call as a code cell below (Agent.code_cells = 'insert')")
 def _agent_cell_args(line: str, cell: str) -> None:
-    """%%agent [--session NAME] [--model M] [--no-tools] [--no-context] — the cell body is the prompt."""
+    """%%agent [--session NAME] [--model M] [--no-tools] [--no-context] [--cells] — the cell body is the prompt."""
 
 
 def interpolation_bundle(note: str) -> dict[str, str]:
@@ -130,6 +133,7 @@ def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
     if not reproducing:
         add_reset_notice(slot)  # a model reads this prompt: tell it about the new namespace first
     unsubscribe = agent.subscribe(view.renderer)
+    stop_cells = begin_code_cells(runtime, agent, args.cells, lambda text: view.renderer.show(note_bundle(text)))
     interrupted = False
     try:
         with runtime.activity.paused():
@@ -141,6 +145,7 @@ def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
         view.renderer.show(error_bundle(f"{type(exc).__name__}: {exc}", title="ipyagent failed"))
     finally:
         unsubscribe()
+        stop_cells()
         if replaying is not None:
             runtime.replay.detach(agent)
         view.close()
@@ -160,7 +165,7 @@ class AgentMagics(Magics):
 
     @line_cell_magic
     def agent(self, line: str = "", cell: str | None = None) -> Any:
-        """%%agent [--session NAME] [--model M] [--no-tools] [--no-context]: run the agent on the cell body.
+        """%%agent [--session NAME] [--model M] [--no-tools] [--no-context] [--cells]: run the agent on the cell body.
 
         %agent COMMAND …: status, config, model, new, sessions, switch, tree, checkout, context,
         summary, export, import, load, pin, pins, unpin, help (``%agent help`` explains each).
