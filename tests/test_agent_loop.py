@@ -183,7 +183,8 @@ def test_budget_is_checked_inside_a_tool_loop():
 def test_three_failed_compactions_stop_automatic_compaction():
     with FakeProviderServer() as server:
         summarizer = ScriptedSummarizer(fn=lambda r: "")  # always empty → rejected
-        agent = make_agent(server, window=2400, reserve=1900, keep=100, summarizer=summarizer)
+        # the window leaves room above the system prompt and tools: no reply is a silent overflow
+        agent = make_agent(server, window=2900, reserve=2400, keep=100, summarizer=summarizer)
         seen = []
         agent.subscribe(seen.append)
         for i in range(5):
