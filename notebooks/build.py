@@ -287,6 +287,8 @@ class Notebook:
     check: Callable[[dict[str, Any], Scripted, FakeProviderServer], None] | None = None
     files: dict[str, str] = field(default_factory=dict)  # files the notebook expects next to it
     probe: list[dict[str, Any]] = field(default_factory=list)  # %agent probe's questions (ProbeScript)
+    # then Restart & Run All without a provider (replay), e.g. to execute cells the agent inserted
+    replay_after_build: bool = False
 
 
 def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
@@ -311,6 +313,13 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
         os.environ.update(OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY=FAKE_KEY, IPYAGENT_MODEL=MODEL)
         try:
             outcome = execute_notebook(nb, timeout=timeout, cwd=work)
+            if spec.replay_after_build and not outcome.error:
+                for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "IPYAGENT_MODEL"):
+                    os.environ.pop(k, None)
+                os.environ["IPYAGENT_REPLAY"] = "on"
+                calls = len(server.requests)
+                outcome = execute_notebook(outcome.nb, timeout=timeout, cwd=work)
+                assert len(server.requests) == calls, f"{spec.name}: the replay reached the provider"
         finally:
             for k, v in saved.items():
                 if v is None:

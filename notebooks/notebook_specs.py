@@ -884,6 +884,8 @@ REPRO = Notebook("reproducible-session", [
         %load_ext ipyagent
         %config Agent.tool_approval = "auto"
         %config Agent.context_window = 32_000
+        # Each successful python call of the agent also becomes a code cell below its %%agent cell:
+        %config Agent.code_cells = "insert"
 
         import json, pathlib, tempfile
         workdir = pathlib.Path(tempfile.mkdtemp(prefix="ipyagent-demo-"))   # exports go here"""),
@@ -891,10 +893,22 @@ REPRO = Notebook("reproducible-session", [
         ## 1. Record
 
         Nothing special is needed: every `%%agent` run appends its entries to the session, and the
-        session is saved with the notebook."""),
+        session is saved with the notebook. With `Agent.code_cells = "insert"` (set above), the code
+        the agent runs is also left in the notebook: each successful `python` call becomes a code
+        cell right below its `%%agent` cell, its first line `# from ipyagent <entry id>` naming the
+        tool result it reproduces."""),
     code("rs-data", ORDERS_CODE),
     agent("rs-a1", R_TURNS[0].prompt),
     agent("rs-a2", R_TURNS[1].prompt),
+    md("rs-cells-md", """
+        The cell between the two `%%agent` cells is the agent's `python` call. That is what makes
+        *Restart & Run All* rebuild the namespace even without a provider: the `%%agent` cells
+        replay their recorded responses **without** running their tool calls, and the inserted cell
+        runs the code. This notebook was saved right after such a run (built live, then *Restart &
+        Run All* without a provider), so its `%%agent` cells say that they replayed. `spent` was
+        created by the agent:"""),
+    code("rs-cells", """
+        spent   # defined again by the inserted cell, also when the %%agent cells replay"""),
     md("rs-tree-md", """
         Each entry has an id and a parent: the session is a tree (re-running an earlier `%%agent`
         cell starts a branch from before that cell's prompt). The `*` marks the current path;
@@ -961,8 +975,12 @@ REPRO = Notebook("reproducible-session", [
 def _check_repro(nb: dict[str, Any], policy: Any, server: Any) -> None:
     text = json.dumps(nb)
     assert "same path as this kernel's session: True" in text
+    ids = [c["id"] for c in nb["cells"]]
+    inserted = nb["cells"][ids.index("rs-a1") + 1]
+    assert "".join(inserted["source"]).startswith("# from ipyagent "), inserted
 
 
 REPRO.check = _check_repro
+REPRO.replay_after_build = True
 
 NOTEBOOKS = [QUICKSTART, TOUR, CUSTOM, REPRO]
