@@ -70,6 +70,7 @@ def test_notebook_tool_inserts_a_cell_below_the_agent_cell(jupyterlab, context):
 
     server.enqueue_tool_call("notebook", {"action": "insert", "cell_type": "markdown",
                                           "source": "## A note from the agent"})
+    server.enqueue_tool_call("notebook", {"action": "read"})
     server.enqueue_text("I left a note below.")
     out = _run(page, name, 1)
     assert "ERROR" not in _text(out), out
@@ -80,9 +81,13 @@ def test_notebook_tool_inserts_a_cell_below_the_agent_cell(jupyterlab, context):
     assert cells[2]["source"] == "## A note from the agent"
     assert cells[3]["source"] == "print('the cell after')"
     # the labextension acknowledged while the cell ran, with the id the new cell has
-    tool_message = next(m for m in reversed(server.requests[-1].body["messages"]) if m["role"] == "tool")
-    assert tool_message["content"] == (f"Inserted a markdown cell (id {cells[2]['id']}) below the running cell. "
-                                       "It was not executed.")
+    inserted, listing = [m["content"] for m in server.requests[-1].body["messages"] if m["role"] == "tool"][-2:]
+    assert inserted == f"Inserted a markdown cell (id {cells[2]['id']}) below the running cell. It was not executed."
+    # and read the live notebook (unsaved: the new cell is not on disk yet), the running cell marked
+    assert listing.startswith("4 cells, from the live notebook in jupyterlab.")
+    assert f"[1] id={agent_cell} code (the cell running you)\n%%agent\nLeave a note below this cell." in listing
+    assert f"[2] id={cells[2]['id']} markdown\n## A note from the agent" in listing
+    assert "[0] id=" in listing and "In[1]" in listing.split("\n\n")[1]
 
     _save(page, name)
     saved = _saved_cells(path, 4)
