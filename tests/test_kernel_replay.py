@@ -14,8 +14,12 @@ from ipyagent import cli
 from ipyagent.notebook.ipynb import read_notebook, write_notebook
 from ipyagent.session.messages import text_of
 
+# The window leaves ~2,670 tokens above the reserve for the system prompt, the tools and the work:
+# small enough for several compactions, and (with today's tool list) no compaction attempt that the
+# recording rejects as not shrinking the context — replay cannot reproduce a rejected attempt yet
+# (it hands the cell's recorded summary to the first attempt, see agent/replay.py ReplaySummarizer).
 CONFIG = ("%load_ext ipyagent\n%config Agent.model = 'openai:fake-model'\n%config Agent.tool_approval = 'auto'\n"
-          "%config Agent.context_window = 3200\n%config Agent.reserve_tokens = 800\n"
+          "%config Agent.context_window = 3470\n%config Agent.reserve_tokens = 800\n"
           "%config Agent.keep_recent_tokens = 500\n")
 
 
