@@ -46,7 +46,8 @@ def _tool_block(cell):
 
 def test_shell_escapes_and_magics_run_in_the_python_tool(tmp_path):
     with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
-        k.run(SETUP.format(model="openai:fake-model"), "setup")
+        k.run(SETUP.format(model="openai:fake-model") + "\nseen_cells = []\n"
+              "get_ipython().events.register('post_run_cell', lambda r: seen_cells.append(r.info.cell_id))", "setup")
         code = "!echo hello-from-the-shell\n%timeit -n1 -r1 sum(range(100))\nn = !ls\nlen(n)"
         (tmp_path / "a.txt").write_text("x")
         server.enqueue_tool_call("python", {"code": code})
@@ -64,6 +65,8 @@ def test_shell_escapes_and_magics_run_in_the_python_tool(tmp_path):
         assert not [o for o in cell.outputs if o.get("output_type") == "stream"]
         sent = [m for m in server.requests[-1].body["messages"] if m["role"] == "tool"]
         assert sent[0]["content"] == text
+        # cell-event listeners see the tool's run marked as the agent's, inside the user's cell c1
+        assert k.evaluate("seen_cells") == ["setup", "ipyagent-python-tool", "c1"]
 
 
 def test_an_exception_is_the_tools_error_not_the_cells(tmp_path):

@@ -33,6 +33,7 @@ from typing import Any, Iterator
 
 from IPython.core.displayhook import DisplayHook
 from IPython.core.displaypub import DisplayPublisher
+from IPython.core.interactiveshell import InteractiveShell
 
 from ipyagent.agent.tools.cell import CellOutput, CellRun
 
@@ -183,7 +184,8 @@ class IPythonCellRunner:
 
     def __init__(self, shell: Any):
         self.shell = shell
-        self._takes_cell_id = "cell_id" in inspect.signature(shell.run_cell).parameters
+        # ipykernel's run_cell takes (*args, **kwargs) and passes them on: ask IPython's own
+        self._takes_cell_id = "cell_id" in inspect.signature(InteractiveShell.run_cell).parameters
 
     def run(self, code: str) -> CellRun:
         shell = self.shell

@@ -1,10 +1,11 @@
 """The magics: ``%%agent`` (run the agent), ``%agent …`` (commands), ``%compact`` / ``%%compact``.
 
-``%%agent [--session NAME] [--model M] [--no-tools] [--no-context]`` — the cell body is the prompt.
-The user message carries the cell id (from the execute request's metadata) and the execution count;
-before the prompt it carries what happened in the notebook since the session's previous prompt
-(``--no-context`` leaves that out once). ``{In[n]}``, ``{Out[n]}``, ``{Err[n]}`` and ``{name}`` in
-the prompt are filled in (``ipyagent.agent.interpolate``).
+``%%agent [--session NAME] [--model M] [--no-tools] [--no-context] [--cells]`` — the cell body is
+the prompt. The user message carries the cell id (from the execute request's metadata) and the
+execution count; before the prompt it carries what happened in the notebook since the session's
+previous prompt (``--no-context`` leaves that out once). ``{In[n]}``, ``{Out[n]}``, ``{Err[n]}`` and
+``{name}`` in the prompt are filled in (``ipyagent.agent.interpolate``). ``--cells``: the run's
+python code also goes into code cells below (``code_cells.py``).
 Re-running a cell whose id already has a prompt on the current path forks the session from
 before that prompt, so "Restart & Run All" reproduces the session the visible cells describe. A
 replayed cell that reproduces its recording moves along the recorded entries instead of copying
