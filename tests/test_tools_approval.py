@@ -16,7 +16,7 @@ from ipyagent.agent.tools import (
     unregister_tool,
 )
 
-BUILTINS = ["python", "read", "bash", "write", "edit", "ls", "grep", "find", "notebook"]
+BUILTINS = ["python", "read", "bash", "write", "edit", "ls", "grep", "find", "recall", "notebook"]
 
 
 class Recorder(Tool):
@@ -69,7 +69,7 @@ def test_builtins_are_registered_with_schemas():
         spec = tool.spec().to_dict()
         assert spec["parameters"]["type"] == "object" and spec["description"]
     read_only = {t.name for t in tools[:len(BUILTINS)] if t.read_only}
-    assert read_only == {"read", "ls", "grep", "find"}
+    assert read_only == {"read", "ls", "grep", "find", "recall"}
     assert set(get_tool("read").parameters["properties"]) == {"path", "offset", "limit"}
     assert set(get_tool("edit").parameters["required"]) == {"path", "oldText", "newText"}
 
