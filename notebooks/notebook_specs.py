@@ -418,7 +418,7 @@ TOUR = Notebook("how-compaction-works", [
         work is kept word for word. The visible cells never change; only the session in the
         notebook's metadata gets a new `compaction` entry.
 
-        To watch it happen, this notebook gives the agent a tiny window — 4,600 tokens — so that
+        To watch it happen, this notebook gives the agent a tiny window — 4,900 tokens — so that
         a handful of prompts fill it. You will see the budget fill up, an automatic compaction,
         where the cut falls, the summary, a second compaction that *updates* the first summary,
         a compaction in the middle of a long turn (a *split turn*), and what all this does to the
@@ -428,14 +428,14 @@ TOUR = Notebook("how-compaction-works", [
 
         * `Agent.context_window` — the model's window (normally from the bundled model table).
         * `Agent.reserve_tokens` — room kept free for the reply. Compaction starts when the context
-          exceeds **window − reserve** (here 4,600 − 1,400 = 3,200 tokens).
+          exceeds **window − reserve** (here 4,900 − 1,400 = 3,500 tokens).
         * `Agent.keep_recent_tokens` — roughly how much recent conversation a compaction keeps
           verbatim (here 460 tokens). Everything older is summarised.
 
         (The defaults for real models are a 16,384-token reserve and 20,000 kept tokens.)"""),
     code("tour-setup", """
         %load_ext ipyagent
-        %config Agent.context_window = 4600
+        %config Agent.context_window = 4900
         %config Agent.reserve_tokens = 1400
         %config Agent.keep_recent_tokens = 460
         %config Agent.tool_approval = "auto"
@@ -737,11 +737,11 @@ CUSTOM = Notebook("custom-compaction", [
 
         and then `%agent probe`, which measures what a summary lost.
 
-        It uses the same tiny 4,600-token window and conversation as `how-compaction-works.ipynb`,
+        It uses the same tiny 4,900-token window and conversation as `how-compaction-works.ipynb`,
         so compaction comes quickly.""")),
     code("cc-setup", """
         %load_ext ipyagent
-        %config Agent.context_window = 4600
+        %config Agent.context_window = 4900
         %config Agent.reserve_tokens = 1400
         %config Agent.keep_recent_tokens = 460
         %config Agent.tool_approval = "auto"
