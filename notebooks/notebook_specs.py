@@ -564,7 +564,7 @@ TOUR = Notebook("how-compaction-works", [
     code("tour-explore-api", """
         import ipyagent
 
-        ipyagent.explore(current_session(), window=4600, reserve=1400, keep_recent=300)"""),
+        ipyagent.explore(current_session(), window=4900, reserve=1400, keep_recent=300)"""),
     code("tour-compact", "%compact the outlier rule and the exact Tromsø numbers"),
     code("tour-spy", """
         spy.report()   # previous_summary=True: the second compaction was an update of the first"""),
