@@ -3,7 +3,11 @@ turns, and ipyagent's fix of Pi's spurious split."""
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ipyagent.compaction.cut_point import (
+    CutPoint,
+    cut_at,
     find_cut_point,
     find_turn_start,
     is_cut_point,
@@ -140,3 +144,31 @@ def test_turn_start_is_searched_only_from_start():
     c = cut(p, 10, start=1)
     assert c.first_kept_index == 3 and not c.is_split_turn
     assert find_turn_start(p, 3, 1) == -1 and find_turn_start(p, 3, 0) == 0
+
+
+# ---- a cut chosen before (a replay reproducing a recorded compaction) ----------------------------
+
+def test_cut_at_a_recorded_cut_decides_the_split_as_find_cut_point_did():
+    p = path_of(msg("user"), msg("assistant"), msg("toolResult"), other("label", 0), msg("assistant"))
+    assert cut_at(p, 0, 3) == cut(p, 5) == CutPoint(3, 0, True)  # the label before the landing
+    p = path_of(msg("user"), msg("assistant"), other("model_change", 0), other("thinking_level_change", 0),
+                msg("user"), msg("assistant"))
+    assert cut_at(p, 0, 2) == cut(p, 15) == CutPoint(2, -1, False)  # no spurious split
+    p = path_of(msg("user"), msg("assistant"), msg("assistant"), msg("assistant"))
+    assert cut_at(p, 1, 3) == CutPoint(3, -1, False)  # the turn started before ``start``
+    assert cut_at(p, 0, 3) == CutPoint(3, 0, True)
+
+
+KINDS = [("message", "user"), ("message", "assistant"), ("message", "toolResult"), ("message", "bashExecution"),
+         ("other", "model_change"), ("other", "label"), ("other", "custom_message"), ("other", "branch_summary"),
+         ("other", "compaction")]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kinds=st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, 40)), min_size=1, max_size=30),
+       keep=st.integers(0, 300), start_at=st.floats(0, 1))
+def test_cut_at_reproduces_every_cut_find_cut_point_makes(kinds, keep, start_at):
+    p = path_of(*[msg(name, tok) if kind == "message" else other(name, tok) for (kind, name), tok in kinds])
+    start = int(start_at * (len(p) - 1))
+    found = cut(p, keep, start)
+    assert cut_at(p, start, found.first_kept_index) == found

@@ -3,6 +3,8 @@ previous firstKeptEntryId (Pi #2608), nothing to summarise gives None, no spurio
 
 from __future__ import annotations
 
+import dataclasses
+
 from conftest import assistant, call, ids_of, new_session, tool_result, turn, user
 from ipyagent.compaction.prepare import prepare_compaction, summarizing_boundary
 from ipyagent.compaction.settings import CompactionSettings
@@ -167,3 +169,27 @@ def test_tokens_before_uses_reported_usage():
     turn(s, "b", size=4000, tools=1, total=150_000)
     plan = s.prepare_compaction(CompactionSettings(keep_recent_tokens=1500))
     assert plan.tokens_before == 150_000
+
+
+def test_a_given_first_kept_entry_fixes_the_cut_whatever_the_settings_say():
+    s = four_turns()
+    path = s.path()
+    live = s.prepare_compaction(KEEP)
+    assert live.first_kept_index == 17 and live.is_split_turn
+    # the same cut given back under other settings: the same plan, split turn and all
+    other = CompactionSettings(keep_recent_tokens=50)
+    assert s.prepare_compaction(other, first_kept_entry_id=path[17]["id"]) == dataclasses.replace(live, settings=other)
+    # another recorded cut, at a prompt: nothing split, everything before it summarised
+    plan = s.prepare_compaction(KEEP, first_kept_entry_id=path[6]["id"])
+    assert plan.first_kept_index == 6 and not plan.is_split_turn
+    assert plan.summarized_entry_ids == ids_of(path[:6]) and plan.turn_prefix_entry_ids == []
+
+
+def test_a_given_first_kept_entry_off_the_summarisable_part_gives_none():
+    s = four_turns()
+    first = s.compact(ScriptedSummarizer(["HIST 1", "PREFIX 1"]), KEEP)
+    turn(s, "more", size=400, tools=2)
+    path = s.path()
+    before_boundary = path[path.index(s.get(first["firstKeptEntryId"])) - 1]["id"]
+    assert s.prepare_compaction(KEEP, first_kept_entry_id=before_boundary) is None
+    assert s.prepare_compaction(KEEP, first_kept_entry_id="notthere") is None

@@ -8,17 +8,22 @@ import pytest
 
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent.config import AgentConfig
+from ipyagent.agent import events as ev
+from ipyagent.agent.compaction_oracle import CompactionRuling
 from ipyagent.agent.replay import (
     Recording,
+    ReplayCompactions,
+    ReplayDescriber,
     ReplayProvider,
     ReplaySummarizer,
     ReplayToolResults,
+    same_when_replayed,
     split_recorded_summary,
 )
 from ipyagent.agent.replay import CellRecording
 from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.compaction.hooks import HookRegistry
-from ipyagent.session.messages import NOT_RUN_INTERRUPTED
+from ipyagent.session.messages import NOT_RUN_INTERRUPTED, user_message
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.testing import FakeProviderServer
 
@@ -214,3 +219,141 @@ def test_a_replayed_prompt_is_the_recorded_one_when_its_typed_prompt_and_cell_ar
     answer = {"role": "assistant", "content": [{"type": "text", "text": "a"}], "stopReason": "stop"}
     assert same_when_replayed(message_entry(answer), message_entry(dict(answer)))
     assert not same_when_replayed(message_entry(answer), message_entry(dict(answer, content=[])))
+
+
+# ---- compactions follow the recording (agent/replay.py ReplayCompactions) -------------------------
+#
+# The recording below scripts the provider's usage, so its budget is the same on every machine
+# (whatever the system prompt and the tool list weigh): the first automatic attempt comes before
+# the last call of cell 1 and is rejected (the summary would not shrink the context, so it leaves
+# no entry); the budget asks again after that call and compacts there (a split turn); cell 3 is a
+# ``%compact`` cell; cell 2 and 4 are plain cells after them.
+
+ORACLE_CONFIG = {"window": 3500, "reserve": 900, "keep": 500}
+OVERLONG = "## Goal\n" + "A summary far longer than what it summarises. " * 150
+
+
+def oracle_config(window=3500, reserve=900, keep=500) -> AgentConfig:
+    return AgentConfig(model="fake:recorder", context_window=window, tool_approval="auto",
+                       compaction=CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep))
+
+
+def _usage(total: int) -> dict:
+    return {"usage": {"input": total - 20, "output": 20, "cacheRead": 0, "cacheWrite": 0}}
+
+
+def record_with_a_rejected_attempt(tmp_path) -> tuple[Session, list[str]]:
+    """The recorded session, and the leaves at which an automatic attempt was rejected."""
+    session = Session(hooks=HookRegistry())
+    summaries = iter([OVERLONG] + [f"## Goal\nSummary number {i}." for i in range(100)])
+    summarizer = ScriptedSummarizer(fn=lambda r: next(summaries))
+    rejected: list[str] = []
+    script = {  # cell -> (tool calls' usage, final answer's usage)
+        0: ([1000], 1300), 1: ([1400, 1700, 2500], 2800), 2: ([1500], 1800), 4: ([1600], 1900)}
+    with FakeProviderServer() as server:
+        server.register("fake")
+        agent = Agent(session, config=oracle_config(), cwd=str(tmp_path), namespace={}, summarizer=summarizer,
+                      sleep=lambda s: None)
+        agent.subscribe(lambda e: rejected.append(session.leaf_id)
+                        if isinstance(e, ev.CompactionEnd) and e.error and "shrink" in e.error else None)
+        for i in range(5):
+            if i == 3:
+                agent.compact("keep the counts", extra={"cellId": "cell-3"})
+                continue
+            calls, final = script[i]
+            for k, total in enumerate(calls):
+                server.enqueue_tool_call("bash", {"command": f"seq 1 {150 + k}"}, **_usage(total))
+            server.enqueue_text(f"Cell {i} counted the lines. " + "notes " * 40, **_usage(final))
+            assert agent.prompt(f"cell {i}: count the lines " + "carefully " * 10, cellId=f"cell-{i}").error is None
+    return session, rejected
+
+
+def attach_replay(agent: Agent, cell: CellRecording, notices: list[str]) -> None:
+    """What the notebook's ReplayController.attach does for one cell."""
+    agent.provider = provider = ReplayProvider(cell, notice=notices.append)
+    agent._summarizer = summarizer = ReplaySummarizer(cell, notice=notices.append)
+    agent.tool_results = ReplayToolResults(cell, notice=notices.append)
+    agent.describe_namespace = describer = ReplayDescriber(cell)
+    agent.compaction_oracle = ReplayCompactions(cell, summarizer, describer, provider)
+
+
+def replay_recording_in_place(session: Session, tmp_path, config: AgentConfig, *, oracle: bool = True) -> list[str]:
+    recording = Recording.from_entries(session.path())
+    session.follow(session.path(), same_when_replayed)
+    session.branch(None)
+    notices: list[str] = []
+    for i in range(5):
+        agent = Agent(session, config=config, cwd=str(tmp_path), namespace={}, sleep=lambda s: None)
+        attach_replay(agent, recording.cell(f"cell-{i}"), notices)
+        if not oracle:
+            agent.compaction_oracle = None
+        if i == 3:
+            agent.compact("keep the counts", extra={"cellId": "cell-3"})
+        else:
+            assert agent.prompt(f"cell {i}: count the lines " + "carefully " * 10, cellId=f"cell-{i}").error is None
+    session.follow(None)
+    return notices
+
+
+def test_the_recording_holds_a_rejected_attempt_away_from_its_compactions(tmp_path):
+    recorded, rejected = record_with_a_rejected_attempt(tmp_path)
+    compactions = recorded.compactions()
+    assert len(rejected) == 1 and [c.get("cellId") for c in compactions] == [None, "cell-3"]
+    assert rejected[0] != compactions[0]["parentId"]  # the attempt was made elsewhere
+    assert "split turn" in compactions[0]["summary"]
+
+
+def test_a_rejected_attempt_is_skipped_and_the_recorded_compactions_are_made_again(tmp_path):
+    recorded, _ = record_with_a_rejected_attempt(tmp_path)
+    before, leaf = json.dumps(recorded.entries), recorded.leaf_id
+    notices = replay_recording_in_place(recorded, tmp_path, oracle_config())
+    assert notices == []
+    assert json.dumps(recorded.entries) == before and recorded.leaf_id == leaf  # every entry was the recorded one
+
+
+def test_without_the_oracle_the_rejected_attempt_takes_the_next_summary_and_the_replay_departs(tmp_path):
+    recorded, _ = record_with_a_rejected_attempt(tmp_path)  # the defect the oracle fixes, shown
+    count = len(recorded)
+    replay_recording_in_place(recorded, tmp_path, oracle_config(), oracle=False)
+    assert len(recorded) > count
+
+
+@pytest.mark.parametrize("changed", [{"window": 3300}, {"window": 4000}, {"window": 3700, "keep": 300}])
+def test_another_budget_still_compacts_exactly_where_the_recording_did(tmp_path, changed):
+    recorded, _ = record_with_a_rejected_attempt(tmp_path)
+    before, leaf = json.dumps(recorded.entries), recorded.leaf_id
+    notices = replay_recording_in_place(recorded, tmp_path, oracle_config(**{**ORACLE_CONFIG, **changed}))
+    assert notices == []
+    assert json.dumps(recorded.entries) == before and recorded.leaf_id == leaf
+
+
+def test_the_oracle_rules_from_the_followed_path(tmp_path):
+    recorded, _ = record_with_a_rejected_attempt(tmp_path)
+    path = recorded.path()
+    recording = Recording.from_entries(path)
+    automatic, manual = recorded.compactions()
+    cell1, cell3 = recording.cell("cell-1"), recording.cell("cell-3")
+
+    def oracle(cell):
+        return ReplayCompactions(cell, ReplaySummarizer(cell), ReplayDescriber(cell), ReplayProvider(cell))
+
+    recorded.follow(path, same_when_replayed)
+    recorded.branch(automatic["parentId"])  # the recording compacted automatically next
+    assert oracle(cell1).rule(recorded, manual=False) == CompactionRuling(True, automatic["firstKeptEntryId"])
+    recorded.branch(path[path.index(automatic) - 2]["id"])  # where the rejected attempt was: not here
+    assert oracle(cell1).rule(recorded, manual=False) == CompactionRuling(False)
+    recorded.branch(manual["parentId"])  # a %compact cell's compaction is next: only that cell makes it
+    assert oracle(cell1).rule(recorded, manual=False) == CompactionRuling(False)
+    assert oracle(cell3).rule(recorded, manual=True) == CompactionRuling(True, manual["firstKeptEntryId"])
+    assert oracle(cell1).rule(recorded, manual=True) is None
+    recorded.branch(path[-1]["id"])  # the recording ends here without a compaction
+    assert oracle(cell1).rule(recorded, manual=False) == CompactionRuling(False)
+    diverged = oracle(cell1)
+    diverged.provider.diverged = "the prompt changed"
+    recorded.branch(automatic["parentId"])
+    assert diverged.rule(recorded, manual=False) is None  # the live budget decides again
+    recorded.append_message(user_message("a new question"))  # off the recorded path
+    assert oracle(cell1).rule(recorded, manual=False) is None
+    recorded.follow(None)
+    recorded.branch(automatic["parentId"])
+    assert oracle(cell1).rule(recorded, manual=False) is None  # nothing followed

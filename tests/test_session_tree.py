@@ -151,6 +151,26 @@ def test_follow_moves_along_identical_entries_and_branches_where_they_differ():
     assert tree.append(message_entry(user("q")))["id"] not in ids_of(recorded)  # not following: a copy
 
 
+def test_followed_next_is_what_the_followed_path_did_after_the_leaf():
+    tree = SessionTree()
+    recorded = [tree.append(message_entry(user("q"))), tree.append(message_entry(assistant("a"))),
+                tree.append(message_entry(user("q2")))]
+    assert not tree.on_followed_path() and tree.followed_next() is None  # nothing followed
+    tree.branch(None)
+    tree.follow(tree.path(recorded[-1]["id"]))
+    assert tree.on_followed_path() and tree.followed_next() is recorded[0]
+    tree.append(message_entry(user("q")))
+    assert tree.on_followed_path() and tree.followed_next() is recorded[1]
+    tree.branch(recorded[-1]["id"])
+    assert tree.on_followed_path() and tree.followed_next() is None  # at the path's end
+    tree.branch(recorded[0]["id"])
+    tree.append(message_entry(assistant("something else")))  # departs: a new branch
+    assert not tree.on_followed_path() and tree.followed_next() is None
+    tree.follow(None)
+    tree.branch(recorded[0]["id"])
+    assert not tree.on_followed_path() and tree.followed_next() is None
+
+
 def test_follow_never_reuses_an_entry_given_its_own_id_or_parent():
     tree = SessionTree()
     q = tree.append(message_entry(user("q")))

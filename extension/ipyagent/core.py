@@ -126,11 +126,15 @@ class Session(SessionTree):
 
     # ---- compaction ------------------------------------------------------------------------
 
-    def prepare_compaction(self, settings: CompactionSettings | None = None) -> CompactionPlan | None:
+    def prepare_compaction(self, settings: CompactionSettings | None = None, *,
+                           first_kept_entry_id: str | None = None) -> CompactionPlan | None:
+        """The plan for compacting now; ``first_kept_entry_id`` fixes the cut (see
+        :func:`~ipyagent.compaction.prepare.prepare_compaction`)."""
         return prepare_compaction(self._current_path(), settings or CompactionSettings(),
                                   estimator=self.estimator, entry_estimate=self.estimate_entry,
                                   tokens_before=self.context_tokens(), operations_cache=self._file_operations,
-                                  previous_index=self.context_state().compaction_index)
+                                  previous_index=self.context_state().compaction_index,
+                                  first_kept_entry_id=first_kept_entry_id)
 
     def estimated_context_tokens(self) -> int:
         """The whole context by the estimator alone (no provider usage): what a summary's

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 
 from ipyagent.agent import events as ev
 from ipyagent.agent.activity_block import format_activity
+from ipyagent.agent.compaction_oracle import CompactionOracle, CompactionRuling
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.notebook_context import CELL_PROMPT_FIELD, NotebookContext
 from ipyagent.agent.pins import active_pins
@@ -87,6 +88,8 @@ class Agent:
         self._summarizer = summarizer
         self.provider = provider  # default: resolved from config.model on each call
         self.tool_results = tool_results  # replay: recorded results instead of running tools
+        # replay: where compactions belong, instead of the budget (agent/compaction_oracle.py)
+        self.compaction_oracle: CompactionOracle | None = None
         self.notebook = notebook  # the notebook's activity and environment, when there is one
         self._system_prompt: str | None = None  # composed once per prompt
         self._sleep = sleep
@@ -171,6 +174,8 @@ class Agent:
 
         ``plan`` (from ``prepare_compaction`` on the current path) compacts as planned, e.g. with
         another estimator's cut (the explorer); default: planned now with the session's settings."""
+        if plan is None and reason == "manual" and self.compaction_oracle is not None:
+            plan = self._ruled_plan(self.compaction_oracle.rule(self.session, manual=True))
         started = time.monotonic()
         tokens_before = self.session.context_tokens()
         self._emit(ev.CompactionStart(reason, tokens_before))
@@ -203,9 +208,18 @@ class Agent:
         """Compact if the context is over the threshold; called before every provider call."""
         if not self.config.compaction.enabled or self.failures.blocked:
             return None
+        ruling = self.compaction_oracle.rule(self.session, manual=False) if self.compaction_oracle else None
+        if ruling is not None:
+            return self.compact(reason="threshold", plan=self._ruled_plan(ruling)) if ruling.compact else None
         if not self.session.should_compact(self.context_window(), self.config.compaction):
             return None
         return self.compact(reason="threshold")
+
+    def _ruled_plan(self, ruling: CompactionRuling | None) -> CompactionPlan | None:
+        """The plan with the oracle's cut (None: planned as usual)."""
+        if ruling is None or not ruling.compact or ruling.first_kept_entry_id is None:
+            return None
+        return self.session.prepare_compaction(self.config.compaction, first_kept_entry_id=ruling.first_kept_entry_id)
 
     # ---- the loop --------------------------------------------------------------------------
 

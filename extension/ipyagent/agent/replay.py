@@ -1,6 +1,9 @@
 """Replaying a recorded session: the model's answers (and the summariser's) come from the
 entries recorded for each cell, while everything else — the budget, the trigger, the cut point,
-the preparation — runs for real. Recorded tool calls are not re-executed unless asked.
+the preparation — runs for real. Recorded tool calls are not re-executed unless asked. A replay
+that follows the recorded path in the session (the notebook's, ``Session.follow``) also gives
+the agent loop :class:`ReplayCompactions`: compactions are then made where the recording made
+them, with its cut and summary, and nowhere else.
 
     recording = Recording.from_entries(recorded_session.entries)
     cell = recording.cell("cell-id")                  # what that cell recorded
@@ -20,6 +23,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from ipyagent.agent.compaction_oracle import SKIP, CompactionRuling
 from ipyagent.agent.notebook_context import prompt_text
 from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.compaction.ledger import split_appendix
@@ -187,7 +191,8 @@ def split_recorded_summary(summary: str) -> tuple[str, str | None]:
 
 
 class ReplaySummarizer:
-    """Gives each compaction in the cell its recorded summary (history and turn prefix)."""
+    """Gives each compaction in the cell its recorded summary (history and turn prefix): the one
+    :meth:`aim` named (the recorded compaction being reproduced), else the cell's next one."""
 
     def __init__(self, cell: CellRecording, *, fallback=None, notice: Notice | None = None):
         self.cell = cell
@@ -195,21 +200,37 @@ class ReplaySummarizer:
         self.notice = notice or (lambda text: None)
         self.position = 0
         self.calls = 0
+        self._aimed: dict[str, Any] | None = None
+
+    def aim(self, entry: dict[str, Any] | None) -> None:
+        """The next compaction reproduces the recorded compaction ``entry`` (None: no aim); the
+        cell's next one is then the one after it."""
+        self._aimed = entry
 
     def summarize(self, request: SummaryRequest) -> SummaryResponse:
         self.calls += 1
         kind = request.kind
-        if self.position >= len(self.cell.compactions):
+        aimed = self._aimed
+        if aimed is None and self.position >= len(self.cell.compactions):
             return self._live(request, "the live run compacts where the recording did not")
-        history, prefix = split_recorded_summary(self.cell.compactions[self.position].get("summary", ""))
+        recorded = aimed if aimed is not None else self.cell.compactions[self.position]
+        history, prefix = split_recorded_summary(recorded.get("summary", ""))
+        if kind == "turn_prefix" or prefix is None:
+            self._done(recorded)
         if kind == "turn_prefix":
-            self.position += 1
             if prefix is None:
                 return self._live(request, "the live compaction splits a turn the recording did not split")
             return SummaryResponse(prefix)
-        if prefix is None:
-            self.position += 1
         return SummaryResponse(history)
+
+    def _done(self, recorded: dict[str, Any]) -> None:
+        if recorded is self._aimed:
+            self._aimed = None
+            ids = [c.get("id") for c in self.cell.compactions]
+            if recorded.get("id") in ids:
+                self.position = ids.index(recorded.get("id")) + 1
+        else:
+            self.position += 1
 
     def _live(self, request: SummaryRequest, why: str) -> SummaryResponse:
         text = f"Replay of cell {self.cell.cell_id} diverged: {why}."
@@ -222,30 +243,83 @@ class ReplaySummarizer:
 class ReplayDescriber:
     """The artifact ledger's ``describe`` for a replayed cell: each compaction gets the variable
     descriptions its recording holds (the recorded tool calls did not run again, so the namespace
-    may lack them); names the recording does not know go to ``fallback`` (the live namespace)."""
+    may lack them): the compaction :meth:`aim` named, else the cell's next one; names the
+    recording does not know go to ``fallback`` (the live namespace)."""
 
     def __init__(self, cell: CellRecording, fallback: Callable[[list[str]], Any] | None = None):
         self.recorded = [c for c in cell.compactions if not c.get("fromHook")]
         self.fallback = fallback
         self.position = 0
+        self._aimed: dict[str, Any] | None = None
+
+    def aim(self, entry: dict[str, Any] | None) -> None:
+        """The next description is for the recorded compaction ``entry`` (None: no aim)."""
+        self._aimed = entry
+
+    def _take(self) -> dict[str, Any] | None:
+        aimed, self._aimed = self._aimed, None
+        ids = [c.get("id") for c in self.recorded]
+        if aimed is not None:
+            if aimed.get("id") in ids:
+                self.position = ids.index(aimed.get("id")) + 1
+            return aimed
+        self.position += 1
+        return self.recorded[self.position - 1] if self.position <= len(self.recorded) else None
 
     def __call__(self, names: list[str]) -> dict[str, str]:
         known: dict[str, str] = {}
         seen: set[str] = set()
-        if self.position < len(self.recorded):
-            details = self.recorded[self.position].get("details")
-            artifacts = details.get("artifacts") if isinstance(details, dict) else None
-            for item in (artifacts or {}).get("variables") or []:
-                if isinstance(item, dict) and isinstance(item.get("name"), str):
-                    seen.add(item["name"])
-                    if item.get("defined") is not False and isinstance(item.get("type"), str):
-                        known[item["name"]] = item["type"]
-        self.position += 1
+        recorded = self._take()
+        details = recorded.get("details") if recorded is not None else None
+        artifacts = details.get("artifacts") if isinstance(details, dict) else None
+        for item in (artifacts or {}).get("variables") or []:
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                seen.add(item["name"])
+                if item.get("defined") is not False and isinstance(item.get("type"), str):
+                    known[item["name"]] = item["type"]
         rest = [n for n in names if n not in seen]
         if rest and self.fallback is not None:
             live = self.fallback(rest)
             known.update({k: v for k, v in (live or {}).items() if isinstance(v, str)})
         return {n: known[n] for n in names if n in known}
+
+
+class ReplayCompactions:
+    """The compaction oracle of a replayed cell (``agent/compaction_oracle.py``): while the
+    session follows the recorded path, compactions happen where the recording made them, with
+    its cut and summary, and nowhere else; once the run departs from the recording (a new
+    branch, or the provider diverged), the live budget decides again.
+
+    The budget's arithmetic in a replay need not be the recording's (another window, another
+    system prompt or tool list, a summary the recording rejected as not shrinking the context —
+    such an attempt leaves no entry), so following the budget would put compactions elsewhere
+    and the replay would depart from the recording."""
+
+    def __init__(self, cell: CellRecording, summarizer: ReplaySummarizer, describer: ReplayDescriber | None = None,
+                 provider: ReplayProvider | None = None):
+        self.cell = cell
+        self.summarizer = summarizer
+        self.describer = describer
+        self.provider = provider
+
+    def rule(self, session: Any, *, manual: bool) -> CompactionRuling | None:
+        self._aim(None)
+        if (self.provider is not None and self.provider.diverged) or not session.on_followed_path():
+            return None
+        upcoming = session.followed_next()
+        recorded = upcoming is not None and upcoming.get("type") == "compaction"
+        if manual:  # the user's %compact: reproduce this cell's recorded compaction if it is next
+            if not recorded or upcoming.get("cellId") != self.cell.cell_id:
+                return None
+        elif not recorded or upcoming.get("cellId"):  # a %compact cell's compaction is that cell's to make
+            return SKIP
+        self._aim(upcoming)
+        return CompactionRuling(True, upcoming.get("firstKeptEntryId"))
+
+    def _aim(self, entry: dict[str, Any] | None) -> None:
+        self.summarizer.aim(entry)
+        if self.describer is not None:
+            self.describer.aim(entry)
 
 
 class ReplayToolResults:

@@ -90,3 +90,22 @@ def find_cut_point(path: Sequence[Entry], start: int, end: int, keep_recent_toke
         # message or branch summary): the kept tail starts at a turn boundary, nothing is split.
         return CutPoint(cut, -1, False)
     return CutPoint(cut, turn_start, True)
+
+
+def cut_at(path: Sequence[Entry], start: int, first_kept_index: int) -> CutPoint:
+    """The cut that keeps ``path[first_kept_index:]`` verbatim (a cut chosen before, e.g. a
+    recorded compaction's ``firstKeptEntryId``), with the split-turn decision
+    :func:`find_cut_point` makes for it: on the cut point the cut landed on, the first one at or
+    after ``first_kept_index`` past the settings entries that backward inclusion kept with it."""
+    landing = first_kept_index
+    while (landing < len(path) - 1 and not is_cut_point(path[landing])
+           and path[landing].get("type") not in ("compaction", "message")):
+        landing += 1
+    if not is_cut_point(path[landing]):
+        landing = first_kept_index
+    if is_turn_start(path[landing]):
+        return CutPoint(first_kept_index, -1, False)
+    turn_start = find_turn_start(path, landing, start)
+    if turn_start < 0 or turn_start >= first_kept_index:
+        return CutPoint(first_kept_index, -1, False)
+    return CutPoint(first_kept_index, turn_start, True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ipyagent.compaction.cut_point import Estimate, find_cut_point
+from ipyagent.compaction.cut_point import Estimate, cut_at, find_cut_point
 from ipyagent.compaction.file_ops import FileOperation, FileOps, file_operations
 from ipyagent.compaction.ledger import Ledger, build_ledger
 from ipyagent.compaction.settings import CompactionSettings
@@ -109,8 +109,13 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
                        estimator: Estimator | None = None, entry_estimate: Estimate | None = None,
                        tokens_before: int | None = None,
                        operations_cache: dict[str, tuple[FileOperation, ...]] | None = None,
-                       previous_index: int | None = None) -> CompactionPlan | None:
+                       previous_index: int | None = None,
+                       first_kept_entry_id: str | None = None) -> CompactionPlan | None:
     """The plan for compacting ``path`` (root→leaf), or None when there is nothing to summarise.
+
+    ``first_kept_entry_id`` fixes the cut (a replay reproducing a recorded compaction) instead of
+    finding it from ``keep_recent_tokens``; None is returned when that entry is not on the part
+    of the path this compaction may summarise.
 
     ``entry_estimate`` lets a session reuse its per-entry cache; ``tokens_before`` its context
     tokens; ``operations_cache`` (entry id → file operations) its scan of the tool calls;
@@ -125,7 +130,13 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
     if previous_index is None:
         previous_index = latest_compaction_index(path)
     start = summarizing_boundary(path, previous_index)
-    cut = find_cut_point(path, start, len(path), settings.keep_recent_tokens, estimate)
+    if first_kept_entry_id is None:
+        cut = find_cut_point(path, start, len(path), settings.keep_recent_tokens, estimate)
+    else:
+        index = next((i for i in range(start, len(path)) if path[i].get("id") == first_kept_entry_id), None)
+        if index is None:
+            return None
+        cut = cut_at(path, start, index)
     first_kept = path[cut.first_kept_index]
     if not isinstance(first_kept.get("id"), str):
         return None

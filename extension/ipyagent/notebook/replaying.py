@@ -7,7 +7,9 @@ tool calls, while a configured provider makes it run live.
 
 A replayed cell follows the recorded path (``Session.follow``): every entry it reproduces is the
 recorded entry itself (same id), so re-running a recorded notebook leaves its session as it was;
-only where the run departs from the recording does a new branch begin.
+only where the run departs from the recording does a new branch begin. While it follows, its
+compactions follow the recording too (``ReplayCompactions``, the agent loop's compaction oracle):
+made where the recording made them, with the recorded cut and summary, and nowhere else.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Callable, Iterator
 from ipyagent.agent.replay import (
     CellRecording,
     Recording,
+    ReplayCompactions,
     ReplayDescriber,
     ReplayProvider,
     ReplaySummarizer,
@@ -132,10 +135,12 @@ class ReplayController:
             fallback_summarizer = ProviderSummarizer(config.summary_model or config.model,
                                                      provider_options=config.provider_options)
         tools = ReplayToolResults(cell, rerun=rerun_tools, notice=notice)
-        agent.provider = ReplayProvider(cell, fallback=fallback, notice=notice)
-        agent._summarizer = ReplaySummarizer(cell, fallback=fallback_summarizer, notice=notice)
+        provider = agent.provider = ReplayProvider(cell, fallback=fallback, notice=notice)
+        summarizer = agent._summarizer = ReplaySummarizer(cell, fallback=fallback_summarizer, notice=notice)
         agent.tool_results = tools
-        agent.describe_namespace = ReplayDescriber(cell, fallback=agent.describe_namespace)
+        describer = agent.describe_namespace = ReplayDescriber(cell, fallback=agent.describe_namespace)
+        # while the session follows the recording, compactions happen where it has them
+        agent.compaction_oracle = ReplayCompactions(cell, summarizer, describer, provider)
         agent.session.follow(self.paths.get(name), same_when_replayed)
         return ReplayAttachment(cell, tools, live)
 
@@ -144,6 +149,7 @@ class ReplayController:
         agent.provider = None
         agent._summarizer = None
         agent.tool_results = None
+        agent.compaction_oracle = None
         if isinstance(agent.describe_namespace, ReplayDescriber):
             agent.describe_namespace = agent.describe_namespace.fallback
         agent.session.follow(None)

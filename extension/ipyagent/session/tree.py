@@ -41,6 +41,7 @@ class SessionTree:
         self._path_leaf: str | None = None
         self._context: ContextState | None = None
         self._follow: dict[str | None, str] | None = None  # parent id -> the followed path's child
+        self._follow_ids: frozenset[str] = frozenset()  # the followed path's entry ids
         self._same: Callable[[Entry, Entry], bool] = same_content
         for entry in entries:
             self._store(entry)
@@ -171,8 +172,25 @@ class SessionTree:
         :func:`~ipyagent.session.entries.same_content`) moves the leaf to that entry instead of
         storing a copy, and the first append that differs starts a new branch as usual.
         ``None`` stops following."""
-        self._follow = None if path is None else {e.get("parentId"): e["id"] for e in path}
+        entries = [] if path is None else list(path)
+        self._follow = None if path is None else {e.get("parentId"): e["id"] for e in entries}
+        self._follow_ids = frozenset(e["id"] for e in entries)
         self._same = same
+
+    def on_followed_path(self) -> bool:
+        """Whether a path is followed and the leaf is on it (no append has departed from it yet)."""
+        if self._follow is None:
+            return False
+        return None in self._follow if self.leaf_id is None else self.leaf_id in self._follow_ids
+
+    def followed_next(self) -> Entry | None:
+        """The followed path's entry under the leaf — what the followed session did next — or None
+        (not following, the leaf is off the path, or at its end)."""
+        if not self.on_followed_path():
+            return None
+        assert self._follow is not None
+        entry = self._by_id.get(self._follow.get(self.leaf_id, ""))
+        return entry if entry is not None and entry.get("parentId") == self.leaf_id else None
 
     def _followed(self, entry: Entry) -> Entry | None:
         if self._follow is None or entry.get("id") is not None or entry.get("parentId", self.leaf_id) != self.leaf_id:
