@@ -99,6 +99,34 @@ def test_a_dead_kernel_still_writes_every_delivered_session(tmp_path, capsys):
     assert [e["message"]["role"] for e in session["entries"]] == ["user", "assistant"]
 
 
+def test_a_runner_seconds_behind_the_kernel_still_gets_every_message_of_a_cell(tmp_path, monkeypatch):
+    """On a loaded machine this process can fall seconds behind the kernel. nbclient reads a cell's
+    messages for only 4 s after its ``execute_reply`` by default and drops the rest: here the
+    cell's last outputs and its ``insert_cell`` request (notebooks/build.py once failed with
+    ``NameError: spent``: the cell the agent had inserted was gone, so the replay pass never
+    defined it). The runner now reads until the cell's ``idle`` status."""
+    from nbclient import NotebookClient
+
+    plain = NotebookClient.process_message
+
+    def behind(self, msg, cell, cell_index):  # the load: ~0.2 s for each message of the flooding cell
+        if cell is not None and cell.get("id") == "cell-1":
+            time.sleep(0.2)
+        return plain(self, msg, cell, cell_index)
+
+    monkeypatch.setattr(NotebookClient, "process_message", behind)
+    flood = ("from IPython.display import display\nfrom ipyagent.notebook.extension import get_runtime\n"
+             "for i in range(40):\n    display(f'output {i}')\n"
+             "get_runtime(get_ipython()).tool_ports()[1].insert_cell('code', 'inserted = 42')\n"
+             "print('after the insert')")
+    out = execute_notebook(notebook(SETUP, flood, "print('next cell')"), timeout=120, cwd=str(tmp_path))
+    assert out.ok, out.error
+    cells = out.nb["cells"]
+    assert [c["source"] for c in cells][2:] == ["inserted = 42", "print('next cell')"]  # below its cell
+    shown = outputs_text(cells[1]["outputs"])
+    assert all(f"output {i}'" in shown for i in range(40)) and "after the insert" in shown
+
+
 # ---- the watchdog alone, against a shell channel that misses or loses a reply -----------------
 # (A real kernel cannot be made to lose a reply on demand; these channels stand in for the two
 # failure modes: the read edge was consumed — a poll finds the reply — or it never came.)

@@ -9,6 +9,9 @@ playing the frontend of ``docs/protocol.md``.
   (idempotently, by entry id) and acknowledged; an ``insert_cell`` request (the ``notebook``
   tool, ``Agent.code_cells``) is acknowledged with the new cell's id, and the cell is added to
   the output notebook after the running cell (after the cells inserted before it) — not executed.
+* Every message of a cell is read, up to its ``idle`` status, however far this process lags
+  behind the kernel (nbclient alone stops 4 s after the reply and drops the rest: outputs,
+  entries, inserted cells).
 * At the end the sessions — what the bridge delivered, plus any journal outputs — are written
   into the output notebook's ``metadata["ipyagent"]``. Visible cells are nbclient's doing only.
 """
@@ -313,6 +316,18 @@ def _describe_failure(exc: BaseException) -> str:
     return f"the run stopped: {type(exc).__name__}" + (f": {first}" if first else "")
 
 
+IOPUB_WAIT_WITHOUT_TIMEOUT = 3600  # s; nbclient needs a number (a dead kernel still ends the wait)
+
+
+def iopub_wait(timeout: int | None) -> int:
+    """How long to keep reading a cell's IOPub messages after its ``execute_reply`` (until its
+    ``idle`` status arrives). nbclient's default, 4 s, then drops the rest of the cell's messages
+    — outputs, and the bridge's ``entries`` and ``insert_cell`` requests (a lost inserted cell:
+    the next *Run All* misses the code it held). On a loaded machine this process can be that far
+    behind the kernel, so it waits as long as the cell itself may run."""
+    return int(timeout) if timeout and timeout > 0 else IOPUB_WAIT_WITHOUT_TIMEOUT
+
+
 def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_name: str | None = None,
                      cwd: str | None = None, push: bool = True, startup_timeout: int = 60,
                      km: Any = None) -> RunOutcome:
@@ -356,7 +371,8 @@ def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_na
 
     kwargs: dict[str, Any] = {"timeout": timeout, "startup_timeout": startup_timeout,
                               "on_notebook_start": on_notebook_start, "on_cell_start": on_cell_start,
-                              "resources": {"metadata": {"path": cwd or "."}}}
+                              "resources": {"metadata": {"path": cwd or "."}},
+                              "iopub_timeout": iopub_wait(timeout)}
     if kernel_name:
         kwargs["kernel_name"] = kernel_name
     ipc_dir = None if km is not None or sys.platform == "win32" else tempfile.mkdtemp(prefix="ipyagent-")
