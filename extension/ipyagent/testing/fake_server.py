@@ -35,11 +35,21 @@ serialised prompt, with the longest prefix shared with an earlier request report
 cache reuse can be measured. With ``context_window`` set, a request over the window gets the
 provider's real overflow error (``overflow_style``: ``auto``, ``openai``, ``anthropic``,
 ``llamacpp``, ``cerebras``, ``responses`` (HTTP 400), ``responses_failed`` (a ``response.failed``
-event in a 200 stream), or ``silent`` for a reply whose usage exceeds the window). Faults:
-``enqueue_rate_limit``, ``enqueue_error``, ``enqueue_cut``, ``enqueue_malformed``,
-``enqueue_stream_error``, ``enqueue_auth_error``, ``enqueue_overflow``. Every request is recorded
-in ``requests`` with its path, headers (keys REDACTED; ``auth_scheme`` tells Bearer from Basic)
-and JSON body. ``basic_auth=(user, password)`` makes the server demand those Basic credentials.
+event in a 200 stream), ``llama-cpp-python`` (a stream that closes with no event at all, and the
+server's 400 when asked without streaming), or ``silent`` for a reply whose usage exceeds the
+window). Faults: ``enqueue_rate_limit``, ``enqueue_error``, ``enqueue_cut``, ``enqueue_malformed``,
+``enqueue_stream_error``, ``enqueue_auth_error``, ``enqueue_overflow``, ``enqueue_empty_stream``,
+``enqueue_hangup``. Every request is recorded in ``requests`` with its path, headers (keys
+REDACTED; ``auth_scheme`` tells Bearer from Basic) and JSON body. ``basic_auth=(user, password)``
+makes the server demand those Basic credentials. A request with ``"stream": false`` gets the whole
+reply as one JSON answer (OpenAI chat).
+
+``server_kind`` makes it answer what that server publishes about its model (the model listing
+of ``openrouter``, ``together``, ``groq``, ``vllm``, ``lmstudio``, ``llamacpp``,
+``llamacpp-old``, ``ollama``, ``llama-cpp-python``; ``/props``, ``/api/ps``, ``/api/show``,
+``/api/v0/models/{id}`` and the tokenizer endpoints where that server has them), with
+``served_window`` (default: ``context_window``) as the window it enforces and ``trained_window``
+as the model's own; those requests are listed in ``meta_requests``.
 """
 
 from __future__ import annotations
@@ -58,6 +68,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ipyagent.testing.accounting import common_prefix, default_summary_detector, prompt_pieces, tokens
+from ipyagent.testing import server_kinds
+from ipyagent.testing.server_kinds import ModelFacts
 from ipyagent.testing.specs import (
     Fault,
     RawStream,
@@ -65,6 +77,7 @@ from ipyagent.testing.specs import (
     ToolCallSpec,
     anthropic_stream,
     error_body,
+    openai_completion,
     openai_stream,
     overflow_response,
     responses_failed_stream,
@@ -73,6 +86,7 @@ from ipyagent.testing.specs import (
 )
 
 Spec = Reply | Fault | RawStream
+_META_PREFIXES = ("/v1/models", "/props", "/api/", "/tokenize", "/extras/")  # what server_kinds answers
 Policy = Callable[[dict[str, Any]], "Spec | str | None"]
 _SECRET_HEADERS = {"authorization", "x-api-key", "api-key"}
 DEFAULT_SUMMARY = ("## Goal\nContinue the user's task.\n\n## Constraints & Preferences\n- (none)\n\n## Progress\n"
@@ -98,8 +112,18 @@ class FakeProviderServer:
                  chunk_delay: float = 0.0, policy: Policy | None = None, api_key: str | None = None,
                  cache: bool = True, cache_min_tokens: int = 0, model: str | None = None,
                  summary_detector: Callable[[dict[str, Any]], bool] = default_summary_detector,
-                 basic_auth: tuple[str, str] | None = None):
+                 basic_auth: tuple[str, str] | None = None, server_kind: str | None = None,
+                 served_window: int | None = None, trained_window: int | None = None):
         self.context_window = context_window
+        self.server_kind = server_kind
+        self.served_window = served_window
+        self.trained_window = trained_window
+        self.model_loaded = True  # Ollama / LM Studio: whether the model is in memory
+        self.ollama_num_ctx: int | None = None  # Ollama: num_ctx in the model's parameters
+        self.chars_per_token = 4.0  # what the tokenizer endpoints count
+        self.stream_usage = True  # False: OpenAI streams carry no usage chunk (llama-cpp-python)
+        self.meta_gate: threading.Event | None = None  # when set up, metadata requests wait for it
+        self.meta_requests: list[tuple[str, str]] = []  # (method, path) of every request that is not a chat
         self.overflow_style = overflow_style
         self.chunk_size = chunk_size
         self.chunk_delay = chunk_delay
@@ -228,6 +252,19 @@ class FakeProviderServer:
     def enqueue_overflow(self, style: str | None = None, *, window: int = 8192) -> None:
         self.enqueue(Fault("overflow", status=400, error_type=style, window=window))
 
+    def enqueue_empty_stream(self) -> None:
+        """The next streamed reply is a ``200`` whose stream closes before its first event."""
+        self.enqueue(Fault("empty"))
+
+    def enqueue_hangup(self) -> None:
+        """The next request gets no answer at all: the connection closes at once."""
+        self.enqueue(Fault("hangup"))
+
+    def model_facts(self, model: str | None = None) -> ModelFacts:
+        served = self.served_window or self.context_window
+        return ModelFacts(model or self.model or "fake-model", served, self.trained_window or served,
+                          loaded=self.model_loaded, num_ctx=self.ollama_num_ctx, chars_per_token=self.chars_per_token)
+
     def pending(self) -> int:
         return len(self._queue)
 
@@ -313,6 +350,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
+    def _meta(self, method: str, path: str, body: Any) -> bool:
+        """Answer a metadata or tokenizer request (``server_kind``); False if ``path`` is no such route."""
+        if not path.startswith(_META_PREFIXES):
+            return False
+        fake = self.fake
+        with fake._lock:
+            fake.meta_requests.append((method, path))
+        if fake.meta_gate is not None:
+            fake.meta_gate.wait(60)
+        answered = server_kinds.answer(fake.server_kind, method, path, body, fake.model_facts())
+        if answered is None:
+            self._send_json(404, {"error": {"message": f"fake server: no route {method} {path}"}})
+        else:
+            self._send_json(*answered)
+        return True
+
+    def do_GET(self) -> None:
+        self._meta("GET", urllib.parse.urlsplit(self.path).path.rstrip("/"), None)
+
     def do_POST(self) -> None:
         fake = self.fake
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
@@ -322,6 +378,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(400, {"error": {"message": "fake server: the body is not JSON"}})
         # an absolute URL means we were reached as an HTTP proxy: answer as the target would
         path = urllib.parse.urlsplit(self.path).path.rstrip("/")
+        if self._meta("POST", path, body):
+            return
         protocol = {"/v1/chat/completions": "openai", "/v1/responses": "responses", "/v1/messages": "anthropic",
                     "/v1/messages/count_tokens": "anthropic"}.get(path)
         if protocol is None:
@@ -343,8 +401,13 @@ class _Handler(BaseHTTPRequestHandler):
             record.outcome = "reply"
             return self._send_json(200, {"input_tokens": prompt_tokens})
         style = fake.overflow_style if fake.overflow_style != "auto" else protocol
+        streamed = body.get("stream") is not False
         if fake.context_window and prompt_tokens > fake.context_window and style != "silent":
             record.outcome = "overflow"
+            if style == "llama-cpp-python" and streamed:  # it fails silently in a stream
+                self._start_sse()
+                self._end_chunks()
+                return
             return self._overflow(style, prompt_tokens, fake.context_window, body)
         spec = fake._pick(record)
         if spec is None:
@@ -359,7 +422,24 @@ class _Handler(BaseHTTPRequestHandler):
             record.outcome = f"fault:status:{spec.status}"
             error = spec.body if spec.body is not None else error_body(protocol, spec.status, spec.error_type)
             return self._send_json(spec.status, error, spec.headers)
-        self._stream(record, spec, pieces, marked, str(body.get("model") or fake.model or "fake-model"))
+        model = str(body.get("model") or fake.model or "fake-model")
+        if isinstance(spec, Fault) and spec.kind == "empty":
+            record.outcome = "fault:empty"
+            self._start_sse()
+            self._end_chunks()
+            return
+        if isinstance(spec, Fault) and spec.kind == "hangup":
+            record.outcome = "fault:hangup"
+            self.close_connection = True
+            return
+        if not streamed and protocol == "openai" and isinstance(spec, Reply):
+            record.outcome = "reply"
+            return self._send_json(200, openai_completion(spec, model, fake._usage(record, pieces, marked, spec)))
+        self._stream(record, spec, pieces, marked, model)
+
+    def _end_chunks(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def _authorised(self, protocol: str, key: str) -> bool:
         if protocol == "anthropic":
@@ -371,7 +451,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self.headers.get("authorization") == f"Basic {token}"
 
     def _overflow(self, style: str, tokens: int, window: int, body: dict[str, Any]) -> None:
-        status, error = overflow_response(style, tokens, window)
+        status, error = overflow_response(style, tokens, window, max_tokens=body.get("max_tokens"))
         if style != "responses_failed":
             return self._send_json(status, error)
         self._start_sse()  # the Responses API can also fail inside a 200 stream
@@ -394,8 +474,11 @@ class _Handler(BaseHTTPRequestHandler):
         reply = spec.reply if isinstance(spec, Fault) else spec
         usage = fake._usage(record, pieces, marked, reply)
         size = reply.chunk_size or fake.chunk_size
-        writer = {"anthropic": anthropic_stream, "responses": responses_stream}.get(record.protocol, openai_stream)
-        events = writer(reply, model, usage, size)
+        if record.protocol == "openai":
+            events = openai_stream(reply, model, usage, size, with_usage=fake.stream_usage)
+        else:
+            writer = {"anthropic": anthropic_stream, "responses": responses_stream}[record.protocol]
+            events = writer(reply, model, usage, size)
         delay = reply.delay if reply.delay is not None else fake.chunk_delay
         record.outcome = "reply" if isinstance(spec, Reply) else f"fault:{spec.kind}"
         self._start_sse()

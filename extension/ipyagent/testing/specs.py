@@ -47,8 +47,9 @@ class Fault:
     error for a ``window``, in the style ``error_type`` or the protocol's), ``cut`` (the stream stops after
     ``after_chunks`` events; ``clean`` ends the HTTP body properly, else the connection just
     drops), ``malformed`` (a broken JSON line after ``after_chunks`` events) or ``stream_error``
-    (an error event inside a 200 stream). ``body`` None means the provider's usual body; ``""``
-    means no body at all."""
+    (an error event inside a 200 stream), ``empty`` (a 200 stream that closes before its first
+    event) or ``hangup`` (the connection closes with no answer). ``body`` None means the
+    provider's usual body; ``""`` means no body at all."""
 
     kind: str = "status"
     status: int = 500
@@ -85,7 +86,8 @@ def sse(obj: Any, event: str | None = None) -> bytes:
     return head + b"data: " + data + b"\n\n"
 
 
-def openai_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: int) -> Iterator[bytes]:
+def openai_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: int,
+                  with_usage: bool = True) -> Iterator[bytes]:
     base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk", "created": 0,
             "model": model}
 
@@ -110,6 +112,9 @@ def openai_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: i
             yield chunk({"tool_calls": [fragment]})
     stop = reply.stop_reason or ("toolUse" if reply.tool_calls else "stop")
     yield chunk({}, _OPENAI_STOP.get(stop, stop))
+    if not with_usage:  # llama-cpp-python: no usage chunk, whatever stream_options asks
+        yield sse(b"[DONE]")
+        return
     prompt = usage["input"] + usage["cacheRead"]
     wire_usage = {"prompt_tokens": prompt, "completion_tokens": usage["output"],
                   "total_tokens": prompt + usage["output"],
@@ -121,6 +126,24 @@ def openai_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: i
         last["choices"] = None
     yield sse(last)
     yield sse(b"[DONE]")
+
+
+def openai_completion(reply: Reply, model: str, usage: dict[str, Any]) -> dict[str, Any]:
+    """The whole reply as one ``chat.completion`` answer (a request with ``"stream": false``)."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.thinking:
+        message["reasoning_content"] = reply.thinking
+    if reply.tool_calls:
+        message["tool_calls"] = [{"id": call.id or f"call_{uuid.uuid4().hex[:16]}", "type": "function",
+                                  "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+                                 for call in reply.tool_calls]
+    stop = reply.stop_reason or ("toolUse" if reply.tool_calls else "stop")
+    prompt = usage["input"] + usage["cacheRead"]
+    return {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": _OPENAI_STOP.get(stop, stop)}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": usage["output"],
+                      "total_tokens": prompt + usage["output"]}}
 
 
 def anthropic_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: int) -> Iterator[bytes]:
@@ -272,10 +295,18 @@ def error_body(protocol: str, status: int, error_type: str | None = None, messag
     return {"error": {"message": text, "type": kind, "param": None, "code": code}}
 
 
-def overflow_response(style: str, tokens: int, window: int) -> tuple[int, Any]:
+def overflow_response(style: str, tokens: int, window: int, max_tokens: int | None = None) -> tuple[int, Any]:
     """(status, body) of a real over-window answer: ``openai``, ``anthropic``, ``llamacpp``,
-    ``cerebras`` (a 400 without body) or ``responses`` (the Responses API; the fake server sends
-    its ``responses_failed`` variant as a ``response.failed`` event in a 200 stream)."""
+    ``cerebras`` (a 400 without body), ``responses`` (the Responses API; the fake server sends
+    its ``responses_failed`` variant as a ``response.failed`` event in a 200 stream) or
+    ``llama-cpp-python`` (its answer to a request without streaming)."""
+    if style == "llama-cpp-python":
+        completion = max_tokens or 0
+        return 400, {"error": {"message": f"This model's maximum context length is {window} tokens. However, you "
+                                          f"requested {tokens + completion} tokens ({tokens} in the messages, "
+                                          f"{completion} in the completion). Please reduce the length of the "
+                                          f"messages or completion.",
+                               "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
     if style == "anthropic":
         return 400, {"type": "error", "error": {"type": "invalid_request_error",
                                                 "message": f"prompt is too long: {tokens} tokens > {window} maximum"},
