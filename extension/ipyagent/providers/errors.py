@@ -42,6 +42,11 @@ class NetworkError(ProviderError):
     retryable = True
 
 
+class EmptyStreamError(NetworkError):
+    """A ``200`` whose stream closed before its first event. Some servers overflow that way
+    (llama-cpp-python): the provider asks again without streaming, so the real error shows."""
+
+
 class AuthenticationError(ProviderError):
     """401/403, or no API key configured."""
 

@@ -19,7 +19,7 @@ from ipyagent.providers.base import (
     ToolCallStart,
     UsageUpdate,
 )
-from ipyagent.providers.errors import MalformedStreamError, NetworkError
+from ipyagent.providers.errors import EmptyStreamError, MalformedStreamError, NetworkError
 from ipyagent.providers.http import ErrorContext, error_from_event
 from ipyagent.providers.message import MessageBuilder, empty_usage
 from ipyagent.providers.sse import SSEEvent
@@ -104,6 +104,13 @@ class OpenAIChatProvider(HTTPProvider):
     default_base_url = OPENAI_BASE_URL
     key_env = "OPENAI_API_KEY"
     base_url_env = "OPENAI_BASE_URL"
+    discovers_window = True  # compatible servers publish their windows (providers/discovery.py)
+
+    def __init__(self, *, stream: bool = True, **options: Any):
+        super().__init__(**options)
+        # stream=False asks for each reply whole: no text as it arrives, but servers that send no
+        # usage in streams (llama-cpp-python) report it in complete answers
+        self.streaming = bool(stream)
 
     def endpoint(self) -> str:
         return f"{self.base_url}/chat/completions"
@@ -121,6 +128,8 @@ class OpenAIChatProvider(HTTPProvider):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if not self.streaming:
+            body = self.unstreamed(body)
         if request.tools:
             body["tools"] = [{"type": "function", "function": t.to_dict()} for t in request.tools]
         if request.max_tokens:
@@ -138,6 +147,29 @@ class OpenAIChatProvider(HTTPProvider):
         body.update(request.options.get("extra_body") or {})
         return body
 
+    def unstreamed(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        plain = {k: v for k, v in body.items() if k != "stream_options"}
+        plain["stream"] = False
+        return plain
+
+    def completion_events(self, answer: Any) -> Iterator[SSEEvent]:
+        """A ``chat.completion`` object as the one chunk (plus ``[DONE]``) a stream would carry."""
+        if answer.get("error"):
+            yield "error", json.dumps(answer["error"]).encode()
+            return
+        choices = answer.get("choices") or []
+        chunk: dict[str, Any] = {"id": answer.get("id"), "usage": answer.get("usage")}
+        if choices:
+            choice = choices[0]
+            message = choice.get("message") or {}
+            delta = {k: message.get(k) for k in ("content", "reasoning_content", "reasoning") if message.get(k)}
+            calls = message.get("tool_calls") or []
+            if calls:
+                delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(calls)]
+            chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason") or "stop"}]
+        yield None, json.dumps(chunk).encode()
+        yield None, b"[DONE]"
+
     def repair(self, body: dict[str, Any], status: int, text: str) -> dict[str, Any] | None:
         # older compatible servers reject the usage option: stream without it (usage then unknown)
         if status == 400 and "stream_options" in text and "stream_options" in body:
@@ -152,7 +184,9 @@ class OpenAIChatProvider(HTTPProvider):
         by_id: dict[str, int] = {}
         finish: str | None = None
         done = False
+        seen = False
         for event, data in sse:
+            seen = True
             if cancel is not None and cancel.is_set():
                 return "aborted"
             if data == b"[DONE]":
@@ -192,6 +226,8 @@ class OpenAIChatProvider(HTTPProvider):
                 yield UsageUpdate(builder.usage)
             if builder.response_id is None and chunk.get("id"):
                 builder.response_id = chunk["id"]
+        if not seen:
+            raise EmptyStreamError(f"{ctx.label}: the stream from {ctx.url} ended before its first event")
         if not done and finish is None:
             raise NetworkError(f"{ctx.label}: the stream from {ctx.url} ended before the reply was complete "
                                f"(no finish_reason and no [DONE])")

@@ -21,7 +21,9 @@ OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         r"reduce the length of the messages",  # Groq / OpenAI
         r"maximum context length is \d+ tokens",  # OpenRouter, DeepSeek, vLLM
         r"exceeds the limit of \d+",  # Copilot
-        r"exceeds the available context size",  # llama.cpp
+        r"exceeds the available context size",  # llama.cpp server
+        r"exceed context window of \d+",  # llama-cpp-python: "Requested tokens (N) exceed context window of M"
+        r"longer than the maximum model length",  # vLLM: "The decoder prompt (length N) is longer than …"
         r"greater than the context length",  # LM Studio
         r"context window exceeds limit",  # MiniMax
         r"exceeded model token limit",  # Kimi
@@ -53,6 +55,7 @@ _WINDOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         r"exceeds the limit of (\d[\d,]*)",
         r"too large for model with (\d[\d,]*) maximum context length",
         r"greater than the context length of (\d[\d,]*)",
+        r"longer than the maximum model length of (\d[\d,]*)",
     )
 )
 

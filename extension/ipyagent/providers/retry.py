@@ -13,8 +13,10 @@ more than ``max_delay`` fails the call at once rather than leaving the notebook 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,15 +38,64 @@ def _aborted(provider: Provider, request: ModelRequest) -> dict:
     return MessageBuilder(getattr(provider, "api", ""), provider.name, request.model).build("aborted")
 
 
+SAME_ERROR_LIMIT = 3
+# provider -> {model: the signature of the error that stopped the last call after SAME_ERROR_LIMIT tries}
+_stuck: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+_stuck_lock = threading.Lock()
+
+
+def error_signature(error: BaseException) -> str:
+    """The same type, HTTP status and text but for numbers (ports, token counts, request ids)."""
+    text = re.sub(r"[0-9]+", "#", str(error))[:400]
+    return f"{type(error).__name__}:{getattr(error, 'status', None)}:{text}"
+
+
+def _stuck_on(provider: Provider, model: str) -> str | None:
+    with _stuck_lock:
+        try:
+            return (_stuck.get(provider) or {}).get(model)
+        except TypeError:  # a provider that cannot be weakly referenced: no memory
+            return None
+
+
+def _set_stuck(provider: Provider, model: str, signature: str | None) -> None:
+    with _stuck_lock:
+        try:
+            models = _stuck.setdefault(provider, {})
+        except TypeError:
+            return
+        if signature is None:
+            models.pop(model, None)
+        else:
+            models[model] = signature
+
+
 def stream_with_retry(provider: Provider, request: ModelRequest, *, max_retries: int = 3, base_delay: float = 2.0,
                       max_delay: float = 60.0, sleep: Callable[[float], None] = time.sleep,
                       cancel: threading.Event | None = None) -> Iterator[StreamEvent]:
+    """Retries stop early when the same error comes ``SAME_ERROR_LIMIT`` times in a row; the
+    next call to the same model then tries once, and stops at once if that error comes again."""
     attempt = 0
+    stuck = _stuck_on(provider, request.model)
+    last, same = "", 0
     while True:
         try:
             yield from provider.stream(request, cancel)
+            if stuck is not None:
+                _set_stuck(provider, request.model, None)
             return
         except ProviderError as error:
+            signature = error_signature(error)
+            same = same + 1 if signature == last else 1
+            last = signature
+            if error.retryable and signature == stuck:
+                error.args = (f"{error.args[0]} (the same error stopped the previous call after {SAME_ERROR_LIMIT} "
+                              f"attempts; not retrying it again)",)
+                raise
+            if error.retryable and same >= SAME_ERROR_LIMIT:
+                _set_stuck(provider, request.model, signature)
+                error.args = (f"{error.args[0]} (the same error {same} times in a row: stopped retrying)",)
+                raise
             delay = retry_delay(error, attempt + 1, base_delay, max_delay) if attempt < max_retries else None
             if delay is None:
                 if attempt and error.retryable:

@@ -4,6 +4,7 @@ error responses, cancel, kernel interrupts and closing the connection."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import threading
@@ -13,7 +14,14 @@ from typing import Any
 import httpx
 
 from ipyagent.providers.base import MessageDone, ModelRequest, StreamEvent
-from ipyagent.providers.errors import AuthenticationError, BadRequestError, NetworkError, StreamInterrupted
+from ipyagent.providers.errors import (
+    AuthenticationError,
+    BadRequestError,
+    EmptyStreamError,
+    MalformedStreamError,
+    NetworkError,
+    StreamInterrupted,
+)
 from ipyagent.providers.http import (
     ErrorContext,
     error_from_response,
@@ -148,16 +156,36 @@ class HTTPProvider:
         body = self.payload(request)
         builder = self.new_builder(request)
         response: httpx.Response | None = None
+        spare: httpx.Client | None = None
         finished = threading.Event()
         try:
             if cancel is not None and cancel.is_set():
                 yield MessageDone(builder.build("aborted"))
                 return
             try:
-                response = self._open(url, body, headers, ctx)
-                if cancel is not None:
-                    _watch(cancel, finished, response)
-                stop = yield from self.events(iter_sse(response.iter_bytes()), builder, ctx, cancel)
+                streamed = body.get("stream") is not False
+                events = _Seen()
+                try:
+                    response = self._open(url, body, headers, ctx)
+                    if cancel is not None:
+                        _watch(cancel, finished, response)
+                    source = events.of(iter_sse(response.iter_bytes())) if streamed else self._unstreamed(response, ctx)
+                    stop = yield from self.events(source, builder, ctx, cancel)
+                except (EmptyStreamError, httpx.RemoteProtocolError, httpx.ReadError):
+                    # No event at all: the server closed the stream, or the connection, at once.
+                    # llama-cpp-python does that on an overflow; asked without streaming, it says so.
+                    plain = self.unstreamed(body) if streamed and not events.seen else None
+                    if plain is None or (cancel is not None and cancel.is_set()):
+                        raise
+                    if response is not None:
+                        response.close()
+                        response = None
+                    # on a new connection: the server may still be closing the pooled one
+                    spare = new_client(self._timeout)
+                    response = self._open(url, plain, headers, ctx, client=spare)
+                    if cancel is not None:
+                        _watch(cancel, finished, response)
+                    stop = yield from self.events(self._unstreamed(response, ctx), builder, ctx, cancel)
             except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # configuration, not bad luck
                 raise BadRequestError(f"{self.label}: invalid base URL {self.shown_base_url!r} ({ctx.scrub(str(exc))}); "
                                       f"it should look like {self.default_base_url!r}") from None
@@ -179,7 +207,27 @@ class HTTPProvider:
             finished.set()
             if response is not None:
                 response.close()
+            if spare is not None:
+                spare.close()
 
+    def unstreamed(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """``body`` as a request for one complete answer instead of a stream, or None when the
+        protocol has no such form."""
+        return None
+
+    def completion_events(self, answer: Any) -> Iterator[SSEEvent]:
+        """A complete (non-streamed) answer as the stream events ``events`` reads."""
+        raise NotImplementedError
+
+    def _unstreamed(self, response: httpx.Response, ctx: ErrorContext) -> Iterator[SSEEvent]:
+        raw = response.read()
+        try:
+            answer = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise MalformedStreamError(f"{ctx.label}: the answer from {ctx.url} is not a JSON object: {raw[:200]!r}")
+        yield from self.completion_events(answer)
 
     def repair(self, body: dict[str, Any], status: int, text: str) -> dict[str, Any] | None:
         """A body worth one more try after an error response, or None. Here: when the error says
@@ -194,13 +242,14 @@ class HTTPProvider:
             body["thinking"] = {**thinking, "budget_tokens": max(1024, smaller // 2)}
         return body
 
-    def _open(self, url: str, body: dict[str, Any], headers: dict[str, str], ctx: ErrorContext) -> httpx.Response:
+    def _open(self, url: str, body: dict[str, Any], headers: dict[str, str], ctx: ErrorContext,
+              client: httpx.Client | None = None) -> httpx.Response:
         """Send the request; on an error status raise its ProviderError, unless ``repair`` offers
         a body worth one more try."""
+        client = client or self.client
         repaired = False
         while True:
-            response = self.client.send(self.client.build_request("POST", url, json=body, headers=headers),
-                                        stream=True)
+            response = client.send(client.build_request("POST", url, json=body, headers=headers), stream=True)
             if response.status_code < 400:
                 return response
             try:
@@ -211,6 +260,17 @@ class HTTPProvider:
             if fixed is None:
                 raise error_from_response(ctx, response.status_code, response.headers, text)
             body, repaired = fixed, True
+
+
+class _Seen:
+    """Passes stream events through and remembers whether any came."""
+
+    seen = False
+
+    def of(self, events: Iterator[SSEEvent]) -> Iterator[SSEEvent]:
+        for event in events:
+            self.seen = True
+            yield event
 
 
 def _watch(cancel: threading.Event, finished: threading.Event, response: httpx.Response) -> None:
