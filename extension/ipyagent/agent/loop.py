@@ -25,13 +25,15 @@ from ipyagent.agent.system_prompt import PromptPart, compose_system_prompt, syst
 from ipyagent.agent.tools.approval import run_tool_call
 from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.registry import default_tools
+from ipyagent.agent.budget import WindowInfo, calibration_sample, request_tokens, resolve_window, token_factor
 from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.prepare import CompactionPlan
-from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.compaction.settings import CompactionSettings, should_compact
 from ipyagent.compaction.summarize import FailureTracker
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact, Session
-from ipyagent.providers import models
+from ipyagent.providers import discovery, models
+from ipyagent.providers.discovery import Discovery
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, Retrying, TextDelta
 from ipyagent.providers.errors import ContextOverflowError, ProviderError, StreamInterrupted
 from ipyagent.providers.overflow import is_silent_overflow
@@ -123,12 +125,64 @@ class Agent:
                                 "(or the IPYAGENT_MODEL environment variable).")
         return parse_model_string(self.config.model)
 
-    def context_window(self) -> int | None:
-        if self.config.context_window:
-            return self.config.context_window
-        if not self.config.model:
+    def _provider(self) -> Provider:
+        return self.provider or resolve_provider(self.config.model, self.config.provider_options)[0]
+
+    def _discovery(self, model_id: str) -> Discovery | None:
+        try:
+            return discovery.cached(self._provider(), model_id)
+        except ValueError:  # an unknown provider: the call itself will say so
             return None
-        return models.context_window(*self._model())
+
+    def window_info(self) -> WindowInfo:
+        """The context window and where it came from (config, table, server or error)."""
+        if self.config.context_window or not self.config.model:
+            return WindowInfo(self.config.context_window or None, "config" if self.config.context_window else "",
+                              "Agent.context_window" if self.config.context_window else "no model")
+        provider_name, model_id = self._model()
+        return resolve_window(provider_name, model_id, self._discovery(model_id))
+
+    def context_window(self) -> int | None:
+        return self.window_info().window
+
+    def discover(self, wait: float | None = None, prompt: str = "") -> None:
+        """Ask the server for the window (when nothing else knows it) and for a tokenizer count of
+        the system prompt, the tools, the context and ``prompt``, once per base URL and model;
+        waits at most ``wait`` seconds and never raises."""
+        if not self.config.model:
+            return
+        try:
+            provider = self._provider()
+            provider_name, model_id = self._model()
+            if not discovery.supports_discovery(provider):
+                return
+            known, _, vendor = models.known_window(provider_name, model_id)
+            needs_window = not self.config.context_window and (not known or vendor == "local")
+            self_hosted = provider.base_url != getattr(provider, "default_base_url", None)
+            if needs_window or self_hosted:
+                tools = [t.spec() for t in self.tools.values()]
+                wait = discovery.DEFAULT_WAIT if wait is None else wait
+                sample = calibration_sample(self._composed_system_prompt(), tools, self.session.agent_messages(),
+                                            prompt)
+                discovery.discover(provider, model_id, wait=wait if needs_window else 0.0, sample=sample)
+        except Exception:  # discovery is a help, never a reason for a prompt to fail
+            return
+
+    def token_factor(self) -> float:
+        if not self.config.model:
+            return 1.0
+        try:
+            return token_factor(self._discovery(self._model()[1]))
+        except Exception:
+            return 1.0
+
+    def request_tokens(self) -> int:
+        """What the next request will hold: the count the trigger and the widget share."""
+        return request_tokens(self.session, self._composed_system_prompt(), [t.spec() for t in self.tools.values()],
+                              self.token_factor())
+
+    def _composed_system_prompt(self) -> str:
+        return self._system_prompt if self._system_prompt is not None else self.system_prompt()
 
     def summarizer(self) -> Summarizer:
         if self._summarizer is not None:
@@ -211,7 +265,7 @@ class Agent:
         ruling = self.compaction_oracle.rule(self.session, manual=False) if self.compaction_oracle else None
         if ruling is not None:
             return self.compact(reason="threshold", plan=self._ruled_plan(ruling)) if ruling.compact else None
-        if not self.session.should_compact(self.context_window(), self.config.compaction):
+        if not should_compact(self.request_tokens(), self.context_window(), self.config.compaction):
             return None
         return self.compact(reason="threshold")
 
@@ -234,6 +288,7 @@ class Agent:
         sent = False
         try:
             self._system_prompt = self.system_prompt()
+            self.discover(prompt=text if isinstance(text, str) else "")
             self.check_budget()
             self._append(self._prompt_message(text, dict(message_extra)))
             sent = True
@@ -298,7 +353,7 @@ class Agent:
         replaced = self.session.hooks.emit("context", messages=messages, session=self.session)
         if isinstance(replaced, dict) and isinstance(replaced.get("messages"), list):
             messages = replaced["messages"]
-        system_prompt = self._system_prompt if self._system_prompt is not None else self.system_prompt()
+        system_prompt = self._composed_system_prompt()
         session_id = self.session.header.get("id")
         request = ModelRequest(model=model_id, messages=messages, system_prompt=system_prompt,
                                tools=[t.spec() for t in self.tools.values()],
@@ -311,9 +366,9 @@ class Agent:
         return request
 
     def _call_model(self, model_id: str) -> dict[str, Any]:
-        provider = self.provider or resolve_provider(self.config.model, self.config.provider_options)[0]
+        provider = self._provider()
         request = self._request(model_id)
-        self._emit(ev.RequestStart(self.config.model, self.session.context_tokens(), len(request.messages)))
+        self._emit(ev.RequestStart(self.config.model, self.request_tokens(), len(request.messages)))
         message = None
         received: list[str] = []
         try:

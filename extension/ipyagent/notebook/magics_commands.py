@@ -76,11 +76,13 @@ def agent_status(runtime: Any, rest: str) -> None:
 
     agent = runtime.agent_for(slot, config, approve=slot.agent.approve if slot.agent else None)
     try:
-        window = agent.context_window()
+        info = agent.window_info()
+        window, source, factor = info.window, info.describe(), agent.token_factor()
     except Exception:
-        window = config.context_window
+        window, source, factor = config.context_window, "", 1.0
     facts = budget_facts(slot.session, replace(config, system_prompt=agent.system_prompt()), window=window,
-                         tool_specs=[t.spec() for t in default_tools()], session_name=slot.name)
+                         tool_specs=[t.spec() for t in default_tools()], session_name=slot.name,
+                         window_source=source, token_factor=factor)
     lines = [f"session {slot.name!r}: {len(slot.session)} entries, leaf {slot.session.leaf_id}",
              f"persistence: {runtime.bridge_state()}"]
     result = runtime.load_result

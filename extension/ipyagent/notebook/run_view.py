@@ -57,12 +57,13 @@ class RunView:
 
     def facts(self, status: str) -> Any:
         try:
-            window = self.agent.context_window()
+            info = self.agent.window_info()
+            window, source, factor = info.window, info.describe(), self.agent.token_factor()
         except Exception:
-            window = self.config.context_window
+            window, source, factor = self.config.context_window, "", 1.0
         return budget_facts(self.slot.session, self.budget_config, window=window,
                             tool_specs=[t.spec() for t in self.agent.tools.values()],
-                            session_name=self.slot.name, status=status)
+                            session_name=self.slot.name, status=status, window_source=source, token_factor=factor)
 
     def close(self) -> None:
         """When the run ends, its output becomes the static view alone and the widget's models are

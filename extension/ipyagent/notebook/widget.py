@@ -17,12 +17,12 @@ Markdown is rendered to safe HTML; the Markdown view gets it as :func:`safe_mark
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ipyagent.agent import budget
 from ipyagent.agent.config import AgentConfig
 from ipyagent.notebook.untrusted import code_span, escape_html, escape_markdown, markdown_html, safe_markdown
 from ipyagent.session.messages import Message
@@ -51,6 +51,7 @@ class BudgetFacts:
     auto_compact: bool = True
     status: str = ""
     costs: Any = None  # ipyagent.session.costs.CostTotals, when the session has any usage
+    window_source: str = ""  # where the window came from: "window from server (GET /v1/models …)"
 
     @property
     def threshold(self) -> int | None:
@@ -62,13 +63,11 @@ class BudgetFacts:
 
 
 def _chars4(value: Any) -> int:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return (len(text) + 3) // 4
+    return budget._chars4(value)
 
 
 def system_tools_tokens(config: AgentConfig, tool_specs: Iterable[Any]) -> int:
-    specs = [s.to_dict() if hasattr(s, "to_dict") else s for s in tool_specs]
-    return _chars4(config.system_prompt or "") + (_chars4(specs) if specs else 0)
+    return budget.system_tools_tokens(config.system_prompt, tool_specs)
 
 
 def last_usage(messages: Iterable[Message]) -> dict[str, Any]:
@@ -79,8 +78,12 @@ def last_usage(messages: Iterable[Message]) -> dict[str, Any]:
 
 
 def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_specs: Iterable[Any] = (),
-                 session_name: str = "default", status: str = "") -> BudgetFacts:
-    """The facts the widget shows, computed from the session's cached context state (cheap)."""
+                 session_name: str = "default", status: str = "", window_source: str = "",
+                 token_factor: float = 1.0) -> BudgetFacts:
+    """The facts the widget shows, computed from the session's cached context state (cheap).
+    The total is the agent's own count (``ipyagent.agent.budget.request_tokens``), so the widget
+    and the compaction trigger agree."""
+    tool_specs = list(tool_specs)
     state = session.context_state()
     estimates = list(state.estimates)
     messages = list(state.agent_messages)
@@ -96,20 +99,14 @@ def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_
         cut -= 1
         tail += estimates[cut]
     history = sum(estimates[start:cut])
-    total = session.context_tokens()
+    # With usage (taken only when it is newer than the latest compaction) the provider's count
+    # covers everything; without it the system prompt and tools are estimated too.
+    total = budget.request_tokens(session, config.system_prompt, tool_specs, token_factor)
     usage = last_usage(messages)
-    # Usage counts only when the context state took it (not from before the latest compaction):
-    # without it the total is estimates of the messages alone, and the system prompt and tools
-    # must be added.
-    usage_seen = state.last_usage_index >= 0
-    if not usage_seen:
-        total += system
-    if usage_seen:
-        # The provider's count covers everything; scale the estimated parts to it for the bar.
-        estimated = system + summary + history + tail
-        if estimated and total > 0:
-            scale = total / estimated
-            system, summary, history, tail = (round(x * scale) for x in (system, summary, history, tail))
+    estimated = system + summary + history + tail
+    if estimated and total > 0 and total != estimated:  # scale the estimated parts to the total for the bar
+        scale = total / estimated
+        system, summary, history, tail = (round(x * scale) for x in (system, summary, history, tail))
     compactions = session.compactions()
     return BudgetFacts(
         session_name=session_name, model=config.model, window=window,
@@ -118,7 +115,7 @@ def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_
         compactions=len(compactions), cache_read=int(usage.get("cacheRead") or 0),
         cache_write=int(usage.get("cacheWrite") or 0),
         latest_summary=compactions[-1].get("summary") if compactions else None,
-        entries=len(session), auto_compact=config.compaction.enabled, status=status,
+        entries=len(session), auto_compact=config.compaction.enabled, status=status, window_source=window_source,
         costs=session.costs() if hasattr(session, "costs") else None,
     )
 
@@ -156,10 +153,13 @@ def cost_text(costs: Any) -> str:
 
 
 def _details_line(f: BudgetFacts, quote: Callable[[str], str] = str) -> str:
-    """The details under the bar; ``quote`` shows the model name (it comes from metadata)."""
-    bits = [f"model {quote(f.model) if f.model else '(none)'}",
-            f"{f.compactions} compaction{'s' if f.compactions != 1 else ''}",
-            f"cache read {_n(f.cache_read)} / write {_n(f.cache_write)}"]
+    """The details under the bar; ``quote`` shows the model name and where the window came from
+    (they come from metadata and configuration)."""
+    bits = [f"model {quote(f.model) if f.model else '(none)'}"]
+    if f.window_source:
+        bits.append(quote(f.window_source))
+    bits += [f"{f.compactions} compaction{'s' if f.compactions != 1 else ''}",
+             f"cache read {_n(f.cache_read)} / write {_n(f.cache_write)}"]
     if cost_text(f.costs):
         bits.append(cost_text(f.costs))
     if f.threshold is not None:

@@ -14,6 +14,9 @@ not o3-mini, gpt-oss, Claude 3.5 Haiku or the local text models. A model the tab
 is taken as text-only (``set_override(…, vision=True)`` says otherwise): images sent to a text-only
 server fail the whole request, while an omitted image only costs the model a look.
 
+Where the table has no entry (or lists a local family), the agent asks the server itself
+(``providers/discovery.py``; docs/context-windows.md cites each server's fields).
+
 Lookup is by model id with longest-prefix matching, so dated ids (``claude-sonnet-4-5-20250929``,
 ``gpt-4o-2024-08-06``) and Ollama tags (``qwen2.5-coder:7b``) find their family. Precedence: a
 configured override, else the table; a learned window caps either (a server can only be as
@@ -140,6 +143,19 @@ def model_info(provider: str, model: str) -> ModelInfo | None:
         window = min(base.context_window, learned) if base.context_window else learned
         info = dataclasses.replace(base, context_window=window)
     return info
+
+
+def known_window(provider: str, model: str) -> tuple[int | None, str, str]:
+    """(window, source, vendor) from configuration (``set_override``, source ``"config"``) or the
+    table (``"table"``), leaving out what errors taught; (None, "", "") when neither knows."""
+    with _lock:
+        override = dict(_overrides.get((provider, model)) or {})
+    info = _table_lookup(model)
+    if override.get("context_window"):
+        return int(override["context_window"]), "config", info.vendor if info else ""  # type: ignore[call-overload]
+    if info and info.context_window:
+        return info.context_window, "table", info.vendor
+    return None, "", ""
 
 
 def context_window(provider: str, model: str) -> int | None:

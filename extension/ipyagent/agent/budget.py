@@ -1,0 +1,128 @@
+"""What the next request will hold, and where the window it must fit comes from.
+
+The trigger and the budget widget both count with :func:`request_tokens`, so they agree: the last
+provider-reported usage plus estimates of what came after it; and when no reply in the context
+carries usage (a server that reports none in streams, or right after a compaction), the estimate
+of *everything* the request holds: system prompt, tool definitions and messages. Where the server
+has a tokenizer, the chars/4 estimates are scaled by the ratio measured once against it
+(:func:`token_factor`); the ratio never goes below 1, so calibration only ever makes compaction
+come earlier.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ipyagent.providers import models
+from ipyagent.providers.discovery import Discovery
+from ipyagent.session.messages import Message
+from ipyagent.session.tokens import js_length, usage_tokens
+
+MAX_TOKEN_FACTOR = 4.0
+SOURCES = ("config", "table", "server", "error")
+
+
+@dataclass(frozen=True)
+class WindowInfo:
+    window: int | None
+    source: str = ""  # "config", "table", "server", "error" (an overflow error said so), "" unknown
+    detail: str = ""  # which setting, endpoint or error; or why the window is unknown
+
+    def describe(self) -> str:
+        if not self.window:
+            return f"window unknown ({self.detail})" if self.detail else "window unknown"
+        if self.source == "table":
+            return "window from the model table"
+        if self.source == "error":
+            return "window from an overflow error"
+        where = "config" if self.source == "config" else "the server"
+        return f"window from {where}" + (f" ({self.detail})" if self.detail else "")
+
+
+def resolve_window(provider: str, model: str, discovery: Discovery | None, configured: int | None = None) -> WindowInfo:
+    """``configured`` (Agent.context_window) wins; then the table (or ``set_override``) — unless
+    it lists a local model family and the server said what it runs the model with — then what
+    the server said; a smaller window an overflow error revealed caps either."""
+    if configured:
+        return WindowInfo(configured, "config", "Agent.context_window")
+    known, source, vendor = models.known_window(provider, model)
+    served = discovery.window if discovery is not None else None
+    if known and not (vendor == "local" and served):
+        info = WindowInfo(known, source, "the model table" if source == "table" else "set_override")
+    elif served and discovery is not None:
+        info = WindowInfo(served, "server", discovery.where)
+    else:
+        info = WindowInfo(None, "", discovery.error if discovery is not None else "")
+    learned = models.learned_window(provider, model)
+    if learned and (not info.window or learned < info.window):
+        return WindowInfo(learned, "error", "an overflow error named it")
+    return info
+
+
+def _chars4(value: Any) -> int:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return (len(text) + 3) // 4
+
+
+def tool_dicts(tool_specs: Iterable[Any]) -> list[Any]:
+    return [s.to_dict() if hasattr(s, "to_dict") else s for s in tool_specs]
+
+
+def system_tools_tokens(system_prompt: str, tool_specs: Iterable[Any]) -> int:
+    """chars/4 of the system prompt and of the tool definitions as JSON."""
+    specs = tool_dicts(tool_specs)
+    return _chars4(system_prompt or "") + (_chars4(specs) if specs else 0)
+
+
+CALIBRATION_CHARS = 24_000  # the longest sample sent to a tokenizer
+
+
+def calibration_sample(system_prompt: str, tool_specs: Iterable[Any], messages: Iterable[Message] = (),
+                       prompt: str = "") -> str:
+    """The text counted with the server's tokenizer: the system prompt, the tool definitions, and
+    the newest text of the context and the prompt, as the chars/4 estimate counts it (the tail of
+    it when it is long)."""
+    specs = tool_dicts(tool_specs)
+    head = (system_prompt or "") + ("\n" + json.dumps(specs, ensure_ascii=False, default=str) if specs else "")
+    tail = "\n".join([*(_message_text(m) for m in messages), prompt])
+    room = max(0, CALIBRATION_CHARS - len(head))
+    return head + (tail[-room:] if room else "")
+
+
+def _message_text(message: Message) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or []:
+        if isinstance(block, dict):
+            kind = block.get("type")
+            if kind == "text":
+                parts.append(block.get("text") or "")
+            elif kind == "thinking":
+                parts.append(block.get("thinking") or "")
+            elif kind == "toolCall":
+                parts.append((block.get("name") or "") + json.dumps(block.get("arguments") or {}))
+    return "\n".join(parts) or str(message.get("summary") or "")
+
+
+def token_factor(discovery: Discovery | None) -> float:
+    """Real tokens per chars/4-estimated token, from the server's tokenizer; 1 when unknown."""
+    if discovery is None or not discovery.sample_tokens or not discovery.sample:
+        return 1.0
+    estimate = math.ceil(js_length(discovery.sample) / 4)
+    if estimate <= 0:
+        return 1.0
+    return min(MAX_TOKEN_FACTOR, max(1.0, discovery.sample_tokens / estimate))
+
+
+def request_tokens(session: Any, system_prompt: str, tool_specs: Iterable[Any], factor: float = 1.0) -> int:
+    """The tokens the next request will hold (see the module docstring)."""
+    state = session.context_state()
+    if state.last_usage_index >= 0:
+        usage = usage_tokens(state.agent_messages[state.last_usage_index].get("usage"))
+        return usage + math.ceil(state.trailing * factor)
+    return math.ceil((state.trailing + system_tools_tokens(system_prompt, tool_specs)) * factor)

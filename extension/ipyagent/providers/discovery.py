@@ -1,0 +1,337 @@
+"""Asking an OpenAI-compatible server for a model's context window, when the model table has none.
+
+The sources, asked in this order (docs/context-windows.md cites each server's documentation):
+
+* ``GET {base}/models``, the entry of the model: ``loaded_context_length`` (LM Studio),
+  ``meta.n_ctx`` (llama.cpp server), ``max_model_len`` (vLLM), ``context_window`` (Groq),
+  ``context_length`` (OpenRouter, Together), and, as what the model was trained for only,
+  ``max_context_length`` (LM Studio) and ``meta.n_ctx_train`` (llama.cpp server);
+* ``GET {root}/props``: ``default_generation_settings.n_ctx`` (llama.cpp server);
+* ``GET {root}/api/v0/models/{model}``: ``loaded_context_length`` / ``max_context_length`` (LM Studio);
+* ``GET {root}/api/ps`` (``context_length`` of a loaded model) and ``POST {root}/api/show``
+  (``num_ctx`` in ``parameters``, else ``model_info["<arch>.context_length"]``) (Ollama).
+
+``root`` is the base URL without its ``/v1``. A *runtime* value (what the server enforces now)
+ends the search; a model's own window is kept only when nothing better answers, because local
+servers often run a model with less (Ollama's ``num_ctx``, llama.cpp's ``--ctx-size``) and then
+truncate or fail. Ollama with its model not loaded yet gets its default ``num_ctx`` (4096) at most,
+and is asked again at the next prompt.
+
+Discovery runs in a thread with short timeouts; a caller waits at most ``wait`` seconds, so a slow
+or dead server never blocks a prompt. Answers, failures included, are cached per base URL and
+model for the life of the process. The same thread counts a sample text with the server's
+tokenizer where it has one (``POST /tokenize`` of llama.cpp and vLLM, ``POST /extras/tokenize`` of
+llama-cpp-python), for calibrating the chars/4 estimate.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ipyagent.providers.http import new_client, split_url_credentials, strip_url_credentials
+
+PROBE_TIMEOUT = 1.5  # seconds per request
+DEFAULT_WAIT = 2.0  # seconds a prompt waits for a discovery under way
+OLLAMA_DEFAULT_NUM_CTX = 4096  # Ollama's default num_ctx (docs/context-length.mdx), when nothing says more
+
+# (path in the model's entry, runtime?) in order of preference
+_LISTING_FIELDS: tuple[tuple[tuple[str, ...], bool], ...] = (
+    (("loaded_context_length",), True),  # LM Studio
+    (("meta", "n_ctx"), True),  # llama.cpp server
+    (("max_model_len",), True),  # vLLM
+    (("context_window",), True),  # Groq
+    (("context_length",), True),  # OpenRouter, Together
+    (("max_context_length",), False),  # LM Studio: the model's own maximum
+    (("meta", "n_ctx_train"), False),  # llama.cpp server: what the model was trained for
+)
+
+
+@dataclass(frozen=True)
+class Found:
+    window: int
+    where: str  # the endpoint and field that said so, e.g. "GET /v1/models max_model_len"
+    runtime: bool = True  # what the server enforces now (else the model's own window)
+
+
+@dataclass
+class Discovery:
+    """What a server said about one model."""
+
+    window: int | None = None
+    where: str = ""
+    error: str = ""  # why there is no window
+    provisional: bool = False  # worth asking again later (Ollama before the model is loaded)
+    sample: str = ""  # the text counted with the server's tokenizer
+    sample_tokens: int | None = None
+    tokenizer: str = ""  # the endpoint that counted it
+
+
+# ---- reading each server's answer (pure) ---------------------------------------------------------
+
+
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)) and value > 0:
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip()) or None
+    return None
+
+
+def _dig(entry: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(entry, dict):
+            return None
+        entry = entry.get(key)
+    return entry
+
+
+def _entries(listing: Any) -> list[dict[str, Any]]:
+    """The model entries of a listing: OpenAI's ``{"data": […]}`` or Together's bare list."""
+    data = listing.get("data") if isinstance(listing, dict) else listing
+    return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+
+
+def _same_model(listed: str, model: str) -> bool:
+    listed, model = listed.lower(), model.lower()
+    return listed == model or listed.rsplit("/", 1)[-1] == model.rsplit("/", 1)[-1]
+
+
+def model_entry(listing: Any, model: str) -> dict[str, Any] | None:
+    """The listing's entry for ``model``; a server listing a single model serves it whatever the
+    name (llama.cpp, llama-cpp-python)."""
+    entries = _entries(listing)
+    for entry in entries:
+        if isinstance(entry.get("id"), str) and _same_model(entry["id"], model):
+            return entry
+    return entries[0] if len(entries) == 1 else None
+
+
+def window_from_entry(entry: dict[str, Any], where: str) -> Found | None:
+    """The best window field of one model entry (``where`` names the endpoint)."""
+    for path, runtime in _LISTING_FIELDS:
+        value = _positive_int(_dig(entry, path))
+        if value:
+            return Found(value, f"{where} {'.'.join(path)}", runtime)
+    return None
+
+
+def window_from_props(props: Any) -> Found | None:
+    value = _positive_int(_dig(props, ("default_generation_settings", "n_ctx")))
+    return Found(value, "GET /props default_generation_settings.n_ctx") if value else None
+
+
+def _ollama_names(model: str) -> set[str]:
+    return {model, model if ":" in model else f"{model}:latest"}
+
+
+def window_from_ollama_ps(ps: Any, model: str) -> Found | None:
+    names = _ollama_names(model)
+    for entry in _dig(ps, ("models",)) or []:
+        if isinstance(entry, dict) and (entry.get("name") in names or entry.get("model") in names):
+            value = _positive_int(entry.get("context_length"))
+            if value:
+                return Found(value, "GET /api/ps context_length")
+    return None
+
+
+_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
+
+
+def window_from_ollama_show(show: Any) -> Found | None:
+    """``num_ctx`` from the model's parameters (what the server will run it with), else the
+    model's own window from ``model_info`` (capped later at Ollama's default ``num_ctx``)."""
+    if not isinstance(show, dict):
+        return None
+    parameters = show.get("parameters")
+    if isinstance(parameters, str):
+        found = _NUM_CTX.search(parameters)
+        if found and int(found.group(1)) > 0:
+            return Found(int(found.group(1)), "POST /api/show parameters num_ctx")
+    info = show.get("model_info")
+    if isinstance(info, dict):
+        for key, value in info.items():
+            if isinstance(key, str) and key.endswith(".context_length") and _positive_int(value):
+                return Found(int(value), f"POST /api/show model_info {key}", runtime=False)
+    return None
+
+
+def tokens_from_answer(answer: Any) -> int | None:
+    """A tokenizer endpoint's count: ``count`` (vLLM, llama-cpp-python's ``/count``) or the length
+    of ``tokens`` (llama.cpp, llama-cpp-python)."""
+    if not isinstance(answer, dict):
+        return None
+    count = answer.get("count")
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        return count
+    tokens = answer.get("tokens")
+    return len(tokens) if isinstance(tokens, list) else None
+
+
+# ---- asking -----------------------------------------------------------------------------------
+
+
+def server_root(base_url: str) -> str:
+    base = base_url.rstrip("/")
+    return base[:-3] if base.endswith("/v1") else base
+
+
+class _Prober:
+    def __init__(self, client: httpx.Client, base_url: str, headers: dict[str, str]):
+        self.client, self.base, self.root, self.headers = client, base_url.rstrip("/"), server_root(base_url), headers
+        self.failures: list[str] = []
+
+    def json(self, method: str, url: str, body: Any = None) -> Any:
+        try:
+            response = self.client.request(method, url, json=body, headers=self.headers, timeout=PROBE_TIMEOUT)
+        except httpx.HTTPError as exc:
+            self.failures.append(f"{method} {url}: {type(exc).__name__}")
+            return None
+        if response.status_code >= 400:
+            self.failures.append(f"{method} {url}: HTTP {response.status_code}")
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            self.failures.append(f"{method} {url}: not JSON")
+            return None
+
+    def window(self, model: str) -> tuple[Found | None, bool]:
+        """(the best answer, provisional?)."""
+        fallback: Found | None = None
+        path = self.base[len(self.root):] or ""
+        entry = model_entry(self.json("GET", f"{self.base}/models"), model)
+        found = window_from_entry(entry, f"GET {path}/models") if entry else None
+        if found and found.runtime:
+            return found, False
+        fallback = fallback or found
+        found = window_from_props(self.json("GET", f"{self.root}/props"))
+        if found:
+            return found, False
+        studio = self.json("GET", f"{self.root}/api/v0/models/{model}")
+        found = window_from_entry(studio, f"GET /api/v0/models/{model}") if isinstance(studio, dict) else None
+        if found and found.runtime:
+            return found, False
+        fallback = fallback or found
+        found = window_from_ollama_ps(self.json("GET", f"{self.root}/api/ps"), model)
+        if found:
+            return found, False
+        found = window_from_ollama_show(self.json("POST", f"{self.root}/api/show", {"model": model}))
+        if found and found.runtime:
+            return found, False
+        if found:  # Ollama runs a model that is not loaded yet with its default num_ctx
+            capped = min(found.window, OLLAMA_DEFAULT_NUM_CTX)
+            return Found(capped, f"{found.where}, at most Ollama's default num_ctx {OLLAMA_DEFAULT_NUM_CTX}",
+                         runtime=False), True
+        return fallback, False
+
+    def count(self, model: str, text: str) -> tuple[int, str] | None:
+        for url, body in ((f"{self.root}/tokenize", {"content": text}),  # llama.cpp server
+                          (f"{self.root}/tokenize", {"model": model, "prompt": text}),  # vLLM
+                          (f"{self.root}/extras/tokenize", {"input": text})):  # llama-cpp-python
+            tokens = tokens_from_answer(self.json("POST", url, body))
+            if tokens:
+                return tokens, f"POST {url[len(self.root):]}"
+        return None
+
+
+def _probe_headers(provider: Any) -> dict[str, str]:
+    headers = {"accept": "application/json"}
+    try:
+        key = provider.api_key()
+    except Exception:  # no key configured: ask anyway, local servers need none
+        key = None
+    if key:
+        headers["authorization"] = f"Bearer {key}"
+    headers.update(getattr(provider, "extra_headers", {}) or {})
+    return headers
+
+
+def probe(provider: Any, model: str, sample: str = "") -> Discovery:
+    """Ask the server behind ``provider`` (blocking; short timeouts)."""
+    # a base URL's user:password@ never stays in a URL or a message (as in providers/streaming.py)
+    base, basic = split_url_credentials(provider.base_url)
+    headers = _probe_headers(provider)
+    if basic and not any(name.lower() == "authorization" for name in headers):
+        headers["authorization"] = basic
+    client = new_client(httpx.Timeout(PROBE_TIMEOUT))
+    try:
+        prober = _Prober(client, base, headers)
+        found, provisional = prober.window(model)
+        result = Discovery(provisional=provisional, sample=sample)
+        if found:
+            result.window, result.where = found.window, found.where
+        else:
+            result.error = f"{base} publishes no context window for {model!r}"
+        counted = prober.count(model, sample) if sample else None
+        if counted:
+            result.sample_tokens, result.tokenizer = counted
+        return result
+    finally:
+        client.close()
+
+
+# ---- the cache --------------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_cache: dict[tuple[str, str], Discovery] = {}
+_running: dict[tuple[str, str], threading.Thread] = {}
+
+
+def supports_discovery(provider: Any) -> bool:
+    return bool(getattr(provider, "discovers_window", False)) and isinstance(getattr(provider, "base_url", None), str)
+
+
+def cached(provider: Any, model: str) -> Discovery | None:
+    """The cached answer for this provider's base URL and ``model`` (never asks)."""
+    if not supports_discovery(provider):
+        return None
+    return _cache.get((provider.base_url, model))
+
+
+def discover(provider: Any, model: str, *, sample: str = "", wait: float = DEFAULT_WAIT) -> Discovery | None:
+    """Start asking unless the answer is cached (or being fetched); wait at most ``wait`` seconds.
+    Returns the answer, or None while it is still on its way."""
+    if not supports_discovery(provider):
+        return None
+    key = (provider.base_url, model)
+    with _lock:
+        known = _cache.get(key)
+        if known is not None and not known.provisional:
+            return known
+        thread = _running.get(key)
+        if thread is None:
+            if known is not None:
+                known.provisional = False  # ask again once, then keep whatever comes
+            thread = threading.Thread(target=_run, args=(key, provider, model, sample),
+                                      name="ipyagent-window-discovery", daemon=True)
+            _running[key] = thread
+            thread.start()
+    thread.join(max(0.0, wait))
+    with _lock:
+        return _cache.get(key) if key not in _running else None
+
+
+def _run(key: tuple[str, str], provider: Any, model: str, sample: str) -> None:
+    try:
+        result = probe(provider, model, sample)
+    except Exception as exc:  # never let discovery break a prompt
+        result = Discovery(error=f"discovery failed: {type(exc).__name__}: {strip_url_credentials(str(exc))}")
+    with _lock:
+        previous = _cache.get(key)
+        if previous is not None and previous.window and not result.window:
+            result.window, result.where = previous.window, previous.where
+        _cache[key] = result
+        _running.pop(key, None)
+
+
+def clear() -> None:
+    """Forget every answer (tests; a server restarted with another window)."""
+    with _lock:
+        _cache.clear()
