@@ -49,7 +49,8 @@ def test_without_usage_the_request_counts_system_tools_and_messages_and_the_widg
 def test_with_usage_the_count_is_pis():
     session = new_session(user("q " * 50), assistant("a " * 50, total=4321), user("next " * 10))
     config = AgentConfig(model="openai:local-model")
-    assert request_tokens(session, config.system_prompt, specs()) == session.context_tokens() == 4321 + math.ceil(50 / 4)
+    expected = 4321 + math.ceil(50 / 4)
+    assert request_tokens(session, config.system_prompt, specs()) == session.context_tokens() == expected
     assert budget_facts(session, config, window=8000, tool_specs=specs()).total == 4321 + 13
 
 

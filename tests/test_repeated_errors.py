@@ -81,8 +81,8 @@ def test_errors_that_differ_only_in_numbers_are_the_same_error():
 def test_in_the_agent_the_error_shows_once_per_cell_and_later_cells_do_not_retry():
     with FakeProviderServer() as server:
         server.register("fake")
-        agent = Agent(Session(hooks=HookRegistry()), config=AgentConfig(model="fake:m", compaction=CompactionSettings()),
-                      tools=[], sleep=lambda s: None)
+        config = AgentConfig(model="fake:m", compaction=CompactionSettings())
+        agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
         server.policy = lambda body: Fault("status", status=500)
         seen: list[object] = []
         agent.subscribe(seen.append)

@@ -17,7 +17,7 @@ class RequestStart:
     """A provider call is about to be made."""
 
     model: str
-    context_tokens: int
+    context_tokens: int  # what the request holds, as the trigger counts it (Agent.request_tokens)
     messages: int
 
 

@@ -222,7 +222,8 @@ class _Prober:
         found = window_from_ollama_ps(self.json("GET", f"{self.root}/api/ps"), model)
         if found:
             return found, False
-        found = window_from_ollama_show(self.json("POST", f"{self.root}/api/show", {"model": model}))
+        show = self.json("POST", f"{self.root}/api/show", {"model": model, "name": model})  # "name": older Ollama
+        found = window_from_ollama_show(show)
         if found and found.runtime:
             return found, False
         if found:  # Ollama runs a model that is not loaded yet with its default num_ctx

@@ -96,7 +96,8 @@ def answer(kind: str | None, method: str, path: str, body: Any, f: ModelFacts) -
                          "total_slots": 1, "model_path": f"/models/{f.model}.gguf"}
         if method == "POST" and path == "/tokenize":
             if not isinstance(body, dict) or "content" not in body:
-                return 400, {"error": {"code": 400, "message": '"content" must be provided', "type": "invalid_request_error"}}
+                return 400, {"error": {"code": 400, "message": '"content" must be provided',
+                                       "type": "invalid_request_error"}}
             return 200, {"tokens": list(range(_count(body["content"], f)))}
     if kind == "vllm" and method == "POST" and path == "/tokenize":
         if not isinstance(body, dict) or "prompt" not in body:

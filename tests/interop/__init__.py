@@ -1,0 +1,1 @@
+"""Interop tests against real third-party servers (see conftest.py)."""

@@ -1,0 +1,258 @@
+"""ipyagent against a real OpenAI-compatible server that nobody here wrote: llama-cpp-python's
+server with SmolLM2-135M-Instruct and a 2,048-token context (tests/interop/conftest.py).
+
+What this server does (seen with 0.3.36, and relied on below):
+* it sends no usage in streams, even with ``stream_options.include_usage``; its complete
+  (non-streamed) answers carry ``usage``;
+* a streamed request over the window gets a ``200`` whose stream closes with no event at all, or
+  a connection closed before any answer; the same request without streaming gets a ``400``
+  ``context_length_exceeded``: "This model's maximum context length is 2048 tokens. However, you
+  requested N tokens …";
+* ``GET /v1/models`` lists the model with no window field, and there is no ``/props``;
+  ``POST /extras/tokenize`` counts tokens.
+
+Each notebook runs headless (``execute_notebook``: nbclient in a real kernel). The model is tiny
+and writes poor text: the tests assert mechanics, never wording.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+from ipyagent import Agent, CompactionSettings, Session
+from ipyagent.agent.config import AgentConfig
+from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.notebook.headless import execute_notebook
+from ipyagent.providers import (
+    ModelRequest,
+    OpenAIChatProvider,
+    TextDelta,
+    discovery,
+    stream_with_retry,
+)
+from ipyagent.testing import collect
+from kernel_support import notebook, outputs_text, path_of, user_messages
+
+from .llama_server import MODEL_ALIAS, N_CTX, LlamaServer
+
+MAX_OUTPUT = 32  # short replies keep the suite quick on two cores
+
+NOTES = [
+    "the sales table has one row per order, with the customer, the region, the product and the amount",
+    "the weather readings come from three stations and a few of them are missing for the winter months",
+    "the survey answers were typed by hand, so the city names are spelled in several different ways",
+    "the sensor log repeats the same reading whenever the connection drops and comes back again",
+    "the library loans list the title, the borrower and the day the book was taken and returned",
+    "the bus timetable gives the planned stops, and the tracking feed gives the real arrival of each bus",
+    "the garden notes say which seeds were planted in each bed and how tall the plants grew each week",
+    "the support tickets have a short title, a long description and a label chosen by the person on call",
+    "the recipe collection lists the ingredients of every dish and the time it takes to cook it",
+    "the museum visits are counted at the door, by the hour, with a note when a school group came in",
+]
+
+
+SENTENCES = [
+    "I want to clean the data first, then look at the main patterns, and finally write a short report for my team.",
+    "The report should explain what we found in plain words and list the open questions, so that people who were "
+    "not in the meetings can follow it.",
+    "We agreed to keep the raw files untouched and to write every cleaned table to a new file with a clear name, and "
+    "to note each change we make in a small log, one line per change, with the reason next to it.",
+    "My colleague will review the log before we share anything, and she prefers short steps that are easy to check "
+    "over clever ones.",
+    "We also want a few simple charts: one that shows how the values are spread, one that compares the groups, and "
+    "one that shows how things change over time, each with a title and labelled axes.",
+    "The report will go to people in other teams who know the subject well but have never seen these files, so "
+    "every number in it should come with a sentence that says where it comes from and how sure we are about it.",
+]
+QUESTION = "Before we start, tell me in one short sentence what the first cleaning step should be for this part."
+
+
+def prompt(i: int, sentences: int = len(SENTENCES)) -> str:
+    """Plain English ending in a short question: about 1,250 characters (270 tokens) in full."""
+    return " ".join([f"Here are my notes for part {i + 1} of the project. In this part, {NOTES[i % len(NOTES)]}.",
+                     *SENTENCES[:sentences], QUESTION])
+
+
+def setup(*, window: int | None, reserve: int, keep: int, extra: str = "") -> str:
+    lines = ["%load_ext ipyagent", f"%config Agent.model = 'openai:{MODEL_ALIAS}'",
+             f"%config Agent.max_output_tokens = {MAX_OUTPUT}", f"%config Agent.reserve_tokens = {reserve}",
+             f"%config Agent.keep_recent_tokens = {keep}", "%config Agent.tool_approval = 'auto'"]
+    if window:
+        lines.append(f"%config Agent.context_window = {window}")
+    return "\n".join(lines) + ("\n" + extra if extra else "")
+
+
+def agent_cells(count: int, *, tools: bool = False) -> list[str]:
+    if tools:  # the tool definitions (about 1,100 tokens) take much of the window: shorter prompts
+        return [f"%%agent\n{prompt(i, sentences=3)}" for i in range(count)]
+    return [f"%%agent --no-tools\n{prompt(i)}" for i in range(count)]
+
+
+def run(nb: dict[str, Any], tmp_path: Any, label: str) -> Any:
+    started = time.monotonic()
+    outcome = execute_notebook(nb, timeout=900, cwd=str(tmp_path))
+    print(f"\n[interop] {label}: {time.monotonic() - started:.1f} s")
+    assert outcome.ok, f"{outcome.error}\n{outcome.cell_error or ''}"
+    return outcome
+
+
+def session_of(outcome: Any) -> dict[str, Any]:
+    return outcome.nb["metadata"]["ipyagent"]["sessions"]["default"]
+
+
+def model_errors(nb: dict[str, Any]) -> list[str]:
+    found = []
+    for cell in nb["cells"]:
+        for output in cell.get("outputs", []):
+            text = (output.get("data") or {}).get("text/plain") or ""
+            text = text if isinstance(text, str) else "".join(text)
+            if text.startswith("Model error"):
+                found.append(text)
+    return found
+
+
+_HEADLINE = re.compile(r"Context \[[^\]]*\] ([\d,]+)(?: / ([\d,]+))? tokens")
+
+
+def widget_text(cell: dict[str, Any]) -> str:
+    """The text view of the cell's last budget widget (its static view, saved with the notebook)."""
+    texts = []
+    for output in cell.get("outputs", []):
+        text = (output.get("data") or {}).get("text/plain") or ""
+        text = text if isinstance(text, str) else "".join(text)
+        if _HEADLINE.search(text):
+            texts.append(text)
+    assert texts, f"no budget widget in the cell's outputs:\n{outputs_text(cell.get('outputs', []))}"
+    return texts[-1]
+
+
+def widget_total(cell: dict[str, Any]) -> int:
+    found = _HEADLINE.search(widget_text(cell))
+    assert found is not None
+    return int(found.group(1).replace(",", ""))
+
+
+def replies(session: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e["message"] for e in path_of(session)
+            if e["type"] == "message" and e["message"]["role"] == "assistant"]
+
+
+def assert_every_cell_answered(outcome: Any, cells: int) -> None:
+    session = session_of(outcome)
+    prompts = user_messages(path_of(session))
+    assert len(prompts) == cells
+    answers = [m for m in replies(session) if m["stopReason"] in ("stop", "length")]
+    assert len(answers) == cells, [m["stopReason"] for m in replies(session)]
+    for cell in outcome.nb["cells"][1:1 + cells]:
+        assert cell["outputs"], "an %%agent cell without output"
+
+
+# ---- the notebooks -------------------------------------------------------------------------------
+
+
+def test_known_window_ten_cells_compact_without_errors(real_provider_env: LlamaServer, tmp_path):
+    cells = agent_cells(10)
+    nb = notebook(setup(window=N_CTX, reserve=500, keep=350), *cells)
+    outcome = run(nb, tmp_path, "10 cells, window 2048 configured")
+    assert model_errors(outcome.nb) == []
+    assert_every_cell_answered(outcome, 10)
+    compactions = [e for e in session_of(outcome)["entries"] if e["type"] == "compaction"]
+    assert len(compactions) >= 2
+    assert all(c["summary"].strip() for c in compactions)
+    assert "window from config" in widget_text(outcome.nb["cells"][-1])
+
+
+def test_unknown_window_is_learned_and_the_session_compacts_without_errors(real_provider_env: LlamaServer,
+                                                                           tmp_path):
+    cells = agent_cells(10)
+    nb = notebook(setup(window=None, reserve=500, keep=350), *cells)
+    outcome = run(nb, tmp_path, "10 cells, no window configured")
+    assert model_errors(outcome.nb) == []
+    assert_every_cell_answered(outcome, 10)
+    entries = session_of(outcome)["entries"]
+    compactions = [e for e in entries if e["type"] == "compaction"]
+    assert len(compactions) >= 2
+    # llama-cpp-python publishes no window: it was learned from the overflow its silent stream hid
+    assert any(c.get("details", {}).get("reason") == "overflow" or c.get("reason") == "overflow"
+               for c in compactions) or "Context overflow" in "".join(
+        outputs_text(c.get("outputs", [])) for c in outcome.nb["cells"])
+    shown = widget_text(outcome.nb["cells"][-1])
+    assert f"/ {N_CTX:,} tokens" in shown and "window from an overflow error" in shown
+
+
+def test_tools_on_the_estimated_request_never_exceeds_the_window(real_provider_env: LlamaServer, tmp_path):
+    # before every chat request, a hook records the agent's own count of what the request holds
+    record = ("from ipyagent.compaction.hooks import hooks as _hooks\n"
+              "from ipyagent.notebook.extension import get_runtime as _runtime\n"
+              "_requests = []\n"
+              "@_hooks.on('before_provider_request')\n"
+              "def _count(event):\n"
+              "    _requests.append(_runtime(get_ipython()).slot().agent.request_tokens())\n")
+    cells = agent_cells(6, tools=True)
+    nb = notebook(setup(window=N_CTX, reserve=256, keep=200, extra=record), *cells,
+                  "import json\nprint(json.dumps(_requests))")
+    outcome = run(nb, tmp_path, "6 cells with tools, window 2048 configured")
+    assert model_errors(outcome.nb) == []
+    sent = json.loads(outputs_text(outcome.nb["cells"][-1]["outputs"]).strip().splitlines()[-1])
+    print(f"[interop] the requests, as the agent counted them: {sent}")
+    assert len(sent) >= 6
+    assert max(sent) <= N_CTX, sent  # compaction came first, every time
+    entries = session_of(outcome)["entries"]
+    assert [e for e in entries if e["type"] == "compaction"]
+    assert "Context overflow" not in "".join(outputs_text(c.get("outputs", [])) for c in outcome.nb["cells"])
+
+
+def test_widget_total_equals_the_usage_the_server_reported(real_provider_env: LlamaServer, tmp_path):
+    # complete answers carry usage (streams from this server do not)
+    nb = notebook(setup(window=N_CTX, reserve=500, keep=350,
+                        extra="%config Agent.provider_options = {'openai': {'stream': False}}"), *agent_cells(3))
+    outcome = run(nb, tmp_path, "3 cells, complete answers")
+    assert model_errors(outcome.nb) == []
+    answers = replies(session_of(outcome))
+    assert len(answers) == 3
+    for cell, answer in zip(outcome.nb["cells"][1:], answers):
+        usage = answer["usage"]
+        assert usage["input"] > 0 and usage["output"] > 0
+        assert usage["totalTokens"] == usage["input"] + usage["output"] + usage["cacheRead"]
+        assert widget_total(cell) == usage["totalTokens"]
+
+
+# ---- in-process: streaming, usage, summaries, discovery ---------------------------------------------
+
+
+def test_streaming_text_usage_and_a_summary(llama_server: LlamaServer):
+    provider = OpenAIChatProvider(base_url=llama_server.base_url, api_key="unused")
+    request = ModelRequest(model=llama_server.model, max_tokens=MAX_OUTPUT,
+                           messages=[{"role": "user", "content": prompt(0)}])
+    streamed = collect(stream_with_retry(provider, request))
+    deltas = [e for e in streamed.events if isinstance(e, TextDelta)]
+    assert len(deltas) > 1 and streamed.text == "".join(d.text for d in deltas)
+    message = streamed.message
+    assert message["stopReason"] in ("stop", "length") and message["content"][0]["text"] == streamed.text
+    # this server reports no usage in streams: the message records none, and the budget estimates
+    assert message["usage"]["totalTokens"] == 0
+
+    whole = collect(stream_with_retry(OpenAIChatProvider(base_url=llama_server.base_url, api_key="unused",
+                                                         stream=False), request)).message
+    assert whole["usage"]["input"] > 0 and whole["usage"]["output"] > 0
+    assert whole["usage"]["totalTokens"] == whole["usage"]["input"] + whole["usage"]["output"]
+
+    config = AgentConfig(model=f"openai:{llama_server.model}", context_window=llama_server.n_ctx,
+                         max_output_tokens=MAX_OUTPUT, compaction=CompactionSettings(400, 120),
+                         provider_options={"openai": {"base_url": llama_server.base_url}})
+    agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[])
+    for i in range(3):
+        assert agent.prompt(prompt(i)).error is None
+    entry = agent.compact()
+    assert entry is not None and entry["summary"].strip() and entry["tokensBefore"] > 0
+
+
+def test_discovery_and_tokenizer_of_the_real_server(llama_server: LlamaServer):
+    provider = OpenAIChatProvider(base_url=llama_server.base_url, api_key="unused")
+    found = discovery.probe(provider, llama_server.model, sample=prompt(1))
+    # its model listing has no window field and it has no /props: nothing to discover
+    assert found.window is None and "publishes no context window" in found.error
+    assert found.tokenizer == "POST /extras/tokenize" and found.sample_tokens and found.sample_tokens > 10
