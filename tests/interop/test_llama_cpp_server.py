@@ -94,8 +94,10 @@ def agent_cells(count: int, *, tools: bool = False) -> list[str]:
 def run(nb: dict[str, Any], tmp_path: Any, label: str) -> Any:
     started = time.monotonic()
     outcome = execute_notebook(nb, timeout=900, cwd=str(tmp_path))
-    print(f"\n[interop] {label}: {time.monotonic() - started:.1f} s")
+    took = time.monotonic() - started
     assert outcome.ok, f"{outcome.error}\n{outcome.cell_error or ''}"
+    compactions = sum(e["type"] == "compaction" for e in session_of(outcome)["entries"])
+    print(f"\n[interop] {label}: {took:.1f} s, {compactions} compactions")
     return outcome
 
 
@@ -176,9 +178,8 @@ def test_unknown_window_is_learned_and_the_session_compacts_without_errors(real_
     compactions = [e for e in entries if e["type"] == "compaction"]
     assert len(compactions) >= 2
     # llama-cpp-python publishes no window: it was learned from the overflow its silent stream hid
-    assert any(c.get("details", {}).get("reason") == "overflow" or c.get("reason") == "overflow"
-               for c in compactions) or "Context overflow" in "".join(
-        outputs_text(c.get("outputs", [])) for c in outcome.nb["cells"])
+    shown = "".join(outputs_text(c.get("outputs", [])) for c in outcome.nb["cells"])
+    assert shown.count("Compacted (overflow)") >= 1
     shown = widget_text(outcome.nb["cells"][-1])
     assert f"/ {N_CTX:,} tokens" in shown and "window from an overflow error" in shown
 
