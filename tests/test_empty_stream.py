@@ -137,5 +137,5 @@ def test_in_a_kernel_an_empty_200_recovers_through_compaction_in_the_same_cell(t
     assert "A short answer." in shown.split("Compacted (overflow)")[-1]  # the answer came after, in that cell
     assert "Model error" not in "".join(outputs_text(c["outputs"]) for c in out.nb["cells"])
     session = out.nb["metadata"]["ipyagent"]["sessions"]["default"]
-    assert [e["type"] for e in session["entries"]].count("compaction") == 1
+    assert [e["type"] for e in session["entries"]].count("compaction") >= 1
     assert "window from an overflow error" in outputs_text(out.nb["cells"][-1]["outputs"])

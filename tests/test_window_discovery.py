@@ -189,3 +189,13 @@ def test_a_dead_server_is_a_remembered_failure():
     found = discovery.discover(provider, "m", wait=30)
     assert found is not None and found.window is None and found.error
     assert discovery.discover(provider, "m", wait=30) is found
+
+
+def test_url_credentials_never_reach_a_url_or_a_message():
+    with FakeProviderServer(server_kind="openai", model="my-model") as fake:
+        clean = fake.openai_base_url
+        found = discovery.probe(OpenAIChatProvider(base_url=clean.replace("http://", "http://someone:s3cret-pass@")),
+                                "my-model")
+    assert found.window is None and ("GET", "/v1/models") in fake.meta_requests
+    assert "s3cret-pass" not in found.error and "someone" not in found.error
+    assert f"{clean} publishes no context window" in found.error
