@@ -110,6 +110,7 @@ def test_with_tools_and_no_usage_compaction_comes_before_the_request_outgrows_th
             assert agent.prompt(f"Question {i}: " + "what do the columns of the table mean " * 20).error is None
         assert len(counted) == 8 and max(counted) <= window
         assert compacted_at and agent.session.compactions()
-        # the messages alone were still under the threshold: counting them only would have been late
-        assert compacted_at[0] <= window - 300
+        # the messages alone (the entry's tokensBefore, Pi's count) were still under the threshold:
+        # counting them only would have been late; the whole request was over it
+        assert agent.session.compactions()[0]["tokensBefore"] <= window - 300 < compacted_at[0]
         assert not [r for r in server.requests if r.outcome == "overflow"]  # the fake counts the tools too

@@ -13,7 +13,6 @@ from ipyagent.notebook.headless import execute_notebook
 from ipyagent.providers import (
     ContextOverflowError,
     ModelRequest,
-    OpenAIChatProvider,
     discovery,
     models,
     stream_with_retry,
@@ -97,7 +96,7 @@ def test_stream_false_asks_for_whole_answers():
         server.enqueue_text("whole")
         streamed = ask(server.provider())
         assert streamed.message["usage"]["totalTokens"] == 0
-        whole = ask(OpenAIChatProvider(base_url=server.openai_base_url, api_key="k", stream=False))
+        whole = ask(server.provider(stream=False))
         assert whole.text == "whole" and whole.message["usage"]["input"] > 0
         assert [stream for stream, _ in sent(server)] == [True, False]
 

@@ -231,7 +231,7 @@ class Agent:
         if plan is None and reason == "manual" and self.compaction_oracle is not None:
             plan = self._ruled_plan(self.compaction_oracle.rule(self.session, manual=True))
         started = time.monotonic()
-        tokens_before = self.session.context_tokens()
+        tokens_before = self.request_tokens()  # what the trigger saw (the entry's tokensBefore stays Pi's)
         self._emit(ev.CompactionStart(reason, tokens_before))
         try:
             entry = self.session.compact(self.summarizer(), self.config.compaction, focus=focus, reason=reason,

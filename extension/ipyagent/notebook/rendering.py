@@ -283,6 +283,7 @@ class RunRenderer:
         self._handle: Any = None
         self._last_update = 0.0
         self._dirty = False
+        self._compaction_before: int | None = None
         self._tools: dict[str, tuple[Any, str, dict[str, Any]]] = {}
         self._streaming_calls: dict[int, str] = {}
         self.updates = 0  # display updates sent (for tests and benchmarks)
@@ -383,6 +384,7 @@ class RunRenderer:
                  "manual": "Compacting"}.get(event.reason, "Compacting")
         if self.widget is not None:
             self.widget.start_ticker(f"{label} {event.tokens_before:,} tokens…")
+        self._compaction_before = event.tokens_before  # counted as the widget counts: "before → after" compare
 
     def _on_compaction_end(self, event: ev.CompactionEnd) -> None:
         if self.widget is not None:
@@ -391,7 +393,8 @@ class RunRenderer:
             self._refresh_widget("")  # %compact shows its own result
         elif event.entry is not None:
             after = self._facts("").total if self._facts is not None else None
-            text = (f"Compacted ({event.reason}): {event.entry.get('tokensBefore', 0):,} tokens"
+            before = self._compaction_before or event.entry.get("tokensBefore", 0)
+            text = (f"Compacted ({event.reason}): {before:,} tokens"
                     + (f" → {after:,}" if after is not None else "") + f" in {event.duration:.1f} s.")
             self.show(note_bundle(text))
             self._refresh_widget(text)
