@@ -4,7 +4,7 @@ per test session, and the environment that points kernels at it the way a user w
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -94,10 +94,10 @@ def start_server(log: Path) -> LlamaServer:
     while True:
         if process.poll() is not None:
             pytest.fail(f"llama-cpp-python's server exited with {process.returncode}:\n{server.log_tail()}")
-        with contextlib.suppress(OSError, ValueError):
-            with urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as answer:
-                if answer.status == 200 and json.load(answer).get("data"):
-                    break
+        with contextlib.suppress(OSError, ValueError), \
+                urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as answer:
+            if answer.status == 200 and json.load(answer).get("data"):
+                break
         if time.monotonic() > deadline:
             server.stop()
             pytest.fail(f"llama-cpp-python's server did not answer within {READY_TIMEOUT} s:\n{server.log_tail()}")

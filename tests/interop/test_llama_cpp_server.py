@@ -56,16 +56,16 @@ NOTES = [
 
 SENTENCES = [
     "I want to clean the data first, then look at the main patterns, and finally write a short report for my team.",
-    "The report should explain what we found in plain words and list the open questions, so that people who were "
-    "not in the meetings can follow it.",
-    "We agreed to keep the raw files untouched and to write every cleaned table to a new file with a clear name, and "
-    "to note each change we make in a small log, one line per change, with the reason next to it.",
-    "My colleague will review the log before we share anything, and she prefers short steps that are easy to check "
-    "over clever ones.",
-    "We also want a few simple charts: one that shows how the values are spread, one that compares the groups, and "
-    "one that shows how things change over time, each with a title and labelled axes.",
-    "The report will go to people in other teams who know the subject well but have never seen these files, so "
-    "every number in it should come with a sentence that says where it comes from and how sure we are about it.",
+    ("The report should explain what we found in plain words and list the open questions, so that people who were "
+     "not in the meetings can follow it."),
+    ("We agreed to keep the raw files untouched and to write every cleaned table to a new file with a clear name, and "
+     "to note each change we make in a small log, one line per change, with the reason next to it."),
+    ("My colleague will review the log before we share anything, and she prefers short steps that are easy to check "
+     "over clever ones."),
+    ("We also want a few simple charts: one that shows how the values are spread, one that compares the groups, and "
+     "one that shows how things change over time, each with a title and labelled axes."),
+    ("The report will go to people in other teams who know the subject well but have never seen these files, so "
+     "every number in it should come with a sentence that says where it comes from and how sure we are about it."),
 ]
 QUESTION = "Before we start, tell me in one short sentence what the first cleaning step should be for this part."
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 
 from ipyagent.agent import events as ev
 from ipyagent.agent.activity_block import format_activity
+from ipyagent.agent.budget import WindowInfo, calibration_sample, request_tokens, resolve_window, token_factor
 from ipyagent.agent.compaction_oracle import CompactionOracle, CompactionRuling
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.notebook_context import CELL_PROMPT_FIELD, NotebookContext
@@ -25,7 +26,6 @@ from ipyagent.agent.system_prompt import PromptPart, compose_system_prompt, syst
 from ipyagent.agent.tools.approval import run_tool_call
 from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.registry import default_tools
-from ipyagent.agent.budget import WindowInfo, calibration_sample, request_tokens, resolve_window, token_factor
 from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import CompactionSettings, should_compact
@@ -33,15 +33,15 @@ from ipyagent.compaction.summarize import FailureTracker
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact, Session
 from ipyagent.providers import discovery, models
-from ipyagent.providers.discovery import Discovery
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, Retrying, TextDelta
+from ipyagent.providers.discovery import Discovery
 from ipyagent.providers.errors import ContextOverflowError, ProviderError, StreamInterrupted
 from ipyagent.providers.overflow import is_silent_overflow
 from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.retry import stream_with_retry
 from ipyagent.session.ids import now_ms
-from ipyagent.session.tokens import normalize_usage
 from ipyagent.session.messages import text_block, tool_calls_of, tool_result_message, user_message
+from ipyagent.session.tokens import normalize_usage
 
 Listener = Callable[[Any], None]
 # (tool call, run it) -> its output; replay answers from the recording instead of running.
@@ -165,7 +165,7 @@ class Agent:
                 sample = calibration_sample(self._composed_system_prompt(), tools, self.session.agent_messages(),
                                             prompt)
                 discovery.discover(provider, model_id, wait=wait if needs_window else 0.0, sample=sample)
-        except Exception:  # discovery is a help, never a reason for a prompt to fail
+        except Exception:  # noqa: BLE001 - discovery is a help, never a reason for a prompt to fail
             return
 
     def token_factor(self) -> float:
@@ -173,7 +173,7 @@ class Agent:
             return 1.0
         try:
             return token_factor(self._discovery(self._model()[1]))
-        except Exception:
+        except Exception:  # noqa: BLE001 - no factor is the estimate as it is
             return 1.0
 
     def request_tokens(self) -> int:

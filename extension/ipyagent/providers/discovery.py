@@ -179,7 +179,7 @@ def tokens_from_answer(answer: Any) -> int | None:
 
 def server_root(base_url: str) -> str:
     base = base_url.rstrip("/")
-    return base[:-3] if base.endswith("/v1") else base
+    return base.removesuffix("/v1")
 
 
 class _Prober:
@@ -246,7 +246,7 @@ def _probe_headers(provider: Any) -> dict[str, str]:
     headers = {"accept": "application/json"}
     try:
         key = provider.api_key()
-    except Exception:  # no key configured: ask anyway, local servers need none
+    except Exception:  # noqa: BLE001 - no key configured: ask anyway, local servers need none
         key = None
     if key:
         headers["authorization"] = f"Bearer {key}"
@@ -322,7 +322,7 @@ def discover(provider: Any, model: str, *, sample: str = "", wait: float = DEFAU
 def _run(key: tuple[str, str], provider: Any, model: str, sample: str) -> None:
     try:
         result = probe(provider, model, sample)
-    except Exception as exc:  # never let discovery break a prompt
+    except Exception as exc:  # noqa: BLE001 - discovery never breaks a prompt
         result = Discovery(error=f"discovery failed: {type(exc).__name__}: {strip_url_credentials(str(exc))}")
     with _lock:
         previous = _cache.get(key)
