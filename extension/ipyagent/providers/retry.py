@@ -89,8 +89,8 @@ def stream_with_retry(provider: Provider, request: ModelRequest, *, max_retries:
             same = same + 1 if signature == last else 1
             last = signature
             if error.retryable and signature == stuck:
-                error.args = (f"{error.args[0]} (the same error stopped the previous call after "
-                              f"{SAME_ERROR_LIMIT} attempts; not retrying it again)"),
+                note = f"the same error stopped the previous call after {SAME_ERROR_LIMIT} attempts"
+                error.args = (f"{error.args[0]} ({note}; not retrying it again)",)
                 raise
             if error.retryable and same >= SAME_ERROR_LIMIT:
                 _set_stuck(provider, request.model, signature)
