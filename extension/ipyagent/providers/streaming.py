@@ -226,7 +226,8 @@ class HTTPProvider:
         except ValueError:
             answer = None
         if not isinstance(answer, dict):
-            raise MalformedStreamError(f"{ctx.label}: the answer from {ctx.url} is not a JSON object: {raw[:200]!r}")
+            raise MalformedStreamError(f"{ctx.label}: the answer from {ctx.url} is not a JSON object: "
+                                       f"{ctx.scrub(repr(raw[:200]))}")
         yield from self.completion_events(answer)
 
     def repair(self, body: dict[str, Any], status: int, text: str) -> dict[str, Any] | None:
