@@ -12,6 +12,7 @@ from ipyagent.compaction.hooks import HookRegistry
 from ipyagent.notebook.headless import execute_notebook
 from ipyagent.providers import (
     ContextOverflowError,
+    MalformedStreamError,
     ModelRequest,
     discovery,
     models,
@@ -138,3 +139,11 @@ def test_in_a_kernel_an_empty_200_recovers_through_compaction_in_the_same_cell(t
     session = out.nb["metadata"]["ipyagent"]["sessions"]["default"]
     assert [e["type"] for e in session["entries"]].count("compaction") >= 1
     assert "window from an overflow error" in outputs_text(out.nb["cells"][-1]["outputs"])
+
+
+def test_a_whole_answer_that_is_not_json_is_a_clear_error():
+    with FakeProviderServer() as server:
+        server.enqueue_error(200, body="<html>a proxy's error page</html>")
+        with pytest.raises(MalformedStreamError, match="is not a JSON object"):
+            ask(server.provider(stream=False))
+        assert len(server.requests) == 1  # not retried
