@@ -185,23 +185,30 @@ def test_unknown_window_is_learned_and_the_session_compacts_without_errors(real_
 
 
 def test_tools_on_the_estimated_request_never_exceeds_the_window(real_provider_env: LlamaServer, tmp_path):
-    # before every chat request, a hook records the agent's own count of what the request holds
-    record = ("from ipyagent.compaction.hooks import hooks as _hooks\n"
+    # The eight tools (about 1,100 tokens of definitions): with recall and notebook too,
+    # definitions and system prompt take ~1,600 of the 2,048 tokens, and no compaction can make room.
+    # Before every chat request, a hook records the agent's own count of what the request holds.
+    record = ("from ipyagent.agent.tools.registry import unregister_tool\n"
+              "for _name in ('recall', 'notebook'):\n"
+              "    unregister_tool(_name)\n"
+              "from ipyagent.compaction.hooks import hooks as _hooks\n"
               "from ipyagent.notebook.extension import get_runtime as _runtime\n"
               "_requests = []\n"
               "@_hooks.on('before_provider_request')\n"
               "def _count(event):\n"
-              "    _requests.append(_runtime(get_ipython()).slot().agent.request_tokens())\n")
+              "    _requests.append([_runtime(get_ipython()).slot().agent.request_tokens(),\n"
+              "                      len(event.payload.tools)])\n")
     cells = agent_cells(6, tools=True)
-    # the system prompt and eight tools take ~1,350 of the 2,048 tokens: a small reserve (it also
-    # caps the summary) and a small kept tail leave room for a prompt after each compaction
+    # the system prompt and the eight tools take ~1,350 of the 2,048 tokens: a small reserve (it
+    # also caps the summary) and a small kept tail leave room for a prompt after each compaction
     nb = notebook(setup(window=N_CTX, reserve=128, keep=100, extra=record), *cells,
                   "import json\nprint(json.dumps(_requests))")
     outcome = run(nb, tmp_path, "6 cells with tools, window 2048 configured")
     assert model_errors(outcome.nb) == []
-    sent = json.loads(outputs_text(outcome.nb["cells"][-1]["outputs"]).strip().splitlines()[-1])
+    recorded = json.loads(outputs_text(outcome.nb["cells"][-1]["outputs"]).strip().splitlines()[-1])
+    sent = [tokens for tokens, _ in recorded]
     print(f"[interop] the requests, as the agent counted them: {sent}")
-    assert len(sent) >= 6
+    assert len(sent) >= 6 and all(tools == 8 for _, tools in recorded)
     assert max(sent) <= N_CTX, sent  # compaction came first, every time
     entries = session_of(outcome)["entries"]
     assert [e for e in entries if e["type"] == "compaction"]
