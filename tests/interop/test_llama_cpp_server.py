@@ -31,6 +31,7 @@ from ipyagent.providers import (
     OpenAIChatProvider,
     TextDelta,
     discovery,
+    resolve_provider,
     stream_with_retry,
 )
 from ipyagent.testing import collect
@@ -234,19 +235,22 @@ def test_widget_total_equals_the_usage_the_server_reported(real_provider_env: Ll
 
 
 def test_streaming_text_usage_and_a_summary(llama_server: LlamaServer):
-    provider = OpenAIChatProvider(base_url=llama_server.base_url, api_key="unused")
+    streaming = OpenAIChatProvider(base_url=llama_server.base_url, api_key="unused")
+    whole_answers = OpenAIChatProvider(base_url=llama_server.base_url, api_key="unused", stream=False)
     request = ModelRequest(model=llama_server.model, max_tokens=MAX_OUTPUT,
                            messages=[{"role": "user", "content": prompt(0)}])
-    streamed = collect(stream_with_retry(provider, request))
+    try:
+        streamed = collect(stream_with_retry(streaming, request))
+        whole = collect(stream_with_retry(whole_answers, request)).message
+    finally:
+        streaming.close()
+        whole_answers.close()
     deltas = [e for e in streamed.events if isinstance(e, TextDelta)]
     assert len(deltas) > 1 and streamed.text == "".join(d.text for d in deltas)
     message = streamed.message
     assert message["stopReason"] in ("stop", "length") and message["content"][0]["text"] == streamed.text
     # this server reports no usage in streams: the message records none, and the budget estimates
     assert message["usage"]["totalTokens"] == 0
-
-    whole = collect(stream_with_retry(OpenAIChatProvider(base_url=llama_server.base_url, api_key="unused",
-                                                         stream=False), request)).message
     assert whole["usage"]["input"] > 0 and whole["usage"]["output"] > 0
     assert whole["usage"]["totalTokens"] == whole["usage"]["input"] + whole["usage"]["output"]
 
@@ -254,15 +258,18 @@ def test_streaming_text_usage_and_a_summary(llama_server: LlamaServer):
                          max_output_tokens=MAX_OUTPUT, compaction=CompactionSettings(400, 120),
                          provider_options={"openai": {"base_url": llama_server.base_url}})
     agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[])
-    for i in range(3):
-        assert agent.prompt(prompt(i)).error is None
-    entry = agent.compact()
+    try:
+        for i in range(3):
+            assert agent.prompt(prompt(i)).error is None
+        entry = agent.compact()
+    finally:
+        resolve_provider(config.model, config.provider_options)[0].close()
     assert entry is not None and entry["summary"].strip() and entry["tokensBefore"] > 0
 
 
 def test_discovery_and_tokenizer_of_the_real_server(llama_server: LlamaServer):
-    provider = OpenAIChatProvider(base_url=llama_server.base_url, api_key="unused")
-    found = discovery.probe(provider, llama_server.model, sample=prompt(1))
+    found = discovery.probe(OpenAIChatProvider(base_url=llama_server.base_url, api_key="unused"),
+                            llama_server.model, sample=prompt(1))
     # its model listing has no window field and it has no /props: nothing to discover
     assert found.window is None and "publishes no context window" in found.error
     assert found.tokenizer == "POST /extras/tokenize" and found.sample_tokens and found.sample_tokens > 10
