@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from ipyagent.providers.http import new_client, split_url_credentials, strip_url_credentials
+from ipyagent.providers.http import new_client, strip_url_credentials
 
 PROBE_TIMEOUT = 1.5  # seconds per request
 DEFAULT_WAIT = 2.0  # seconds a prompt waits for a discovery under way
@@ -242,25 +242,22 @@ class _Prober:
         return None
 
 
-def _probe_headers(provider: Any) -> dict[str, str]:
-    headers = {"accept": "application/json"}
+def _probe_target(provider: Any) -> tuple[str, dict[str, str]]:
+    """The base URL without credentials and the headers to ask with: the provider's own path
+    (``request_target``), so a key, configured headers and a base URL's ``user:password@`` are
+    handled exactly as for its requests."""
     try:
         key = provider.api_key()
     except Exception:  # noqa: BLE001 - no key configured: ask anyway, local servers need none
         key = None
-    if key:
-        headers["authorization"] = f"Bearer {key}"
-    headers.update(getattr(provider, "extra_headers", {}) or {})
-    return headers
+    base, headers = provider.request_target(provider.base_url, key)
+    headers = {name: value for name, value in headers.items() if name.lower() not in ("accept", "content-type")}
+    return base, {"accept": "application/json", **headers}
 
 
 def probe(provider: Any, model: str, sample: str = "") -> Discovery:
     """Ask the server behind ``provider`` (blocking; short timeouts)."""
-    # a base URL's user:password@ never stays in a URL or a message (as in providers/streaming.py)
-    base, basic = split_url_credentials(provider.base_url)
-    headers = _probe_headers(provider)
-    if basic and not any(name.lower() == "authorization" for name in headers):
-        headers["authorization"] = basic
+    base, headers = _probe_target(provider)
     client = new_client(httpx.Timeout(PROBE_TIMEOUT))
     try:
         prober = _Prober(client, base, headers)
@@ -286,7 +283,8 @@ _running: dict[tuple[str, str], threading.Thread] = {}
 
 
 def supports_discovery(provider: Any) -> bool:
-    return bool(getattr(provider, "discovers_window", False)) and isinstance(getattr(provider, "base_url", None), str)
+    return (bool(getattr(provider, "discovers_window", False)) and isinstance(getattr(provider, "base_url", None), str)
+            and callable(getattr(provider, "request_target", None)))
 
 
 def cached(provider: Any, model: str) -> Discovery | None:
