@@ -20,7 +20,7 @@ from typing import Any
 from ipyagent.providers import models
 from ipyagent.providers.discovery import Discovery
 from ipyagent.session.messages import Message
-from ipyagent.session.tokens import js_length, usage_tokens
+from ipyagent.session.tokens import estimated_texts, js_length, usage_tokens
 
 MAX_TOKEN_FACTOR = 4.0
 SOURCES = ("config", "table", "server", "error")
@@ -94,20 +94,7 @@ def calibration_sample(system_prompt: str, tool_specs: Iterable[Any], messages: 
 
 
 def _message_text(message: Message) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if isinstance(block, dict):
-            kind = block.get("type")
-            if kind == "text":
-                parts.append(block.get("text") or "")
-            elif kind == "thinking":
-                parts.append(block.get("thinking") or "")
-            elif kind == "toolCall":
-                parts.append((block.get("name") or "") + json.dumps(block.get("arguments") or {}))
-    return "\n".join(parts) or str(message.get("summary") or "")
+    return "\n".join(estimated_texts(message)[0])
 
 
 def token_factor(discovery: Discovery | None) -> float:

@@ -160,6 +160,34 @@ def message_chars(message: Message) -> int:
     return 0
 
 
+def estimated_texts(message: Message) -> tuple[list[str], int]:
+    """The texts of one message that a token count covers, by role, and its number of images (the
+    tokenizer estimator counts these; so does the sample a server's tokenizer calibrates against)."""
+    role = message.get("role")
+    content = message.get("content")
+    if role == "bashExecution":
+        return [message.get("command") or "", message.get("output") or ""], 0
+    if role in ("branchSummary", "compactionSummary"):
+        return [message.get("summary") or ""], 0
+    if isinstance(content, str):
+        return [content], 0
+    parts: list[str] = []
+    images = 0
+    for block in content or []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(block.get("text") or "")
+        elif role == "assistant" and kind == "thinking":
+            parts.append(block.get("thinking") or "")
+        elif role == "assistant" and kind == "toolCall":
+            parts.append((block.get("name") or "") + js_json(block.get("arguments", {})))
+        elif role != "assistant" and kind == "image":
+            images += 1
+    return parts, images
+
+
 class Estimator(Protocol):
     name: str
 
@@ -232,31 +260,7 @@ class TiktokenEstimator:
     def estimate(self, message: Message) -> int:
         if self._fallback is not None:
             return self._fallback.estimate(message)
-        role = message.get("role")
-        parts: list[str] = []
-        images = 0
-        content = message.get("content")
-        if role == "assistant":
-            for block in content or []:
-                kind = block.get("type")
-                if kind == "text":
-                    parts.append(block.get("text") or "")
-                elif kind == "thinking":
-                    parts.append(block.get("thinking") or "")
-                elif kind == "toolCall":
-                    parts.append((block.get("name") or "") + js_json(block.get("arguments", {})))
-        elif role == "bashExecution":
-            parts = [message.get("command") or "", message.get("output") or ""]
-        elif role in ("branchSummary", "compactionSummary"):
-            parts = [message.get("summary") or ""]
-        elif isinstance(content, str):
-            parts = [content]
-        else:
-            for block in content or []:
-                if block.get("type") == "text":
-                    parts.append(block.get("text") or "")
-                elif block.get("type") == "image":
-                    images += 1
+        parts, images = estimated_texts(message)
         return sum(self.count_text(p) for p in parts) + images * (IMAGE_CHARS // 4) + self.PER_MESSAGE_OVERHEAD
 
 
