@@ -89,5 +89,18 @@ def chain(n: int, start: int = 0, parent: str | None = None, day: int = 1) -> li
 
 
 @pytest.fixture
+def fresh_windows():
+    """No window known from an earlier test: the server discovery cache and the learned or
+    overridden windows are emptied before and after."""
+    from ipyagent.providers import discovery, models
+
+    discovery.clear()
+    models.clear_overrides()
+    yield
+    discovery.clear()
+    models.clear_overrides()
+
+
+@pytest.fixture
 def registry() -> HookRegistry:
     return HookRegistry()

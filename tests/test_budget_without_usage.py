@@ -15,19 +15,13 @@ from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.tools import default_tools
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.notebook.widget import budget_facts
-from ipyagent.providers import discovery, models
+from ipyagent.providers import discovery
 from ipyagent.testing import FakeProviderServer
 
 SUMMARY = "## Goal\nEarlier questions about the table, summarised."
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    discovery.clear()
-    models.clear_overrides()
-    yield
-    discovery.clear()
-    models.clear_overrides()
+pytestmark = pytest.mark.usefixtures("fresh_windows")
 
 
 def specs():

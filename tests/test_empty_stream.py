@@ -14,21 +14,12 @@ from ipyagent.providers import (
     ContextOverflowError,
     MalformedStreamError,
     ModelRequest,
-    discovery,
-    models,
     stream_with_retry,
 )
 from ipyagent.testing import FakeProviderServer, collect
 from kernel_support import SETUP, fake_provider, notebook, outputs_text
 
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    models.clear_overrides()
-    discovery.clear()
-    yield
-    models.clear_overrides()
-    discovery.clear()
+pytestmark = pytest.mark.usefixtures("fresh_windows")
 
 
 def ask(provider, text: str = "hello", **request):

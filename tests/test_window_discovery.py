@@ -18,13 +18,7 @@ from ipyagent.testing import FakeProviderServer
 SERVED, TRAINED = 6144, 32768
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    discovery.clear()
-    models.clear_overrides()
-    yield
-    discovery.clear()
-    models.clear_overrides()
+pytestmark = pytest.mark.usefixtures("fresh_windows")
 
 
 def probe(kind: str, model: str = "my-model", **server) -> tuple[discovery.Discovery, FakeProviderServer]:
