@@ -3,7 +3,6 @@ per test session, and the environment that points kernels at it the way a user w
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -22,20 +21,11 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
 
 
 @pytest.fixture
-def real_provider_env(llama_server: LlamaServer) -> Iterator[LlamaServer]:
+def real_provider_env(llama_server: LlamaServer, monkeypatch: pytest.MonkeyPatch) -> LlamaServer:
     """``OPENAI_BASE_URL`` at the server, no key, no default model, no replay: what kernels
     started in the test inherit."""
-    names = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "IPYAGENT_MODEL", "IPYAGENT_REPLAY", "JPY_SESSION_NAME")
-    saved = {k: os.environ.get(k) for k in names}
-    os.environ["OPENAI_BASE_URL"] = llama_server.base_url
-    os.environ["IPYAGENT_REPLAY"] = "off"
+    monkeypatch.setenv("OPENAI_BASE_URL", llama_server.base_url)
+    monkeypatch.setenv("IPYAGENT_REPLAY", "off")
     for name in ("OPENAI_API_KEY", "IPYAGENT_MODEL", "JPY_SESSION_NAME"):
-        os.environ.pop(name, None)
-    try:
-        yield llama_server
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        monkeypatch.delenv(name, raising=False)
+    return llama_server
