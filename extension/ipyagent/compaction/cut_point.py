@@ -80,8 +80,13 @@ def find_cut_point(path: Sequence[Entry], start: int, end: int, keep_recent_toke
         if previous.get("type") in ("compaction", "message"):
             break
         cut -= 1
-    # Fix of Pi's spurious split: decide on the entry the cut landed on, not on a settings entry
-    # that backward inclusion moved it to; and a cut at a turn start splits nothing.
+    return _split_decision(path, start, cut, landing)
+
+
+def _split_decision(path: Sequence[Entry], start: int, cut: int, landing: int) -> CutPoint:
+    """The cut at ``cut``, and whether it splits a turn. Fix of Pi's spurious split: decided on
+    the entry the cut landed on, not on a settings entry that backward inclusion moved it to; and
+    a cut at a turn start splits nothing."""
     if is_turn_start(path[landing]):
         return CutPoint(cut, -1, False)
     turn_start = find_turn_start(path, landing, start)
@@ -103,9 +108,4 @@ def cut_at(path: Sequence[Entry], start: int, first_kept_index: int) -> CutPoint
         landing += 1
     if not is_cut_point(path[landing]):
         landing = first_kept_index
-    if is_turn_start(path[landing]):
-        return CutPoint(first_kept_index, -1, False)
-    turn_start = find_turn_start(path, landing, start)
-    if turn_start < 0 or turn_start >= first_kept_index:
-        return CutPoint(first_kept_index, -1, False)
-    return CutPoint(first_kept_index, turn_start, True)
+    return _split_decision(path, start, first_kept_index, landing)
