@@ -237,6 +237,29 @@ def test_cli_probe_recompacts_with_another_summary_model_and_focus(tmp_path):
     assert [i["answers"]["compacted"]["score"] for i in report["items"]] == [5, 5]  # both in the fresh summary/ledger
 
 
+def test_cli_probe_recompacts_within_the_context_window_it_is_given(tmp_path):
+    path = tmp_path / "session.jsonl"
+    s = session_with_history()
+    for i in range(8):  # ~4,000 tokens more to summarise
+        s.append_message(user(f"Step {i}: " + "details of the step " * 100))
+        s.append_message(assistant(f"Done with step {i}."))
+    s.to_pi_jsonl(path)
+    sent = {}
+    for window in (None, 2000):
+        script = ProbeScript(QUESTIONS[:1], fallback=lambda body: Reply(text="## Goal\nServer work.")
+                             if default_summary_detector(body) else None)
+        with FakeProviderServer(policy=script) as server:
+            options = ["--context-window", str(window)] if window else []
+            done = _cli([str(path), "--model", "openai:answerer", "--recompact", "--keep-recent-tokens", "200",
+                         "--reserve-tokens", "500", "--questions", "1", "--json", *options], server)
+            assert done.returncode == 0, done.stderr
+            sent[window] = [json.dumps(r.body) for r in server.requests if r.kind == "summary"]
+    # a 2,000-token window leaves the summariser 1,088 tokens of input: the history is cut to fit
+    assert len(sent[2000]) == len(sent[None]) == 1
+    assert len(sent[2000][0]) < len(sent[None][0]) / 2
+    assert "Step 0: details" in sent[None][0]
+
+
 def test_cli_probe_says_clearly_what_is_missing(tmp_path):
     path = tmp_path / "s.jsonl"
     compacted().to_pi_jsonl(path)

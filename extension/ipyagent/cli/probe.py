@@ -37,8 +37,9 @@ def _configure_probe(parser: argparse.ArgumentParser) -> None:
 @command("probe", _configure_probe)
 def run_probe(args: argparse.Namespace) -> int:
     """Probe what the latest compaction lost: questions, three ways of answering, graded by a judge."""
+    from ipyagent.agent.config import AgentConfig
     from ipyagent.agent.probe import ProbeError, ProbeRunner, RecordingSummarizer, recompact
-    from ipyagent.agent.summarizer import ProviderSummarizer
+    from ipyagent.agent.summarizer import ProviderSummarizer, summary_input_budget
     from ipyagent.compaction.summarize import NothingToCompact
     from ipyagent.compaction.summarizer import SummarizerError
     from ipyagent.core import CompactionCancelled
@@ -57,8 +58,14 @@ def run_probe(args: argparse.Namespace) -> int:
     try:
         if recompacted:
             progress("compacting the history afresh")
-            summarizer = RecordingSummarizer(ProviderSummarizer(args.summary_model or model), recording)
-            session = recompact(session, summarizer, budget_of(args, loaded.settings).settings, focus=args.focus)
+            summary_model = args.summary_model or model
+            summarizer = RecordingSummarizer(ProviderSummarizer(summary_model), recording)
+            budget = budget_of(args, loaded.settings)
+            # the summariser's input fits the window (--context-window, else the stored one), as in a session
+            config = AgentConfig(model=model, summary_model=summary_model, context_window=budget.context_window,
+                                 compaction=budget.settings)
+            session = recompact(session, summarizer, budget.settings, focus=args.focus,
+                                summary_input_tokens=summary_input_budget(config, budget.context_window))
         runner = ProbeRunner(session, model=model, judge=args.judge, per_kind=args.questions, progress=progress,
                              recording=recording)
         report = runner.run()
