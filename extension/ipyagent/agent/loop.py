@@ -159,7 +159,9 @@ class Agent:
             known, _, vendor = models.known_window(provider_name, model_id)
             needs_window = not self.config.context_window and (not known or vendor == "local")
             self_hosted = provider.base_url != getattr(provider, "default_base_url", None)
-            if needs_window or self_hosted:
+            answered = discovery.cached(provider, model_id)
+            if (needs_window or self_hosted) and (answered is None or answered.provisional):
+                # the sample is built only when the server will be asked: it reads the whole context
                 tools = [t.spec() for t in self.tools.values()]
                 wait = discovery.DEFAULT_WAIT if wait is None else wait
                 sample = calibration_sample(self._composed_system_prompt(), tools, self.session.agent_messages(),
