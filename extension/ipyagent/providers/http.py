@@ -23,6 +23,7 @@ from ipyagent.providers.errors import (
     AuthenticationError,
     BadRequestError,
     ContextOverflowError,
+    MalformedStreamError,
     ModelNotFoundError,
     NetworkError,
     ProviderError,
@@ -30,6 +31,7 @@ from ipyagent.providers.errors import (
     ServerError,
 )
 from ipyagent.providers.overflow import is_overflow_error, window_from_error
+from ipyagent.providers.sse import loads as sse_loads
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=300.0, write=60.0, pool=15.0)
 _MAX_BODY_IN_MESSAGE = 500
@@ -218,6 +220,19 @@ def error_from_response(ctx: ErrorContext, status: int, headers: Mapping[str, st
     if status >= 500 or status in (408, 409, 425):
         return ServerError(f"{where}: server error: {detail}", status=status, body=body)
     return BadRequestError(f"{where}: request rejected: {detail}", status=status, body=body)
+
+
+def stream_object(ctx: ErrorContext, data: bytes) -> dict[str, Any]:
+    """One stream event's JSON object (OpenAI Chat and Responses); anything else is a clear
+    :class:`MalformedStreamError` quoting the start of the data."""
+    try:
+        value = sse_loads(data)
+    except ValueError:
+        raise MalformedStreamError(f"{ctx.label}: the stream from {ctx.url} sent data that is not JSON: "
+                                   f"{data[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise MalformedStreamError(f"{ctx.label}: unexpected stream data from {ctx.url}: {data[:200]!r}")
+    return value
 
 
 def error_from_event(ctx: ErrorContext, error: Any) -> ProviderError:

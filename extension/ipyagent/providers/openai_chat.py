@@ -19,11 +19,10 @@ from ipyagent.providers.base import (
     ToolCallStart,
     UsageUpdate,
 )
-from ipyagent.providers.errors import EmptyStreamError, MalformedStreamError, NetworkError
-from ipyagent.providers.http import ErrorContext, error_from_event
+from ipyagent.providers.errors import EmptyStreamError, NetworkError
+from ipyagent.providers.http import ErrorContext, error_from_event, stream_object
 from ipyagent.providers.message import MessageBuilder, empty_usage
 from ipyagent.providers.sse import SSEEvent
-from ipyagent.providers.sse import loads as sse_loads
 from ipyagent.providers.streaming import EventLoop, HTTPProvider
 from ipyagent.providers.transform import image_data_url, openai_tool_id, prepare_history
 
@@ -97,6 +96,15 @@ def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[d
     return out
 
 
+def openai_headers(key: str | None) -> dict[str, str]:
+    """The headers of OpenAI's APIs (Chat Completions and Responses): JSON in, a stream out, the
+    key as a bearer token."""
+    headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    if key:
+        headers["authorization"] = f"Bearer {key}"
+    return headers
+
+
 class OpenAIChatProvider(HTTPProvider):
     name = "openai"
     api = "openai-completions"
@@ -116,10 +124,7 @@ class OpenAIChatProvider(HTTPProvider):
         return f"{self.base_url}/chat/completions"
 
     def headers(self, key: str | None) -> dict[str, str]:
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
-        if key:
-            headers["authorization"] = f"Bearer {key}"
-        return headers
+        return openai_headers(key)
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -178,7 +183,6 @@ class OpenAIChatProvider(HTTPProvider):
 
     def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
                cancel: threading.Event | None) -> EventLoop:
-        loads = sse_loads
         calls: list[int] = []  # builder positions of the tool calls, in call order
         by_index: dict[int, int] = {}  # wire index -> call ordinal
         by_id: dict[str, int] = {}
@@ -192,13 +196,7 @@ class OpenAIChatProvider(HTTPProvider):
             if data == b"[DONE]":
                 done = True
                 break
-            try:
-                chunk = loads(data)
-            except ValueError:
-                raise MalformedStreamError(f"{ctx.label}: the stream from {ctx.url} sent data that is not JSON: "
-                                           f"{data[:200]!r}") from None
-            if not isinstance(chunk, dict):
-                raise MalformedStreamError(f"{ctx.label}: unexpected stream data from {ctx.url}: {data[:200]!r}")
+            chunk = stream_object(ctx, data)
             if event == "error" or chunk.get("error"):  # some servers send "error": null on every chunk
                 raise error_from_event(ctx, chunk.get("error") or chunk)
             choices = chunk.get("choices")

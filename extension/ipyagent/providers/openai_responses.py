@@ -31,12 +31,11 @@ from ipyagent.providers.base import (
     ToolCallStart,
     UsageUpdate,
 )
-from ipyagent.providers.errors import MalformedStreamError, NetworkError
-from ipyagent.providers.http import ErrorContext, error_from_event
+from ipyagent.providers.errors import NetworkError
+from ipyagent.providers.http import ErrorContext, error_from_event, stream_object
 from ipyagent.providers.message import MessageBuilder, empty_usage
-from ipyagent.providers.openai_chat import OPENAI_BASE_URL
+from ipyagent.providers.openai_chat import OPENAI_BASE_URL, openai_headers
 from ipyagent.providers.sse import SSEEvent
-from ipyagent.providers.sse import loads as sse_loads
 from ipyagent.providers.streaming import EventLoop, HTTPProvider
 from ipyagent.providers.transform import image_data_url, prepare_history
 
@@ -223,10 +222,7 @@ class OpenAIResponsesProvider(HTTPProvider):
         return f"{self.base_url}/responses"
 
     def headers(self, key: str | None) -> dict[str, str]:
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
-        if key:
-            headers["authorization"] = f"Bearer {key}"
-        return headers
+        return openai_headers(key)
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -258,7 +254,6 @@ class OpenAIResponsesProvider(HTTPProvider):
 
     def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
                cancel: threading.Event | None) -> EventLoop:
-        loads = sse_loads
         items: dict[int, _Item] = {}
         calls: list[int] = []  # builder positions of the tool calls, in call order
         ended: set[int] = set()  # positions of the calls whose ToolCallEnd was sent
@@ -266,13 +261,7 @@ class OpenAIResponsesProvider(HTTPProvider):
         for event, data in sse:
             if cancel is not None and cancel.is_set():
                 return "aborted"
-            try:
-                ev = loads(data)
-            except ValueError:
-                raise MalformedStreamError(f"{ctx.label}: the stream from {ctx.url} sent data that is not JSON: "
-                                           f"{data[:200]!r}") from None
-            if not isinstance(ev, dict):
-                raise MalformedStreamError(f"{ctx.label}: unexpected stream data from {ctx.url}: {data[:200]!r}")
+            ev = stream_object(ctx, data)
             kind = ev.get("type") or event
             if kind == "response.output_text.delta" or kind == "response.refusal.delta":
                 position = self._block(items, ev, builder, "message")
