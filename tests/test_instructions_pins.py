@@ -141,26 +141,15 @@ def test_agents_md_and_pins_are_in_every_request_and_survive_compaction(tmp_path
 
 def test_pin_magics_and_a_rerun_that_forks(monkeypatch, tmp_path):
     from IPython.core.error import UsageError
-    from IPython.core.interactiveshell import InteractiveShell
-    from IPython.testing import globalipapp
     from IPython.utils.capture import capture_output
-
-    from ipyagent.notebook import bridge as bridge_mod
-    from ipyagent.notebook import extension
+    from support.shell import extension_shell
 
     with FakeProviderServer() as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
         monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
         monkeypatch.chdir(tmp_path)
-        globalipapp.start_ipython()
-        shell = InteractiveShell.instance()
-        bridge_mod._reset_for_tests()
-        if extension.get_runtime(shell) is not None:
-            delattr(shell, extension._RUNTIME_ATTR)
-        runtime = extension.load(shell)
-        try:
-            shell.run_line_magic("config", "Agent.model = 'openai:fake-model'")
+        with extension_shell() as (shell, runtime):
             shell.get_parent = lambda: {"metadata": {"cellId": "ask"}}
             server.enqueue_text("first")
             with capture_output():
@@ -195,10 +184,3 @@ def test_pin_magics_and_a_rerun_that_forks(monkeypatch, tmp_path):
                 except UsageError:
                     continue
                 raise AssertionError(f"%agent {bad} should be a usage error")
-        finally:
-            del shell.get_parent
-            extension.unload(shell)
-            shell.config.pop("Agent", None)
-            if runtime.config in shell.configurables:
-                shell.configurables.remove(runtime.config)
-            delattr(shell, extension._RUNTIME_ATTR)

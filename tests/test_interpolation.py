@@ -7,14 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing import globalipapp
-from IPython.utils.capture import capture_output
-
 from ipyagent.agent.interpolate import interpolate
-from ipyagent.notebook import bridge as bridge_mod
 from ipyagent.notebook import extension
 from ipyagent.testing import FakeProviderServer
+from IPython.utils.capture import capture_output
+from support.shell import extension_shell
 
 
 class Lookup:
@@ -77,20 +74,8 @@ def ip(monkeypatch, tmp_path):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
         monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
         monkeypatch.chdir(tmp_path)
-        globalipapp.start_ipython()
-        shell = InteractiveShell.instance()
-        bridge_mod._reset_for_tests()
-        if extension.get_runtime(shell) is not None:
-            delattr(shell, extension._RUNTIME_ATTR)
-        extension.load(shell)
-        shell.run_line_magic("config", "Agent.model = 'openai:fake-model'")
-        yield shell, server
-        extension.unload(shell)
-        shell.config.pop("Agent", None)
-        runtime = extension.get_runtime(shell)
-        if runtime.config in shell.configurables:
-            shell.configurables.remove(runtime.config)
-        delattr(shell, extension._RUNTIME_ATTR)
+        with extension_shell() as (shell, _):
+            yield shell, server
 
 
 def test_the_magic_interpolates_and_keeps_the_typed_prompt(ip):

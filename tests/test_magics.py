@@ -7,12 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from IPython.core.error import StdinNotImplementedError, UsageError
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing import globalipapp
-from IPython.utils.capture import capture_output
-from traitlets.config import Config
-
 from ipyagent.notebook import bridge as bridge_mod
 from ipyagent.notebook import extension
 from ipyagent.notebook.configurable import Agent as AgentSettings
@@ -20,6 +14,10 @@ from ipyagent.notebook.ipynb import new_notebook, write_notebook
 from ipyagent.notebook.journal import JOURNAL_MIME
 from ipyagent.notebook.magics_commands import COMMANDS
 from ipyagent.testing import FakeProviderServer
+from IPython.core.error import StdinNotImplementedError, UsageError
+from IPython.utils.capture import capture_output
+from support.shell import extension_shell, forget_extension, start_ipython
+from traitlets.config import Config
 
 
 @pytest.fixture
@@ -32,33 +30,11 @@ def server(monkeypatch):
 
 @pytest.fixture
 def ip(monkeypatch, tmp_path):
-    shell = start_ipython()
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
-    bridge_mod._reset_for_tests()
-    _fresh(shell)
-    runtime = extension.load(shell)
-    shell.run_line_magic("config", "Agent.model = 'openai:fake-model'")
-    yield shell
-    extension.unload(shell)
-    _fresh(shell)
-    for key in [k for k in ("get_parent",) if k in shell.__dict__]:
-        delattr(shell, key)
+    with extension_shell() as (shell, runtime):
+        yield shell
     assert runtime is not None
-
-
-def start_ipython():
-    globalipapp.start_ipython()
-    return InteractiveShell.instance()
-
-
-def _fresh(shell):
-    shell.config.pop("Agent", None)  # %config Agent.… also lands in the shell's config
-    runtime = extension.get_runtime(shell)
-    if runtime is not None:
-        if runtime.config in shell.configurables:
-            shell.configurables.remove(runtime.config)
-        delattr(shell, extension._RUNTIME_ATTR)
 
 
 def rt(shell):
@@ -421,7 +397,7 @@ def test_hydration_from_disk_tells_the_model_about_the_reset_once(monkeypatch, t
     monkeypatch.setenv("JPY_SESSION_NAME", str(path))
     shell = start_ipython()
     bridge_mod._reset_for_tests()
-    _fresh(shell)
+    forget_extension(shell)
     try:
         runtime = extension.load(shell)
         session = runtime.slot().session
@@ -442,7 +418,7 @@ def test_hydration_from_disk_tells_the_model_about_the_reset_once(monkeypatch, t
         assert len([e for e in runtime.slot().session.entries if e.get("customType") == "ipyagent.kernel_reset"]) == 1
     finally:
         extension.unload(shell)
-        _fresh(shell)
+        forget_extension(shell)
 
 
 # ---- persistence through a bridge ---------------------------------------------------------------------
@@ -491,7 +467,7 @@ def test_bridge_when_acked_journal_for_what_was_never_acked(ip, server):
 def test_shell_config_reaches_the_configurable(monkeypatch):
     shell = start_ipython()
     bridge_mod._reset_for_tests()
-    _fresh(shell)
+    forget_extension(shell)
     shell.config.Agent.reserve_tokens = 1234  # what c.Agent.reserve_tokens in ipython_config.py does
     try:
         runtime = extension.load(shell)
@@ -499,7 +475,7 @@ def test_shell_config_reaches_the_configurable(monkeypatch):
         assert runtime.agent_config().compaction.reserve_tokens == 1234
     finally:
         extension.unload(shell)
-        _fresh(shell)
+        forget_extension(shell)
 
 
 def test_push_after_load_is_absorbed_at_the_next_run(ip, server):

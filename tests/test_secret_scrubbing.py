@@ -9,11 +9,6 @@ import urllib.parse
 
 import httpx
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing import globalipapp
-from IPython.utils.capture import capture_output
-
-from ipyagent.notebook import bridge as bridge_mod
 from ipyagent.notebook import extension
 from ipyagent.providers import (
     AnthropicProvider,
@@ -27,6 +22,8 @@ from ipyagent.providers import (
 )
 from ipyagent.providers.http import scrub
 from ipyagent.testing import FakeProviderServer, collect
+from IPython.utils.capture import capture_output
+from support.shell import extension_shell
 
 USER, PASSWORD = "alice-proxy", "s3cr@t/pass:word"
 QUOTED = "s3cr%40t%2Fpass%3Aword"  # the password as it must be written in a URL
@@ -141,23 +138,13 @@ def test_no_key_message_hides_the_url_credentials(monkeypatch):
 
 @pytest.fixture
 def shell(monkeypatch, tmp_path):
-    globalipapp.start_ipython()
-    ip = InteractiveShell.instance()
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    bridge_mod._reset_for_tests()
-    ip.config.pop("Agent", None)
-    runtime = extension.load(ip)
-    ip.run_line_magic("config", "Agent.model = 'openai:fake-model'")
-    ip.run_line_magic("config", "Agent.max_retries = 0")
-    yield ip
-    extension.unload(ip)
-    ip.config.pop("Agent", None)
-    if runtime.config in ip.configurables:
-        ip.configurables.remove(runtime.config)
-    delattr(ip, extension._RUNTIME_ATTR)
+    with extension_shell() as (ip, _):
+        ip.run_line_magic("config", "Agent.max_retries = 0")
+        yield ip
 
 
 def run_cell(ip, base_url: str) -> str:
