@@ -7,6 +7,7 @@ works in every test module.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -104,3 +105,15 @@ def fresh_windows():
 @pytest.fixture
 def registry() -> HookRegistry:
     return HookRegistry()
+
+
+@dataclass
+class Approver:
+    """A tool-approval callback that answers ``answer`` and records what it was asked."""
+
+    answer: bool
+    asked: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def __call__(self, name: str, arguments: dict[str, Any]) -> bool:
+        self.asked.append((name, arguments))
+        return self.answer

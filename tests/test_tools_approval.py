@@ -1,10 +1,9 @@
 """The registry and run_tool_call: approval policy, argument checks, errors as results."""
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-
+from conftest import Approver
 from ipyagent.agent.tools import (
     Tool,
     ToolContext,
@@ -44,16 +43,6 @@ class Boom(Tool):
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         raise ValueError("kaput")
-
-
-@dataclass
-class Approver:
-    answer: bool
-    asked: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-
-    def __call__(self, name: str, arguments: dict[str, Any]) -> bool:
-        self.asked.append((name, arguments))
-        return self.answer
 
 
 CTX = ToolContext()

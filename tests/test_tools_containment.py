@@ -7,24 +7,13 @@ import json
 import os
 import random
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-
+from conftest import Approver
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
 from ipyagent.agent.tools import read as read_mod
-
-
-@dataclass
-class Approver:
-    answer: bool
-    asked: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-
-    def __call__(self, name: str, arguments: dict[str, Any]) -> bool:
-        self.asked.append((name, arguments))
-        return self.answer
 
 
 @pytest.fixture
@@ -333,10 +322,9 @@ def test_in_a_kernel_the_notebooks_folder_is_free_and_outside_asks(tmp_path):
 
 
 def test_the_folder_follows_agent_notebook_path_else_the_working_directory(tmp_path, monkeypatch):
+    from ipyagent.notebook import extension
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.testing import globalipapp
-
-    from ipyagent.notebook import extension
 
     globalipapp.start_ipython()
     shell = InteractiveShell.instance()
