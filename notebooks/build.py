@@ -10,7 +10,7 @@ How it works: a :class:`~ipyagent.testing.FakeProviderServer` runs in this proce
 (:class:`Scripted`) that reads each request and answers like a model would — assistant text,
 ``python`` / ``read`` / ``bash`` tool calls, and, for summariser requests, a structured six-section
 summary built from what the request's ``<conversation>`` (and ``<previous-summary>``, and
-``Additional focus:``) contain. A real kernel executes the notebook (``ipyagent.notebook.headless``,
+``Additional focus:``) contain. A real kernel executes the notebook (``ipyagent.bridge.headless``,
 which is what ``ipyagent run NOTEBOOK -o OUT`` does) with ``OPENAI_BASE_URL`` pointing at the fake
 server, ``OPENAI_API_KEY=fake`` and ``IPYAGENT_MODEL=openai:scripted-model``. Everything the
 agent does in the kernel (tools, budget, compaction) is ipyagent's real code; only the model's
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ipyagent.agent.probe_prompts import probe_request_kind
+from ipyagent.agent.probe.prompts import probe_request_kind
 from ipyagent.compaction.ledger import split_appendix
 from ipyagent.testing import FakeProviderServer, ProbeScript, Reply, ToolCallSpec
 
@@ -292,8 +292,8 @@ class Notebook:
 
 
 def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
-    from ipyagent.notebook.headless import execute_notebook
-    from ipyagent.notebook.ipynb import new_notebook, write_notebook
+    from ipyagent.bridge.headless import execute_notebook
+    from ipyagent.store.ipynb import new_notebook, write_notebook
 
     nb = new_notebook(spec.cells)
     nb["metadata"]["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -345,7 +345,7 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
 def _drop_journals(nb: dict[str, Any]) -> int:
     """Remove journal outputs, once their entries are in the metadata (the runner stored them
     there); a journal holding an entry the metadata lacks stops the build. Returns how many."""
-    from ipyagent.notebook.journal import JOURNAL_MIME, journal_outputs
+    from ipyagent.store.journal import JOURNAL_MIME, journal_outputs
 
     stored = {e["id"] for s in nb["metadata"].get("ipyagent", {}).get("sessions", {}).values() for e in s["entries"]}
     for cell_index, payload in journal_outputs(nb):

@@ -42,7 +42,7 @@ def current_session(name: str | None = None) -> Any:
     """The ipyagent session this kernel is running (``%load_ext ipyagent`` first)."""
     from IPython import get_ipython
 
-    from ipyagent.notebook.extension import get_runtime
+    from ipyagent.kernel.extension import get_runtime
 
     runtime = get_runtime(get_ipython())
     if runtime is None:
@@ -55,8 +55,8 @@ def overhead_tokens() -> int:
     from IPython import get_ipython
 
     from ipyagent.agent.tools import default_tools
-    from ipyagent.notebook.extension import get_runtime
-    from ipyagent.notebook.widget import system_tools_tokens
+    from ipyagent.kernel.extension import get_runtime
+    from ipyagent.display.budget_widget import system_tools_tokens
 
     runtime = get_runtime(get_ipython())
     config = runtime.agent_config()
@@ -299,7 +299,7 @@ class CompactionSpy:
         return None  # only watching: the compaction goes ahead unchanged
 
     def install(self) -> "CompactionSpy":
-        from ipyagent.compaction.hooks import hooks
+        from ipyagent.hooks import hooks
 
         for handler in list(hooks.handlers["session_before_compact"]):
             if isinstance(handler, CompactionSpy):

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ipyagent.notebook.headless import HeadlessFrontend, push_code
-from ipyagent.notebook.ipynb import new_notebook
+from ipyagent.bridge.headless import HeadlessFrontend, push_code
+from ipyagent.store.ipynb import new_notebook
 from ipyagent.testing import FakeProviderServer
 
 FAKE_KEY = "sk-ipyagent-test-RECOGNISABLE-KEY-4242"

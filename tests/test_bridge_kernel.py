@@ -21,7 +21,7 @@ jupyter_client = pytest.importorskip("jupyter_client")
 pytest.importorskip("ipykernel")
 
 import ipyagent  # noqa: E402
-from ipyagent.notebook import bridge as bridge_mod  # noqa: E402
+from ipyagent.bridge import comm as bridge_mod  # noqa: E402
 
 PKG_PARENT = str(Path(ipyagent.__file__).resolve().parent.parent)
 
@@ -168,7 +168,7 @@ def _print_state(fe: FakeFrontend, expr: str = "") -> dict:
 
 
 def test_import_is_light():
-    code = "import sys, ipyagent.notebook.bridge; print('comm' in sys.modules, 'ipykernel' in sys.modules)"
+    code = "import sys, ipyagent.bridge.comm; print('comm' in sys.modules, 'ipykernel' in sys.modules)"
     import subprocess
 
     out = subprocess.run(
@@ -183,7 +183,7 @@ def test_import_is_light():
 
 def test_hello_ack_entries_ack_and_resend(frontend):
     fe = frontend
-    fe.execute("from ipyagent.notebook.bridge import KernelBridge\n_b = KernelBridge().open()")
+    fe.execute("from ipyagent.bridge.comm import KernelBridge\n_b = KernelBridge().open()")
     cid = fe.latest_comm()
     assert fe.comms[cid]["open"] == {"type": "hello", "protocol": 1}
     assert _print_state(fe)["connected"] is False  # no answer yet
@@ -242,7 +242,7 @@ def test_hello_ack_entries_ack_and_resend(frontend):
 
 def test_sessions_are_independent_and_inactive_flag(frontend):
     fe = frontend
-    fe.execute("from ipyagent.notebook.bridge import KernelBridge\n_b = KernelBridge().open()")
+    fe.execute("from ipyagent.bridge.comm import KernelBridge\n_b = KernelBridge().open()")
     cid = fe.latest_comm()
     fe.hello_ack(cid)
     fe.execute("_b.send_entries('a', %s, leaf='00000001')" % J([_entry(1)]))
@@ -263,7 +263,7 @@ def test_no_frontend_entries_wait_for_the_first_hello_ack(frontend):
     """Entries sent before any frontend answered are delivered after hello_ack."""
     fe = frontend
     fe.execute(
-        "from ipyagent.notebook.bridge import KernelBridge\n_b = KernelBridge().open()\n"
+        "from ipyagent.bridge.comm import KernelBridge\n_b = KernelBridge().open()\n"
         "_b.send_entries('default', %s, leaf='00000001')" % J([_entry(1)])
     )
     cid = fe.latest_comm()
@@ -281,7 +281,7 @@ def test_no_frontend_entries_wait_for_the_first_hello_ack(frontend):
 
 def test_frontend_closing_the_comm_disconnects(frontend):
     fe = frontend
-    fe.execute("from ipyagent.notebook.bridge import KernelBridge\n_b = KernelBridge().open()")
+    fe.execute("from ipyagent.bridge.comm import KernelBridge\n_b = KernelBridge().open()")
     cid = fe.latest_comm()
     fe.hello_ack(cid)
     assert _print_state(fe)["connected"] is True
@@ -303,7 +303,7 @@ def test_receive_push_pending_push(frontend):
     text = json.dumps(meta).replace("'''", "\\u0027\\u0027\\u0027")
     code = (
         "try:\n"
-        "    import ipyagent.notebook.bridge as _ipyagent_b\n"
+        "    import ipyagent.bridge.comm as _ipyagent_b\n"
         f"    _ipyagent_b.receive_push(r'''{text}''', source=\"jupyterlab\")\n"
         "    del _ipyagent_b\n"
         "except ImportError:\n"
@@ -311,14 +311,14 @@ def test_receive_push_pending_push(frontend):
     )
     fe.execute(code)
     out = fe.execute(
-        "import json, ipyagent.notebook.bridge as b\n"
+        "import json, ipyagent.bridge.comm as b\n"
         "p = b.pending_push(); print(json.dumps([p, b.pending_push(), b.push_errors()]))"
     )["stdout"]
     got, again, errors = json.loads(out)
     assert got == meta
     assert again is None and errors == []
     # a malformed push never raises and is reported
-    fe.execute("import ipyagent.notebook.bridge as b\nb.receive_push('{nope', source='x')")
+    fe.execute("import ipyagent.bridge.comm as b\nb.receive_push('{nope', source='x')")
     out = fe.execute("print(b.push_errors(), b.pending_push())")["stdout"]
     assert "not JSON" in out and out.strip().endswith("None")
 
@@ -332,14 +332,14 @@ def test_a_push_with_an_entry_nested_100000_deep_loads_the_rest(frontend):
     text = ('{"version":1,"active":"default","sessions":{"default":{"leaf":"00000003","entries":['
             + ",".join([first, deep_entry, last]) + "]}}}")
     code = (
-        "import ipyagent.notebook.bridge as _ipyagent_b\n"
+        "import ipyagent.bridge.comm as _ipyagent_b\n"
         f"_ipyagent_b.receive_push(r'''{text}''', source=\"jupyterlab\")\n"
     )
     reply = fe.execute(code)
     assert "Traceback" not in reply["stdout"]
     out = fe.execute(
-        "import json, ipyagent.notebook.bridge as b\n"
-        "from ipyagent.notebook.schema import NotebookSessions\n"
+        "import json, ipyagent.bridge.comm as b\n"
+        "from ipyagent.store.schema import NotebookSessions\n"
         "errors = b.push_errors(); sessions, report = NotebookSessions.from_metadata(b.pending_push())\n"
         "aside = sessions.set_aside\n"
         "print(json.dumps([errors, [e['id'] for e in sessions.sessions['default'].entries],\n"
@@ -355,7 +355,7 @@ def test_push_into_a_running_bridge_reopens_and_resends_what_the_file_lacks(fron
     """A page reload (or a second tab) pushes the saved metadata into the running kernel: the
     bridge says hello again on a new comm and re-sends the entries the pushed metadata lacks."""
     fe = frontend
-    fe.execute("from ipyagent.notebook.bridge import KernelBridge\n_b = KernelBridge().open()")
+    fe.execute("from ipyagent.bridge.comm import KernelBridge\n_b = KernelBridge().open()")
     old = fe.latest_comm()
     fe.hello_ack(old)
     fe.execute("_b.send_entries('default', %s, leaf='00000002')" % J([_entry(1), _entry(2)]))
@@ -365,7 +365,7 @@ def test_push_into_a_running_bridge_reopens_and_resends_what_the_file_lacks(fron
     # the tab was closed without saving: the file holds only entry 1
     saved = {"version": 1, "sessions": {"default": {"entries": [_entry(1)]}}}
     fe.execute(
-        "import ipyagent.notebook.bridge as b\nb.receive_push(%r, source='jupyterlab')" % json.dumps(saved)
+        "import ipyagent.bridge.comm as b\nb.receive_push(%r, source='jupyterlab')" % json.dumps(saved)
     )
     fe.drain(0.3)
     assert old in fe.closed

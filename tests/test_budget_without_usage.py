@@ -14,7 +14,7 @@ from ipyagent.agent.budget import request_tokens, system_tools_tokens, token_fac
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.tools import default_tools
 from ipyagent.compaction.summarizer import ScriptedSummarizer
-from ipyagent.notebook.widget import budget_facts
+from ipyagent.display.budget_widget import budget_facts
 from ipyagent.providers import discovery
 from ipyagent.testing import FakeProviderServer
 

@@ -134,8 +134,8 @@ def test_console_script_process(session_file, tmp_path):
 
 
 def stored_notebook(tmp_path, settings, name="lesson"):
-    from ipyagent.notebook.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
-    from ipyagent.notebook.schema import NotebookSessions, StoredSession
+    from ipyagent.store.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
+    from ipyagent.store.schema import NotebookSessions, StoredSession
 
     header, entries = generate_session(5, 400)
     path = tmp_path / "nb.ipynb"

@@ -10,8 +10,8 @@ import os
 from kernel_support import SETUP, LiveKernel, fake_provider, notebook, outputs_text
 
 from ipyagent import cli
-from ipyagent.notebook.code_cells import MARKER_PREFIX, marked_source
-from ipyagent.notebook.ipynb import read_notebook, write_notebook
+from ipyagent.kernel.code_cells import MARKER_PREFIX, marked_source
+from ipyagent.store.ipynb import read_notebook, write_notebook
 
 
 def test_marked_source():

@@ -10,7 +10,7 @@ from conftest import assistant, call, new_session, tool_result
 from conftest import user as _user
 from kernel_support import SETUP, fake_provider, notebook
 from ipyagent.agent.replay import ReplayDescriber, Recording, split_recorded_summary
-from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.ledger import (
     MAX_ERRORS,
     MAX_VARIABLES,
@@ -20,10 +20,10 @@ from ipyagent.compaction.ledger import (
     split_appendix,
 )
 from ipyagent.compaction.settings import CompactionSettings
-from ipyagent.compaction.summarize import compact
+from ipyagent.compaction.compact import compact
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.session.entries import compaction_entry
-from ipyagent.notebook.namespace_info import describe_value, namespace_describer
+from ipyagent.kernel.namespace_info import describe_value, namespace_describer
 
 KEEP = CompactionSettings(keep_recent_tokens=30)
 
@@ -275,7 +275,7 @@ def test_replay_strips_the_ledger_and_answers_describe_from_the_recording():
 
 
 def test_in_a_kernel_the_latest_summary_lists_the_agents_variables_with_type_and_shape(tmp_path):
-    from ipyagent.notebook.headless import execute_notebook
+    from ipyagent.bridge.headless import execute_notebook
 
     first_code = ("class Grid:\n    shape = (3, 4)\n\ngrid = Grid()\nnames = ['a', 'b']\nimport json as js\n"
                   "print('cells ' * 500)")

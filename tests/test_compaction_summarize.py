@@ -9,7 +9,7 @@ from conftest import assistant, call, new_session, tool_result, turn, user
 from ipyagent.compaction import prompts
 from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.compaction.settings import CompactionSettings
-from ipyagent.compaction.summarize import CompactionRejected, FailureTracker, compact
+from ipyagent.compaction.compact import CompactionRejected, FailureTracker, compact
 from ipyagent.compaction.summarizer import (
     ScriptedSummarizer,
     SummarizerError,

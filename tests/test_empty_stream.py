@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent.config import AgentConfig
-from ipyagent.compaction.hooks import HookRegistry
-from ipyagent.notebook.headless import execute_notebook
+from ipyagent.hooks import HookRegistry
+from ipyagent.bridge.headless import execute_notebook
 from ipyagent.providers import (
     ContextOverflowError,
     MalformedStreamError,

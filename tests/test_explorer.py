@@ -12,14 +12,14 @@ import warnings
 
 import pytest
 from conftest import assistant, call, new_session, tool_result, turn, user
-from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.prepare import prepare_compaction
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.core import Session
-from ipyagent.notebook.explore_html import static_bundle, timeline_html
-from ipyagent.notebook.explore_plan import ENTRY_BOX_LIMIT, ExplorerModel, ExploreSettings
-from ipyagent.notebook.explorer import CompactionExplorer, explore
+from ipyagent.explorer.html import static_bundle, timeline_html
+from ipyagent.explorer.plan import ENTRY_BOX_LIMIT, ExplorerModel, ExploreSettings
+from ipyagent.explorer.widget import CompactionExplorer, explore
 from ipyagent.session.tokens import make_estimator
 from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
 from support.hostile import HOSTILE, HOSTILE_NAME, PAYLOADS, audit_html
@@ -378,8 +378,8 @@ def test_explore_a_pi_session_file(tmp_path):
 
 
 def test_explore_a_saved_notebook_with_its_settings(tmp_path):
-    from ipyagent.notebook.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
-    from ipyagent.notebook.schema import NotebookSessions
+    from ipyagent.store.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
+    from ipyagent.store.schema import NotebookSessions
 
     s = four_turns()
     other = four_turns()
@@ -445,8 +445,8 @@ def test_agent_explore_in_a_kernel_and_compact_now(tmp_path):
         server.enqueue_summary("## Goal\nRead the numbers.\n\n## Progress\n- [x] three questions answered")
         cell = k.run(
             "import json\n"
-            "from ipyagent.notebook.extension import get_runtime\n"
-            "from ipyagent.notebook.explorer import explorer_for_slot\n"
+            "from ipyagent.kernel.extension import get_runtime\n"
+            "from ipyagent.explorer.widget import explorer_for_slot\n"
             "ex = explorer_for_slot(get_runtime(get_ipython()), keep_recent=300)\n"
             "plan = ex.exploration.plan\n"
             "shown = [r.prompt for r in ex.summarizer_requests()]\n"

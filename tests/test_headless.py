@@ -12,9 +12,9 @@ from kernel_support import FAKE_KEY, SETUP, fake_provider, notebook, outputs_tex
 from nbclient import NotebookClient
 
 from ipyagent import cli
-from ipyagent.notebook.headless import execute_notebook, push_code
-from ipyagent.notebook.journal import JOURNAL_MIME
-from ipyagent.notebook.ipynb import read_notebook, write_notebook
+from ipyagent.bridge.headless import execute_notebook, push_code
+from ipyagent.store.journal import JOURNAL_MIME
+from ipyagent.store.ipynb import read_notebook, write_notebook
 
 
 def test_cli_run_writes_sessions_and_fails_on_a_cell_error(tmp_path, capsys):
@@ -101,7 +101,7 @@ def test_push_code_survives_quotes_and_backslashes():
     md = {"sessions": {"default": {"entries": [{"id": "a", "text": "'''\\ \" '''\\"}]}}}
     namespace: dict = {}
     received = []
-    code = push_code(md).replace("import ipyagent.notebook.bridge as _ipyagent_b", "pass").replace(
+    code = push_code(md).replace("import ipyagent.bridge.comm as _ipyagent_b", "pass").replace(
         "_ipyagent_b.receive_push", "received.append").replace("    del _ipyagent_b\n", "")
     exec(code.replace(", source='ipyagent-run')", ")"), {"received": received}, namespace)
     assert json.loads(received[0]) == md

@@ -18,8 +18,8 @@ from queue import Empty
 
 import pytest
 from ipyagent import cli
-from ipyagent.notebook.headless import ReplyLost, ReplyWatchdog, execute_notebook
-from ipyagent.notebook.ipynb import read_notebook, write_notebook
+from ipyagent.bridge.headless import ReplyLost, ReplyWatchdog, execute_notebook
+from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import SETUP, fake_provider, notebook, outputs_text
 
 SMALL_WINDOW = ("%config Agent.context_window = 6000\n%config Agent.reserve_tokens = 1000\n"
@@ -63,7 +63,7 @@ def test_thirty_headless_runs_in_a_row_never_miss_a_reply(tmp_path, capsys):
 
 
 def test_every_ack_reaches_the_kernel_before_the_next_cell(tmp_path):
-    check = "from ipyagent.notebook.bridge import active_bridge\nprint('ALL-ACKED', active_bridge().all_acked)"
+    check = "from ipyagent.bridge.comm import active_bridge\nprint('ALL-ACKED', active_bridge().all_acked)"
     cells = [SETUP]
     for i in range(4):
         cells += [f"%%agent\nQuestion {i}.", check]
@@ -115,7 +115,7 @@ def test_a_runner_seconds_behind_the_kernel_still_gets_every_message_of_a_cell(t
         return plain(self, msg, cell, cell_index)
 
     monkeypatch.setattr(NotebookClient, "process_message", behind)
-    flood = ("from IPython.display import display\nfrom ipyagent.notebook.extension import get_runtime\n"
+    flood = ("from IPython.display import display\nfrom ipyagent.kernel.extension import get_runtime\n"
              "for i in range(40):\n    display(f'output {i}')\n"
              "get_runtime(get_ipython()).tool_ports()[1].insert_cell('code', 'inserted = 42')\n"
              "print('after the insert')")

@@ -7,10 +7,10 @@ import warnings
 
 import pytest
 from conftest import new_session, turn
-from ipyagent.compaction import hooks as hooks_module
-from ipyagent.compaction.hooks import EVENTS, HookRegistry
+from ipyagent import hooks as hooks_module
+from ipyagent.hooks import EVENTS, HookRegistry
 from ipyagent.compaction.settings import CompactionSettings
-from ipyagent.compaction.summarize import CompactionRejected
+from ipyagent.compaction.compact import CompactionRejected
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.core import CompactionCancelled
 

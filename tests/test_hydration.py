@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 
 from ipyagent.core import Session
-from ipyagent.notebook.hydration import (
+from ipyagent.store.hydration import (
     RESET_CUSTOM_TYPE,
     RESET_NOTICE,
     find_notebook_path,
     hydrate_from_disk,
     kernel_reset_entry,
 )
-from ipyagent.notebook.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
-from ipyagent.notebook.journal import journal_bundle
-from ipyagent.notebook.schema import NotebookSessions, StoredSession
-from ipyagent.session.loading import MAX_ENTRY_CHARS
+from ipyagent.store.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
+from ipyagent.store.journal import journal_bundle
+from ipyagent.store.schema import NotebookSessions, StoredSession
+from ipyagent.session.intake import MAX_ENTRY_CHARS
 from conftest import chain
 
 

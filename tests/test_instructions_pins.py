@@ -9,11 +9,11 @@ import os
 
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent.config import AgentConfig
-from ipyagent.agent.instructions import find_instruction_files, instruction_dirs
-from ipyagent.agent.notebook_context import NotebookActivity, SystemContext
-from ipyagent.agent.pins import PIN_TYPE, active_pins, pin_entry, unpin_entry
-from ipyagent.agent.system_prompt import compose_system_prompt, system_prompt_parts
-from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.agent.prompt.instructions import find_instruction_files, instruction_dirs
+from ipyagent.agent.prompt.notebook_context import NotebookActivity, SystemContext
+from ipyagent.agent.prompt.pins import PIN_TYPE, active_pins, pin_entry, unpin_entry
+from ipyagent.agent.prompt.system import compose_system_prompt, system_prompt_parts
+from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.testing import FakeProviderServer
 

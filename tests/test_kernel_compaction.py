@@ -7,7 +7,7 @@ import json
 
 from kernel_support import SETUP, LiveKernel, fake_provider, notebook, outputs_text
 
-from ipyagent.notebook.headless import execute_notebook
+from ipyagent.bridge.headless import execute_notebook
 
 SMALL = ("%config Agent.context_window = 3000\n%config Agent.reserve_tokens = 600\n"
          "%config Agent.keep_recent_tokens = 500\n")

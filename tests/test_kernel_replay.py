@@ -12,7 +12,7 @@ import pytest
 from kernel_support import fake_provider, notebook, outputs_text, path_of
 
 from ipyagent import cli
-from ipyagent.notebook.ipynb import read_notebook, write_notebook
+from ipyagent.store.ipynb import read_notebook, write_notebook
 from ipyagent.session.messages import text_of
 
 # The window leaves ~2,400 tokens above the reserve for the system prompt, the tools and the work:
@@ -132,8 +132,8 @@ def _stranger_notebook(tmp_path, secret_path):
     """A notebook from someone else: its recorded ``%%agent`` cell holds a ``read`` call of a file
     outside the notebook's folder, with no result, followed by a final answer."""
     from ipyagent.core import Session
-    from ipyagent.notebook.ipynb import write_sessions_into_notebook
-    from ipyagent.notebook.schema import NotebookSessions
+    from ipyagent.store.ipynb import write_sessions_into_notebook
+    from ipyagent.store.schema import NotebookSessions
     from ipyagent.session.messages import user_message
 
     def answer(*content, stop):

@@ -18,7 +18,7 @@ import os
 
 import pytest
 from ipyagent import cli
-from ipyagent.notebook.ipynb import read_notebook, write_notebook
+from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import fake_provider, notebook, outputs_text, path_of
 
 WINDOW = 3800  # reserve 800: the budget asks above 3,000 tokens

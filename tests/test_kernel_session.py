@@ -15,9 +15,9 @@ from kernel_support import (
     user_messages,
 )
 
-from ipyagent.notebook.headless import execute_notebook
-from ipyagent.notebook.journal import JOURNAL_MIME
-from ipyagent.notebook.ipynb import write_notebook
+from ipyagent.bridge.headless import execute_notebook
+from ipyagent.store.journal import JOURNAL_MIME
+from ipyagent.store.ipynb import write_notebook
 
 
 def _texts(messages):
@@ -121,7 +121,7 @@ def test_interrupt_during_agent_cell_keeps_a_valid_session(tmp_path):
         assert cell.status == "error" and cell.error["ename"] == "KeyboardInterrupt"
         assert "Interrupted" in outputs_text(cell.outputs)
         roles = k.evaluate("[(e['message']['role'], e['message'].get('stopReason')) for e in "
-                           "__import__('ipyagent.notebook.extension', fromlist=['x']).get_runtime(get_ipython())"
+                           "__import__('ipyagent.kernel.extension', fromlist=['x']).get_runtime(get_ipython())"
                            ".slot().session.path() if e['type'] == 'message']")
         assert roles == [["user", None], ["assistant", "aborted"]]
 

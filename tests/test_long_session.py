@@ -7,7 +7,7 @@ import random
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent import events as ev
 from ipyagent.agent.config import AgentConfig
-from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.hooks import HookRegistry
 from ipyagent.testing import FakeProviderServer
 
 WINDOW = 6000

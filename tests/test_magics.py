@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from ipyagent.notebook import bridge as bridge_mod
-from ipyagent.notebook import extension
-from ipyagent.notebook.configurable import Agent as AgentSettings
-from ipyagent.notebook.ipynb import new_notebook, write_notebook
-from ipyagent.notebook.journal import JOURNAL_MIME
-from ipyagent.notebook.magics_commands import COMMANDS
+from ipyagent.bridge import comm as bridge_mod
+from ipyagent.kernel import extension
+from ipyagent.kernel.settings import Agent as AgentSettings
+from ipyagent.store.ipynb import new_notebook, write_notebook
+from ipyagent.store.journal import JOURNAL_MIME
+from ipyagent.kernel.magics.commands import COMMANDS
 from ipyagent.testing import FakeProviderServer
 from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.utils.capture import capture_output
@@ -94,8 +94,8 @@ def test_automatic_compaction_is_one_setting_also_in_old_notebooks(ip, server, t
     held both also kept a top-level "auto_compact"; loading one keeps a single switch."""
     from ipyagent.agent.config import upgrade_saved_settings
     from ipyagent.core import Session
-    from ipyagent.notebook.ipynb import write_sessions_into_notebook
-    from ipyagent.notebook.schema import NotebookSessions
+    from ipyagent.store.ipynb import write_sessions_into_notebook
+    from ipyagent.store.schema import NotebookSessions
 
     ip.run_line_magic("config", "Agent.auto_compact = False")
     assert rt(ip).agent_config().compaction.enabled is False
@@ -386,8 +386,8 @@ def test_load_and_import_of_a_damaged_pi_file_work_and_export_keeps_every_line(i
 
 def test_hydration_from_disk_tells_the_model_about_the_reset_once(monkeypatch, tmp_path, server):
     from ipyagent.core import Session
-    from ipyagent.notebook.ipynb import write_sessions_into_notebook
-    from ipyagent.notebook.schema import NotebookSessions
+    from ipyagent.store.ipynb import write_sessions_into_notebook
+    from ipyagent.store.schema import NotebookSessions
 
     s = Session()
     s.append_message({"role": "user", "content": "remember 7", "timestamp": 1})
@@ -480,7 +480,7 @@ def test_shell_config_reaches_the_configurable(monkeypatch):
 
 def test_push_after_load_is_absorbed_at_the_next_run(ip, server):
     from ipyagent.core import Session
-    from ipyagent.notebook.schema import NotebookSessions
+    from ipyagent.store.schema import NotebookSessions
 
     s = Session()
     s.append_message({"role": "user", "content": "the colour is TEAL", "timestamp": 1})
@@ -536,7 +536,7 @@ def test_reload_ext_keeps_the_sessions(ip, server):
 
 def test_close_dangling_calls_after_an_interrupt():
     from ipyagent.core import Session
-    from ipyagent.notebook.magics import close_dangling_calls
+    from ipyagent.kernel.magics.agent_cell import close_dangling_calls
 
     s = Session()
     s.append_message({"role": "user", "content": "go", "timestamp": 1})

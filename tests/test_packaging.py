@@ -68,5 +68,5 @@ def test_pip_wheel_without_node_builds_a_wheel_without_the_bridge(tmp_path):
     assert len(warnings) == 1, warnings
     wheel = next((tmp_path / "dist").glob("ipyagent-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    assert "ipyagent/notebook/journal.py" in names
+    assert "ipyagent/store/journal.py" in names
     assert not [n for n in names if n.endswith("labextensions/ipyagent-bridge/package.json")]

@@ -13,7 +13,7 @@ import pytest
 from conftest import assistant, call, new_session, tool_result
 from conftest import user as _user
 from kernel_support import SETUP, fake_provider, notebook, outputs_text
-from ipyagent.agent.probe import (
+from ipyagent.agent.probe.runner import (
     PROBE_CUSTOM_TYPE,
     WAYS,
     ProbeError,
@@ -22,7 +22,7 @@ from ipyagent.agent.probe import (
     RecordedResponses,
     recompact,
 )
-from ipyagent.agent.probe_prompts import (
+from ipyagent.agent.probe.prompts import (
     ANSWER_SYSTEM,
     JUDGE_SYSTEM,
     KINDS,
@@ -274,7 +274,7 @@ def test_cli_probe_says_clearly_what_is_missing(tmp_path):
 
 
 def test_agent_probe_in_a_kernel_is_stored_and_replays_offline(tmp_path):
-    from ipyagent.notebook.headless import execute_notebook
+    from ipyagent.bridge.headless import execute_notebook
 
     script = ProbeScript([{"kind": "recall", "question": "What is the vault code?", "answer": "OTTER-7731"}],
                          fallback=lambda body: None)

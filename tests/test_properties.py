@@ -13,9 +13,9 @@ import pytest
 from conftest import assistant, call, tool_result, user
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
-from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.settings import CompactionSettings
-from ipyagent.compaction.summarize import CompactionRejected
+from ipyagent.compaction.compact import CompactionRejected
 from ipyagent.compaction.summarizer import ScriptedSummarizer, SummaryResponse
 from ipyagent.core import NothingToCompact, Session
 from ipyagent.session.context import (
@@ -356,14 +356,14 @@ CORRUPT_FILES = {"files": 0, "lines": 0, "as_entries": 0, "verbatim": 0}
 def _through_a_notebook(data: bytes) -> tuple[tuple, bytes, tuple]:
     """``ipyagent import`` then ``ipyagent export --format pi``, as the commands do it: the Pi file
     stored as a notebook session (written and read back as notebook JSON), then exported."""
-    from ipyagent.notebook.ipynb import (
+    from ipyagent.store.ipynb import (
         dumps_notebook,
         new_notebook,
         parse_notebook,
         sessions_from_notebook,
         write_sessions_into_notebook,
     )
-    from ipyagent.notebook.schema import NotebookSessions
+    from ipyagent.store.schema import NotebookSessions
 
     first = parse_pi_jsonl(data)
     sessions = NotebookSessions(None, {})

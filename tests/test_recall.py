@@ -19,7 +19,7 @@ from ipyagent.agent.loop import Agent
 from ipyagent.agent.tools import ToolContext, default_tools, get_tool
 from ipyagent.agent.tools.recall import EXCERPT_CHARS, MAX_EXCERPTS, _pattern
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
-from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.core import Session

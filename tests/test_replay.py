@@ -22,7 +22,7 @@ from ipyagent.agent.replay import (
 )
 from ipyagent.agent.replay import CellRecording
 from ipyagent.agent.tools.base import ToolOutput
-from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.hooks import HookRegistry
 from ipyagent.session.messages import NOT_RUN_INTERRUPTED, user_message
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.testing import FakeProviderServer

@@ -9,7 +9,7 @@ import urllib.parse
 
 import httpx
 import pytest
-from ipyagent.notebook import extension
+from ipyagent.kernel import extension
 from ipyagent.providers import (
     AnthropicProvider,
     AuthenticationError,

@@ -14,7 +14,7 @@ from IPython.testing import globalipapp
 from ipyagent.agent.tools import ToolContext, get_tool
 from ipyagent.agent.tools.cell import CellOutput, CellRun, cell_tool_output
 from ipyagent.agent.tools.images import ImageCollector, decode_image, valid_image_block
-from ipyagent.notebook.cell_runner import TOOL_CELL_ID, IPythonCellRunner
+from ipyagent.kernel.cell_runner import TOOL_CELL_ID, IPythonCellRunner
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
 

@@ -279,7 +279,7 @@ def test_grep_looks_at_a_bounded_part_of_an_enormous_line(tmp_path, monkeypatch)
 
 
 def test_in_a_kernel_the_notebooks_folder_is_free_and_outside_asks(tmp_path):
-    from ipyagent.notebook.ipynb import new_notebook, write_notebook
+    from ipyagent.store.ipynb import new_notebook, write_notebook
     from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
 
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
@@ -322,7 +322,7 @@ def test_in_a_kernel_the_notebooks_folder_is_free_and_outside_asks(tmp_path):
 
 
 def test_the_folder_follows_agent_notebook_path_else_the_working_directory(tmp_path, monkeypatch):
-    from ipyagent.notebook import extension
+    from ipyagent.kernel import extension
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.testing import globalipapp
 

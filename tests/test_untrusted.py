@@ -1,4 +1,4 @@
-"""Untrusted text in trusted outputs (ipyagent.notebook.untrusted, and every renderer wired to it).
+"""Untrusted text in trusted outputs (ipyagent.display.untrusted, and every renderer wired to it).
 
 The gate's functions are checked by properties over generated hostile Markdown: their HTML (or,
 for Markdown source, the HTML that two renderers which DO allow raw HTML and every link make of
@@ -19,9 +19,9 @@ from conftest import assistant, call, new_session, tool_result, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ipyagent.agent import events as ev
-from ipyagent.notebook.journal import journal_bundle, transcript_markdown
-from ipyagent.notebook.magics_compact import _summary_bundle
-from ipyagent.notebook.rendering import (
+from ipyagent.store.journal import journal_bundle, transcript_markdown
+from ipyagent.kernel.magics.compact import _summary_bundle
+from ipyagent.display.stream import (
     RunRenderer,
     StreamedMarkdown,
     error_bundle,
@@ -29,7 +29,7 @@ from ipyagent.notebook.rendering import (
     reply_bundle,
     tool_bundle,
 )
-from ipyagent.notebook.untrusted import (
+from ipyagent.display.untrusted import (
     code_span,
     escape_html,
     escape_markdown,
@@ -38,7 +38,7 @@ from ipyagent.notebook.untrusted import (
     safe_markdown,
     sanitize_html,
 )
-from ipyagent.notebook.widget import BudgetFacts, BudgetWidget, static_bundle
+from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, static_bundle
 from ipyagent.providers.base import TextDelta, ThinkingDelta
 from IPython.utils.capture import capture_output
 from support.hostile import (

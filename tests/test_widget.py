@@ -6,8 +6,8 @@ from ipyagent.agent import events as ev
 from ipyagent.agent.config import AgentConfig
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session
-from ipyagent.notebook.rendering import RunRenderer, error_bundle, tool_bundle
-from ipyagent.notebook.widget import BudgetFacts, BudgetWidget, budget_facts, static_bundle
+from ipyagent.display.stream import RunRenderer, error_bundle, tool_bundle
+from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, budget_facts, static_bundle
 from ipyagent.providers.base import TextDelta
 
 
@@ -49,7 +49,7 @@ def test_right_after_a_compaction_the_total_includes_the_system_prompt_and_tools
     config = AgentConfig(model="openai:m", compaction=CompactionSettings(1000, 300))
     session = _session(with_compaction=True)
     facts = budget_facts(session, config, window=8000)
-    from ipyagent.notebook.widget import system_tools_tokens
+    from ipyagent.display.budget_widget import system_tools_tokens
 
     system = system_tools_tokens(config, ())
     assert facts.total == session.context_tokens() + system

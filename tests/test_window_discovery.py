@@ -10,8 +10,8 @@ import threading
 import pytest
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent.config import AgentConfig
-from ipyagent.compaction.hooks import HookRegistry
-from ipyagent.notebook.widget import budget_facts, static_plain
+from ipyagent.hooks import HookRegistry
+from ipyagent.display.budget_widget import budget_facts, static_plain
 from ipyagent.providers import OpenAIChatProvider, discovery, models, resolve_provider
 from ipyagent.testing import FakeProviderServer
 

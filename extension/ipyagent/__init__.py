@@ -7,14 +7,14 @@ the CLI) does not pay for the layers it does not use.
 
 from __future__ import annotations
 
-from ipyagent.session import loaders as _loaders
+from ipyagent.session import file_readers as _loaders
 
 __version__ = "0.1.0"
 __all__ = ["Session", "CompactionSettings", "Agent", "explore"]
 
 # ``Session.from_file("x.ipynb")`` reads through the notebook layer, imported on first use: the core
 # never imports it, and ``import ipyagent`` stays light.
-_loaders.register_loader(".ipynb", "ipyagent.notebook.ipynb:session_from_notebook_file")
+_loaders.register_loader(".ipynb", "ipyagent.store.ipynb:session_from_notebook_file")
 
 
 def __getattr__(name: str):
@@ -31,19 +31,19 @@ def __getattr__(name: str):
 
         return Agent
     if name == "explore":
-        from ipyagent.notebook.explorer import explore
+        from ipyagent.explorer.widget import explore
 
         return explore
     raise AttributeError(f"module 'ipyagent' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython):  # %load_ext ipyagent
-    from ipyagent.notebook.extension import load
+    from ipyagent.kernel.extension import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython):
-    from ipyagent.notebook.extension import unload
+    from ipyagent.kernel.extension import unload
 
     unload(ipython)

@@ -8,19 +8,19 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ipyagent.compaction.branch import collect_branch_entries, generate_branch_summary
-from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.ledger import Describe
-from ipyagent.compaction.hooks import hooks as global_hooks
+from ipyagent.hooks import hooks as global_hooks
 from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction
 from ipyagent.compaction.settings import CompactionSettings, should_compact
-from ipyagent.compaction.summarize import CompactionResult, NothingToCompact, compact
+from ipyagent.compaction.compact import CompactionResult, NothingToCompact, compact
 from ipyagent.compaction.summarizer import Summarizer
 from ipyagent.session import jsonl
 from ipyagent.session.context import context_message, summarized_away
 from ipyagent.session.costs import CostTally, CostTotals
 from ipyagent.session.entries import Entry, branch_summary_entry, compaction_entry, label_entry, message_entry
-from ipyagent.session.loaders import loader_for
-from ipyagent.session.loading import LoadReport
+from ipyagent.session.file_readers import loader_for
+from ipyagent.session.intake import LoadReport
 from ipyagent.session.messages import Message
 from ipyagent.session.tokens import Estimator, make_estimator, normalize_usage
 from ipyagent.session.tree import SessionError, SessionTree
@@ -52,7 +52,7 @@ class Session(SessionTree):
         """A Pi session file (``.jsonl``) or a notebook (``.ipynb``; ``session`` picks one by name).
 
         Formats other than Pi's come from readers registered by suffix
-        (:func:`ipyagent.session.loaders.register_loader`); the notebook layer's is registered by
+        (:func:`ipyagent.session.file_readers.register_loader`); the notebook layer's is registered by
         ``ipyagent/__init__.py``.
         """
         path = Path(path)
@@ -185,7 +185,7 @@ class Session(SessionTree):
                 details=_get(supplied, "details"),
             )
             if not result.summary.strip():
-                from ipyagent.compaction.summarize import CompactionRejected
+                from ipyagent.compaction.compact import CompactionRejected
 
                 raise CompactionRejected("a session_before_compact hook returned an empty summary")
         else:

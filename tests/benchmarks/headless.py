@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "extension"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ipyagent.notebook.ipynb import write_notebook
+from ipyagent.store.ipynb import write_notebook
 from kernel_support import fake_provider, notebook
 from test_headless_reliability import chatty, twelve_cells
 

@@ -30,15 +30,15 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "extension"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ipyagent.notebook.hydration import hydrate_from_disk  # noqa: E402
-from ipyagent.notebook.ipynb import (  # noqa: E402
+from ipyagent.store.hydration import hydrate_from_disk  # noqa: E402
+from ipyagent.store.ipynb import (  # noqa: E402
     dumps_notebook,
     new_notebook,
     write_notebook,
     write_sessions_into_notebook,
 )
-from ipyagent.notebook.journal import journal_bundle  # noqa: E402
-from ipyagent.notebook.schema import NotebookSessions, StoredSession  # noqa: E402
+from ipyagent.store.journal import journal_bundle  # noqa: E402
+from ipyagent.store.schema import NotebookSessions, StoredSession  # noqa: E402
 from support.sessiongen import generate_session  # noqa: E402
 
 
@@ -136,12 +136,12 @@ def metadata_size(n_entries: int, seed: int) -> dict:
 def bytes_per_turn(checkpoints=(100, 1000, 10000), seed: int = 2) -> dict:
     """Bytes the kernel sends per turn, measured at several session lengths.
 
-    MAGICS ENGINEER: this drives ``ipyagent.notebook.bridge.KernelBridge`` directly (a recording
+    MAGICS ENGINEER: this drives ``ipyagent.bridge.comm.KernelBridge`` directly (a recording
     comm stands in for the frontend and acknowledges every message). To measure the real
     ``%%agent`` path, replace the loop body with one ``Persister`` run per turn and keep the
     figures' names.
     """
-    from ipyagent.notebook.bridge import KernelBridge
+    from ipyagent.bridge.comm import KernelBridge
 
     header, entries = generate_session(seed, max(checkpoints) + 200)
     sent: list[int] = []

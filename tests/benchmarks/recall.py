@@ -17,7 +17,7 @@ import statistics
 import time
 
 from ipyagent.agent.tools import ToolContext, get_tool
-from ipyagent.compaction.hooks import HookRegistry
+from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.core import Session

@@ -19,7 +19,7 @@ import statistics
 import time
 from pathlib import Path
 
-from ipyagent.notebook.rendering import RunRenderer, reply_bundle
+from ipyagent.display.stream import RunRenderer, reply_bundle
 from ipyagent.providers.base import TextDelta
 
 SAMPLE = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")

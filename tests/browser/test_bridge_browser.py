@@ -1,6 +1,6 @@
 """End to end: the ipyagent-bridge labextension in a real JupyterLab, with a real kernel.
 
-The kernel side is driven directly with ``ipyagent.notebook.bridge.KernelBridge`` (what the
+The kernel side is driven directly with ``ipyagent.bridge.comm.KernelBridge`` (what the
 notebook magics use), so these tests exercise exactly the comm contract of docs/protocol.md:
 entries → ``metadata["ipyagent"]`` → saved file; the silent push after a restart, queued before a
 user cell; a second tab; close and reopen; journal outputs lifted on open.
@@ -65,7 +65,7 @@ ALL_IDS = [e["id"] for e in ENTRIES]
 CELLS = [
     # 0: open the bridge (the notebook magics will do this on %load_ext ipyagent)
     "import json\n"
-    "from ipyagent.notebook.bridge import KernelBridge\n"
+    "from ipyagent.bridge.comm import KernelBridge\n"
     f"ENTRIES = json.loads({json.dumps(ENTRIES)!r})\n"
     f"EXTRA = json.loads({json.dumps(EXTRA)!r})\n"
     f"EXTRA2 = json.loads({json.dumps(EXTRA2)!r})\n"
@@ -83,7 +83,7 @@ CELLS = [
     "b.send_entries('default', ENTRIES, leaf=ENTRIES[-1]['id'])\n"
     "b.send_entries('default', ENTRIES, leaf=ENTRIES[-1]['id'])",
     # 4: what the frontend pushed into this kernel
-    "import json, ipyagent.notebook.bridge as B\n"
+    "import json, ipyagent.bridge.comm as B\n"
     "print('PUSH', json.dumps(B.pending_push()))",
     # 5: one more entry
     "b.send_entries('default', EXTRA, leaf=EXTRA[-1]['id'])",

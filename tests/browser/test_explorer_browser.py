@@ -16,7 +16,7 @@ SETUP = ("%load_ext ipyagent\n%config Agent.context_window = 8000\n%config Agent
 QUESTIONS = [f"%%agent\nQuestion {i}: what do the readings of station {i} say?" for i in range(4)]
 EXPLORE = "%agent explore"
 CHECK = ("from ipyagent.compaction.settings import CompactionSettings\n"
-         "from ipyagent.notebook.extension import get_runtime\n"
+         "from ipyagent.kernel.extension import get_runtime\n"
          "s = get_runtime(get_ipython()).slot().session\n"
          "def cut(keep):\n"
          "    plan = s.prepare_compaction(CompactionSettings(2000, keep))\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent.notebook import bridge as bridge_mod
+from ipyagent.bridge import comm as bridge_mod
 
 STORE_JS = Path(__file__).resolve().parents[2] / "extension" / "frontend" / "lib" / "store.js"
 

@@ -33,7 +33,7 @@ CELLS = [
     "%config Agent.tool_approval = 'auto'\n"
     "%config Agent.keep_recent_tokens = 50\n"
     "import json\n"
-    "from ipyagent.notebook.extension import get_runtime\n"
+    "from ipyagent.kernel.extension import get_runtime\n"
     f"NAME = json.loads({json.dumps(json.dumps(HOSTILE_NAME))})\n"
     "if NAME not in get_runtime(get_ipython()).slots:\n"
     "    get_ipython().run_line_magic('agent', 'new ' + NAME)\n"
@@ -50,8 +50,8 @@ CELLS = [
     "%agent summary",
     "%agent status",
     # 7: the Markdown-only views, shown bare as text/markdown (JupyterLab renders those raw too)
-    "from ipyagent.notebook.journal import journal_bundle\n"
-    "from ipyagent.notebook.widget import budget_facts, static_markdown\n"
+    "from ipyagent.store.journal import journal_bundle\n"
+    "from ipyagent.display.budget_widget import budget_facts, static_markdown\n"
     "get_ipython().run_line_magic('agent', 'export --format markdown -o transcript.md')\n"
     "_rt = get_runtime(get_ipython()); _slot = _rt.slot()\n"
     "_facts = budget_facts(_slot.session, _rt.agent_config(), window=100000, session_name=_slot.name,\n"

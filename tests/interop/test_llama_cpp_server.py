@@ -24,8 +24,8 @@ from typing import Any
 
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent.config import AgentConfig
-from ipyagent.compaction.hooks import HookRegistry
-from ipyagent.notebook.headless import execute_notebook
+from ipyagent.hooks import HookRegistry
+from ipyagent.bridge.headless import execute_notebook
 from ipyagent.providers import (
     ModelRequest,
     OpenAIChatProvider,
@@ -193,8 +193,8 @@ def test_tools_on_the_estimated_request_never_exceeds_the_window(real_provider_e
     record = ("from ipyagent.agent.tools.registry import unregister_tool\n"
               "for _name in ('recall', 'notebook'):\n"
               "    unregister_tool(_name)\n"
-              "from ipyagent.compaction.hooks import hooks as _hooks\n"
-              "from ipyagent.notebook.extension import get_runtime as _runtime\n"
+              "from ipyagent.hooks import hooks as _hooks\n"
+              "from ipyagent.kernel.extension import get_runtime as _runtime\n"
               "_requests = []\n"
               "@_hooks.on('before_provider_request')\n"
               "def _count(event):\n"

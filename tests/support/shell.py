@@ -7,8 +7,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ipyagent.notebook import bridge as bridge_mod
-from ipyagent.notebook import extension
+from ipyagent.bridge import comm as bridge_mod
+from ipyagent.kernel import extension
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing import globalipapp
 

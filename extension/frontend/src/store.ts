@@ -165,7 +165,7 @@ export function pushCode(meta: unknown, source: string): string {
   const json = JSON.stringify(meta).replace(/'/g, '\\u0027');
   return [
     'try:',
-    '    import ipyagent.notebook.bridge as _ipyagent_b',
+    '    import ipyagent.bridge.comm as _ipyagent_b',
     `    _ipyagent_b.receive_push(r'''${json}''', source=${JSON.stringify(source)})`,
     '    del _ipyagent_b',
     'except ImportError:',

@@ -15,21 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ipyagent.agent import events as ev
-from ipyagent.agent.activity_block import format_activity
+from ipyagent.agent.prompt.activity import format_activity
 from ipyagent.agent.budget import WindowInfo, calibration_sample, request_tokens, resolve_window, token_factor
 from ipyagent.agent.compaction_oracle import CompactionOracle, CompactionRuling
 from ipyagent.agent.config import AgentConfig
-from ipyagent.agent.notebook_context import CELL_PROMPT_FIELD, NotebookContext
-from ipyagent.agent.pins import active_pins
-from ipyagent.agent.summarizer import ProviderSummarizer, summary_input_budget
-from ipyagent.agent.system_prompt import PromptPart, compose_system_prompt, system_prompt_parts
+from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD, NotebookContext
+from ipyagent.agent.prompt.pins import active_pins
+from ipyagent.agent.provider_summarizer import ProviderSummarizer, summary_input_budget
+from ipyagent.agent.prompt.system import PromptPart, compose_system_prompt, system_prompt_parts
 from ipyagent.agent.tools.approval import run_tool_call
 from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.registry import default_tools
 from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import CompactionSettings, should_compact
-from ipyagent.compaction.summarize import FailureTracker
+from ipyagent.compaction.compact import FailureTracker
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact, Session
 from ipyagent.providers import discovery, models

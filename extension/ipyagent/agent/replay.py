@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from ipyagent.agent.compaction_oracle import SKIP, CompactionRuling
-from ipyagent.agent.notebook_context import prompt_text
+from ipyagent.agent.prompt.notebook_context import prompt_text
 from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.compaction.ledger import split_appendix
 from ipyagent.compaction.prompts import SPLIT_TURN_SEPARATOR

@@ -11,7 +11,7 @@ from ipyagent.cli.base import COMMANDS, CliError, command
 # Importing a command module registers its commands, in the order ``ipyagent --help`` lists them.
 # Command modules import ``ipyagent.cli.base``, never this package: no import goes back up.
 # isort: off
-from ipyagent.cli import core  # noqa: F401  inspect
+from ipyagent.cli import inspect as core  # noqa: F401  inspect
 from ipyagent.cli import compact  # noqa: F401  compact
 from ipyagent.cli import notebook  # noqa: F401  lift, export, import
 from ipyagent.cli import run  # noqa: F401  run

@@ -54,7 +54,7 @@ def run_compact(args: argparse.Namespace) -> int:
 def compact_file(session: Session, plan: CompactionPlan | None, settings: CompactionSettings,
                  args: argparse.Namespace) -> int:
     """Compact ``session`` by ``plan`` with the summary model and write it (not a dry run)."""
-    from ipyagent.agent.summarizer import ProviderSummarizer  # the provider-backed path
+    from ipyagent.agent.provider_summarizer import ProviderSummarizer  # the provider-backed path
     from ipyagent.compaction.summarizer import SummarizerError
     from ipyagent.core import CompactionCancelled
 
@@ -70,7 +70,7 @@ def compact_file(session: Session, plan: CompactionPlan | None, settings: Compac
         raise CliError(str(exc))
     target = Path(args.output or args.file)
     if target.suffix == ".ipynb" or Path(args.file).suffix == ".ipynb":
-        from ipyagent.notebook.ipynb import save_session_to_notebook_file
+        from ipyagent.store.ipynb import save_session_to_notebook_file
 
         save_session_to_notebook_file(session, Path(args.file), target, name=getattr(args, "session", None))
     else:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ipyagent.cli.base import CliError, command
-from ipyagent.session.loading import LoadReport
+from ipyagent.session.intake import LoadReport
 
 
 def _warn_report(report: LoadReport | None) -> None:
@@ -20,7 +20,7 @@ def _warn_report(report: LoadReport | None) -> None:
 
 
 def _read_sessions(path: Path):
-    from ipyagent.notebook.ipynb import NotebookError, read_notebook, sessions_from_notebook
+    from ipyagent.store.ipynb import NotebookError, read_notebook, sessions_from_notebook
 
     try:
         nb = read_notebook(path)
@@ -52,7 +52,7 @@ def _configure_lift(parser: argparse.ArgumentParser) -> None:
 @command("lift", _configure_lift)
 def run_lift(args: argparse.Namespace) -> int:
     """Move journal outputs' entries into the notebook's metadata (outputs are kept)."""
-    from ipyagent.notebook.ipynb import NotebookError, lift_notebook_report
+    from ipyagent.store.ipynb import NotebookError, lift_notebook_report
 
     src = Path(args.notebook)
     try:
@@ -89,8 +89,8 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
 @command("export", _configure_export)
 def run_export(args: argparse.Namespace) -> int:
     """Export a notebook's session as a Pi session file or a Markdown transcript."""
-    from ipyagent.notebook.journal import transcript_markdown
-    from ipyagent.notebook.schema import SessionNotFound
+    from ipyagent.store.journal import transcript_markdown
+    from ipyagent.store.schema import SessionNotFound
 
     path = Path(args.notebook)
     settings: dict = {}
@@ -155,8 +155,8 @@ def _model_of(entries: list[dict]) -> dict:
 @command("import", _configure_import)
 def run_import(args: argparse.Namespace) -> int:
     """Store a Pi session file as a session of a notebook (made if missing)."""
-    from ipyagent.notebook.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
-    from ipyagent.notebook.schema import DEFAULT_SESSION, NotebookSessions
+    from ipyagent.store.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
+    from ipyagent.store.schema import DEFAULT_SESSION, NotebookSessions
     from ipyagent.session.jsonl import read_pi_jsonl
 
     source = Path(args.session_file)

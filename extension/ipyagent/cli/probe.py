@@ -38,9 +38,9 @@ def _configure_probe(parser: argparse.ArgumentParser) -> None:
 def run_probe(args: argparse.Namespace) -> int:
     """Probe what the latest compaction lost: questions, three ways of answering, graded by a judge."""
     from ipyagent.agent.config import AgentConfig
-    from ipyagent.agent.probe import ProbeError, ProbeRunner, RecordingSummarizer, recompact
-    from ipyagent.agent.summarizer import ProviderSummarizer, summary_input_budget
-    from ipyagent.compaction.summarize import NothingToCompact
+    from ipyagent.agent.probe.runner import ProbeError, ProbeRunner, RecordingSummarizer, recompact
+    from ipyagent.agent.provider_summarizer import ProviderSummarizer, summary_input_budget
+    from ipyagent.compaction.compact import NothingToCompact
     from ipyagent.compaction.summarizer import SummarizerError
     from ipyagent.core import CompactionCancelled
     from ipyagent.providers.errors import ProviderError

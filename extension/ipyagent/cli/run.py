@@ -26,10 +26,10 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
 def run_run(args: argparse.Namespace) -> int:
     """Execute a notebook headlessly and store its ipyagent sessions in the output's metadata."""
     try:
-        from ipyagent.notebook.headless import run_notebook
+        from ipyagent.bridge.headless import run_notebook
     except ImportError as exc:  # nbclient / nbformat missing
         raise CliError(f"ipyagent run needs nbclient and nbformat ({exc}); pip install 'ipyagent[test]'") from None
-    from ipyagent.notebook.ipynb import NotebookError
+    from ipyagent.store.ipynb import NotebookError
 
     try:
         if args.replay and args.live:

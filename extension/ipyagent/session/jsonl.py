@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator
 
 from ipyagent.session.entries import Entry
 from ipyagent.session.ids import iso_now, new_entry_id, new_session_id
-from ipyagent.session.loading import LoadReport, sanitize_entries
+from ipyagent.session.intake import LoadReport, sanitize_entries
 from ipyagent.session.tokens import js_json
 
 __all__ = ["CURRENT_VERSION", "dump_pi_jsonl", "is_pi_line", "migrate", "parse_pi_jsonl", "pi_jsonl_bytes",

@@ -8,7 +8,7 @@ models that accept images, so they are kept small:
   data is valid base64 whose bytes start like that format;
 * at most :data:`MAX_IMAGE_BYTES` (1 MB decoded) per image and :data:`MAX_RESULT_IMAGE_BYTES`
   (3 MB decoded, about 4 MB of base64) per tool result. The per-result cap keeps a result's entry
-  under the loader's 5,000,000-character limit (``session/loading.py``), so a notebook holding it
+  under the loader's 5,000,000-character limit (``session/intake.py``), so a notebook holding it
   always loads again.
 
 An image that fails a check is dropped, and a one-line notice says which and why.

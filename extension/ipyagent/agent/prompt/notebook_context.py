@@ -1,0 +1,91 @@
+"""What the notebook tells the agent loop, as plain data, and the port it comes through.
+
+The loop defines :class:`NotebookContext` (like ``Summarizer`` for compaction); the notebook layer
+implements it from IPython's events and the kernel's namespace. Nothing here imports IPython.
+
+* :class:`NotebookActivity` — the cells run since the session's previous prompt (newest first),
+  their values, output and errors, and the namespace's changes. The loop formats it
+  (:func:`ipyagent.agent.prompt.activity.format_activity`) into the user message, before the prompt.
+* :class:`SystemContext` — the environment (notebook path, working directory, Python version)
+  and the project's instruction files, for the system prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+from ipyagent.agent.prompt.instructions import InstructionFile
+from ipyagent.session.messages import text_of
+
+# A user message whose content is more than what the user typed (the notebook-activity block, or
+# interpolated values) keeps the typed prompt here; Pi ignores the field.
+CELL_PROMPT_FIELD = "cellPrompt"
+
+
+@dataclass(frozen=True)
+class CellError:
+    type: str  # "ZeroDivisionError"; module-qualified outside the builtins
+    message: str = ""
+    frames: tuple[str, ...] = ()  # the last frames of the traceback, innermost last, formatted
+
+    @property
+    def line(self) -> str:
+        return f"{self.type}: {self.message}" if self.message else self.type
+
+
+@dataclass(frozen=True)
+class CellRecord:
+    """One executed cell, as recorded when it finished (texts already bounded by the recorder)."""
+
+    execution_count: int | None
+    source: str
+    value: str | None = None  # the result's text repr, as the notebook showed it
+    output: str = ""  # stdout, stderr and displayed text
+    error: CellError | None = None
+    cell_id: str | None = None
+
+
+@dataclass(frozen=True)
+class NamespaceChange:
+    name: str
+    change: str  # "added", "rebound" or "removed"
+    type_name: str = ""
+    size: str = ""  # "shape (3, 2)", "len 4", or ""
+
+
+@dataclass(frozen=True)
+class NotebookActivity:
+    cells: Sequence[CellRecord] = ()  # newest first
+    earlier: int = 0  # cells that ran before these but are no longer recorded
+    namespace: Sequence[NamespaceChange] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.cells or self.earlier or self.namespace)
+
+
+@dataclass(frozen=True)
+class SystemContext:
+    notebook_path: str | None = None
+    cwd: str = ""
+    python_version: str = ""
+    files: Sequence[InstructionFile] = field(default_factory=tuple)
+
+
+class NotebookContext(Protocol):
+    def system_context(self) -> SystemContext:
+        """The environment and the instruction files, read now."""
+
+    def activity(self) -> NotebookActivity:
+        """What happened in the notebook since this session's previous prompt."""
+
+    def prompt_sent(self) -> None:
+        """The prompt went out (its run is over): the next activity starts from here."""
+
+
+def prompt_text(message: dict[str, Any]) -> str:
+    """The prompt as the user typed it (without the activity block or interpolated values)."""
+    typed = message.get(CELL_PROMPT_FIELD)
+    if isinstance(typed, str):
+        return typed
+    return text_of(message.get("content"), "\n")

@@ -1,0 +1,584 @@
+"""The kernel end of the ``ipyagent`` comm (``docs/protocol.md``).
+
+The kernel never writes the notebook file. A :class:`KernelBridge` opens the comm ``ipyagent``
+(``{"type": "hello", "protocol": 1}``); a frontend that holds the notebook open (the JupyterLab /
+Notebook 7 labextension, or the headless runner) answers ``hello_ack``, stores every ``entries``
+message in ``metadata["ipyagent"]`` and acknowledges it. Entries that were sent but never
+acknowledged are sent again with the next message, so nothing is lost when a message goes
+nowhere; storing is idempotent by entry id, so sending twice is harmless.
+
+Timing. While a cell runs, a kernel handles incoming shell messages only after the cell — unless
+the frontend sends comm messages over a kernel subshell (JupyterLab 4.6 with ipykernel 7 does), in
+which case they arrive on another thread while the cell runs. Both cases are handled: all state is
+guarded by a lock, and nothing here ever *blocks* on a reply except :meth:`KernelBridge.wait_connected`
+/ :meth:`KernelBridge.wait_acked`, which take a timeout and simply report ``False`` when the reply
+cannot arrive during the cell.
+
+The other direction: when a kernel starts (or a frontend connects to a running kernel) the frontend
+runs one silent execute request calling :func:`receive_push` with the notebook's stored
+``metadata["ipyagent"]``. The pushed data waits in this module until the notebook layer takes it
+with :func:`pending_push`. If a bridge is already open in this kernel (a page reload, a second tab,
+a kernel switched to this notebook), the push also re-opens the comm, so the new frontend gets a
+``hello``, and every entry the kernel sent that the pushed metadata lacks (e.g. the tab was closed
+without saving) is marked unacknowledged and sent again.
+
+This module is light: ``comm`` is imported only when a bridge is opened.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ipyagent.session import deep_json
+
+__all__ = [
+    "PROTOCOL",
+    "TARGET",
+    "KernelBridge",
+    "active_bridge",
+    "merge_metadata",
+    "peek_push",
+    "pending_push",
+    "push_errors",
+    "receive_push",
+]
+
+TARGET = "ipyagent"
+PROTOCOL = 1
+# the frontend's answers to the kernel's requests (kept until taken with ``wait_reply``)
+REPLY_TYPES = ("insert_cell_ack", "cells")
+
+_lock = threading.RLock()
+_pending: dict[str, Any] | None = None
+_pending_sources: list[str] = []
+_push_errors: list[str] = []
+_active: KernelBridge | None = None
+
+
+# ----------------------------------------------------------------------------------------------
+# frontend → kernel: the silent push after a kernel start
+
+
+def receive_push(json_text: str, source: str = "unknown") -> None:
+    """Store ``metadata["ipyagent"]`` pushed by a frontend (called by its silent execute request).
+
+    Never raises: the request is silent, so an exception would go unseen; a malformed push is
+    recorded in :func:`push_errors` instead. Several pushes before the notebook layer picks them up
+    (two tabs of one notebook both push after a restart) are merged by entry id. A part nested too
+    deeply for Python (a hostile entry) arrives as a marker holding its text, and the notebook
+    layer sets its entry aside; the rest loads.
+    """
+    try:
+        _receive_push(json_text, source)
+    except Exception as exc:  # noqa: BLE001 - the request is silent: say it, never raise
+        with _lock:
+            _push_errors.append(f"push from {source}: could not be read ({type(exc).__name__}: {exc})")
+
+
+def _receive_push(json_text: str, source: str) -> None:
+    global _pending
+    try:
+        data = deep_json.loads(json_text)
+    except (TypeError, ValueError, RecursionError) as exc:
+        with _lock:
+            _push_errors.append(f"push from {source}: not JSON ({exc})")
+        return
+    if not isinstance(data, dict):
+        with _lock:
+            _push_errors.append(f"push from {source}: expected an object, got {type(data).__name__}")
+        return
+    with _lock:
+        _pending = data if _pending is None else merge_metadata(_pending, data)
+        _pending_sources.append(str(source))
+        bridge = _active
+    if bridge is not None:
+        try:
+            bridge._on_push(data)
+        except Exception as exc:  # never let the silent request fail
+            with _lock:
+                _push_errors.append(f"push from {source}: bridge could not re-open ({exc!r})")
+
+
+def pending_push() -> dict[str, Any] | None:
+    """Return the pushed ``metadata["ipyagent"]`` (merged if several arrived) and clear it."""
+    global _pending
+    with _lock:
+        data, _pending = _pending, None
+        _pending_sources.clear()
+        return data
+
+
+def peek_push() -> dict[str, Any] | None:
+    """The pending push without clearing it (``None`` when there is none)."""
+    with _lock:
+        return _pending
+
+
+def push_errors(clear: bool = False) -> list[str]:
+    """Messages about malformed pushes (never raised, since the push request is silent)."""
+    with _lock:
+        errors = list(_push_errors)
+        if clear:
+            _push_errors.clear()
+        return errors
+
+
+def merge_metadata(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge two ``metadata["ipyagent"]`` values by entry id (``base``'s order first).
+
+    ``header`` / ``leaf`` / ``settings`` / ``active`` come from ``new`` when it has them.
+    Malformed parts (a session that is not an object, entries that are not a list, an entry
+    without a string id) are kept as they are, never dropped: deciding what to do with them
+    is the notebook layer's job.
+    """
+    out: dict[str, Any] = {k: v for k, v in base.items() if k != "sessions"}
+    for k, v in new.items():
+        if k != "sessions":
+            out[k] = v
+    sessions: dict[str, Any] = {}
+    base_sessions = base.get("sessions")
+    new_sessions = new.get("sessions")
+    for src in (base_sessions, new_sessions):
+        if not isinstance(src, Mapping):
+            continue
+        for name, sess in src.items():
+            if name not in sessions or not isinstance(sessions[name], dict) or not isinstance(sess, Mapping):
+                sessions[name] = dict(sess) if isinstance(sess, Mapping) else sess
+                if isinstance(sess, Mapping) and isinstance(sess.get("entries"), list):
+                    sessions[name]["entries"] = list(sess["entries"])
+                continue
+            cur = sessions[name]
+            for k, v in sess.items():
+                if k != "entries":
+                    cur[k] = v
+            old_entries = cur.get("entries")
+            new_entries = sess.get("entries")
+            if not isinstance(new_entries, list):
+                continue
+            if not isinstance(old_entries, list):
+                cur["entries"] = list(new_entries)
+                continue
+            seen = {e.get("id") for e in old_entries if isinstance(e, Mapping)}
+            merged = list(old_entries)
+            for e in new_entries:
+                eid = e.get("id") if isinstance(e, Mapping) else None
+                if isinstance(eid, str) and eid in seen:
+                    continue
+                if isinstance(eid, str):
+                    seen.add(eid)
+                merged.append(e)
+            cur["entries"] = merged
+    if base_sessions is not None or new_sessions is not None:
+        out["sessions"] = sessions
+    return out
+
+
+def active_bridge() -> KernelBridge | None:
+    """The bridge most recently opened in this kernel (``None`` if none is open)."""
+    with _lock:
+        return _active
+
+
+def _reset_for_tests() -> None:
+    global _pending, _active
+    with _lock:
+        _pending = None
+        _pending_sources.clear()
+        _push_errors.clear()
+        _active = None
+
+
+def _answer_where_sent(c: Any) -> None:
+    """Let the frontend's answer reach the kernel while the requesting cell still runs.
+
+    ipykernel 7.4 routes a comm's incoming messages to the subshell that sent the kernel's last
+    message on it; for a request sent from a running cell that is the main shell, busy until the
+    cell ends. Dropping that route (a private attribute; absent elsewhere, then nothing changes)
+    sends the answer where the frontend addressed it — its comm subshell — so it is handled while
+    the cell waits for it.
+    """
+    lock = getattr(c, "_reply_subshell_lock", None)
+    if lock is None:
+        return
+    with lock:
+        vars(c).pop("_reply_subshell_id", None)
+
+
+# ----------------------------------------------------------------------------------------------
+# kernel → frontend: the comm
+
+
+class KernelBridge:
+    """The kernel end of the ``ipyagent`` comm.
+
+    Typical use by the notebook layer::
+
+        bridge = KernelBridge()
+        bridge.open()                      # sends hello; hello_ack arrives later
+        ...
+        bridge.send_entries("default", new_entries, leaf=leaf_id, header=header,
+                            settings=settings)
+        if not bridge.connected:           # no frontend acked (yet): also write a journal output
+            ...
+
+    ``connected`` becomes true when a ``hello_ack`` arrived on the current comm, and false again
+    when the frontend closes the comm. Acks are processed whenever the kernel reads its shell
+    channel (after the cell, or at once if comms run on a subshell).
+    """
+
+    def __init__(
+        self,
+        *,
+        target: str = TARGET,
+        on_ack: Callable[[dict[str, Any]], None] | None = None,
+        on_hello_ack: Callable[[dict[str, Any]], None] | None = None,
+        comm_factory: Callable[..., Any] | None = None,
+    ) -> None:
+        self.target = target
+        self.on_ack = on_ack
+        self.on_hello_ack = on_hello_ack
+        self._comm_factory = comm_factory
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._comm: Any = None
+        self._connected = False
+        self._closed_by_frontend = False
+        self._hello_ack: dict[str, Any] | None = None
+        self._seq = 0
+        # per session: every entry sent (id -> entry, in send order), and the acked ids
+        self._sent: dict[str, dict[str, Mapping[str, Any]]] = {}
+        self._acked: dict[str, set[str]] = {}
+        self._state: dict[str, dict[str, Any]] = {}  # last leaf/header/settings per session
+        self._inflight: dict[int, tuple[str, list[str]]] = {}  # seq -> (session, ids)
+        self.acks: list[dict[str, Any]] = []  # every ack received, newest last
+        self.opened_at: float | None = None
+        self._replies: dict[int, dict[str, Any]] = {}  # seq -> the frontend's answer to a request
+        self._off_main_thread = False  # a message of this comm was handled off the main thread
+
+    # -- state ----------------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """A frontend acknowledged ``hello`` on the current comm, and has not closed it."""
+        with self._lock:
+            return self._connected
+
+    @property
+    def is_open(self) -> bool:
+        with self._lock:
+            return self._comm is not None and not self._closed_by_frontend
+
+    @property
+    def hello_ack(self) -> dict[str, Any] | None:
+        """The frontend's ``hello_ack`` (``frontend``, ``path``), or ``None``."""
+        with self._lock:
+            return dict(self._hello_ack) if self._hello_ack is not None else None
+
+    @property
+    def frontend(self) -> str | None:
+        ack = self.hello_ack
+        return ack.get("frontend") if ack else None
+
+    @property
+    def path(self) -> str | None:
+        ack = self.hello_ack
+        return ack.get("path") if ack else None
+
+    @property
+    def seq(self) -> int:
+        """The ``seq`` of the last message sent (0 before the first)."""
+        with self._lock:
+            return self._seq
+
+    def acked_ids(self, session: str) -> set[str]:
+        with self._lock:
+            return set(self._acked.get(session, ()))
+
+    def unacked(self, session: str | None = None) -> dict[str, list[str]]:
+        """Ids sent but not acknowledged, per session (only sessions that have some)."""
+        with self._lock:
+            names = [session] if session is not None else list(self._sent)
+            out = {}
+            for name in names:
+                acked = self._acked.get(name, set())
+                ids = [i for i in self._sent.get(name, {}) if i not in acked]
+                if ids:
+                    out[name] = ids
+            return out
+
+    @property
+    def all_acked(self) -> bool:
+        return not self.unacked()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def open(self) -> KernelBridge:
+        """Open the comm (sends ``hello``) and make this the kernel's active bridge."""
+        global _active
+        with _lock:
+            previous = _active
+            _active = self
+        if previous is not None and previous is not self:
+            previous.close()
+        self._open_comm()
+        return self
+
+    def reopen(self) -> None:
+        """Close the current comm and open a new one (a new ``hello``).
+
+        Used when another frontend connects to this running kernel: a comm is shared only with
+        the frontends that were connected when it was opened.
+        """
+        self._close_comm()
+        self._open_comm()
+
+    def close(self) -> None:
+        global _active
+        self._close_comm()
+        with _lock:
+            if _active is self:
+                _active = None
+
+    def _make_comm(self, data: dict[str, Any]) -> Any:
+        if self._comm_factory is not None:
+            return self._comm_factory(target_name=self.target, data=data)
+        import comm  # provided by ipykernel; imported lazily to keep ``import ipyagent`` light
+
+        return comm.create_comm(target_name=self.target, data=data)
+
+    def _open_comm(self) -> None:
+        with self._lock:
+            self._connected = False
+            self._closed_by_frontend = False
+            self._hello_ack = None
+            # Anything in flight on an old comm may never be acked: send it again later.
+            self._inflight.clear()
+            c = self._make_comm({"type": "hello", "protocol": PROTOCOL})
+            self._comm = c
+            self.opened_at = time.time()
+        c.on_msg(lambda msg, _c=c: self._handle_msg(_c, msg))
+        c.on_close(lambda msg, _c=c: self._handle_close(_c, msg))
+
+    def _close_comm(self) -> None:
+        with self._lock:
+            c, self._comm = self._comm, None
+            self._connected = False
+            self._changed.notify_all()
+        if c is not None:
+            try:
+                c.close()
+            except Exception:
+                pass
+
+    # -- sending --------------------------------------------------------------------------------
+
+    def send_entries(
+        self,
+        session_name: str,
+        entries: Iterable[Mapping[str, Any]],
+        *,
+        leaf: str | None,
+        header: Mapping[str, Any] | None = None,
+        settings: Mapping[str, Any] | None = None,
+        active: bool = True,
+    ) -> int | None:
+        """Send new entries of one session, with every earlier unacknowledged one.
+
+        Returns the message's ``seq``, or ``None`` when no comm is open (nothing sent; the
+        entries are remembered and go out with the next message after :meth:`open`).
+        Entries must be JSON-serialisable mappings with a string ``id``.
+        """
+        with self._lock:
+            sent = self._sent.setdefault(session_name, {})
+            acked = self._acked.setdefault(session_name, set())
+            for e in entries:
+                eid = e.get("id")
+                if not isinstance(eid, str):
+                    raise ValueError(f"entry without a string id: {e!r}")
+                if eid not in sent:
+                    sent[eid] = e
+            state = self._state.setdefault(session_name, {})
+            state["leaf"] = leaf
+            state["active"] = bool(active)
+            if header is not None:
+                state["header"] = dict(header)
+            if settings is not None:
+                state["settings"] = dict(settings)
+            return self._send_session(session_name, header=header, settings=settings)
+
+    def resend_unacked(self) -> list[int]:
+        """Send one ``entries`` message per session that has unacknowledged entries."""
+        seqs = []
+        with self._lock:
+            for name in list(self.unacked()):
+                state = self._state.get(name, {})
+                seq = self._send_session(
+                    name, header=state.get("header"), settings=state.get("settings")
+                )
+                if seq is not None:
+                    seqs.append(seq)
+        return seqs
+
+    def _send_session(
+        self,
+        name: str,
+        *,
+        header: Mapping[str, Any] | None,
+        settings: Mapping[str, Any] | None,
+    ) -> int | None:
+        # caller holds self._lock
+        c = self._comm
+        if c is None or self._closed_by_frontend:
+            return None
+        acked = self._acked.get(name, set())
+        batch = [e for i, e in self._sent.get(name, {}).items() if i not in acked]
+        state = self._state.get(name, {})
+        self._seq += 1
+        msg: dict[str, Any] = {
+            "type": "entries",
+            "seq": self._seq,
+            "session": name,
+            "leaf": state.get("leaf"),
+            "active": state.get("active", True),
+            "entries": batch,
+        }
+        if header is not None:
+            msg["header"] = dict(header)
+        if settings is not None:
+            msg["settings"] = dict(settings)
+        self._inflight[self._seq] = (name, [e["id"] for e in batch])
+        c.send(msg)
+        return self._seq
+
+    # -- waiting (only useful when comms are processed on a subshell) ----------------------------
+
+    def wait_connected(self, timeout: float = 0.0) -> bool:
+        """Wait up to ``timeout`` s for ``hello_ack``. Inside a cell this can only succeed when
+        the frontend sends comm messages over a subshell; it never deadlocks."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._connected, timeout=timeout)
+
+    def wait_acked(self, timeout: float = 0.0) -> bool:
+        """Wait up to ``timeout`` s until every sent entry is acknowledged."""
+        with self._changed:
+            return self._changed.wait_for(lambda: not self.unacked(), timeout=timeout)
+
+    # -- receiving ------------------------------------------------------------------------------
+
+    def _handle_msg(self, c: Any, msg: Mapping[str, Any]) -> None:
+        data = (msg.get("content") or {}).get("data") or {}
+        if not isinstance(data, Mapping):
+            return
+        kind = data.get("type")
+        if threading.current_thread() is not threading.main_thread():
+            self._off_main_thread = True
+        if kind in REPLY_TYPES:
+            self._on_reply(c, data)
+        elif kind == "hello_ack":
+            with self._lock:
+                if c is not self._comm:
+                    return  # an answer on a comm we already replaced
+                self._hello_ack = dict(data)
+                self._connected = True
+                self._changed.notify_all()
+            if self.on_hello_ack is not None:
+                self.on_hello_ack(dict(data))
+            # A new frontend: whatever was never acknowledged goes to it now.
+            self.resend_unacked()
+        elif kind == "ack":
+            with self._lock:
+                seq = data.get("seq")
+                flight = self._inflight.pop(seq, None) if isinstance(seq, int) else None
+                session = data.get("session")
+                if not isinstance(session, str):
+                    session = flight[0] if flight else None
+                ids = data.get("ids")
+                if not isinstance(ids, list):
+                    ids = flight[1] if flight else []
+                if session is not None:
+                    acked = self._acked.setdefault(session, set())
+                    acked.update(i for i in ids if isinstance(i, str))
+                self.acks.append(dict(data))
+                self._changed.notify_all()
+            if self.on_ack is not None:
+                self.on_ack(dict(data))
+
+    # -- requests the frontend answers (the notebook tool: docs/protocol.md) ---------------------
+
+    def supports(self, feature: str) -> bool:
+        """Whether the connected frontend announced ``feature`` (a message type it answers) in
+        its ``hello_ack``; frontends from before these messages announce none."""
+        ack = self.hello_ack
+        features = ack.get("features") if ack else None
+        return self.connected and isinstance(features, list) and feature in features
+
+    @property
+    def answers_during_cells(self) -> bool:
+        """Whether the frontend's messages reach the kernel while a cell runs: it said in its
+        ``hello_ack`` that its comms go over a kernel subshell (JupyterLab 4.6 with ipykernel 7),
+        or one of its messages was handled off the main thread. Otherwise a reply waits for the
+        end of the cell."""
+        ack = self.hello_ack
+        return self._off_main_thread or bool(ack and ack.get("subshells") is True)
+
+    def request(self, kind: str, **fields: Any) -> int | None:
+        """Send a request (``insert_cell``, ``read_cells``) on the comm; its ``seq``, or ``None``
+        when no frontend is connected."""
+        with self._lock:
+            c = self._comm
+            if c is None or self._closed_by_frontend or not self._connected:
+                return None
+            self._seq += 1
+            seq = self._seq
+            c.send({"type": kind, "seq": seq, **fields})
+            _answer_where_sent(c)
+            return seq
+
+    def wait_reply(self, seq: int, timeout: float) -> dict[str, Any] | None:
+        """The frontend's answer to request ``seq``, waiting up to ``timeout`` s (``None``: none
+        arrived — always so within a cell unless :attr:`answers_during_cells`)."""
+        with self._changed:
+            self._changed.wait_for(lambda: seq in self._replies, timeout=timeout)
+            return self._replies.pop(seq, None)
+
+    def _on_reply(self, c: Any, data: Mapping[str, Any]) -> None:
+        seq = data.get("seq")
+        if not isinstance(seq, int):
+            return
+        with self._lock:
+            self._replies[seq] = dict(data)
+            if len(self._replies) > 100:  # answers nobody waited for
+                self._replies.pop(min(self._replies))
+            self._changed.notify_all()
+
+    def _handle_close(self, c: Any, msg: Mapping[str, Any]) -> None:
+        with self._lock:
+            if c is not self._comm:
+                return
+            self._closed_by_frontend = True
+            self._connected = False
+            self._changed.notify_all()
+
+    def _on_push(self, data: Mapping[str, Any]) -> None:
+        """A frontend pushed its stored metadata into this (running) kernel."""
+        sessions = data.get("sessions") if isinstance(data, Mapping) else None
+        with self._lock:
+            for name, sent in self._sent.items():
+                stored: set[str] = set()
+                sess = sessions.get(name) if isinstance(sessions, Mapping) else None
+                if isinstance(sess, Mapping) and isinstance(sess.get("entries"), list):
+                    stored = {e.get("id") for e in sess["entries"] if isinstance(e, Mapping)}
+                acked = self._acked.get(name)
+                if acked:
+                    acked.intersection_update(stored)
+        # new frontend(s): new comm, new hello; the unacked entries follow its hello_ack
+        self.reopen()
+
+    def __repr__(self) -> str:
+        return (
+            f"<KernelBridge target={self.target!r} connected={self.connected} seq={self.seq} "
+            f"unacked={sum(len(v) for v in self.unacked().values())}>"
+        )

@@ -1,0 +1,458 @@
+"""Headless execution: ``ipyagent run NOTEBOOK`` — nbclient in a real kernel, with this process
+playing the frontend of ``docs/protocol.md``.
+
+* Before any cell runs, the notebook's stored sessions (metadata ∪ journal outputs) are pushed
+  into the kernel with one silent execute request, exactly as the labextension does.
+* Each execute request carries the cell's nbformat id as ``metadata.cellId`` (nbclient sends
+  none), so re-running an earlier ``%%agent`` cell forks the session like in JupyterLab.
+* The ``ipyagent`` comm is answered: ``hello_ack``, every ``entries`` message is stored
+  (idempotently, by entry id) and acknowledged; an ``insert_cell`` request (the ``notebook``
+  tool, ``Agent.code_cells``) is acknowledged with the new cell's id, and the cell is added to
+  the output notebook after the running cell (after the cells inserted before it) — not executed.
+* Every message of a cell is read, up to its ``idle`` status, however far this process lags
+  behind the kernel (nbclient alone stops 4 s after the reply and drops the rest: outputs,
+  entries, inserted cells).
+* At the end the sessions — what the bridge delivered, plus any journal outputs — are written
+  into the output notebook's ``metadata["ipyagent"]``. Visible cells are nbclient's doing only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import uuid
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from queue import Empty
+from typing import Any, Iterator
+
+from ipyagent.bridge import comm as bridge_mod
+from ipyagent.store.ipynb import read_notebook, sessions_from_notebook, write_notebook, write_sessions_into_notebook
+from ipyagent.store.schema import METADATA_KEY, NotebookSessions
+
+__all__ = ["HeadlessFrontend", "RunOutcome", "place_inserted_cells", "push_code", "run_notebook",
+           "execute_notebook"]
+
+_CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def push_code(metadata: dict[str, Any], source: str = "ipyagent-run") -> str:
+    """The silent request that hands stored sessions to a new kernel (docs/protocol.md)."""
+    text = json.dumps(metadata, ensure_ascii=True).replace("'", "\\u0027")
+    return ("try:\n"
+            "    import ipyagent.bridge.comm as _ipyagent_b\n"
+            f"    _ipyagent_b.receive_push(r'''{text}''', source={source!r})\n"
+            "    del _ipyagent_b\n"
+            "except ImportError:\n"
+            "    pass\n")
+
+
+class _FrontendComm:
+    def __init__(self, frontend: "HeadlessFrontend", comm_id: str):
+        self.frontend = frontend
+        self.comm_id = comm_id
+
+    def handle_msg(self, msg: dict[str, Any]) -> None:
+        self.frontend.on_comm_msg(self.comm_id, msg)
+
+
+@dataclass
+class HeadlessFrontend:
+    """The frontend side of the ``ipyagent`` comm, for a kernel client this process owns."""
+
+    kc: Any = None
+    metadata: dict[str, Any] = field(default_factory=lambda: {"version": 1, "sessions": {}})
+    comms: list[str] = field(default_factory=list)
+    received: int = 0  # entries messages
+    stored: int = 0  # entries newly stored
+    inserted: list[dict[str, Any]] = field(default_factory=list)  # {"cell", "after", "anchor"}, in order
+
+    def on_comm_open(self, msg: dict[str, Any]) -> _FrontendComm | None:
+        content = msg.get("content") or {}
+        data = content.get("data") or {}
+        comm_id = content.get("comm_id")
+        if not comm_id or data.get("type") != "hello":
+            return None
+        self.comms.append(comm_id)
+        self.send(comm_id, {"type": "hello_ack", "protocol": bridge_mod.PROTOCOL, "frontend": "ipyagent-run",
+                            "path": None, "features": ["insert_cell"]})
+        return _FrontendComm(self, comm_id)
+
+    def on_comm_msg(self, comm_id: str, msg: dict[str, Any]) -> None:
+        data = (msg.get("content") or {}).get("data") or {}
+        if data.get("type") == "insert_cell":
+            self.on_insert_cell(comm_id, data)
+            return
+        if data.get("type") != "entries" or not isinstance(data.get("session"), str):
+            return
+        self.received += 1
+        name = data["session"]
+        entries = [e for e in data.get("entries") or [] if isinstance(e, dict) and isinstance(e.get("id"), str)]
+        session = self.metadata["sessions"].get(name) or {"entries": []}
+        have = {e.get("id") for e in session.get("entries", [])}
+        new = [e for e in entries if e["id"] not in have]
+        piece: dict[str, Any] = {"leaf": data.get("leaf"), "entries": new}
+        for key in ("header", "settings"):
+            if isinstance(data.get(key), dict):
+                piece[key] = data[key]
+        update: dict[str, Any] = {"sessions": {name: piece}}
+        if data.get("active"):
+            update["active"] = name
+        self.metadata = bridge_mod.merge_metadata(self.metadata, update)
+        self.stored += len(new)
+        self.send(comm_id, {"type": "ack", "seq": data.get("seq"), "session": name, "stored": len(new),
+                            "ids": [e["id"] for e in entries]})
+
+    def on_insert_cell(self, comm_id: str, data: dict[str, Any]) -> None:
+        """Keep the requested cell for the output notebook; acknowledge with its id."""
+        cell_type, source = data.get("cell_type"), data.get("source")
+        if cell_type not in ("code", "markdown") or not isinstance(source, str):
+            self.send(comm_id, {"type": "insert_cell_ack", "seq": data.get("seq"),
+                                "error": "insert_cell needs cell_type 'code' or 'markdown' and a string source"})
+            return
+        cell_id = data.get("cell_id")
+        taken = {c["cell"]["id"] for c in self.inserted}
+        if not isinstance(cell_id, str) or not _CELL_ID.match(cell_id) or cell_id in taken:
+            cell_id = uuid.uuid4().hex[:16]
+        cell: dict[str, Any] = {"cell_type": cell_type, "id": cell_id, "metadata": {}, "source": source}
+        if cell_type == "code":
+            cell.update(execution_count=None, outputs=[])
+        self.inserted.append({"cell": cell, "after": data.get("after"), "anchor": data.get("anchor")})
+        self.send(comm_id, {"type": "insert_cell_ack", "seq": data.get("seq"), "cell_id": cell_id})
+
+    def send(self, comm_id: str, data: dict[str, Any]) -> None:
+        # kc.shell_channel.send is the ordered path (OrderedShell) once the runner installed it
+        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
+        self.kc.shell_channel.send(msg)
+
+
+class OrderedShell:
+    """The one path every message to the kernel's shell socket takes, in order.
+
+    jupyter_client's ``Session.send`` writes through a *synchronous shadow* of the asyncio socket.
+    That skips pyzmq's re-check for pending reads after a send: the socket's file descriptor is
+    edge-triggered, so when a reply arrives while the send runs, the edge is consumed and a reader
+    already awaiting (nbclient waiting for ``execute_reply``) never wakes up until its timeout —
+    the ~60 s stalls after cells that sent bridge messages. Sending with the asyncio socket's own
+    ``send_multipart`` re-schedules waiting readers; using it for *every* shell message (nbclient's
+    execute requests, our acks) keeps them in one queue, so an ack still reaches the kernel before
+    the next cell's request.
+    """
+
+    def __init__(self, kc: Any):
+        self.kc = kc
+        self.failures: list[str] = []
+
+    def install(self) -> None:
+        self.kc.shell_channel.send = self.send
+
+    def send(self, msg: dict[str, Any]) -> None:
+        session, socket = self.kc.session, self.kc.shell_channel.socket
+        frames = session.serialize(msg)
+        frames.extend(msg.get("buffers") or [])
+        sent = socket.send_multipart(frames)
+        if hasattr(sent, "add_done_callback"):  # an asyncio socket returns a future
+            sent.add_done_callback(self._check)
+
+    def _check(self, future: Any) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            self.failures.append(f"a message to the kernel was not sent: {future.exception()}")
+
+
+class ReplyLost(RuntimeError):
+    """The kernel went idle after a request, and its reply never arrived."""
+
+
+@dataclass
+class ReplyWatchdog:
+    """Never wait out a whole cell timeout for a reply that was missed.
+
+    ipykernel sends ``execute_reply`` *before* it publishes ``status: idle``. So once the kernel
+    has been idle for the pending request for ``grace`` seconds, the reply is overdue: the
+    shell channel is polled once more, and if nothing is there the run fails with a clear error.
+    ``recovered`` counts replies that only that extra poll found (0 in a healthy run).
+    """
+
+    grace: float = 3.0
+    tick: float = 0.5
+    pending: str | None = None
+    idle_at: dict[str, float] = field(default_factory=dict)
+    recovered: int = 0
+
+    def saw_idle(self, msg_id: str) -> None:
+        self.idle_at.setdefault(msg_id, time.monotonic())
+
+    def overdue(self) -> bool:
+        since = self.idle_at.get(self.pending or "")
+        return since is not None and time.monotonic() - since >= self.grace
+
+    def install(self, kc: Any) -> None:
+        plain_get_msg = kc.shell_channel.get_msg
+
+        async def get_msg(timeout: float | None = None) -> dict[str, Any]:
+            waiting = asyncio.ensure_future(plain_get_msg(timeout=timeout))
+            while True:
+                done, _ = await asyncio.wait({waiting}, timeout=self.tick)
+                if done:
+                    return waiting.result()  # or Empty at nbclient's own timeout
+                if not self.overdue():
+                    continue
+                waiting.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Empty):
+                    await waiting
+                try:
+                    msg = await plain_get_msg(timeout=0)
+                except Empty:
+                    raise ReplyLost(
+                        f"the kernel finished a cell (idle for {self.grace:g} s) but its execute_reply never "
+                        "arrived; stopped instead of waiting out the cell timeout") from None
+                self.recovered += 1
+                return msg
+
+        kc.shell_channel.get_msg = get_msg
+
+
+def _with_cell_ids(kc: Any, current: dict[str, Any], watchdog: ReplyWatchdog) -> None:
+    """Make ``kc.execute`` send the running cell's id as ``metadata.cellId`` (like JupyterLab), and
+    tell the watchdog which request's reply is awaited."""
+    plain_execute = kc.execute
+
+    def execute(code: str, silent: bool = False, store_history: bool = True, user_expressions: Any = None,
+                allow_stdin: bool | None = None, stop_on_error: bool = True) -> str:
+        cell_id = current.get("id")
+        if silent or not cell_id:
+            return plain_execute(code, silent=silent, store_history=store_history,
+                                 user_expressions=user_expressions, allow_stdin=allow_stdin,
+                                 stop_on_error=stop_on_error)
+        content = {"code": code, "silent": silent, "store_history": store_history,
+                   "user_expressions": user_expressions or {},
+                   "allow_stdin": kc.allow_stdin if allow_stdin is None else allow_stdin,
+                   "stop_on_error": stop_on_error}
+        msg = kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
+        kc.shell_channel.send(msg)
+        watchdog.pending = msg["header"]["msg_id"]
+        return msg["header"]["msg_id"]
+
+    kc.execute = execute
+
+
+def place_inserted_cells(cells: list[dict[str, Any]], inserted: list[dict[str, Any]]) -> None:
+    """Put each inserted cell after the cell it names (``after``, else ``anchor``, else at the
+    end), in order; a cell whose id is taken gets a new one."""
+    for item in inserted:
+        cell = dict(item["cell"])
+        ids = [c.get("id") for c in cells]
+        if cell["id"] in ids:
+            cell["id"] = uuid.uuid4().hex[:16]
+        for target in (item.get("after"), item.get("anchor")):
+            if isinstance(target, str) and target in ids:
+                cells.insert(ids.index(target) + 1, cell)
+                break
+        else:
+            cells.append(cell)
+
+
+@dataclass
+class RunOutcome:
+    nb: dict[str, Any]
+    error: str | None = None
+    sessions: NotebookSessions | None = None
+    bridge_messages: int = 0
+    problems: list[str] = field(default_factory=list)
+    replies_recovered: int = 0  # execute replies only the watchdog's extra poll found (0 when healthy)
+    cell_error: str | None = None  # a failing cell's full report (nbclient's), when a cell raised
+    interrupted: BaseException | None = None  # Ctrl-C / SystemExit, re-raised once the output is written
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _kernel_manager_class(ipc_dir: str | None) -> Any:
+    """nbclient's kernel manager; over IPC in ``ipc_dir`` where the platform has Unix sockets (no
+    TCP ports, and no "running over TCP without encryption" warning from the kernel)."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    if ipc_dir is None:
+        return AsyncKernelManager
+
+    class IpcKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs: Any):
+            super().__init__(**kwargs)
+            self.transport = "ipc"
+            self.ip = os.path.join(ipc_dir, "k")  # short: Unix socket paths are limited to ~100 chars
+
+    return IpcKernelManager
+
+
+def _describe_failure(exc: BaseException) -> str:
+    """One clear line for whatever stopped the run."""
+    from nbclient.exceptions import (
+        CellExecutionError,
+        CellTimeoutError,
+        DeadKernelError,
+    )
+
+    if isinstance(exc, CellExecutionError):
+        name = getattr(exc, "ename", "") or "error"
+        value = getattr(exc, "evalue", "")
+        return f"a cell raised {name}: {value}".rstrip(": ")
+    if isinstance(exc, CellTimeoutError):
+        return "a cell timed out: " + (str(exc).strip().splitlines() or ["no reply"])[0]
+    if isinstance(exc, DeadKernelError):
+        return f"the kernel died: {exc}"
+    if isinstance(exc, ReplyLost):
+        return str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"the run stopped: {type(exc).__name__}" + (f": {first}" if first else "")
+
+
+IOPUB_WAIT_WITHOUT_TIMEOUT = 3600  # s; nbclient needs a number (a dead kernel still ends the wait)
+
+
+def iopub_wait(timeout: int | None) -> int:
+    """How long to keep reading a cell's IOPub messages after its ``execute_reply`` (until its
+    ``idle`` status arrives). nbclient's default, 4 s, then drops the rest of the cell's messages
+    — outputs, and the bridge's ``entries`` and ``insert_cell`` requests (a lost inserted cell:
+    the next *Run All* misses the code it held). On a loaded machine this process can be that far
+    behind the kernel, so it waits as long as the cell itself may run."""
+    return int(timeout) if timeout and timeout > 0 else IOPUB_WAIT_WITHOUT_TIMEOUT
+
+
+def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_name: str | None = None,
+                     cwd: str | None = None, push: bool = True, startup_timeout: int = 60,
+                     km: Any = None) -> RunOutcome:
+    """Run every cell of ``nb`` (a JSON dict) in a new kernel; return the executed notebook with
+    its sessions written into ``metadata["ipyagent"]``.
+
+    Whatever stops the run — a cell error, a timeout, a dead kernel, a lost reply, Ctrl-C — the
+    outcome still holds every session the bridge delivered; ``error`` says what happened in one
+    line and ``cell_error`` keeps a failing cell's full report. KeyboardInterrupt is re-raised
+    by :func:`run_notebook` after the output is written.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    node = nbformat.reads(json.dumps(nb), as_version=4)  # also joins multi-line sources
+    stored, report = sessions_from_notebook(nb)
+    frontend = HeadlessFrontend()
+    watchdog = ReplyWatchdog()
+    current: dict[str, Any] = {}
+
+    class HeadlessClient(NotebookClient):
+        def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
+            content = msg.get("content") or {}
+            if msg.get("msg_type") == "status" and content.get("execution_state") == "idle":
+                watchdog.saw_idle((msg.get("parent_header") or {}).get("msg_id", ""))
+            return super().process_message(msg, cell, cell_index)
+
+    def on_notebook_start(notebook: Any) -> None:
+        kc = client.kc
+        frontend.kc = kc
+        OrderedShell(kc).install()
+        watchdog.install(kc)
+        _with_cell_ids(kc, current, watchdog)
+        if push:  # also when empty: the kernel then knows a frontend holds the notebook
+            kc.execute(push_code(stored.to_dict()), silent=True, store_history=False)
+
+    def on_cell_start(cell: Any, cell_index: int) -> None:
+        current["id"] = cell.get("id")
+        current["index"] = cell_index
+
+    kwargs: dict[str, Any] = {"timeout": timeout, "startup_timeout": startup_timeout,
+                              "on_notebook_start": on_notebook_start, "on_cell_start": on_cell_start,
+                              "resources": {"metadata": {"path": cwd or "."}},
+                              "iopub_timeout": iopub_wait(timeout)}
+    if kernel_name:
+        kwargs["kernel_name"] = kernel_name
+    ipc_dir = None if km is not None or sys.platform == "win32" else tempfile.mkdtemp(prefix="ipyagent-")
+    kwargs["kernel_manager_class"] = _kernel_manager_class(ipc_dir)
+    client = HeadlessClient(node, km=km, **kwargs)
+    client.comm_open_handlers[bridge_mod.TARGET] = frontend.on_comm_open
+    error = cell_error = None
+    interrupted: BaseException | None = None
+    try:
+        try:
+            client.execute()
+        finally:
+            if ipc_dir is not None:
+                shutil.rmtree(ipc_dir, ignore_errors=True)
+    except BaseException as exc:
+        error = _describe_failure(exc)
+        if "index" in current and not isinstance(exc, CellExecutionError):
+            error = f"cell {current['index'] + 1}: {error}"
+        if isinstance(exc, CellExecutionError):
+            cell_error = str(exc)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            interrupted = exc
+    out = json.loads(json.dumps(node))  # plain JSON again
+    place_inserted_cells(out.setdefault("cells", []), frontend.inserted)
+    sessions = _final_sessions(out, stored, frontend)
+    write_sessions_into_notebook(out, sessions)
+    return RunOutcome(out, error, sessions, frontend.received, [str(p) for p in report.problems],
+                      replies_recovered=watchdog.recovered, cell_error=cell_error, interrupted=interrupted)
+
+
+def _final_sessions(out: dict[str, Any], stored: NotebookSessions, frontend: HeadlessFrontend) -> NotebookSessions:
+    """Input sessions ∪ what the bridge delivered ∪ journal outputs of the executed cells.
+
+    The bridge's messages are merged into the input's metadata as JSON first, the way the
+    labextension stores them, and only then checked: an entry the bridge delivered is checked
+    together with the stored entries it hangs from (checked alone, a child of a stored entry would
+    look like an orphan and be cut loose as a root). The bridge's last leaf for a session wins,
+    also when it only moved along stored entries.
+    """
+    merged = bridge_mod.merge_metadata(stored.to_dict(), frontend.metadata)
+    metadata = out.setdefault("metadata", {})
+    saved = metadata.get(METADATA_KEY)
+    metadata[METADATA_KEY] = merged
+    lifted, _ = sessions_from_notebook(out)  # adds journal outputs (runs no frontend acknowledged)
+    if saved is not None:
+        metadata[METADATA_KEY] = saved
+    if frontend.metadata.get("active") in lifted.sessions:
+        lifted.active = frontend.metadata["active"]
+    return lifted
+
+
+@contextlib.contextmanager
+def _kernel_environment(**values: str | None) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        for name, value in values.items():
+            if value is not None:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def run_notebook(path: str | Path, output: str | Path | None = None, *, timeout: int | None = 600,
+                 kernel_name: str | None = None, replay: str | None = None, replay_tools: bool = False) -> RunOutcome:
+    """``ipyagent run``: execute ``path`` and write the result to ``output`` (default: in place).
+
+    ``replay`` ("on", "auto", "off"; None: the kernel's default) and ``replay_tools`` reach the
+    kernel through ``IPYAGENT_REPLAY`` / ``IPYAGENT_REPLAY_TOOLS`` (the kernel inherits them).
+    The output is written whatever stopped the run; an interrupt is re-raised after that.
+    """
+    path = Path(path)
+    nb = read_notebook(path)
+    with _kernel_environment(IPYAGENT_REPLAY=replay, IPYAGENT_REPLAY_TOOLS="1" if replay_tools else None):
+        outcome = execute_notebook(nb, timeout=timeout, kernel_name=kernel_name, cwd=str(path.parent.resolve()))
+    write_notebook(Path(output) if output else path, outcome.nb)
+    if outcome.interrupted is not None:
+        raise outcome.interrupted
+    return outcome

@@ -1,0 +1,447 @@
+"""How a run looks in the notebook: streamed Markdown, tool blocks, readable errors, approvals.
+
+:class:`RunRenderer` listens to the agent's events. Assistant text streams into one
+``display(..., display_id=True)`` output per assistant turn, updated at most
+``max_updates_per_second`` times a second (the last update always goes out). Tool calls and their
+results are compact ``<details>`` blocks with a ``text/plain`` fallback. Errors are short
+messages, never tracebacks. The budget widget (if any) follows the run live.
+
+Everything shown here came from a model, a tool or the session's metadata, so every bundle is
+``text/html`` built through :mod:`ipyagent.display.untrusted` (the reply's Markdown is rendered
+to HTML there, raw HTML shown as text) plus ``text/plain``; none carries ``text/markdown``, which
+JupyterLab would render raw in a trusted notebook.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any, Callable
+
+from IPython.display import display
+
+from ipyagent.agent import events as ev
+from ipyagent.agent.tools import get_tool
+from ipyagent.agent.tools.images import decode_image
+from ipyagent.display.approval import TooLongToShow, approval_text
+from ipyagent.display.untrusted import escape_html, markdown_html, sanitize_html
+from ipyagent.providers import base as pb
+from ipyagent.session.messages import text_of
+
+__all__ = ["RunRenderer", "StreamedMarkdown", "error_bundle", "note_bundle", "reply_bundle", "tool_bundle",
+           "make_approver", "NobodyToAsk", "short_args"]
+
+MAX_TOOL_TEXT = 4000  # characters of a tool result shown in the block (the model got Pi's limits)
+
+
+def _clip(text: str, limit: int = MAX_TOOL_TEXT) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n… ({len(text) - limit:,} characters not shown) …\n{text[-half:]}"
+
+
+def short_args(arguments: dict[str, Any], limit: int = 80) -> str:
+    """``python(code='1 + 1')``-style one-line summary of a call's arguments."""
+    parts = []
+    for key, value in arguments.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        shown = shown.replace("\n", "⏎ ")
+        if len(shown) > 40:
+            shown = shown[:37] + "…"
+        parts.append(f"{key}={shown!r}" if isinstance(value, str) else f"{key}={shown}")
+    text = ", ".join(parts)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _main_argument(name: str, arguments: dict[str, Any]) -> tuple[str, str] | None:
+    for key, lang in (("code", "python"), ("command", "bash"), ("content", "")):
+        if isinstance(arguments.get(key), str):
+            return arguments[key], lang
+    return None
+
+
+def _rich_parts(result: dict[str, Any]) -> tuple[list[str], int]:
+    """HTML for a result's images (only allowed image types whose data decodes and starts like
+    that type, re-encoded here) and its tool-made HTML (sanitised); and the number of images."""
+    import base64
+
+    parts: list[str] = []
+    images = 0
+    content = result.get("content")
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict) or block.get("type") != "image":
+            continue
+        mime = str(block.get("mimeType", ""))
+        raw = decode_image(mime, block.get("data"))
+        if raw is None:
+            continue
+        images += 1
+        src = f"data:{mime};base64,{base64.b64encode(raw).decode('ascii')}"
+        parts.append(f"<img src=\"{escape_html(src)}\" alt=\"{escape_html(mime)} output\" "
+                     "style='max-width:100%;display:block;margin:2px 0'>")
+    details = result.get("details")
+    html_parts = details.get("html") if isinstance(details, dict) else None
+    for fragment in html_parts if isinstance(html_parts, list) else []:
+        if isinstance(fragment, str) and fragment.strip():
+            parts.append(f"<div class='ipyagent-tool-html' style='overflow:auto;max-height:24em;margin:2px 0'>"
+                         f"{sanitize_html(fragment)}</div>")
+    return parts, images
+
+
+def tool_bundle(name: str, arguments: dict[str, Any], result: dict[str, Any] | None) -> dict[str, str]:
+    """A compact expandable block for one tool call (and its result once known)."""
+    if result is None:
+        state, icon = "running…", "⏳"
+    elif result.get("isError"):
+        state, icon = "error", "✗"
+    else:
+        state, icon = "done", "✓"
+    title = f"{icon} {name}({short_args(arguments)}) — {state}"
+    body_parts = []
+    main = _main_argument(name, arguments)
+    rest = {k: v for k, v in arguments.items() if not main or arguments.get(k) is not main[0]}
+    if main:
+        body_parts.append(f"<pre style='margin:2px 0'>{escape_html(main[0])}</pre>")
+    if rest:
+        body_parts.append(f"<pre style='margin:2px 0;color:#555'>{escape_html(json.dumps(rest, indent=1, default=str))}"
+                          "</pre>")
+    output = ""
+    images = 0
+    if result is not None:
+        output = _clip(text_of(result.get("content"), "\n"))
+        color = "#a94442" if result.get("isError") else "#333"
+        body_parts.append(f"<div style='font-size:85%;color:#777'>result</div>"
+                          f"<pre style='margin:2px 0;color:{color};max-height:24em;overflow:auto'>"
+                          f"{escape_html(output) or '(no output)'}</pre>")
+        rich, images = _rich_parts(result)
+        body_parts += rich
+    html_view = (f"<details class='ipyagent-tool'><summary style='cursor:pointer;font-family:monospace'>"
+                 f"{escape_html(title)}</summary><div style='margin-left:1.2em'>{''.join(body_parts)}</div></details>")
+    plain = title
+    if result is not None and output:
+        first = output.strip().splitlines()[:3]
+        plain += "\n" + "\n".join("    " + line for line in first)
+    if images:
+        plain += f"\n    [{images} image{'s' if images > 1 else ''}]"
+    return {"text/plain": plain, "text/html": html_view}
+
+
+def error_bundle(message: str, *, title: str = "ipyagent") -> dict[str, str]:
+    return {
+        "text/plain": f"{title}: {message}",
+        "text/html": ("<div style='border-left:3px solid #d9534f;padding:2px 8px;background:rgba(217,83,79,.06)'>"
+                      f"<b>{escape_html(title)}</b>: {escape_html(message).replace(chr(10), '<br>')}</div>"),
+    }
+
+
+def note_bundle(message: str) -> dict[str, str]:
+    return {"text/plain": message,
+            "text/html": f"<div style='color:#666;font-size:90%;font-style:italic'>{escape_html(message)}</div>"}
+
+
+def reply_bundle(text: str, thinking: str = "", *, text_html: str | None = None,
+                 thinking_html: str | None = None) -> dict[str, str]:
+    """An assistant reply as it stands: its Markdown rendered to safe HTML, the thinking (if any)
+    in a collapsed block above it. ``text_html`` / ``thinking_html``: already rendered (by
+    :class:`StreamedMarkdown`)."""
+    body = (text_html if text_html is not None else markdown_html(text)) if text else "<p>…</p>"
+    if thinking:
+        rendered = thinking_html if thinking_html is not None else markdown_html(thinking)
+        body = (f"<details class='ipyagent-thinking'><summary>Thinking</summary>"
+                f"<div style='color:#666'>{rendered}</div></details>{body}")
+    return {"text/plain": text or "…", "text/html": f"<div class='ipyagent-reply'>{body}</div>"}
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+class StreamedMarkdown:
+    """The HTML of a growing Markdown text without rendering all of it on every update.
+
+    The text up to the last blank line that is outside a code fence and followed by an unindented
+    line is rendered once, in pieces; each update renders only what follows. Pieces are each
+    complete, sanitised HTML, so joining them is as safe as one render; they can differ from a
+    render of the whole (a list split by blank lines becomes two lists, a link whose definition
+    comes later stays text), so the last update of a reply renders the whole text (``final``)."""
+
+    def __init__(self) -> None:
+        self._done = 0
+        self._done_html: list[str] = []
+        self._fence: str | None = None  # the fence open at self._scanned, if any
+        self._scanned = 0
+        self._cut = 0  # the last cut found while scanning
+
+    def render(self, text: str, *, final: bool = False) -> str:
+        if final or len(text) < self._done:
+            return markdown_html(text)
+        self._scan(text)
+        if self._cut > self._done:
+            self._done_html.append(markdown_html(text[self._done:self._cut]))
+            self._done = self._cut
+        return "".join(self._done_html) + markdown_html(text[self._done:])
+
+    def _scan(self, text: str) -> None:
+        """Advance over the complete lines not scanned yet, noting fences and possible cuts."""
+        end = text.rfind("\n") + 1
+        position = self._scanned
+        previous_blank = position >= 2 and text[position - 2:position] == "\n\n"
+        while position < end:
+            newline = text.index("\n", position)
+            line = text[position:newline]
+            match = _FENCE.match(line)
+            if self._fence is None:
+                if previous_blank and line and not line[0].isspace() and match is None:
+                    self._cut = position
+                if match:
+                    self._fence = match.group(1)
+            elif match and line.strip() and set(line.strip()) == {self._fence[0]} and len(line.strip()) >= len(
+                    self._fence):
+                self._fence = None
+            previous_blank = not line.strip()
+            position = newline + 1
+        self._scanned = position
+
+
+class NobodyToAsk(RuntimeError):
+    """Asking for approval is impossible here (no stdin: a headless run)."""
+
+
+def _approval_note(tool: str) -> str:
+    try:
+        read_only = get_tool(tool).read_only
+    except KeyError:
+        return ""
+    # a read-only tool is only asked about when it would read outside the notebook's folder
+    return "It reads outside the notebook's folder." if read_only else ""
+
+
+def make_approver(input_func: Callable[[str], str] | None = None,
+                  on_refusal: Callable[[str], None] | None = None,
+                  show_func: Callable[[str], None] | None = None) -> Callable[[str, dict[str, Any]], bool]:
+    """The approval callback for ``tool_approval == "ask"``: shows the whole call, then asks
+    through ``input()``.
+
+    The call is shown by ``show_func`` (default ``print``: a stream output, which every frontend
+    shows whole, where an input prompt may be cut to one line), made visible by
+    :func:`~ipyagent.display.approval.approval_text`; a call too long to show is refused
+    without asking. Where nobody can answer (``StdinNotImplementedError``: nbclient, ``ipyagent
+    run``), the call is refused with a clear message, and later calls in the same run are refused
+    without asking.
+    """
+    state = {"headless": False}
+    from IPython.core.error import StdinNotImplementedError
+
+    def approve(tool: str, arguments: dict[str, Any]) -> bool:
+        if state["headless"]:
+            raise NobodyToAsk("nobody can answer approval questions in this run (no stdin, e.g. a headless run); "
+                              'set %config Agent.tool_approval = "auto" to let tools run without asking')
+        ask = input_func
+        if ask is None:
+            import builtins
+
+            ask = builtins.input
+        try:
+            question = approval_text(tool, arguments, note=_approval_note(tool))
+        except TooLongToShow as exc:
+            if on_refusal is not None:
+                on_refusal(f"Refused `{tool}` without asking: {exc}.")
+            raise
+        (show_func or print)(question)
+        try:
+            answer = ask(f"Allow `{tool}` as shown above? [y/N] ")
+        except (StdinNotImplementedError, EOFError, OSError) as exc:
+            state["headless"] = True
+            if on_refusal is not None:
+                on_refusal(f"Refused `{tool}`: nobody can answer approval questions here ({type(exc).__name__}). "
+                           'Set %config Agent.tool_approval = "auto" to let tools run without asking.')
+            raise NobodyToAsk("nobody can answer approval questions in this run (no stdin, e.g. a headless run); "
+                              'set %config Agent.tool_approval = "auto" to let tools run without asking') from None
+        return str(answer).strip().lower() in ("y", "yes", "ok", "run", "allow")
+
+    return approve
+
+
+class RunRenderer:
+    """Turns agent events into outputs of the current cell."""
+
+    def __init__(self, *, widget: Any = None, facts: Callable[[str], Any] | None = None,
+                 max_updates_per_second: float = 10.0, display_func: Callable[..., Any] = display,
+                 clock: Callable[[], float] = time.monotonic):
+        self.widget = widget
+        self._facts = facts  # status -> BudgetFacts
+        self.interval = 1.0 / max_updates_per_second if max_updates_per_second > 0 else 0.0
+        self._display = display_func
+        self._clock = clock
+        self._text = ""
+        self._thinking = ""
+        self._text_view = StreamedMarkdown()
+        self._thinking_view = StreamedMarkdown()
+        self._sent: dict[str, str] | None = None  # the last update sent
+        self._partial = False  # it was rendered in pieces (the end renders it whole)
+        self._handle: Any = None
+        self._last_update = 0.0
+        self._dirty = False
+        self._compaction_before: int | None = None
+        self._tools: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+        self._streaming_calls: dict[int, str] = {}
+        self.updates = 0  # display updates sent (for tests and benchmarks)
+        self.errors: list[str] = []
+
+    # ---- plumbing ----------------------------------------------------------------------------
+
+    def show(self, data: dict[str, Any], *, display_id: bool = False, metadata: dict[str, Any] | None = None) -> Any:
+        kwargs: dict[str, Any] = {"raw": True}
+        if metadata:
+            kwargs["metadata"] = metadata
+        if display_id:
+            kwargs["display_id"] = True
+        return self._display(data, **kwargs)
+
+    def _refresh_widget(self, status: str = "") -> None:
+        if self.widget is not None and self._facts is not None:
+            try:
+                self.widget.update(self._facts(status))
+            except Exception:  # the widget must never break a run
+                pass
+
+    def _flush_text(self, force: bool = False) -> None:
+        """Send the reply as it stands (at most ``max_updates_per_second``); ``force``: now, and
+        rendered whole (the streamed updates render only the newest blocks again)."""
+        if not self._dirty and not (force and self._partial):
+            return
+        now = self._clock()
+        if not force and now - self._last_update < self.interval:
+            return
+        data = reply_bundle(self._text, self._thinking, text_html=self._text_view.render(self._text, final=force),
+                            thinking_html=self._thinking_view.render(self._thinking, final=force))
+        if self._handle is not None and data == self._sent:  # e.g. the whole render is what was shown
+            self._partial = self._partial and not force
+            self._dirty = False
+            return
+        if self._handle is None:
+            self._handle = self.show(data, display_id=True)
+        else:
+            self._handle.update(data, raw=True)
+        self._sent, self._partial = data, not force
+        self.updates += 1
+        self._last_update = now
+        self._dirty = False
+        if self.widget is not None:  # live, and cheap: no recount of the session
+            self.widget.set_status(f"Receiving the reply… ≈{(len(self._text) + len(self._thinking)) // 4:,} tokens")
+
+    def _end_text(self) -> None:
+        self._flush_text(force=True)
+        self._text, self._thinking, self._handle, self._dirty = "", "", None, False
+        self._text_view, self._thinking_view = StreamedMarkdown(), StreamedMarkdown()
+        self._sent, self._partial = None, False
+
+    # ---- events ------------------------------------------------------------------------------
+
+    def __call__(self, event: Any) -> None:
+        handler = self._HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def _on_text(self, event: pb.TextDelta) -> None:
+        self._text += event.text
+        self._dirty = True
+        self._flush_text()
+
+    def _on_thinking(self, event: pb.ThinkingDelta) -> None:
+        self._thinking += event.text
+        self._dirty = True
+        self._flush_text()
+
+    def _on_tool_call_start(self, event: pb.ToolCallStart) -> None:
+        self._end_text()
+
+    def _on_retrying(self, event: pb.Retrying) -> None:
+        self._end_text()
+        self.show(note_bundle(f"{event.reason} — retrying in {event.delay:.1f} s (attempt {event.attempt})."))
+
+    def _on_request(self, event: ev.RequestStart) -> None:
+        self._refresh_widget("Waiting for the model…")
+
+    def _on_tool_start(self, event: ev.ToolExecutionStart) -> None:
+        self._end_text()
+        handle = self.show(tool_bundle(event.name, event.arguments, None), display_id=True)
+        self._tools[event.call_id] = (handle, event.name, event.arguments)
+        self._refresh_widget(f"Running {event.name}…")
+
+    def _on_tool_end(self, event: ev.ToolExecutionEnd) -> None:
+        handle, name, arguments = self._tools.pop(event.call_id, (None, event.name, {}))
+        data = tool_bundle(name, arguments, event.result)
+        if handle is not None:
+            handle.update(data, raw=True)
+        else:
+            self.show(data)
+
+    def _on_compaction_start(self, event: ev.CompactionStart) -> None:
+        self._end_text()
+        label = {"threshold": "Compacting", "overflow": "Context overflow: compacting",
+                 "manual": "Compacting"}.get(event.reason, "Compacting")
+        if self.widget is not None:
+            self.widget.start_ticker(f"{label} {event.tokens_before:,} tokens…")
+        self._compaction_before = event.tokens_before  # counted as the widget counts: "before → after" compare
+
+    def _on_compaction_end(self, event: ev.CompactionEnd) -> None:
+        if self.widget is not None:
+            self.widget.stop_ticker()
+        if event.entry is not None and event.reason == "manual":
+            self._refresh_widget("")  # %compact shows its own result
+        elif event.entry is not None:
+            after = self._facts("").total if self._facts is not None else None
+            before = self._compaction_before or event.entry.get("tokensBefore", 0)
+            text = (f"Compacted ({event.reason}): {before:,} tokens"
+                    + (f" → {after:,}" if after is not None else "") + f" in {event.duration:.1f} s.")
+            self.show(note_bundle(text))
+            self._refresh_widget(text)
+        elif event.error and event.reason != "manual":
+            self.show(note_bundle(f"Automatic compaction skipped: {event.error}"))
+            self._refresh_widget("")
+
+    def _on_entry(self, event: ev.EntryAppended) -> None:
+        if event.entry.get("type") == "message" and event.entry["message"].get("role") == "assistant":
+            self._end_text()
+            message = event.entry["message"]
+            if message.get("stopReason") == "aborted":
+                self.show(note_bundle("(response interrupted; what arrived was kept)"))
+            self._refresh_widget("")
+
+    def _on_error(self, event: ev.AgentError) -> None:
+        self._end_text()
+        self.errors.append(event.message)
+        title = {"overflow": "Context overflow", "compaction": "Compaction stopped",
+                 "interrupted": "Interrupted"}.get(event.kind, "Model error")
+        self.show(error_bundle(event.message, title=title))
+
+    def _on_end(self, event: ev.AgentEnd) -> None:
+        self._end_text()
+        for handle, name, arguments in self._tools.values():
+            handle.update(tool_bundle(name, arguments, {"content": [{"type": "text", "text": "(not finished)"}],
+                                                        "isError": True}), raw=True)
+        self._tools.clear()
+        self._refresh_widget("")
+
+    def finish(self) -> None:
+        """Flush whatever is pending (also after an interrupt)."""
+        self._end_text()
+        if self.widget is not None:
+            self.widget.stop_ticker()
+
+    _HANDLERS: dict[type, Callable[["RunRenderer", Any], None]] = {
+        pb.TextDelta: _on_text,
+        pb.ThinkingDelta: _on_thinking,
+        pb.ToolCallStart: _on_tool_call_start,
+        pb.Retrying: _on_retrying,
+        ev.RequestStart: _on_request,
+        ev.ToolExecutionStart: _on_tool_start,
+        ev.ToolExecutionEnd: _on_tool_end,
+        ev.CompactionStart: _on_compaction_start,
+        ev.CompactionEnd: _on_compaction_end,
+        ev.EntryAppended: _on_entry,
+        ev.AgentError: _on_error,
+        ev.AgentEnd: _on_end,
+    }

@@ -1,0 +1,2 @@
+"""The compaction explorer: the plan it draws, the HTML view and the widget.
+"""

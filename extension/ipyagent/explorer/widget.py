@@ -1,0 +1,450 @@
+"""The compaction explorer: ``%agent explore`` in a notebook, ``ipyagent.explore(path_or_session)``
+for any saved notebook or Pi session file, offline.
+
+An ipywidgets panel: sliders for the window, the reserve and keep-recent, an estimator choice and
+an optional focus; a timeline of the session's path as boxes sized by tokens (what would be
+summarised, what kept, the turn prefix of a split turn, what is already inside earlier
+summaries), the cut point, tokens before → after, and the exact text the summariser would
+receive (collapsible; computed only while it is open). Each change re-plans with
+``prepare_compaction`` — the code compaction runs — through :class:`ExplorerModel`.
+
+"Compact now with these settings" is offered only where a provider is configured, asks first,
+and then compacts the way ``%compact`` does (``Agent.compact``) with the plan on screen.
+
+Its output carries static ``text/html`` and ``text/plain`` views next to the widget, for viewers
+without a kernel; "Keep this view in the notebook" replaces them with the view on screen.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ipyagent.compaction.prepare import CompactionPlan
+from ipyagent.explorer.html import (
+    legend_html,
+    numbers_html,
+    requests_html,
+    requests_title,
+    static_bundle,
+    static_plain,
+    timeline_html,
+    title_html,
+)
+from ipyagent.explorer.plan import ESTIMATOR_LABELS, Exploration, ExplorerModel, ExploreSettings
+from ipyagent.display.untrusted import escape_html
+
+__all__ = ["CompactionExplorer", "explore", "explorer_for_slot"]
+
+ASSUMED_WINDOW = 128_000  # when neither the settings nor the model table know the window
+# Building the summariser's input slower than this (a huge history): an open input section is
+# no longer rebuilt on every slider move, it offers a button instead.
+SLOW_INPUT_MS = 150.0
+
+# (settings on screen, their plan) -> a one-line report of the compaction; raises on failure
+Compactor = Callable[[ExploreSettings, CompactionPlan], str]
+
+
+def nice_step(span: float, steps: int = 200) -> int:
+    """About ``span / steps``, rounded to 1, 2 or 5 × a power of ten (at least 1)."""
+    raw = max(1.0, span / steps)
+    power = 10 ** math.floor(math.log10(raw))
+    return int(next(m * power for m in (1, 2, 5, 10) if m * power >= raw))
+
+
+def _ceil_to(value: float, step: int) -> int:
+    return int(math.ceil(value / step) * step)
+
+
+class CompactionExplorer:
+    """The panel. ``model`` holds the session and the settings; ``compactor`` (None: no button)
+    runs a compaction with the settings and plan on screen."""
+
+    def __init__(self, model: ExplorerModel, *, compactor: Compactor | None = None, compact_model: str = ""):
+        import ipywidgets as w
+
+        self.model = model
+        self.compactor = compactor
+        self.compact_model = compact_model
+        self._handle: Any = None
+        self._updating = False
+        self._confirmed_cut: str | None = None
+        self._drawn_key: Any = None
+        x = model.update()
+        s = model.settings
+        style = {"description_width": "110px"}
+        layout = w.Layout(width="560px")
+        self.window = w.IntSlider(description="window", style=style, layout=layout)
+        self.reserve = w.IntSlider(description="reserve", style=style, layout=layout)
+        self.keep = w.IntSlider(description="keep-recent", style=style, layout=layout)
+        self.window.add_class("ipyagent-explore-window")
+        self.reserve.add_class("ipyagent-explore-reserve")
+        self.keep.add_class("ipyagent-explore-keep")
+        self._set_ranges(x)
+        self.window.value, self.reserve.value, self.keep.value = s.window, s.reserve_tokens, s.keep_recent_tokens
+        self.estimator = w.Dropdown(description="estimator", style=style, layout=w.Layout(width="320px"),
+                                    options=[(ESTIMATOR_LABELS.get(k, k), k) for k in model.estimator_choices()],
+                                    value=s.estimator)
+        self.focus = w.Text(description="focus", style={"description_width": "50px"}, layout=w.Layout(width="460px"),
+                            value=s.focus, continuous_update=False,
+                            placeholder="optional: what the summary should keep (as in %compact FOCUS)")
+        self.title = w.HTML()
+        self.numbers = w.HTML()
+        self.timeline = w.HTML()
+        self.legend = w.HTML(legend_html())
+        self.input = w.HTML()
+        self.input_note = w.HTML()
+        self.input_button = w.Button(description="Show it for these settings", layout=w.Layout(width="auto"))
+        self.input_button.on_click(lambda _: self._render_input(force=True))
+        self.input_button.layout.display = "none"
+        self._input_ms = 0.0
+        self.accordion = w.Accordion(children=[w.VBox([self.input_note, self.input_button, self.input])])
+        self.accordion.selected_index = None
+        self.status = w.HTML()
+        self.keep_view = w.Button(description="Keep this view in the notebook", layout=w.Layout(width="auto"),
+                                  tooltip="Save the view on screen as the output's static HTML (for viewers "
+                                          "without a kernel)")
+        self.keep_view.on_click(lambda _: self.keep_static_view())
+        self.refresh_button = w.Button(description="Refresh", tooltip="Read the session again (after new runs)",
+                                       layout=w.Layout(width="auto"))
+        self.refresh_button.on_click(lambda _: self.refresh())
+        buttons: list[Any] = [self.refresh_button, self.keep_view]
+        self.compact_button = self.confirm_yes = self.confirm_no = None
+        self.confirm_text = w.HTML()
+        self.confirm = w.HBox([])
+        if compactor is not None:
+            self.compact_button = w.Button(description="Compact now with these settings…", button_style="warning",
+                                           layout=w.Layout(width="auto"))
+            self.confirm_yes = w.Button(description="Yes, compact", button_style="danger")
+            self.confirm_no = w.Button(description="Cancel")
+            self.compact_button.on_click(lambda _: self.ask_to_compact())
+            self.confirm_yes.on_click(lambda _: self.compact_now())
+            self.confirm_no.on_click(lambda _: self._hide_confirm("Cancelled: the session is unchanged."))
+            self.confirm.children = [self.confirm_text, self.confirm_yes, self.confirm_no]
+            buttons.insert(0, self.compact_button)
+        self.confirm.layout.display = "none"
+        self.view = w.VBox([self.title, self.window, self.reserve, self.keep, w.HBox([self.estimator, self.focus]),
+                            self.numbers, self.timeline, self.legend, self.accordion, w.HBox(buttons), self.confirm,
+                            self.status], layout=w.Layout(max_width="800px"))
+        self.view.add_class("ipyagent-explore-widget")
+        for control in (self.window, self.reserve, self.keep, self.estimator, self.focus):
+            control.observe(self._changed, names="value")
+        self.accordion.observe(lambda _: self._render_input(), names="selected_index")
+        self._render(x)
+
+    # ---- ranges --------------------------------------------------------------------------------
+
+    def _set_ranges(self, x: Exploration) -> None:
+        s = x.settings
+        tokens = self.model.path_tokens()
+        self._drawn_key = tokens.key
+        window_max = max(2 * s.window, 2 * x.tokens_before, 8192)
+        window_step = nice_step(window_max)
+        window_max = _ceil_to(window_max, window_step)
+        recent = tokens.span(tokens.start, len(tokens.path))
+        keep_max = max(2 * s.keep_recent_tokens, int(1.1 * recent), 1000)
+        keep_step = nice_step(keep_max)
+        keep_max = _ceil_to(keep_max, keep_step)
+        self._updating = True
+        try:
+            for slider, low, high, step, value in ((self.window, window_step, window_max, window_step, s.window),
+                                                   (self.reserve, 0, window_max, window_step, s.reserve_tokens),
+                                                   (self.keep, 0, keep_max, keep_step, s.keep_recent_tokens)):
+                high = max(high, value)
+                slider.max = max(slider.max, high)  # widen first, so the old value stays inside while min moves
+                slider.min, slider.step = min(low, value), step
+                slider.max = high
+        finally:
+            self._updating = False
+
+    # ---- updates ---------------------------------------------------------------------------------
+
+    def _changed(self, change: Any = None) -> None:
+        if self._updating:
+            return
+        self.update()
+
+    def update(self) -> Exploration:
+        """Re-plan with the values on screen and redraw (one slider move)."""
+        counting = not self.model.has_counted(self.estimator.value)
+        if counting:  # every entry is counted once with a new estimator: seconds on a long session
+            self.status.value = f"<i>Counting every entry with {escape_html(self.estimator.value)} (once)…</i>"
+        x = self.model.update(window=self.window.value, reserve_tokens=self.reserve.value,
+                              keep_recent_tokens=self.keep.value, estimator=self.estimator.value,
+                              focus=self.focus.value.strip())
+        if counting:
+            self.status.value = ""
+        if self._drawn_key != self.model.path_tokens().key:  # the session grew: the sliders' ranges too
+            self._set_ranges(x)
+        self._render(x)
+        return x
+
+    def set(self, **values: Any) -> Exploration:
+        """Set controls from Python (``window``, ``reserve``, ``keep_recent``, ``estimator``,
+        ``focus``) and redraw once."""
+        controls = {"window": self.window, "reserve": self.reserve, "keep_recent": self.keep,
+                    "estimator": self.estimator, "focus": self.focus}
+        unknown = set(values) - set(controls)
+        if unknown:
+            raise TypeError(f"unknown setting(s) {', '.join(sorted(unknown))}; choose from {', '.join(controls)}")
+        self._updating = True
+        try:
+            for name, value in values.items():
+                control = controls[name]
+                if name in ("window", "reserve", "keep_recent") and value > control.max:
+                    control.max = value
+                control.value = value
+        finally:
+            self._updating = False
+        return self.update()
+
+    def _render(self, x: Exploration) -> None:
+        self.title.value = title_html(x)
+        self.numbers.value = numbers_html(x)
+        self.timeline.value = timeline_html(x)
+        self.accordion.set_title(0, requests_title(None))
+        if self.accordion.selected_index == 0:
+            self._render_input()
+
+    def _render_input(self, force: bool = False) -> None:
+        if self.accordion.selected_index != 0:
+            return
+        if not force and self._input_ms > SLOW_INPUT_MS and not self.model.requests_ready():
+            self.input_note.value = ("<i>The input shown is for earlier settings: building it takes "
+                                     f"{self._input_ms / 1000:.1f} s on this session.</i>")
+            self.input_button.layout.display = ""
+            return
+        ready = self.model.requests_ready()
+        started = time.perf_counter()
+        requests = self.model.requests()
+        if not ready:
+            self._input_ms = (time.perf_counter() - started) * 1000
+        self.input_note.value = ""
+        self.input_button.layout.display = "none"
+        self.accordion.set_title(0, requests_title(requests))
+        self.input.value = requests_html(requests)
+
+    def refresh(self) -> Exploration:
+        """Redraw after the session changed (a new run, a compaction)."""
+        x = self.model.update()
+        self._set_ranges(x)
+        self._render(x)
+        return x
+
+    @property
+    def exploration(self) -> Exploration:
+        return self.model.current or self.model.update()
+
+    def summarizer_requests(self) -> list[Any]:
+        """The summariser requests for the settings on screen, whole (``SummaryRequest`` objects)."""
+        return [request for request, _ in self.model.requests()]
+
+    # ---- compact now -------------------------------------------------------------------------
+
+    def ask_to_compact(self) -> None:
+        x = self.update()
+        if x.plan is None:
+            self._hide_confirm(f"Nothing to compact with these settings. {x.reason}")
+            return
+        self._confirmed_cut = x.plan.first_kept_entry_id
+        prefix = f" and a turn prefix of {x.counts['prefix']:,}" if x.counts.get("prefix") else ""
+        self.confirm_text.value = (
+            f"<b>Compact session {escape_html(x.session_name)} now?</b> It summarises {x.counts['summarised']:,} "
+            f"entries{prefix} (≈{x.tokens['summarised'] + x.tokens.get('prefix', 0):,} tokens), keeps "
+            f"{x.counts['kept']:,} (≈{x.tokens['kept']:,}), calls {escape_html(self.compact_model or 'the model')} "
+            "and adds a compaction entry to the session.&nbsp;")
+        self.confirm.layout.display = ""
+        self.status.value = ""
+
+    def _hide_confirm(self, message: str = "") -> None:
+        self.confirm.layout.display = "none"
+        self._confirmed_cut = None
+        self.status.value = f"<i>{escape_html(message)}</i>" if message else ""
+
+    def compact_now(self) -> None:
+        """Compact with the settings on screen (after :meth:`ask_to_compact`)."""
+        if self.compactor is None:
+            return
+        x = self.update()
+        if x.plan is None or x.plan.first_kept_entry_id != self._confirmed_cut:
+            self.ask_to_compact()
+            self.status.value = "<i>The plan changed since you asked: check it and confirm again.</i>"
+            return
+        self.confirm.layout.display = "none"
+        self._confirmed_cut = None
+        buttons = [b for b in (self.compact_button, self.confirm_yes) if b is not None]
+        for button in buttons:
+            button.disabled = True
+        self.status.value = "<i>Compacting… (calling the summary model)</i>"
+        try:
+            report = self.compactor(x.settings, x.plan)
+        except Exception as exc:  # shown, never lost: the session is unchanged on every failure
+            message = (f'<div style="color:#b52a1d"><b>Compaction failed:</b> '
+                       f"{escape_html(f'{type(exc).__name__}: {exc}')}</div>")
+        else:
+            message = f"<b>{escape_html(report)}</b>"
+        finally:
+            for button in buttons:
+                button.disabled = False
+        self.refresh()  # the view of the session as it is now, then the report under it
+        self.status.value = message
+
+    # ---- display -----------------------------------------------------------------------------
+
+    def static_bundle(self) -> dict[str, str]:
+        x = self.exploration
+        return static_bundle(x, self.model.requests(x))
+
+    def bundle(self) -> dict[str, Any]:
+        data: dict[str, Any] = dict(self.static_bundle())
+        data.update(self.view._repr_mimebundle_() or {})
+        data["text/plain"] = static_plain(self.exploration)
+        return data
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        self._handle = display(self.bundle(), raw=True, display_id=True)
+
+    def keep_static_view(self) -> None:
+        """Make the view on screen the output's static views (saved with the notebook)."""
+        if self._handle is None:
+            return
+        self._handle.update(self.bundle(), raw=True)
+        self.status.value = "<i>The static view saved with the notebook now shows these settings.</i>"
+
+
+# ---- building one ------------------------------------------------------------------------------
+
+
+def _settings_from(saved: dict[str, Any], model_window: int | None, *, window: int | None, reserve: int | None,
+                   keep: int | None, estimator: str | None, focus: str, session: Any) -> tuple[ExploreSettings, bool]:
+    compaction = saved.get("compaction") if isinstance(saved.get("compaction"), dict) else {}
+    known = window or saved.get("context_window") or model_window
+    settings = ExploreSettings(
+        window=int(known or ASSUMED_WINDOW),
+        reserve_tokens=int(reserve if reserve is not None else compaction.get("reserve_tokens", 16384)),
+        keep_recent_tokens=int(keep if keep is not None else compaction.get("keep_recent_tokens", 20000)),
+        estimator=estimator or session.estimator.name,
+        focus=focus,
+    )
+    return settings, bool(known)
+
+
+def _model_window(model: str) -> int | None:
+    if not model:
+        return None
+    from ipyagent.providers import models
+    from ipyagent.providers.registry import parse_model_string
+
+    try:
+        return models.context_window(*parse_model_string(model))
+    except ValueError:
+        return None
+
+
+def explore(path_or_session: Any, *, session: str | None = None, window: int | None = None,
+            reserve: int | None = None, keep_recent: int | None = None, estimator: str | None = None,
+            focus: str = "") -> CompactionExplorer:
+    """The compaction explorer for a saved notebook (``.ipynb``), a Pi session file (``.jsonl``)
+    or a ``Session``, offline: nothing is called and nothing is written.
+
+    ``session`` picks one session of a notebook; the other arguments set the controls' starting
+    values (default: the settings saved with the session, else ipyagent's defaults).
+    """
+    from ipyagent.core import Session
+
+    saved: dict[str, Any] = {}
+    source = ""
+    name = session or "default"
+    if isinstance(path_or_session, Session):
+        target = path_or_session
+        name = session or "session"
+    elif isinstance(path_or_session, (str, os.PathLike)):
+        path = Path(path_or_session)
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file: {path}")
+        source = str(path)
+        if path.suffix == ".ipynb":
+            from ipyagent.store.persistence import load_path
+
+            found, _ = load_path(path)
+            if not found.sessions:
+                raise ValueError(f"{path} holds no ipyagent session")
+            name = session or found.active or next(iter(found.sessions))
+            if name not in found.sessions:
+                raise ValueError(f"{path} has no session {name!r}; it has {', '.join(found.sessions)}")
+            saved = dict(found.sessions[name].settings or {})
+            target = found.to_session(name)
+        else:
+            target = Session.from_file(path)
+            name = session or path.stem
+    else:
+        raise TypeError(f"explore() takes a notebook or Pi session file path, or a Session, "
+                        f"not {type(path_or_session).__name__}")
+    model_name = str(saved.get("model") or "")
+    settings, known = _settings_from(saved, _model_window(model_name), window=window, reserve=reserve,
+                                     keep=keep_recent, estimator=estimator, focus=focus, session=target)
+    model = ExplorerModel(target, settings, name=name, source=source, model=model_name,
+                          summary_model=saved.get("summary_model") or None, window_known=known)
+    return CompactionExplorer(model)
+
+
+def explorer_for_slot(runtime: Any, name: str | None = None, *, window: int | None = None,
+                      reserve: int | None = None, keep_recent: int | None = None, estimator: str | None = None,
+                      focus: str = "") -> CompactionExplorer:
+    """The explorer of one of this kernel's sessions (``%agent explore``), with its settings;
+    "compact now" where a provider is configured for the summary model."""
+    from ipyagent.kernel.replay_control import provider_configured
+
+    slot = runtime.slot(name)
+    slot_name = slot.name
+    config = runtime.agent_config()
+    agent = runtime.agent_for(slot, config, approve=slot.agent.approve if slot.agent else None)
+    try:
+        model_window = agent.context_window()
+    except ValueError:
+        model_window = None
+    saved = {"context_window": model_window,
+             "compaction": {"reserve_tokens": config.compaction.reserve_tokens,
+                            "keep_recent_tokens": config.compaction.keep_recent_tokens}}
+    settings, known = _settings_from(saved, None, window=window, reserve=reserve, keep=keep_recent,
+                                     estimator=estimator, focus=focus, session=slot.session)
+    model = ExplorerModel(lambda: runtime.slot(slot_name).session, settings, name=slot_name, model=config.model,
+                          summary_model=config.summary_model, window_known=known)
+    summary_model = config.summary_model or config.model
+    live = bool(summary_model) and provider_configured(summary_model, config.provider_options)
+    compactor = _runtime_compactor(runtime, slot_name) if live else None
+    return CompactionExplorer(model, compactor=compactor, compact_model=summary_model)
+
+
+def _runtime_compactor(runtime: Any, slot_name: str) -> Compactor:
+    """Compacts like ``%compact`` (``Agent.compact``), with the explorer's settings and plan."""
+
+    def compact(settings: ExploreSettings, plan: CompactionPlan) -> str:
+        from dataclasses import replace
+
+        runtime.absorb_push()
+        slot = runtime.slot(slot_name)
+        config = runtime.agent_config()
+        config.compaction = replace(config.compaction, reserve_tokens=settings.reserve_tokens,
+                                    keep_recent_tokens=settings.keep_recent_tokens)
+        config.context_window = settings.window
+        agent = runtime.agent_for(slot, config, approve=slot.agent.approve if slot.agent else None)
+        before = slot.session.context_tokens()
+        entry = agent.compact(settings.focus or None, plan=plan)
+        after = slot.session.context_tokens()
+        report = (f"Compacted: {before:,} → {after:,} tokens (first kept entry {entry.get('firstKeptEntryId')}).")
+        bridge = runtime.bridge
+        if bridge is not None and bridge.connected:
+            runtime.persist(slot, config)
+            return report
+        # Without a bridge the entry goes into the journal output of the next %%agent or %compact
+        # run: an output made from a button's callback belongs to no cell and would not be saved.
+        return report + " It is saved with the next %%agent or %compact run's output (no bridge here)."
+
+    return compact

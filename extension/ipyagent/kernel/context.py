@@ -1,0 +1,107 @@
+"""The kernel's side of the agent loop's :class:`~ipyagent.agent.prompt.notebook_context.NotebookContext`
+(activity since the session's previous prompt; environment and instruction files) and of
+interpolation's :class:`~ipyagent.agent.prompt.interpolate.Lookup` (``{In[n]}``, ``{Out[n]}``,
+``{Err[n]}``, ``{name}``).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from ipyagent.agent.prompt.activity import format_error
+from ipyagent.agent.prompt.instructions import find_instruction_files
+from ipyagent.agent.prompt.notebook_context import NotebookActivity, SystemContext
+from ipyagent.kernel.activity import ActivityRecorder
+from ipyagent.store.hydration import find_notebook_path
+from ipyagent.kernel.namespace import bounded_repr, type_name
+
+_MISSING = object()
+
+
+def notebook_path(runtime: Any) -> Path | None:
+    """This kernel's notebook, if the kernel can tell (the same sources hydration uses)."""
+    try:
+        path, _ = find_notebook_path(runtime.shell.user_ns, os.environ, runtime.config.notebook_path)
+    except Exception:
+        path = None
+    if path is None and runtime.load_result is not None:
+        path = runtime.load_result.path
+    return Path(path).resolve() if path is not None else None
+
+
+def system_context(runtime: Any) -> SystemContext:
+    cwd = os.getcwd()
+    path = notebook_path(runtime)
+    names = [n for n in runtime.config.instruction_files if isinstance(n, str) and n.strip()]
+    try:
+        files = tuple(find_instruction_files(path.parent if path else cwd, names=names)) if names else ()
+    except OSError:
+        files = ()
+    return SystemContext(str(path) if path else None, cwd, platform.python_version(), files)
+
+
+class KernelNotebookContext:
+    """One session's view: the activity since its previous prompt, and the environment."""
+
+    def __init__(self, runtime: Any, session: str):
+        self.runtime = runtime
+        self.session = session
+
+    @property
+    def recorder(self) -> ActivityRecorder:
+        return self.runtime.activity
+
+    def system_context(self) -> SystemContext:
+        return system_context(self.runtime)
+
+    def activity(self) -> NotebookActivity:
+        try:
+            return self.recorder.activity(self.session)
+        except Exception:  # a namespace that cannot be walked: no block rather than no prompt
+            return NotebookActivity()
+
+    def prompt_sent(self) -> None:
+        try:
+            self.recorder.mark(self.session)
+        except Exception:
+            pass
+
+
+class KernelLookup:
+    """Cell sources, values and errors, and user variables, for interpolation."""
+
+    def __init__(self, shell: Any, recorder: ActivityRecorder | None):
+        self.shell = shell
+        self.recorder = recorder
+
+    def source(self, count: int) -> str | None:
+        history = getattr(getattr(self.shell, "history_manager", None), "input_hist_raw", None) or []
+        if 0 < count < len(history) and isinstance(history[count], str):
+            return history[count]
+        return None
+
+    def output(self, count: int) -> str | None:
+        shown = getattr(getattr(self.shell, "history_manager", None), "output_hist_reprs", {}).get(count)
+        if isinstance(shown, str):
+            return shown
+        out = self.shell.user_ns.get("Out")
+        if isinstance(out, dict) and count in out:
+            return bounded_repr(out[count])
+        return None
+
+    def error(self, count: int) -> str | None:
+        error = self.recorder.error(count) if self.recorder is not None else None
+        return format_error(error) if error is not None else None
+
+    def variable(self, name: str) -> tuple[str, str] | None:
+        user_ns = self.shell.user_ns
+        if name not in user_ns:
+            return None
+        value = user_ns[name]
+        hidden = getattr(self.shell, "user_ns_hidden", {}) or {}
+        if hidden.get(name, _MISSING) is value:  # IPython's own (In, Out, exit, get_ipython…)
+            return None
+        return bounded_repr(value), type_name(value)

@@ -1,0 +1,2 @@
+"""The magics: ``%%agent``, ``%agent …`` (one module per group of commands), ``%compact``.
+"""

@@ -1,0 +1,92 @@
+"""``%agent pin TEXT`` · ``%agent pins`` · ``%agent unpin N``: instructions that stay in the system
+prompt for the whole session, through every compaction.
+
+Each pin and unpin is a session entry (a Pi ``custom`` entry, ``ipyagent/agent/prompt/pins.py``), saved
+with the notebook like every other entry: pins survive a kernel restart, an export and a replay.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from ipyagent.agent.prompt.pins import PIN_TYPE, Pin, active_pins, pin_entry, unpin_entry
+from ipyagent.kernel.magics.commands import COMMANDS
+
+
+def _tokens(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+def _pins(runtime: Any) -> tuple[Any, list[Pin]]:
+    slot = runtime.slot()
+    return slot, active_pins(slot.session.entries)
+
+
+@magic_arguments()
+@argument("text", nargs="*", help="the instruction, as written after 'pin' (quotes are kept)")
+def agent_pin(runtime: Any, rest: str) -> None:
+    """%agent pin TEXT — keep an instruction in the system prompt for the whole session (it survives compaction)."""
+    text = rest.strip()
+    if text in ("-h", "--help"):
+        print(agent_pin.__doc__)
+        return
+    if not text:
+        raise UsageError("%agent pin needs the instruction, e.g. %agent pin Answer in British English.")
+    slot, pins = _pins(runtime)
+    number = next((n for n, pin in enumerate(pins, 1) if pin.text == text), None)
+    if number is not None and text in _pinned_on_path(slot.session):
+        print(f"already pinned as #{number}")
+        return
+    # A pin in force but made on another branch is recorded again here, so that Restart & Run All
+    # (each re-run %%agent cell forks) rebuilds the path the visible cells describe.
+    slot.session.append(pin_entry(text))
+    runtime.persist(slot)
+    print(f"pinned #{number or len(pins) + 1} ({_tokens(text)} tokens) in session {slot.name!r}; "
+          "it goes into the system prompt of every request")
+
+
+def _pinned_on_path(session: Any) -> set[str]:
+    return {e["data"]["text"] for e in session.path() if e.get("type") == "custom"
+            and e.get("customType") == PIN_TYPE and isinstance(e.get("data"), dict)
+            and isinstance(e["data"].get("text"), str)}
+
+
+@magic_arguments()
+def agent_pins(runtime: Any, rest: str) -> None:
+    """%agent pins — the pinned instructions of the active session, numbered for %agent unpin."""
+    parse_argstring(agent_pins, rest)
+    slot, pins = _pins(runtime)
+    if not pins:
+        print(f"no pinned instructions in session {slot.name!r} (%agent pin TEXT adds one)")
+        return
+    for number, pin in enumerate(pins, 1):
+        print(f"{number}. {pin.text}  ({_tokens(pin.text)} tokens, entry {pin.id})")
+
+
+@magic_arguments()
+@argument("number", help="the pin's number in %agent pins (or its entry id)")
+def agent_unpin(runtime: Any, rest: str) -> None:
+    """%agent unpin N — remove pinned instruction N (see %agent pins)."""
+    args = parse_argstring(agent_unpin, rest)
+    slot, pins = _pins(runtime)
+    chosen = next((p for p in pins if p.id == args.number), None)
+    if chosen is None:
+        try:
+            number = int(args.number)
+        except ValueError:
+            number = 0
+        if not 1 <= number <= len(pins):
+            raise UsageError(f"no pin {args.number!r}: session {slot.name!r} has {len(pins)} "
+                             "(%agent pins lists them)")
+        chosen = pins[number - 1]
+    slot.session.append(unpin_entry(chosen.id))
+    runtime.persist(slot)
+    print(f"unpinned: {chosen.text}")
+
+
+COMMANDS["pin"] = agent_pin
+COMMANDS["pins"] = agent_pins
+COMMANDS["unpin"] = agent_unpin

@@ -1,0 +1,185 @@
+"""``Agent``: the traitlets configurable behind ``%config Agent.…`` and ``c.Agent.…`` in
+``ipython_config.py``.
+
+Every setting the notebook layer reads comes from here; :meth:`Agent.agent_config` turns the
+traits into the agent loop's plain :class:`~ipyagent.agent.config.AgentConfig`. What is saved with
+a session is :meth:`AgentConfig.saved_settings` — never ``provider_options`` (which may hold keys).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, default, validate
+from traitlets.config import Configurable
+
+from ipyagent.agent.config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, AgentConfig
+from ipyagent.agent.prompt.instructions import INSTRUCTION_NAMES
+from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.store.validation import strip_secrets
+from ipyagent.providers.http import strip_url_credentials
+
+__all__ = ["Agent", "SETTING_NAMES", "ShownWithoutSecrets"]
+
+
+def _masked(value: Any) -> Any:
+    """``value`` for display: secrets under secret-looking names or with secret-looking values
+    become ``***``, URLs lose their ``user:password@``."""
+    if isinstance(value, dict):
+        kept = strip_secrets(value)
+        return {k: _masked(v) if k in kept else "***" for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_masked(v) for v in value)
+    return strip_url_credentials(value) if isinstance(value, str) else value
+
+
+class ShownWithoutSecrets(dict):
+    """A dict whose repr masks its secrets. ``%config Agent`` lists every trait with ``repr``, and
+    ``%config Agent.provider_options`` displays the value, so the keys in ``provider_options``
+    must not show there. The nested dicts are of this class too."""
+
+    def __repr__(self) -> str:
+        return repr(_masked(self))
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text("{...}" if cycle else repr(self))
+
+
+def _shown_without_secrets(value: Any) -> Any:
+    if isinstance(value, dict):
+        return ShownWithoutSecrets({k: _shown_without_secrets(v) for k, v in value.items()})
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Plain dicts again, for the providers (their cache keys are built with repr)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+class _ProviderOptions(Dict):
+    def validate(self, obj: Any, value: Any) -> Any:
+        value = super().validate(obj, value)
+        return None if value is None else _shown_without_secrets(value)
+
+
+class Agent(Configurable):
+    """ipyagent's settings. ``%config Agent`` lists them; ``%config Agent.model = "openai:gpt-4.1-mini"``."""
+
+    model = Unicode(help="The model, as provider:model (default: $IPYAGENT_MODEL).").tag(config=True)
+    summary_model = Unicode(None, allow_none=True,
+                            help="A (cheaper) model for compaction summaries; default: the session model."
+                            ).tag(config=True)
+    context_window = Int(None, allow_none=True,
+                         help="The model's context window in tokens; default: the bundled model table."
+                         ).tag(config=True)
+    reserve_tokens = Int(16384, help="Tokens kept free for the reply; compaction starts above window − reserve."
+                         ).tag(config=True)
+    keep_recent_tokens = Int(20000, help="Tokens of recent work kept verbatim by a compaction.").tag(config=True)
+    # becomes AgentConfig.compaction.enabled (Pi's CompactionSettings.enabled)
+    auto_compact = Bool(True, help="Compact automatically when the context passes the threshold.").tag(config=True)
+    tool_approval = CaselessStrEnum(["ask", "auto"], default_value="ask",
+                                    help='"ask": tools that change files, run commands or code ask first; '
+                                         '"auto": they run without asking.').tag(config=True)
+    max_tool_rounds = Int(None, allow_none=True,
+                          help="Stop a run after this many model turns with tool calls (None: no limit)."
+                          ).tag(config=True)
+    max_output_tokens = Int(None, allow_none=True, help="max_tokens for each reply.").tag(config=True)
+    max_retries = Int(3, help="Retries of a rate-limited or failed request (429 / 5xx).").tag(config=True)
+    retry_base_delay = Float(2.0, help="First retry delay in seconds (doubles each retry).").tag(config=True)
+    reasoning = Unicode(None, allow_none=True, help='Reasoning effort: None, "low", "medium" or "high".'
+                        ).tag(config=True)
+    system_prompt = Unicode(SYSTEM_PROMPT, help="The system prompt.").tag(config=True)
+    provider_options = _ProviderOptions(
+        default_value=ShownWithoutSecrets(),
+        help="Per-provider options such as {'openai': {'base_url': …}}; never saved, never shown (keys are masked)."
+    ).tag(config=True)
+    notebook_context = Bool(True, help="Send what happened in the notebook since the previous prompt (cells, "
+                                       "values, errors, output, namespace changes) before each %%agent prompt "
+                                       "(%%agent --no-context skips it once).").tag(config=True)
+    notebook_context_tokens = Int(2000, help="The notebook-activity block's cap in tokens (newest cells first, "
+                                             "older ones shortened).").tag(config=True)
+    instruction_files = List(Unicode(), default_value=list(INSTRUCTION_NAMES),
+                             help="Instruction files read from the notebook's folder and its parents (up to the "
+                                  "repository root or home) into the system prompt; [] reads none."
+                             ).tag(config=True)
+    show_widget = Bool(True, help="Show the context-budget widget under each %%agent run.").tag(config=True)
+    max_updates_per_second = Float(10.0, help="Streaming display updates per second, at most.").tag(config=True)
+    notebook_path = Unicode(None, allow_none=True,
+                            help="This notebook's path, to reload sessions from disk after a restart "
+                                 "(default: found from the environment).").tag(config=True)
+    hydrate = Bool(True, help="On load, read earlier sessions from the notebook file on disk.").tag(config=True)
+    replay = CaselessStrEnum(["auto", "on", "off"], default_value="auto",
+                             help='Replay recorded responses: "on" for every recorded cell, "auto" only when no '
+                                  'provider is configured (no API key or base URL), "off" never. '
+                                  "Default: $IPYAGENT_REPLAY or auto.").tag(config=True)
+    code_cells = CaselessStrEnum(["off", "insert"], default_value="off",
+                                 help='"insert": each successful python tool call of a %%agent run is also '
+                                      "inserted as a code cell below it (marked # from ipyagent <entry id>), so "
+                                      "Restart & Run All rebuilds the namespace; %%agent --cells does it for one "
+                                      "run.").tag(config=True)
+    replay_tools = Bool(False, help="While replaying, run recorded tool calls again and report results that "
+                                    "differ (default: use the recorded results; $IPYAGENT_REPLAY_TOOLS)."
+                        ).tag(config=True)
+
+    @default("model")
+    def _default_model(self) -> str:
+        return os.environ.get(DEFAULT_MODEL_ENV, "")
+
+    @default("replay")
+    def _default_replay(self) -> str:
+        value = os.environ.get("IPYAGENT_REPLAY", "auto").strip().lower()
+        return {"1": "on", "true": "on", "0": "off", "false": "off"}.get(value, value) \
+            if value in ("auto", "on", "off", "1", "true", "0", "false") else "auto"
+
+    @default("replay_tools")
+    def _default_replay_tools(self) -> bool:
+        return os.environ.get("IPYAGENT_REPLAY_TOOLS", "").strip().lower() in ("1", "true", "on", "yes")
+
+    @validate("context_window", "reserve_tokens", "keep_recent_tokens", "max_tool_rounds", "notebook_context_tokens")
+    def _non_negative(self, proposal: Any) -> Any:
+        value = proposal["value"]
+        if value is not None and value < 0:
+            raise ValueError(f"Agent.{proposal['trait'].name} must not be negative, got {value}")
+        return value
+
+    def agent_config(self, **overrides: Any) -> AgentConfig:
+        """The agent loop's settings from the traits (``overrides`` win, e.g. ``model``)."""
+        config = AgentConfig(
+            model=self.model,
+            summary_model=self.summary_model or None,
+            context_window=self.context_window or None,
+            compaction=CompactionSettings(self.reserve_tokens, self.keep_recent_tokens, enabled=self.auto_compact),
+            tool_approval=self.tool_approval,
+            system_prompt=self.system_prompt,
+            max_output_tokens=self.max_output_tokens,
+            max_retries=self.max_retries,
+            retry_base_delay=self.retry_base_delay,
+            max_tool_rounds=self.max_tool_rounds,
+            reasoning=self.reasoning or None,
+            notebook_context=self.notebook_context,
+            notebook_context_tokens=self.notebook_context_tokens,
+            provider_options={k: _plain(v) for k, v in self.provider_options.items()},
+        )
+        for key, value in overrides.items():
+            if value is not None:
+                setattr(config, key, value)
+        return config
+
+    def settings_table(self) -> list[tuple[str, Any, str]]:
+        """(name, value, help) of every setting, for ``%agent config``; option values hidden."""
+        rows = []
+        for name in SETTING_NAMES:
+            trait = self.traits()[name]
+            value = getattr(self, name)
+            if name == "provider_options":
+                value = {k: sorted(v) for k, v in value.items()}  # option names only: values may be keys
+            elif name == "system_prompt":
+                value = value if len(value) < 60 else value[:57] + "…"
+            rows.append((name, value, trait.help or ""))
+        return rows
+
+
+SETTING_NAMES = [name for name in Agent.class_trait_names(config=True)]

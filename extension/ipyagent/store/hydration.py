@@ -1,0 +1,117 @@
+"""Hydration from disk: when no frontend pushed the sessions, the kernel reads its own notebook.
+
+The kernel learns its notebook's path (``reference/jupyter.md`` §B.1), in this order:
+
+1. an explicit path (``%load_ext`` option / ``%agent load PATH`` / configuration);
+2. ``__session__`` in the user namespace (ipykernel ≥ 6.21.2 copies ``JPY_SESSION_NAME`` there);
+3. the ``JPY_SESSION_NAME`` environment variable (jupyter_server ≥ 2.0.7: the full path);
+4. ``__vsc_ipynb_file__`` (VS Code's Jupyter extension);
+
+and failing all of these keeps the session in memory (the notebook layer says so once).
+Reading never writes: the kernel must not rewrite a notebook a frontend holds open.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from ipyagent.store.ipynb import NotebookError, parse_notebook, sessions_from_notebook
+from ipyagent.store.schema import NotebookSessions
+from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
+
+__all__ = ["RESET_NOTICE", "RESET_CUSTOM_TYPE", "find_notebook_path", "hydrate_from_disk", "kernel_reset_entry",
+           "reset_notice_due"]
+
+RESET_CUSTOM_TYPE = "ipyagent.kernel_reset"
+RESET_NOTICE = (
+    "[ipyagent] The Jupyter kernel was restarted since the earlier part of this conversation, or the "
+    "session was reloaded from the saved notebook. The kernel's namespace was reset: variables, imports, "
+    "functions and open resources created earlier no longer exist unless notebook cells have been "
+    "run again since. Files on disk are unchanged. Before relying on a Python object from earlier, "
+    "check that it exists (for example with the python tool) and recreate it if needed."
+)
+
+
+def kernel_reset_entry() -> dict[str, Any]:
+    """A ``custom_message`` entry (not shown to the user) telling the model about the reset.
+
+    ``id``, ``parentId`` and ``timestamp`` are filled in by ``Session.append``.
+    """
+    return {"type": "custom_message", "customType": RESET_CUSTOM_TYPE, "content": RESET_NOTICE, "display": False}
+
+
+def reset_notice_due(path: list[dict[str, Any]], earlier: set[str]) -> bool:
+    """Whether a model answering on ``path`` must first be told about the reset: the path holds an
+    entry an earlier kernel wrote (an id in ``earlier``) and no reset notice comes after it."""
+    if not earlier:
+        return False
+    for entry in reversed(path):
+        if entry.get("type") == "custom_message" and entry.get("customType") == RESET_CUSTOM_TYPE:
+            return False
+        if entry.get("id") in earlier:
+            return True
+    return False
+
+
+def _candidate(value: Any) -> Path | None:
+    if not isinstance(value, (str, os.PathLike)):
+        return None
+    text = os.fspath(value).strip()
+    if not text or not text.endswith(".ipynb"):
+        return None  # e.g. a console's session name
+    return Path(text).expanduser()
+
+
+def find_notebook_path(user_ns: Mapping[str, Any] | None, environ: Mapping[str, str] = os.environ,
+                       explicit: str | os.PathLike | None = None) -> tuple[Path | None, str]:
+    """``(path, source)``: where this kernel's notebook is, and how that was learnt.
+
+    ``source`` is ``"explicit"``, ``"__session__"``, ``"JPY_SESSION_NAME"``,
+    ``"__vsc_ipynb_file__"`` or ``"none"``. An explicit path is returned as given (it may name a
+    notebook still to be written). The others must name an existing ``.ipynb`` file (after a
+    rename ``JPY_SESSION_NAME`` is stale, and a console's session name is not a notebook); the
+    first one that does wins.
+    """
+    if explicit is not None and os.fspath(explicit).strip():
+        return Path(os.fspath(explicit)).expanduser(), "explicit"
+    user_ns = user_ns or {}
+    for source, value in (("__session__", user_ns.get("__session__")),
+                          ("JPY_SESSION_NAME", environ.get("JPY_SESSION_NAME")),
+                          ("__vsc_ipynb_file__", user_ns.get("__vsc_ipynb_file__"))):
+        path = _candidate(value)
+        if path is None:
+            continue
+        if path.is_file():
+            return path, source
+        # jupyter_server < 2.0.7 gave a path relative to the server's root, while the kernel runs
+        # in the notebook's folder: try the file name there.
+        if not path.is_absolute() and len(path.parts) > 1 and Path(path.name).is_file():
+            return Path(path.name), source
+    return None, "none"
+
+
+def hydrate_from_disk(path: str | os.PathLike) -> tuple[NotebookSessions, LoadReport]:
+    """The notebook's sessions (metadata ∪ journal outputs) and what was wrong with them.
+
+    Never raises for a missing, unreadable or malformed file: that is reported, and the result
+    holds no sessions. Nothing read is ever executed.
+    """
+    path = Path(path)
+    report = LoadReport(source=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        report.add("file", "no such notebook", kept=True)
+        return NotebookSessions(None, {}, report=report), report
+    except (OSError, UnicodeDecodeError) as exc:
+        report.add("file", f"cannot read the notebook ({exc})", kept=True)
+        return NotebookSessions(None, {}, report=report), report
+    try:
+        nb = parse_notebook(text, str(path))
+    except NotebookError as exc:
+        report.add("file", str(exc), kept=True)
+        return NotebookSessions(None, {}, report=report), report
+    # No single entry can be larger than the whole file: skip the size walk for small files.
+    return sessions_from_notebook(nb, source=str(path), check_sizes=len(text) > MAX_ENTRY_CHARS)

@@ -1,0 +1,280 @@
+"""Notebook files: reading them (``metadata["ipyagent"]`` ∪ the journal outputs) and writing them.
+
+This module reads and writes plain JSON (no nbformat at run time). Notebook files are written the
+way nbformat writes them (one-space indent, sorted keys, non-ASCII kept), except that the session
+data keeps its own key order, so a Pi session survives a notebook round trip byte for byte.
+Only the command line writes notebook files (:func:`save_session_to_notebook_file`,
+:func:`lift_notebook`): never a file a frontend holds open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ipyagent.store.validation import Gather
+from ipyagent.store.journal import JOURNAL_MIME, journal_outputs
+from ipyagent.store.schema import DEFAULT_SESSION, METADATA_KEY, NotebookSessions
+from ipyagent.session import deep_json
+from ipyagent.session.intake import LoadReport
+
+__all__ = [
+    "NotebookError",
+    "dumps_notebook",
+    "lift_notebook",
+    "lift_notebook_report",
+    "new_notebook",
+    "parse_notebook",
+    "read_notebook",
+    "save_session_to_notebook_file",
+    "session_from_notebook_file",
+    "sessions_from_notebook",
+    "write_notebook",
+    "write_sessions_into_notebook",
+]
+
+
+class NotebookError(ValueError):
+    """The file is not a notebook ipyagent can read (not JSON, not an object, no cells…)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def read_notebook(path: str | Path) -> dict[str, Any]:
+    """The notebook at ``path`` as plain JSON; :class:`NotebookError` if it is not one."""
+    text = Path(path).read_text(encoding="utf-8")
+    return parse_notebook(text, str(path))
+
+
+def parse_notebook(text: str, source: str = "notebook") -> dict[str, Any]:
+    """The notebook in ``text``; a part nested too deeply for Python is held as a marker with its
+    text (:mod:`ipyagent.session.deep_json`), and written back as it was by :func:`dumps_notebook`."""
+    try:
+        nb = deep_json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise NotebookError(f"{source} is not valid JSON ({exc})") from None
+    if not isinstance(nb, dict):
+        raise NotebookError(f"{source} is not a notebook (a JSON {type(nb).__name__}, not an object)")
+    if not isinstance(nb.get("cells", []), list):
+        raise NotebookError(f"{source} is not a notebook ('cells' is not a list)")
+    if isinstance(nb.get("nbformat"), int) and nb["nbformat"] < 4:
+        raise NotebookError(f"{source} is an nbformat {nb['nbformat']} notebook; only nbformat 4 is supported")
+    if not isinstance(nb.get("metadata", {}), dict):
+        raise NotebookError(f"{source} is not a notebook ('metadata' is not an object)")
+    return nb
+
+
+def sessions_from_notebook(nb: dict[str, Any], source: str = "", *, check_sizes: bool = True
+                           ) -> tuple[NotebookSessions, LoadReport]:
+    """``metadata["ipyagent"]`` ∪ every journal output, merged by entry id in cell order."""
+    report = LoadReport(source=source)
+    gather = Gather(report, check_sizes=check_sizes)
+    metadata = nb.get("metadata")
+    gather.add_metadata(metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None)
+    for cell_index, output_index, payload in journal_outputs(nb, positions=True):
+        gather.add_journal(cell_index, payload, f"cell {cell_index + 1} output {output_index + 1} (journal)")
+    return NotebookSessions.from_gathered(gather.result()), report
+
+
+def session_from_notebook_file(path: str | Path, name: str | None = None, **kwargs: Any):
+    """The named (default: active) session of the notebook at ``path`` as a ``Session``."""
+    path = Path(path)
+    sessions, report = sessions_from_notebook(read_notebook(path), source=str(path))
+    return sessions.to_session(name, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+
+def write_sessions_into_notebook(nb: dict[str, Any], sessions: NotebookSessions) -> dict[str, Any]:
+    """Set ``nb["metadata"]["ipyagent"]``; nothing else is touched. Returns ``nb``."""
+    metadata = nb.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = nb["metadata"] = {}
+    metadata[METADATA_KEY] = sessions.to_dict()
+    return nb
+
+
+_KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def new_notebook(cells: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """An empty nbformat 4.5 notebook with a Python 3 kernelspec (and ``%load_ext ipyagent``)."""
+    if cells is None:
+        cells = [{"cell_type": "code", "execution_count": None, "id": uuid.uuid4().hex[:8], "metadata": {},
+                  "outputs": [], "source": "%load_ext ipyagent"}]
+    return {"cells": cells,
+            "metadata": {"kernelspec": dict(_KERNELSPEC), "language_info": {"name": "python"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def _split(value: Any) -> Any:
+    return value.splitlines(True) if isinstance(value, str) else value
+
+
+def _split_bundle(data: Any, keep: str | None = None) -> Any:
+    """A mimebundle as nbformat writes it: text split into lines, sorted keys (``keep`` untouched)."""
+    if not isinstance(data, dict):
+        return _sorted(data)
+    out = {}
+    for key in sorted(data):
+        value = data[key]
+        if key == keep:
+            out[key] = value
+        elif isinstance(value, str) and (key.startswith("text/") or key == "image/svg+xml"):
+            out[key] = value.splitlines(True)
+        else:
+            out[key] = _sorted(value)
+    return out
+
+
+def _canonical_output(output: Any) -> Any:
+    if not isinstance(output, dict):
+        return _sorted(output)
+    kind = output.get("output_type")
+    out = {}
+    for key in sorted(output):
+        value = output[key]
+        if key == "data" and kind in ("execute_result", "display_data"):
+            out[key] = _split_bundle(value, keep=JOURNAL_MIME)
+        elif key == "text" and kind == "stream":
+            out[key] = _split(value)
+        else:
+            out[key] = _sorted(value)
+    return out
+
+
+def _canonical_cell(cell: Any) -> Any:
+    if not isinstance(cell, dict):
+        return _sorted(cell)
+    out = {}
+    for key in sorted(cell):
+        value = cell[key]
+        if key == "source":
+            out[key] = _split(value)
+        elif key == "attachments" and isinstance(value, dict):
+            out[key] = {name: _split_bundle(value[name]) for name in sorted(value)}
+        elif key == "outputs" and isinstance(value, list) and cell.get("cell_type") == "code":
+            out[key] = [_canonical_output(o) for o in value]
+        else:
+            out[key] = _sorted(value)
+    return out
+
+
+def _canonical(nb: dict[str, Any]) -> dict[str, Any]:
+    """What nbformat writes (sorted keys, multi-line text split into lines), except that the
+    session data (``metadata["ipyagent"]``, journal payloads) keeps its own key order."""
+    out: dict[str, Any] = {}
+    for key in sorted(nb):
+        value = nb[key]
+        if key == "metadata" and isinstance(value, dict):
+            out[key] = {k: value[k] if k == METADATA_KEY else _sorted(value[k]) for k in sorted(value)}
+        elif key == "cells" and isinstance(value, list):
+            out[key] = [_canonical_cell(cell) for cell in value]
+        else:
+            out[key] = _sorted(value)
+    return out
+
+
+def dumps_notebook(nb: dict[str, Any]) -> str:
+    """The notebook's text as nbformat writes it (indent 1, sorted keys, UTF-8 kept); a part read
+    as a too-deep marker is written as its original text."""
+    return deep_json.restore_markers(json.dumps(_canonical(nb), indent=1, ensure_ascii=False)) + "\n"
+
+
+def write_notebook(path: str | Path, nb: dict[str, Any]) -> None:
+    """Write atomically (a temporary file in the same folder, then a rename)."""
+    path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()  # replace the file the link points to, not the link
+    text = dumps_notebook(nb)
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        if path.exists():
+            try:
+                os.chmod(tmp, path.stat().st_mode & 0o777)
+            except OSError:
+                pass
+        else:
+            os.chmod(tmp, 0o644 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def save_session_to_notebook_file(session: Any, src: str | Path, dst: str | Path, name: str | None = None,
+                                  settings: dict[str, Any] | None = None) -> None:
+    """Write ``session`` into ``dst``'s metadata (the rest of ``src`` copied as it is).
+
+    For the command line only: ``dst`` must not be a file a frontend holds open. Entries the
+    notebook held that the session lacks are kept. ``src`` may be missing (a new notebook).
+    """
+    src, dst = Path(src), Path(dst)
+    if src.exists():
+        nb = read_notebook(src)
+        sessions, _ = sessions_from_notebook(nb, source=str(src))
+    else:
+        nb = new_notebook()
+        sessions = NotebookSessions(None, {})
+    if name is None:
+        name = sessions.active if sessions.active in sessions.sessions else DEFAULT_SESSION
+    sessions.from_session(name, session, settings)
+    write_notebook(dst, write_sessions_into_notebook(nb, sessions))
+
+
+def lift_notebook(src: str | Path, dst: str | Path | None = None) -> int:
+    """Move journal entries into ``metadata["ipyagent"]`` (outputs untouched); return how many
+    entries were added. Idempotent: lifting a lifted notebook adds 0 and, in place, writes nothing."""
+    return lift_notebook_report(src, dst)[0]
+
+
+def lift_notebook_report(src: str | Path, dst: str | Path | None = None
+                         ) -> tuple[int, LoadReport, bool, int]:
+    """:func:`lift_notebook` with details: ``(added, report, written, journal_outputs)``."""
+    src = Path(src)
+    nb = read_notebook(src)
+    metadata = nb.get("metadata") if isinstance(nb.get("metadata"), dict) else {}
+    before, _ = NotebookSessions.from_metadata(metadata.get(METADATA_KEY), source=str(src))
+    held = sum(len(s.entries) for s in before.sessions.values())
+    merged, report = sessions_from_notebook(nb, source=str(src))
+    added = sum(len(s.entries) for s in merged.sessions.values()) - held
+    journals = sum(1 for _ in journal_outputs(nb))
+    new_md = merged.to_dict()
+    if not merged.sessions and not merged.set_aside and metadata.get(METADATA_KEY) is None:
+        changed = False  # nothing to lift and nothing stored: leave the notebook as it is
+    else:
+        changed = new_md != metadata.get(METADATA_KEY)
+    target = Path(dst) if dst is not None else src
+    written = False
+    if changed or dst is not None and target.resolve() != src.resolve():
+        write_notebook(target, write_sessions_into_notebook(nb, merged))
+        written = True
+    return max(added, 0), report, written, journals

@@ -1,0 +1,209 @@
+"""Persistence glue between the kernel's sessions and the notebook (``docs/protocol.md``).
+
+On load, sessions come from (1) what a frontend pushed into this kernel
+(``bridge.pending_push()``), (2) the notebook file on disk (hydration: metadata plus journal
+outputs), (3) ``%agent load PATH``; they are merged by entry id. A session that came back this
+way remembers which entries an earlier kernel wrote; before the next prompt a model answers on a
+path holding such entries, one ``kernel_reset`` entry is appended there (:func:`add_reset_notice`),
+so the model knows the kernel's namespace is new. A replayed cell that reproduces its recording
+adds none: no model reads it, and the session stays as it was.
+
+After every ``%%agent`` / ``%compact`` run, the entries the notebook has not stored yet go through
+the bridge if a frontend acknowledged it; otherwise the run ends with ONE journal output that
+carries them. The kernel never writes the notebook file.
+
+The formats and the reading live in ``store/schema.py`` (metadata), ``store/validation.py``
+(checking it), ``store/ipynb.py`` (notebook files), ``store/journal.py`` (journal outputs)
+and ``store/hydration.py`` (finding and reading the notebook on disk).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ipyagent.agent.config import upgrade_saved_settings
+from ipyagent.core import Session
+from ipyagent.bridge import comm as bridge_mod
+from ipyagent.store.hydration import find_notebook_path, hydrate_from_disk, kernel_reset_entry, reset_notice_due
+from ipyagent.store.ipynb import read_notebook, sessions_from_notebook
+from ipyagent.store.journal import JOURNAL_MIME, journal_bundle
+from ipyagent.store.schema import NotebookSessions
+from ipyagent.session.intake import LoadReport, sanitize_entries
+
+__all__ = ["JOURNAL_MIME", "SessionSlot", "LoadResult", "add_reset_notice", "collect_sessions", "load_path",
+           "merge_into", "journal_output", "Persister"]
+
+
+
+@dataclass
+class SessionSlot:
+    """One named session in this kernel, and what the notebook already holds of it."""
+
+    name: str
+    session: Session
+    settings: dict[str, Any] = field(default_factory=dict)
+    persisted: set[str] = field(default_factory=set)
+    persisted_leaf: str | None = None
+    origin: str = "new"  # "new", "push", "disk", "load"
+    agent: Any = None
+    earlier: set[str] = field(default_factory=set)  # ids an earlier kernel wrote (loaded from the notebook)
+
+    def unpersisted(self) -> list[dict[str, Any]]:
+        return [e for e in self.session.entries if e["id"] not in self.persisted]
+
+    def mark_persisted(self, entries: list[dict[str, Any]]) -> None:
+        self.persisted.update(e["id"] for e in entries)
+        self.persisted_leaf = self.session.leaf_id
+
+
+@dataclass
+class LoadResult:
+    slots: dict[str, SessionSlot] = field(default_factory=dict)
+    active: str | None = None
+    notes: list[str] = field(default_factory=list)
+    report: LoadReport = field(default_factory=LoadReport)
+    path: str | None = None
+    path_source: str | None = None
+    pushed: bool = False  # a frontend handed this kernel its stored sessions (maybe none)
+
+
+# ---- loading -----------------------------------------------------------------------------------
+
+
+def _problems(report: Any) -> list[str]:
+    return [report.summary()] if report is not None and getattr(report, "problems", None) else []
+
+
+def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] | None = None,
+                     explicit_path: str | None = None, hydrate: bool = True) -> LoadResult:
+    """Sessions pushed by a frontend and found on disk, merged by entry id; each slot remembers
+    its loaded entries as ``earlier`` (see :func:`add_reset_notice`)."""
+    environ = os.environ if environ is None else environ
+    result = LoadResult()
+    merged = NotebookSessions(None, {})
+    origin: dict[str, str] = {}
+    pushed = bridge_mod.pending_push()
+    if pushed is not None:
+        result.pushed = True
+        found, report = NotebookSessions.from_metadata(pushed, source="frontend push")
+        merged.merge(found)
+        origin.update((name, "push") for name in found.sessions)
+        result.notes.extend(_problems(report))
+    result.notes.extend(bridge_mod.push_errors(clear=True))
+    if hydrate:
+        path, source = find_notebook_path(user_ns, environ, explicit_path)
+        result.path, result.path_source = (str(path) if path else None), source
+        if path is not None and path.is_file():
+            found, report = hydrate_from_disk(path)
+            merged.merge(found)
+            for name in found.sessions:
+                origin.setdefault(name, "disk")
+            result.notes.extend(_problems(report))
+    result.active = merged.active
+    for name, stored in merged.sessions.items():
+        session = merged.to_session(name)
+        slot = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin=origin.get(name, "disk"))
+        slot.persisted = {e["id"] for e in session.entries}
+        slot.persisted_leaf = session.leaf_id
+        slot.earlier = set(slot.persisted)
+        result.slots[name] = slot
+    return result
+
+
+def add_reset_notice(slot: SessionSlot) -> dict[str, Any] | None:
+    """Append the ``kernel_reset`` notice as a child of the leaf when the path holds entries an
+    earlier kernel wrote and no notice follows them (called right before a prompt a model will
+    answer); return the entry, or None when none is due."""
+    if not reset_notice_due(slot.session.path(), slot.earlier):
+        return None
+    return slot.session.append(kernel_reset_entry())
+
+
+def load_path(path: str | os.PathLike[str]) -> tuple[NotebookSessions, LoadReport]:
+    """Sessions of a notebook (metadata ∪ journal outputs) or of a Pi ``.jsonl`` file."""
+    path = Path(path)
+    if path.suffix == ".ipynb":
+        return sessions_from_notebook(read_notebook(path), source=str(path))
+    session = Session.from_file(path)
+    found = NotebookSessions.from_session(path.stem, session, {})
+    found.set_aside = [{"session": path.stem, **item} for item in session.set_aside]  # kept for an export
+    return found, session.load_report
+
+
+def merge_into(slot: SessionSlot, other: Session | list[dict[str, Any]]) -> int:
+    """Add ``other``'s entries that ``slot`` lacks (by id); return how many were added."""
+    have = {e["id"] for e in slot.session.entries}
+    new = [e for e in (other.entries if isinstance(other, Session) else other) if e["id"] not in have]
+    if not new:
+        return 0
+    report = LoadReport()
+    entries = sanitize_entries(slot.session.entries + new, report)
+    slot.session = Session(slot.session.header, entries, slot.session.leaf_id, estimator=slot.session.estimator,
+                           hooks=slot.session.hooks, set_aside=slot.session.set_aside)
+    return len(new)
+
+
+# ---- saving ------------------------------------------------------------------------------------
+
+
+def journal_output(session_name: str, header: Mapping[str, Any], leaf: str | None, settings: Mapping[str, Any],
+                   entries: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(data, metadata) of the journal output for ``entries``."""
+    return journal_bundle(session_name, dict(header), leaf, dict(settings), list(entries))
+
+
+class Persister:
+    """Sends what the notebook lacks after each run: the bridge if acknowledged, else a journal."""
+
+    def __init__(self, bridge: Any = None, display_func: Callable[..., Any] | None = None):
+        self.bridge = bridge
+        self._display = display_func
+        self.journals = 0
+        self.sent = 0
+        self._sent_before: dict[str, set[str]] = {}
+
+    def _show(self, data: dict[str, Any], metadata: dict[str, Any]) -> None:
+        if self._display is not None:
+            self._display(data, raw=True, metadata=metadata)
+            return
+        from IPython.display import display
+
+        display(data, raw=True, metadata=metadata)
+
+    def persist(self, slot: SessionSlot, settings: Mapping[str, Any], *, active: bool = True,
+                force: bool = False) -> str | None:
+        """Persist ``slot``'s new entries; return "bridge", "journal" or None (nothing to do).
+
+        Entries sent through the bridge in an earlier run and still not acknowledged (the
+        frontend went away, or never stores) go into this run's journal output too.
+        """
+        new = slot.unpersisted()
+        if not new and slot.session.leaf_id == slot.persisted_leaf and not force:
+            return None
+        header = slot.session.header
+        bridge = self.bridge
+        stale: list[dict[str, Any]] = []
+        if bridge is not None and bridge.connected:
+            earlier = self._sent_before.get(slot.name, set())
+            unacked = set(bridge.unacked(slot.name).get(slot.name, ())) & earlier
+            stale = [e for e in slot.session.entries if e["id"] in unacked]
+        if bridge is not None:
+            try:
+                bridge.send_entries(slot.name, new, leaf=slot.session.leaf_id, header=header,
+                                    settings=dict(settings), active=active)
+                self._sent_before.setdefault(slot.name, set()).update(e["id"] for e in new)
+            except Exception:  # the journal below still carries the entries
+                bridge = None
+        how = "bridge"
+        if bridge is None or not bridge.connected or stale:
+            data, metadata = journal_output(slot.name, header, slot.session.leaf_id, settings, stale + new)
+            self._show(data, metadata)
+            self.journals += 1
+            how = "journal"
+        else:
+            self.sent += 1
+        slot.mark_persisted(new)
+        return how
