@@ -62,8 +62,7 @@ def overhead_tokens() -> int:
     config = runtime.agent_config()
     slot = runtime.slot()
     # the system prompt as sent: the base prompt, the environment, instruction files and pins
-    config.system_prompt = runtime.agent_for(slot, config, approve=slot.agent.approve if slot.agent else None
-                                             ).system_prompt()
+    config.system_prompt = runtime.agent_for(slot, config).system_prompt()
     return system_tools_tokens(config, [t.spec() for t in default_tools()])
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
-from ipyagent.display.stream import make_approver
+from ipyagent.display.approval import make_approver
 
 MAX_SHOWN_CHARS, WIDTH = 20_000, 100
 

@@ -23,7 +23,7 @@ from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.compact import compact
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.session.entries import compaction_entry
-from ipyagent.kernel.namespace_info import describe_value, namespace_describer
+from ipyagent.kernel.namespace import describe_value, namespace_describer
 
 KEEP = CompactionSettings(keep_recent_tokens=30)
 

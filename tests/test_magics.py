@@ -9,7 +9,8 @@ import json
 import pytest
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.kernel import extension
-from ipyagent.kernel.settings import Agent as AgentSettings
+from ipyagent.agent.loop import Agent
+from ipyagent.kernel.settings import AgentSettings
 from ipyagent.store.ipynb import new_notebook, write_notebook
 from ipyagent.store.journal import JOURNAL_MIME
 from ipyagent.kernel.magics.commands import COMMANDS
@@ -122,6 +123,31 @@ def test_automatic_compaction_is_one_setting_also_in_old_notebooks(ip, server, t
 def test_dispatch_table_has_every_command():
     assert set(COMMANDS) >= {"status", "config", "model", "new", "sessions", "switch", "tree", "checkout",
                              "context", "summary", "export", "import", "load", "help"}
+
+
+def test_help_is_written_from_the_parsers_and_lists_every_command_and_option(ip, capsys):
+    from ipyagent.kernel.magics.agent_cell import AgentMagics, _agent_cell_args
+    from ipyagent.kernel.magics.compact import _compact_args
+
+    ip.run_line_magic("agent", "help")
+    out = capsys.readouterr().out
+    parsers = {"%%agent": _agent_cell_args.parser, "%compact": _compact_args.parser,
+               **{f"%agent {name}": func.parser for name, func in COMMANDS.items()}}
+    missing = []
+    for usage, parser in parsers.items():
+        if usage not in out:
+            missing.append(usage)
+        for action in parser._actions:
+            if action.dest == "help":
+                continue
+            for option in action.option_strings or [action.dest]:
+                if option not in out:
+                    missing.append(f"{usage} {option}")
+    assert missing == []
+    assert "--cells" in out  # the option the hand-written help had left out
+    assert AgentMagics.agent.__doc__ == out.rstrip("\n")  # %agent? shows the same
+    ip.run_line_magic("agent", "help checkout")
+    assert "--summarize" in capsys.readouterr().out
 
 
 def test_unknown_command_and_bad_arguments_are_usage_errors(ip):
@@ -536,7 +562,6 @@ def test_reload_ext_keeps_the_sessions(ip, server):
 
 def test_close_dangling_calls_after_an_interrupt():
     from ipyagent.core import Session
-    from ipyagent.kernel.magics.agent_cell import close_dangling_calls
 
     s = Session()
     s.append_message({"role": "user", "content": "go", "timestamp": 1})
@@ -545,6 +570,7 @@ def test_close_dangling_calls_after_an_interrupt():
         {"type": "toolCall", "id": "b", "name": "bash", "arguments": {}}]})
     s.append_message({"role": "toolResult", "toolCallId": "a", "toolName": "python",
                       "content": [{"type": "text", "text": "ok"}], "isError": False, "timestamp": 3})
-    assert close_dangling_calls(s) == 1
+    agent = Agent(s)
+    assert agent.close_dangling_calls() == 1
     assert s.path()[-1]["message"]["toolCallId"] == "b" and s.path()[-1]["message"]["isError"]
-    assert close_dangling_calls(s) == 0
+    assert agent.close_dangling_calls() == 0

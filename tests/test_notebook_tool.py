@@ -12,7 +12,7 @@ from IPython.testing import globalipapp
 from kernel_support import SETUP, fake_provider, notebook, outputs_text
 
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
-from ipyagent.agent.tools.notebook import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
+from ipyagent.agent.tools.notebook_port import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
 from ipyagent.bridge.headless import execute_notebook, place_inserted_cells
 from ipyagent.store.ipynb import write_notebook
 from ipyagent.kernel.notebook_port import KernelNotebook, outputs_text as saved_outputs_text

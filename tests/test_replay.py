@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +21,8 @@ from ipyagent.agent.replay import (
     same_when_replayed,
     split_recorded_summary,
 )
-from ipyagent.agent.replay import CellRecording
+from ipyagent.agent.ports import RunPorts
+from ipyagent.agent.replay import CellRecording, replay_ports
 from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.hooks import HookRegistry
 from ipyagent.session.messages import NOT_RUN_INTERRUPTED, user_message
@@ -268,13 +270,9 @@ def record_with_a_rejected_attempt(tmp_path) -> tuple[Session, list[str]]:
     return session, rejected
 
 
-def attach_replay(agent: Agent, cell: CellRecording, notices: list[str]) -> None:
-    """What the notebook's ReplayController.attach does for one cell."""
-    agent.provider = provider = ReplayProvider(cell, notice=notices.append)
-    agent._summarizer = summarizer = ReplaySummarizer(cell, notice=notices.append)
-    agent.tool_results = ReplayToolResults(cell, notice=notices.append)
-    agent.describe_namespace = describer = ReplayDescriber(cell)
-    agent.compaction_oracle = ReplayCompactions(cell, summarizer, describer, provider)
+def replay_ports_of(agent: Agent, cell: CellRecording, notices: list[str]) -> RunPorts:
+    """What the notebook's ReplayController.attached gives one cell's run."""
+    return replay_ports(cell, agent.ports, notice=notices.append)
 
 
 def replay_recording_in_place(session: Session, tmp_path, config: AgentConfig, *, oracle: bool = True) -> list[str]:
@@ -284,13 +282,15 @@ def replay_recording_in_place(session: Session, tmp_path, config: AgentConfig, *
     notices: list[str] = []
     for i in range(5):
         agent = Agent(session, config=config, cwd=str(tmp_path), namespace={}, sleep=lambda s: None)
-        attach_replay(agent, recording.cell(f"cell-{i}"), notices)
+        ports = replay_ports_of(agent, recording.cell(f"cell-{i}"), notices)
         if not oracle:
-            agent.compaction_oracle = None
-        if i == 3:
-            agent.compact("keep the counts", extra={"cellId": "cell-3"})
-        else:
-            assert agent.prompt(f"cell {i}: count the lines " + "carefully " * 10, cellId=f"cell-{i}").error is None
+            ports = replace(ports, compaction_oracle=None)
+        with agent.using(ports):
+            if i == 3:
+                agent.compact("keep the counts", extra={"cellId": "cell-3"})
+            else:
+                assert agent.prompt(f"cell {i}: count the lines " + "carefully " * 10,
+                                    cellId=f"cell-{i}").error is None
     session.follow(None)
     return notices
 

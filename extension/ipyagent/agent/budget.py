@@ -20,7 +20,8 @@ from typing import Any
 from ipyagent.providers import models
 from ipyagent.providers.discovery import Discovery
 from ipyagent.session.messages import Message
-from ipyagent.session.tokens import estimated_texts, js_length, usage_tokens
+from ipyagent.session.tokens import estimated_texts, usage_tokens
+from ipyagent.text import chars4
 
 MAX_TOKEN_FACTOR = 4.0
 SOURCES = ("config", "table", "server", "error")
@@ -63,11 +64,6 @@ def resolve_window(provider: str, model: str, discovery: Discovery | None, confi
     return info
 
 
-def _chars4(value: Any) -> int:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return (len(text) + 3) // 4
-
-
 def tool_dicts(tool_specs: Iterable[Any]) -> list[Any]:
     return [s.to_dict() if hasattr(s, "to_dict") else s for s in tool_specs]
 
@@ -75,7 +71,7 @@ def tool_dicts(tool_specs: Iterable[Any]) -> list[Any]:
 def system_tools_tokens(system_prompt: str, tool_specs: Iterable[Any]) -> int:
     """chars/4 of the system prompt and of the tool definitions as JSON."""
     specs = tool_dicts(tool_specs)
-    return _chars4(system_prompt or "") + (_chars4(specs) if specs else 0)
+    return chars4(system_prompt or "") + (chars4(specs) if specs else 0)
 
 
 CALIBRATION_CHARS = 24_000  # the longest sample sent to a tokenizer
@@ -101,7 +97,7 @@ def token_factor(discovery: Discovery | None) -> float:
     """Real tokens per chars/4-estimated token, from the server's tokenizer; 1 when unknown."""
     if discovery is None or not discovery.sample_tokens or not discovery.sample:
         return 1.0
-    estimate = math.ceil(js_length(discovery.sample) / 4)
+    estimate = chars4(discovery.sample)
     if estimate <= 0:
         return 1.0
     return min(MAX_TOKEN_FACTOR, max(1.0, discovery.sample_tokens / estimate))

@@ -9,24 +9,27 @@ loops), compact-and-retry once on overflow, and a stop after three failed compac
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from ipyagent.agent import events as ev
 from ipyagent.agent.prompt.activity import format_activity
 from ipyagent.agent.budget import WindowInfo, calibration_sample, request_tokens, resolve_window, token_factor
-from ipyagent.agent.compaction_oracle import CompactionOracle, CompactionRuling
+from ipyagent.agent.compaction_oracle import CompactionRuling
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD, NotebookContext
 from ipyagent.agent.prompt.pins import active_pins
-from ipyagent.agent.provider_summarizer import ProviderSummarizer, summary_input_budget
+from ipyagent.agent.ports import RunPorts, ToolResultSource
+from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget
 from ipyagent.agent.prompt.system import PromptPart, compose_system_prompt, system_prompt_parts
 from ipyagent.agent.tools.approval import run_tool_call
 from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.cell import CellRunner
+from ipyagent.agent.tools.notebook_port import NotebookPort
 from ipyagent.agent.tools.registry import default_tools
-from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import CompactionSettings, should_compact
 from ipyagent.compaction.compact import FailureTracker
@@ -40,12 +43,18 @@ from ipyagent.providers.overflow import is_silent_overflow
 from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.retry import stream_with_retry
 from ipyagent.session.ids import now_ms
-from ipyagent.session.messages import text_block, tool_calls_of, tool_result_message, user_message
+from ipyagent.session.messages import (
+    NOT_RUN_INTERRUPTED,
+    text_block,
+    tool_calls_of,
+    tool_result_message,
+    unanswered_tool_calls,
+    user_message,
+)
 from ipyagent.session.tokens import normalize_usage
 
 Listener = Callable[[Any], None]
-# (tool call, run it) -> its output; replay answers from the recording instead of running.
-ToolResultSource = Callable[[dict[str, Any], Callable[[], ToolOutput]], ToolOutput]
+__all__ = ["Agent", "AgentRunError", "RunPorts", "RunResult", "ToolResultSource"]
 
 OVERFLOW_GAVE_UP = ("Context overflow recovery failed after one compact-and-retry attempt. "
                     "Reduce the context (%compact with a focus, or a new session) or switch to a larger-context model.")
@@ -74,7 +83,7 @@ class Agent:
                  namespace: dict[str, Any] | None = None, cwd: str = ".", approve: ApprovalCallback | None = None,
                  summarizer: Summarizer | None = None, sleep: Callable[[float], None] = time.sleep,
                  provider: Provider | None = None, tool_results: ToolResultSource | None = None,
-                 notebook: NotebookContext | None = None):
+                 notebook: NotebookContext | None = None, ports: RunPorts | None = None):
         self.session = session
         self.config = config or AgentConfig()
         if model:
@@ -83,15 +92,9 @@ class Agent:
             self.config.compaction = settings
         self.tools: dict[str, Tool] = {t.name: t for t in (default_tools() if tools is None else tools)}
         self.tool_context = ToolContext(cwd=cwd, namespace=namespace if namespace is not None else {}, history=session)
-        # names -> their type and shape/len, for the artifact ledger; the notebook layer sets one
-        # over the kernel's namespace (compaction/ledger.py)
-        self.describe_namespace: Describe | None = None
-        self.approve = approve
-        self._summarizer = summarizer
-        self.provider = provider  # default: resolved from config.model on each call
-        self.tool_results = tool_results  # replay: recorded results instead of running tools
-        # replay: where compactions belong, instead of the budget (agent/compaction_oracle.py)
-        self.compaction_oracle: CompactionOracle | None = None
+        # the agent's own ports; ``using`` declares another set for one run (agent/ports.py)
+        self._ports = ports or RunPorts(provider=provider, summarizer=summarizer, tool_results=tool_results,
+                                        approve=approve)
         self.notebook = notebook  # the notebook's activity and environment, when there is one
         self._system_prompt: str | None = None  # composed once per prompt
         self._sleep = sleep
@@ -99,6 +102,46 @@ class Agent:
         self.cancel = threading.Event()
         self._listeners: list[Listener] = []
         self._run_entries: list[dict[str, Any]] | None = None
+
+    # ---- what the agent works on, and what a run takes from outside -------------------------
+
+    @property
+    def ports(self) -> RunPorts:
+        return self._ports
+
+    @contextlib.contextmanager
+    def using(self, ports: RunPorts) -> Iterator[RunPorts]:
+        """Run with ``ports`` inside the block (the agent's own ports again after it)."""
+        previous, self._ports = self._ports, ports
+        try:
+            yield ports
+        finally:
+            self._ports = previous
+
+    def configure(self, *, session: Session | None = None, config: AgentConfig | None = None,
+                  tools: Iterable[Tool] | None = None, notebook: NotebookContext | None = None,
+                  cwd: str | None = None, namespace: dict[str, Any] | None = None, root: str | None = None,
+                  cell_runner: CellRunner | None = None, notebook_port: NotebookPort | None = None) -> None:
+        """Change what the agent works on between runs; what is not given stays as it is."""
+        if session is not None:
+            self.session = self.tool_context.history = session
+        if config is not None:
+            self.config = config
+        if tools is not None:
+            self.tools = {t.name: t for t in tools}
+        if notebook is not None:
+            self.notebook = notebook
+        context = self.tool_context
+        if cwd is not None:
+            context.cwd = cwd
+        if namespace is not None:
+            context.namespace = namespace
+        if root is not None:
+            context.root = root
+        if cell_runner is not None:
+            context.cell_runner = cell_runner
+        if notebook_port is not None:
+            context.notebook = notebook_port
 
     # ---- events ----------------------------------------------------------------------------
 
@@ -126,7 +169,7 @@ class Agent:
         return parse_model_string(self.config.model)
 
     def _provider(self) -> Provider:
-        return self.provider or resolve_provider(self.config.model, self.config.provider_options)[0]
+        return self._ports.provider or resolve_provider(self.config.model, self.config.provider_options)[0]
 
     def _discovery(self, model_id: str) -> Discovery | None:
         try:
@@ -187,12 +230,7 @@ class Agent:
         return self._system_prompt if self._system_prompt is not None else self.system_prompt()
 
     def summarizer(self) -> Summarizer:
-        if self._summarizer is not None:
-            return self._summarizer
-        return ProviderSummarizer(self.config.summary_model or self.config.model,
-                                  provider_options=self.config.provider_options, max_retries=self.config.max_retries,
-                                  base_delay=self.config.retry_base_delay, max_delay=self.config.retry_max_delay,
-                                  cancel=self.cancel)
+        return self._ports.summarizer or summarizer_for(self.config, cancel=self.cancel)
 
     def _summary_input_tokens(self) -> int | None:
         summary_model = self.config.summary_model or self.config.model
@@ -230,15 +268,16 @@ class Agent:
 
         ``plan`` (from ``prepare_compaction`` on the current path) compacts as planned, e.g. with
         another estimator's cut (the explorer); default: planned now with the session's settings."""
-        if plan is None and reason == "manual" and self.compaction_oracle is not None:
-            plan = self._ruled_plan(self.compaction_oracle.rule(self.session, manual=True))
+        oracle = self._ports.compaction_oracle
+        if plan is None and reason == "manual" and oracle is not None:
+            plan = self._ruled_plan(oracle.rule(self.session, manual=True))
         started = time.monotonic()
         tokens_before = self.request_tokens()  # what the trigger saw (the entry's tokensBefore stays Pi's)
         self._emit(ev.CompactionStart(reason, tokens_before))
         try:
             entry = self.session.compact(self.summarizer(), self.config.compaction, focus=focus, reason=reason,
                                          summary_input_tokens=self._summary_input_tokens(), extra=extra,
-                                         describe=self.describe_namespace, plan=plan)
+                                         describe=self._ports.describe_namespace, plan=plan)
         except KeyboardInterrupt:
             self._emit(ev.CompactionEnd(reason, aborted=True, duration=time.monotonic() - started))
             raise
@@ -264,7 +303,8 @@ class Agent:
         """Compact if the context is over the threshold; called before every provider call."""
         if not self.config.compaction.enabled or self.failures.blocked:
             return None
-        ruling = self.compaction_oracle.rule(self.session, manual=False) if self.compaction_oracle else None
+        oracle = self._ports.compaction_oracle
+        ruling = oracle.rule(self.session, manual=False) if oracle else None
         if ruling is not None:
             return self.compact(reason="threshold", plan=self._ruled_plan(ruling)) if ruling.compact else None
         if not should_compact(self.request_tokens(), self.context_window(), self.config.compaction):
@@ -295,6 +335,9 @@ class Agent:
             self._append(self._prompt_message(text, dict(message_extra)))
             sent = True
             result.final_message = self._run()
+        except KeyboardInterrupt:
+            self.close_dangling_calls()  # wherever it landed, no tool call is left without a result
+            raise
         except AgentRunError as exc:
             result.error = str(exc)
             self._emit(ev.AgentError(str(exc)))
@@ -350,7 +393,9 @@ class Agent:
         if self.compact(reason="overflow") is None:
             raise AgentRunError(f"Context overflow, and compaction was not possible. {OVERFLOW_GAVE_UP}")
 
-    def _request(self, model_id: str) -> ModelRequest:
+    def request(self, model_id: str) -> ModelRequest:
+        """The request the next model call sends (after the ``context`` and ``before_provider_request``
+        hooks): what ``%agent context`` shows."""
         messages = self.session.build_context()
         replaced = self.session.hooks.emit("context", messages=messages, session=self.session)
         if isinstance(replaced, dict) and isinstance(replaced.get("messages"), list):
@@ -369,7 +414,7 @@ class Agent:
 
     def _call_model(self, model_id: str) -> dict[str, Any]:
         provider = self._provider()
-        request = self._request(model_id)
+        request = self.request(model_id)
         self._emit(ev.RequestStart(self.config.model, self.request_tokens(), len(request.messages)))
         message = None
         received: list[str] = []
@@ -420,9 +465,10 @@ class Agent:
                 def run(tool: Tool = tool) -> ToolOutput:
                     self.tool_context.history = self.session  # recall reads this session's history
                     return run_tool_call(tool, arguments, self.tool_context, policy=self.config.tool_approval,
-                                         approve=self.approve)
+                                         approve=self._ports.approve)
 
-                output = self.tool_results(call, run) if self.tool_results else run()
+                source = self._ports.tool_results
+                output = source(call, run) if source else run()
                 output_text, is_error, details = output.text, output.is_error, output.details
                 images = output.images
         except KeyboardInterrupt:
@@ -430,7 +476,6 @@ class Agent:
                                          is_error=True, timestamp=now_ms())
             self._append(result)
             self._emit(ev.ToolExecutionEnd(call_id, name, result))
-            self._close_remaining_calls(call)
             raise
         result = tool_result_message(call_id, name, output_text, is_error=is_error, details=details or None,
                                      timestamp=now_ms(), images=images)
@@ -438,19 +483,11 @@ class Agent:
         self._emit(ev.ToolExecutionEnd(call_id, name, result))
         return result
 
-    def _close_remaining_calls(self, interrupted_call: dict[str, Any]) -> None:
-        """After an interrupt, give every later call of the same message an error result, so the
-        session never holds a tool call without its result."""
-        last = self.session.path()
-        message = next((e["message"] for e in reversed(last)
-                        if e.get("type") == "message" and e["message"].get("role") == "assistant"), None)
-        if message is None:
-            return
-        calls = tool_calls_of(message)
-        ids = [c.get("id") for c in calls]
-        if interrupted_call.get("id") not in ids:
-            return
-        for call in calls[ids.index(interrupted_call.get("id")) + 1:]:
-            self._append(tool_result_message(call.get("id", ""), call.get("name", ""),
-                                             "Not run: the user interrupted an earlier tool call.", is_error=True,
-                                             timestamp=now_ms()))
+    def close_dangling_calls(self) -> int:
+        """Give every tool call of the last assistant message that has no result an error result
+        (after an interrupt), so the session is always one a provider accepts. Returns how many."""
+        missing = unanswered_tool_calls(self.session.path())
+        for call in missing:
+            self._append(tool_result_message(call.get("id", ""), call.get("name", ""), NOT_RUN_INTERRUPTED,
+                                             is_error=True, timestamp=now_ms()))
+        return len(missing)

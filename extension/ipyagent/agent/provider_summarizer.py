@@ -1,4 +1,9 @@
-"""A ``Summarizer`` backed by a provider: compaction through a (possibly cheaper) model."""
+"""A ``Summarizer`` backed by a provider: compaction through a (possibly cheaper) model.
+
+:func:`summarizer_for` is the one way to build it from the agent's settings, so every caller
+(the loop, replay's live fallback, probes, the command line) gets the same model choice, retries
+and cancel.
+"""
 
 from __future__ import annotations
 
@@ -62,3 +67,12 @@ class ProviderSummarizer:
             reason = (message or {}).get("errorMessage") or (message or {}).get("stopReason") or "no response"
             raise SummarizerError(f"Summarization failed: {reason}")
         return SummaryResponse(text=text_of(message.get("content"), "\n"), usage=message.get("usage") or {})
+
+
+def summarizer_for(config: AgentConfig, *, model: str | None = None,
+                   cancel: threading.Event | None = None) -> ProviderSummarizer:
+    """The summariser the settings name: ``model``, else ``Agent.summary_model``, else the session's
+    model, with the settings' retries (and ``cancel``, the run's interrupt)."""
+    return ProviderSummarizer(model or config.summary_model or config.model, provider_options=config.provider_options,
+                              max_retries=config.max_retries, base_delay=config.retry_base_delay,
+                              max_delay=config.retry_max_delay, cancel=cancel)

@@ -7,8 +7,8 @@ them, with its cut and summary, and nowhere else.
 
     recording = Recording.from_entries(recorded_session.entries)
     cell = recording.cell("cell-id")                  # what that cell recorded
-    agent = Agent(session, provider=ReplayProvider(cell), summarizer=ReplaySummarizer(cell),
-                  tool_results=ReplayToolResults(cell))
+    with agent.using(replay_ports(cell, agent.ports)):
+        agent.prompt(...)
 
 Where the live run departs from the recording (another prompt, more calls than recorded,
 another cut point), ``ReplayDivergence`` names the cell and says how; with a ``fallback``
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from ipyagent.agent.compaction_oracle import SKIP, CompactionRuling
+from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.prompt.notebook_context import prompt_text
 from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.compaction.ledger import split_appendix
@@ -367,3 +368,18 @@ class ReplayToolResults:
             self.differences.append(text)
             self.notice(text)
         return live
+
+
+def replay_ports(cell: CellRecording, ports: RunPorts, *, fallback: Provider | None = None,
+                 fallback_summarizer: Any = None, rerun_tools: bool = False,
+                 notice: Notice | None = None) -> RunPorts:
+    """``ports`` with the model, the summariser, the tool results and the compactions taken from
+    ``cell``'s recording (the ``fallback`` provider and summariser take over where the run departs
+    from it); the approver stays, and the namespace describer answers from the recording first."""
+    provider = ReplayProvider(cell, fallback=fallback, notice=notice)
+    summarizer = ReplaySummarizer(cell, fallback=fallback_summarizer, notice=notice)
+    describer = ReplayDescriber(cell, fallback=ports.describe_namespace)
+    return RunPorts(provider=provider, summarizer=summarizer,
+                    tool_results=ReplayToolResults(cell, rerun=rerun_tools, notice=notice),
+                    compaction_oracle=ReplayCompactions(cell, summarizer, describer, provider),
+                    describe_namespace=describer, approve=ports.approve)

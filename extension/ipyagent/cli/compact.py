@@ -54,7 +54,8 @@ def run_compact(args: argparse.Namespace) -> int:
 def compact_file(session: Session, plan: CompactionPlan | None, settings: CompactionSettings,
                  args: argparse.Namespace) -> int:
     """Compact ``session`` by ``plan`` with the summary model and write it (not a dry run)."""
-    from ipyagent.agent.provider_summarizer import ProviderSummarizer  # the provider-backed path
+    from ipyagent.agent.config import AgentConfig
+    from ipyagent.agent.provider_summarizer import summarizer_for  # the provider-backed path
     from ipyagent.compaction.summarizer import SummarizerError
     from ipyagent.core import CompactionCancelled
 
@@ -65,7 +66,7 @@ def compact_file(session: Session, plan: CompactionPlan | None, settings: Compac
     if not model:
         raise CliError("no summary model: pass --summary-model provider:model or set IPYAGENT_MODEL")
     try:
-        entry = session.compact(ProviderSummarizer(model), settings, focus=args.focus, plan=plan)
+        entry = session.compact(summarizer_for(AgentConfig(model=model)), settings, focus=args.focus, plan=plan)
     except (SummarizerError, CompactionCancelled, ValueError) as exc:
         raise CliError(str(exc))
     target = Path(args.output or args.file)

@@ -39,7 +39,7 @@ def run_probe(args: argparse.Namespace) -> int:
     """Probe what the latest compaction lost: questions, three ways of answering, graded by a judge."""
     from ipyagent.agent.config import AgentConfig
     from ipyagent.agent.probe.runner import ProbeError, ProbeRunner, RecordingSummarizer, recompact
-    from ipyagent.agent.provider_summarizer import ProviderSummarizer, summary_input_budget
+    from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget
     from ipyagent.compaction.compact import NothingToCompact
     from ipyagent.compaction.summarizer import SummarizerError
     from ipyagent.core import CompactionCancelled
@@ -59,11 +59,11 @@ def run_probe(args: argparse.Namespace) -> int:
         if recompacted:
             progress("compacting the history afresh")
             summary_model = args.summary_model or model
-            summarizer = RecordingSummarizer(ProviderSummarizer(summary_model), recording)
             budget = budget_of(args, loaded.settings)
             # the summariser's input fits the window (--context-window, else the stored one), as in a session
             config = AgentConfig(model=model, summary_model=summary_model, context_window=budget.context_window,
                                  compaction=budget.settings)
+            summarizer = RecordingSummarizer(summarizer_for(config), recording)
             session = recompact(session, summarizer, budget.settings, focus=args.focus,
                                 summary_input_tokens=summary_input_budget(config, budget.context_window))
         runner = ProbeRunner(session, model=model, judge=args.judge, per_kind=args.questions, progress=progress,

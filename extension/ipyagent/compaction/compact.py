@@ -22,7 +22,8 @@ from ipyagent.compaction.summarizer import (
     SummaryRequest,
 )
 from ipyagent.session.messages import Message
-from ipyagent.session.tokens import Chars4Estimator, Estimator, js_length
+from ipyagent.session.tokens import Chars4Estimator, Estimator
+from ipyagent.text import chars4
 
 MAX_TRIM_ATTEMPTS = 4
 
@@ -101,8 +102,8 @@ def fit_messages(call: SummaryCall, input_tokens: int | None) -> tuple[list[Mess
     many were dropped."""
     messages, omitted = list(call.messages), 0
     if input_tokens:
-        fixed = _tokens(call.instructions) + _tokens(call.previous_summary or "") + 50
-        while len(messages) > 1 and fixed + _tokens(serialize_conversation(messages)) > input_tokens:
+        fixed = chars4(call.instructions) + chars4(call.previous_summary or "") + 50
+        while len(messages) > 1 and fixed + chars4(serialize_conversation(messages)) > input_tokens:
             drop = max(1, len(messages) // 8)
             messages, omitted = messages[drop:], omitted + drop
     return messages, omitted
@@ -162,10 +163,6 @@ class _Calls:
 
 def _with_content(messages: Sequence[Message]) -> Sequence[Message]:
     return messages if any(serialize_conversation([m]) for m in messages) else []
-
-
-def _tokens(text: str) -> int:
-    return math.ceil(js_length(text) / 4)
 
 
 def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None = None,

@@ -25,6 +25,7 @@ from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ipyagent.session.messages import Message, text_of
+from ipyagent.text import one_line
 
 PYTHON_TOOLS = frozenset({"python"})
 SHELL_TOOLS = frozenset({"bash"})
@@ -101,10 +102,10 @@ class Ledger:
                                     item["defined"] if isinstance(item.get("defined"), bool) else None))
         for item in self._carried(found, "commands", MAX_COMMANDS):
             if isinstance(item.get("command"), str):
-                self.commands.append(Command(_one_line(item["command"], COMMAND_CHARS), _str(item.get("entryId"))))
+                self.commands.append(Command(one_line(item["command"], COMMAND_CHARS), _str(item.get("entryId"))))
         for item in self._carried(found, "errors", MAX_ERRORS):
             if isinstance(item.get("text"), str):
-                self.errors.append(ToolError(_str(item.get("tool"), 60) or "tool", _one_line(item["text"], ERROR_CHARS),
+                self.errors.append(ToolError(_str(item.get("tool"), 60) or "tool", one_line(item["text"], ERROR_CHARS),
                                              _str(item.get("entryId"))))
         for item in self._carried(found, "cells", MAX_CELLS):
             count = item.get("executionCount")
@@ -139,7 +140,7 @@ class Ledger:
             count = count if isinstance(count, int) and not isinstance(count, bool) else None
             cell_id = cell_id if isinstance(cell_id, str) and cell_id else None
             if count is not None or cell_id is not None:
-                self.cells.append(Cell(count, cell_id, _one_line(text_of(message.get("content"), " "), PROMPT_CHARS),
+                self.cells.append(Cell(count, cell_id, one_line(text_of(message.get("content"), " "), PROMPT_CHARS),
                                        entry_id))
         elif role == "assistant" and isinstance(message.get("content"), list):
             for call in message["content"]:
@@ -155,14 +156,14 @@ class Ledger:
                     for command in shell_escapes(arguments["code"]):
                         self.commands.append(Command(command, entry_id))
                 elif call.get("name") in SHELL_TOOLS and isinstance(arguments.get("command"), str):
-                    self.commands.append(Command(_one_line(arguments["command"], COMMAND_CHARS), entry_id))
+                    self.commands.append(Command(one_line(arguments["command"], COMMAND_CHARS), entry_id))
         elif role == "toolResult" and message.get("isError"):
             text = last_lines(text_of(message.get("content"), "\n"))
             if text:
                 self.errors.append(ToolError(_str(message.get("toolName"), 60) or "tool", text, entry_id))
         elif role == "bashExecution" and isinstance(message.get("command"), str) \
                 and not message.get("excludeFromContext"):  # a user's !!cmd is kept from the model
-            self.commands.append(Command(_one_line(message["command"], COMMAND_CHARS), entry_id))
+            self.commands.append(Command(one_line(message["command"], COMMAND_CHARS), entry_id))
 
     def _bind(self, variable: Variable) -> None:
         self.variables.pop(variable.name, None)
@@ -193,7 +194,7 @@ class Ledger:
         for name, variable in self.variables.items():
             info = found.get(name)
             if isinstance(info, str):
-                variable.type, variable.defined = _one_line(info, 200), True
+                variable.type, variable.defined = one_line(info, 200), True
             else:
                 variable.defined = False
 
@@ -396,7 +397,7 @@ def shell_escapes(code: str) -> list[str]:
         stripped = line.strip()
         match = re.match(r"^(?:[A-Za-z_][\w, ]*?\s*=\s*)?!!?(.+)$", stripped)
         if match and match.group(1).strip():
-            found.append(_one_line(match.group(1), COMMAND_CHARS))
+            found.append(one_line(match.group(1), COMMAND_CHARS))
     return found
 
 
@@ -433,13 +434,8 @@ def _cell_line(c: Cell) -> str:
     return f"{where}{cell}: {c.prompt}" if c.prompt else f"{where}{cell}"
 
 
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 def _str(value: Any, limit: int = 40) -> str | None:
-    return _one_line(value, limit) if isinstance(value, str) and value else None
+    return one_line(value, limit) if isinstance(value, str) and value else None
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

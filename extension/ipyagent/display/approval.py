@@ -1,4 +1,5 @@
-"""The approval question: a tool call shown in full, with nothing invisible in it.
+"""Asking before a tool call runs: the question, a tool call shown in full with nothing invisible
+in it, and the approver that asks it (``make_approver``, for ``Agent.tool_approval = "ask"``).
 
 A call's arguments come from the model, so the question must not hide anything: every argument
 is shown whole (wrapped to a width, never cut), control characters, tabs and carriage returns
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["MAX_SHOWN_CHARS", "TooLongToShow", "approval_text", "visible_lines"]
+from ipyagent.agent.tools import get_tool
+
+__all__ = ["MAX_SHOWN_CHARS", "NobodyToAsk", "TooLongToShow", "approval_text", "make_approver", "visible_lines"]
 
 MAX_SHOWN_CHARS = 20_000  # of argument text; a longer call is refused rather than asked about
 WIDTH = 100
@@ -123,7 +126,7 @@ def visible_lines(text: str, width: int = WIDTH, marks: set[str] | None = None,
     return rows
 
 
-def _one_line(text: str, marks: set[str]) -> str:
+def _marked_line(text: str, marks: set[str]) -> str:
     if "\n" in text:
         marks.add("newline")
     return "␊".join("".join(_tokens(part, marks, keep_indent=False)) for part in text.split("\n"))
@@ -151,9 +154,9 @@ def approval_text(tool: str, arguments: dict[str, Any], *, note: str = "",
             f"the call's arguments are {size:,} characters long, more than the {max_chars:,} an approval question "
             "shows in full, so the user was not asked. Split the work into smaller steps")
     marks: set[str] = set()
-    lines = [f"ipyagent: approve this `{_one_line(tool, marks)}` call?" + (f" {note}" if note else "")]
+    lines = [f"ipyagent: approve this `{_marked_line(tool, marks)}` call?" + (f" {note}" if note else "")]
     for key, (text, block) in texts.items():
-        name = _one_line(str(key), marks)
+        name = _marked_line(str(key), marks)
         rows = visible_lines(text, width, marks, keep_indent=block)
         if block:
             lines.append(f"  {name}:")
@@ -165,3 +168,62 @@ def approval_text(tool: str, arguments: dict[str, Any], *, note: str = "",
     if legend:
         lines.append("  (" + "; ".join(legend) + ")")
     return "\n".join(lines)
+
+
+class NobodyToAsk(RuntimeError):
+    """Asking for approval is impossible here (no stdin: a headless run)."""
+
+
+def _approval_note(tool: str) -> str:
+    try:
+        read_only = get_tool(tool).read_only
+    except KeyError:
+        return ""
+    # a read-only tool is only asked about when it would read outside the notebook's folder
+    return "It reads outside the notebook's folder." if read_only else ""
+
+
+def make_approver(input_func: Callable[[str], str] | None = None,
+                  on_refusal: Callable[[str], None] | None = None,
+                  show_func: Callable[[str], None] | None = None) -> Callable[[str, dict[str, Any]], bool]:
+    """The approval callback for ``tool_approval == "ask"``: shows the whole call, then asks
+    through ``input()``.
+
+    The call is shown by ``show_func`` (default ``print``: a stream output, which every frontend
+    shows whole, where an input prompt may be cut to one line), made visible by
+    :func:`~ipyagent.display.approval.approval_text`; a call too long to show is refused
+    without asking. Where nobody can answer (``StdinNotImplementedError``: nbclient, ``ipyagent
+    run``), the call is refused with a clear message, and later calls in the same run are refused
+    without asking.
+    """
+    state = {"headless": False}
+    from IPython.core.error import StdinNotImplementedError
+
+    def approve(tool: str, arguments: dict[str, Any]) -> bool:
+        if state["headless"]:
+            raise NobodyToAsk("nobody can answer approval questions in this run (no stdin, e.g. a headless run); "
+                              'set %config Agent.tool_approval = "auto" to let tools run without asking')
+        ask = input_func
+        if ask is None:
+            import builtins
+
+            ask = builtins.input
+        try:
+            question = approval_text(tool, arguments, note=_approval_note(tool))
+        except TooLongToShow as exc:
+            if on_refusal is not None:
+                on_refusal(f"Refused `{tool}` without asking: {exc}.")
+            raise
+        (show_func or print)(question)
+        try:
+            answer = ask(f"Allow `{tool}` as shown above? [y/N] ")
+        except (StdinNotImplementedError, EOFError, OSError) as exc:
+            state["headless"] = True
+            if on_refusal is not None:
+                on_refusal(f"Refused `{tool}`: nobody can answer approval questions here ({type(exc).__name__}). "
+                           'Set %config Agent.tool_approval = "auto" to let tools run without asking.')
+            raise NobodyToAsk("nobody can answer approval questions in this run (no stdin, e.g. a headless run); "
+                              'set %config Agent.tool_approval = "auto" to let tools run without asking') from None
+        return str(answer).strip().lower() in ("y", "yes", "ok", "run", "allow")
+
+    return approve

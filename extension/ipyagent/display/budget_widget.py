@@ -62,10 +62,6 @@ class BudgetFacts:
         return 100.0 * self.total / self.window if self.window else None
 
 
-def _chars4(value: Any) -> int:
-    return budget._chars4(value)
-
-
 def system_tools_tokens(config: AgentConfig, tool_specs: Iterable[Any]) -> int:
     return budget.system_tools_tokens(config.system_prompt, tool_specs)
 

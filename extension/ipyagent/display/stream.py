@@ -22,15 +22,13 @@ from typing import Any, Callable
 from IPython.display import display
 
 from ipyagent.agent import events as ev
-from ipyagent.agent.tools import get_tool
 from ipyagent.agent.tools.images import decode_image
-from ipyagent.display.approval import TooLongToShow, approval_text
 from ipyagent.display.untrusted import escape_html, markdown_html, sanitize_html
 from ipyagent.providers import base as pb
 from ipyagent.session.messages import text_of
 
 __all__ = ["RunRenderer", "StreamedMarkdown", "error_bundle", "note_bundle", "reply_bundle", "tool_bundle",
-           "make_approver", "NobodyToAsk", "short_args"]
+           "short_args"]
 
 MAX_TOOL_TEXT = 4000  # characters of a tool result shown in the block (the model got Pi's limits)
 
@@ -202,65 +200,6 @@ class StreamedMarkdown:
             previous_blank = not line.strip()
             position = newline + 1
         self._scanned = position
-
-
-class NobodyToAsk(RuntimeError):
-    """Asking for approval is impossible here (no stdin: a headless run)."""
-
-
-def _approval_note(tool: str) -> str:
-    try:
-        read_only = get_tool(tool).read_only
-    except KeyError:
-        return ""
-    # a read-only tool is only asked about when it would read outside the notebook's folder
-    return "It reads outside the notebook's folder." if read_only else ""
-
-
-def make_approver(input_func: Callable[[str], str] | None = None,
-                  on_refusal: Callable[[str], None] | None = None,
-                  show_func: Callable[[str], None] | None = None) -> Callable[[str, dict[str, Any]], bool]:
-    """The approval callback for ``tool_approval == "ask"``: shows the whole call, then asks
-    through ``input()``.
-
-    The call is shown by ``show_func`` (default ``print``: a stream output, which every frontend
-    shows whole, where an input prompt may be cut to one line), made visible by
-    :func:`~ipyagent.display.approval.approval_text`; a call too long to show is refused
-    without asking. Where nobody can answer (``StdinNotImplementedError``: nbclient, ``ipyagent
-    run``), the call is refused with a clear message, and later calls in the same run are refused
-    without asking.
-    """
-    state = {"headless": False}
-    from IPython.core.error import StdinNotImplementedError
-
-    def approve(tool: str, arguments: dict[str, Any]) -> bool:
-        if state["headless"]:
-            raise NobodyToAsk("nobody can answer approval questions in this run (no stdin, e.g. a headless run); "
-                              'set %config Agent.tool_approval = "auto" to let tools run without asking')
-        ask = input_func
-        if ask is None:
-            import builtins
-
-            ask = builtins.input
-        try:
-            question = approval_text(tool, arguments, note=_approval_note(tool))
-        except TooLongToShow as exc:
-            if on_refusal is not None:
-                on_refusal(f"Refused `{tool}` without asking: {exc}.")
-            raise
-        (show_func or print)(question)
-        try:
-            answer = ask(f"Allow `{tool}` as shown above? [y/N] ")
-        except (StdinNotImplementedError, EOFError, OSError) as exc:
-            state["headless"] = True
-            if on_refusal is not None:
-                on_refusal(f"Refused `{tool}`: nobody can answer approval questions here ({type(exc).__name__}). "
-                           'Set %config Agent.tool_approval = "auto" to let tools run without asking.')
-            raise NobodyToAsk("nobody can answer approval questions in this run (no stdin, e.g. a headless run); "
-                              'set %config Agent.tool_approval = "auto" to let tools run without asking') from None
-        return str(answer).strip().lower() in ("y", "yes", "ok", "run", "allow")
-
-    return approve
 
 
 class RunRenderer:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from ipyagent.compaction.summarizer import SummaryRequest
 from ipyagent.explorer.plan import Box, Exploration, entry_label
 from ipyagent.display.untrusted import escape_html
+from ipyagent.text import clip
 
 __all__ = ["FATE_COLORS", "FATE_TEXT", "legend_html", "numbers_html", "numbers_text", "requests_html",
            "requests_title", "static_bundle", "static_html", "static_plain", "timeline_html", "timeline_text",
@@ -187,10 +188,9 @@ KIND_TEXT = {"history": "the history", "turn_prefix": "the turn prefix of the sp
 def _shown(text: str, limit: int) -> str:
     """``text`` as <pre> blocks; a text longer than ``limit`` shows its head and tail with a note."""
     pre = '<pre style="white-space:pre-wrap;font-size:80%;margin:2px 0">{}</pre>'
-    if len(text) <= limit:
+    head, tail, hidden = clip(text, limit)
+    if not hidden:
         return pre.format(escape_html(text))
-    head, tail = text[:limit * 3 // 4], text[-(limit // 4):]
-    hidden = len(text) - len(head) - len(tail)
     return (pre.format(escape_html(head))
             + f'<div style="font-style:italic;color:#a15c00">[… {_n(hidden)} characters of this request are not '
               "shown here; the explorer's summarizer_requests() returns it whole …]</div>"

@@ -42,6 +42,7 @@ from ipyagent.session.context import ContextState, context_message, latest_compa
 from ipyagent.session.entries import Entry
 from ipyagent.session.messages import Message, compaction_summary_message, text_of
 from ipyagent.session.tokens import Estimator, make_estimator
+from ipyagent.text import one_line
 
 __all__ = ["ENTRY_BOX_LIMIT", "ESTIMATORS", "Box", "Exploration", "ExploreSettings", "ExplorerModel", "PathTokens",
            "entry_label"]
@@ -75,11 +76,6 @@ class ExploreSettings:
 # ---- one path, its tokens --------------------------------------------------------------------
 
 
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 def entry_label(entry: Entry, limit: int = 120) -> tuple[str, str]:
     """(a short name of the entry's kind, a one-line snippet of its text). Plain text: escape it."""
     kind = entry.get("type")
@@ -89,24 +85,24 @@ def entry_label(entry: Entry, limit: int = 120) -> tuple[str, str]:
         if role == "user":
             count = message.get("executionCount")
             name = f"prompt [{count}]" if isinstance(count, int) else "prompt"
-            return name, _one_line(text_of(message.get("content"), " "), limit)
+            return name, one_line(text_of(message.get("content"), " "), limit)
         if role == "assistant":
             blocks = message.get("content") if isinstance(message.get("content"), list) else []
             calls = [str(b.get("name")) for b in blocks if isinstance(b, dict) and b.get("type") == "toolCall"]
             name = "reply → " + ", ".join(calls) if calls else "reply"
-            return name, _one_line(text_of(blocks, " "), limit)
+            return name, one_line(text_of(blocks, " "), limit)
         if role == "toolResult":
-            return f"{message.get('toolName') or 'tool'} result", _one_line(text_of(message.get("content"), " "), limit)
+            return f"{message.get('toolName') or 'tool'} result", one_line(text_of(message.get("content"), " "), limit)
         if role == "bashExecution":
-            return "!command", _one_line(str(message.get("command") or ""), limit)
+            return "!command", one_line(str(message.get("command") or ""), limit)
         return str(role), ""
     if kind == "compaction":
-        return "summary", _one_line(str(entry.get("summary") or ""), limit)
+        return "summary", one_line(str(entry.get("summary") or ""), limit)
     if kind == "branch_summary":
-        return "branch summary", _one_line(str(entry.get("summary") or ""), limit)
+        return "branch summary", one_line(str(entry.get("summary") or ""), limit)
     if kind == "custom_message":
         content = entry.get("content")
-        return f"note ({entry.get('customType')})", _one_line(text_of(content, " ") if not isinstance(content, str)
+        return f"note ({entry.get('customType')})", one_line(text_of(content, " ") if not isinstance(content, str)
                                                                else content, limit)
     return str(kind), ""
 

@@ -399,12 +399,12 @@ def explorer_for_slot(runtime: Any, name: str | None = None, *, window: int | No
                       focus: str = "") -> CompactionExplorer:
     """The explorer of one of this kernel's sessions (``%agent explore``), with its settings;
     "compact now" where a provider is configured for the summary model."""
-    from ipyagent.kernel.replay_control import provider_configured
+    from ipyagent.providers.registry import provider_configured
 
     slot = runtime.slot(name)
     slot_name = slot.name
     config = runtime.agent_config()
-    agent = runtime.agent_for(slot, config, approve=slot.agent.approve if slot.agent else None)
+    agent = runtime.agent_for(slot, config)
     try:
         model_window = agent.context_window()
     except ValueError:
@@ -434,7 +434,7 @@ def _runtime_compactor(runtime: Any, slot_name: str) -> Compactor:
         config.compaction = replace(config.compaction, reserve_tokens=settings.reserve_tokens,
                                     keep_recent_tokens=settings.keep_recent_tokens)
         config.context_window = settings.window
-        agent = runtime.agent_for(slot, config, approve=slot.agent.approve if slot.agent else None)
+        agent = runtime.agent_for(slot, config)
         before = slot.session.context_tokens()
         entry = agent.compact(settings.focus or None, plan=plan)
         after = slot.session.context_tokens()

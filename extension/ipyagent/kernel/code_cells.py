@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from ipyagent.agent import events as ev
 from ipyagent.agent.replay import ReplayToolResults
-from ipyagent.agent.tools.notebook import NotebookUnavailable
+from ipyagent.agent.tools.notebook_port import NotebookUnavailable
 
 __all__ = ["CODE_CELLS", "CodeCells", "begin_code_cells", "marked_source", "MARKER_PREFIX"]
 
@@ -44,7 +44,7 @@ class CodeCells:
         self._failed = False
 
     def _replayed(self, call_id: str) -> bool:
-        source = self.agent.tool_results
+        source = self.agent.ports.tool_results
         return isinstance(source, ReplayToolResults) and source.recorded({"id": call_id}) is not None
 
     def __call__(self, event: Any) -> None:

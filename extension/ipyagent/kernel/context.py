@@ -1,4 +1,4 @@
-"""The kernel's side of the agent loop's :class:`~ipyagent.agent.prompt.notebook_context.NotebookContext`
+"""Which cell is running (:func:`cell_identity`), and the kernel's side of the agent loop's :class:`~ipyagent.agent.prompt.notebook_context.NotebookContext`
 (activity since the session's previous prompt; environment and instruction files) and of
 interpolation's :class:`~ipyagent.agent.prompt.interpolate.Lookup` (``{In[n]}``, ``{Out[n]}``,
 ``{Err[n]}``, ``{name}``).
@@ -19,6 +19,24 @@ from ipyagent.store.hydration import find_notebook_path
 from ipyagent.kernel.namespace import bounded_repr, type_name
 
 _MISSING = object()
+
+
+def cell_identity(shell: Any) -> tuple[str | None, int | None]:
+    """(cell id, execution count) of the cell being run (cell id: JupyterLab/nbformat id, or None)."""
+    cell_id = None
+    get_parent = getattr(shell, "get_parent", None)
+    if callable(get_parent):
+        try:
+            parent = get_parent() or {}
+            cell_id = (parent.get("metadata") or {}).get("cellId")
+        except Exception:  # noqa: BLE001 - no parent message: a cell without an id
+            cell_id = None
+    # The running cell's number: IPython 9 has already advanced ``execution_count`` to the next
+    # cell while this one runs; the display hook's prompt count is this cell's in 8 and 9.
+    count = getattr(getattr(shell, "displayhook", None), "prompt_count", None)
+    if not isinstance(count, int):
+        count = getattr(shell, "execution_count", None)
+    return (cell_id if isinstance(cell_id, str) and cell_id else None), (count if isinstance(count, int) else None)
 
 
 def notebook_path(runtime: Any) -> Path | None:

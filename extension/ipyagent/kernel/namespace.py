@@ -1,6 +1,7 @@
 """The user namespace, cheaply: a snapshot of which object each name holds, the difference between
-two snapshots, and a short description of a value (type, ``shape`` or ``len`` where that is cheap
-and safe) or a bounded repr of it.
+two snapshots, a short description of a value (type, ``shape`` or ``len`` where that is cheap and
+safe: "DataFrame, shape (100, 3)", "list, len 39", for the notebook-activity block and the artifact
+ledger alike) or a bounded repr of it.
 
 A snapshot keeps ``id()`` and the type, never the objects (so nothing is kept alive). Names that
 ``%who`` hides are left out: those starting with ``_`` and IPython's own (``In``, ``Out``,
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import collections
 import reprlib
-from typing import Any, Mapping
+import types
+from typing import Any, Callable, Mapping
 
 from ipyagent.agent.prompt.notebook_context import NamespaceChange
 
@@ -41,14 +43,37 @@ def size_of(value: Any) -> str:
     try:
         if getattr(type(value), "shape", None) is not None:
             shape = value.shape
-            if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):
-                return f"shape {shape}"
+            if isinstance(shape, tuple) and all(isinstance(n, int) and not isinstance(n, bool) for n in shape):
+                return f"shape {tuple(shape)}"
             return ""
         if isinstance(value, _SIZED):
             return f"len {len(value):,}"
-    except Exception:
+    except Exception:  # noqa: BLE001 - a value's own attribute failing is "no size", never an error
         return ""
     return ""
+
+
+def describe_value(value: Any) -> str:
+    """What a value is, in a few words: "module json", "class Grid", "function", or its type's
+    name with :func:`size_of` ("list, len 39")."""
+    if isinstance(value, types.ModuleType):
+        return f"module {getattr(value, '__name__', '?')}"
+    if isinstance(value, type):
+        return f"class {getattr(value, '__qualname__', value.__name__)}"
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
+        return "function"
+    size = size_of(value)
+    return f"{type_name(value)}, {size}" if size else type_name(value)
+
+
+def namespace_describer(namespace: Mapping[str, Any]) -> Callable[[list[str]], dict[str, str]]:
+    """A ``describe`` callback over ``namespace`` (the kernel's ``user_ns``) for the artifact
+    ledger: the names defined in it now, each with its description."""
+
+    def describe(names: list[str]) -> dict[str, str]:
+        return {name: describe_value(namespace[name]) for name in names if name in namespace}
+
+    return describe
 
 
 def diff(before: Snapshot, user_ns: Mapping[str, Any], hidden: Mapping[str, Any] | None = None,

@@ -21,11 +21,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from ipyagent.agent.tools.notebook import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
+from ipyagent.agent.tools.notebook_port import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
 from ipyagent.store.hydration import find_notebook_path
 from ipyagent.store.ipynb import NotebookError, read_notebook
 from ipyagent.store.journal import JOURNAL_MIME
-from ipyagent.display.run_view import cell_identity
+from ipyagent.kernel.context import cell_identity
 
 __all__ = ["KernelNotebook", "outputs_text", "new_cell_id"]
 

@@ -15,55 +15,20 @@ made where the recording made them, with the recorded cut and summary, and nowhe
 from __future__ import annotations
 
 import contextlib
-import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ipyagent.agent.replay import (
-    CellRecording,
-    Recording,
-    ReplayCompactions,
-    ReplayDescriber,
-    ReplayProvider,
-    ReplaySummarizer,
-    ReplayToolResults,
-    same_when_replayed,
-)
-
-# provider name -> environment variables whose presence means "configured"
-PROVIDER_ENV = {
-    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-    "openai-responses": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
-    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
-    "openrouter": ("OPENROUTER_API_KEY",),
-    "deepseek": ("DEEPSEEK_API_KEY",),
-    "groq": ("GROQ_API_KEY",),
-}
-
-
-def provider_configured(model: str, provider_options: dict[str, dict[str, Any]] | None = None) -> bool:
-    """Whether ``model``'s provider has credentials or an endpoint (local servers need no key)."""
-    if not model:
-        return False
-    from ipyagent.providers.registry import parse_model_string
-
-    name, _ = parse_model_string(model)
-    options = (provider_options or {}).get(name) or {}
-    if name == "openai-responses" and not options:  # it uses the openai options (resolve_provider)
-        options = (provider_options or {}).get("openai") or {}
-    if options.get("api_key") or options.get("base_url"):
-        return True
-    names = PROVIDER_ENV.get(name)
-    if names is None:
-        return True  # ollama, llama.cpp, a registered test provider…: nothing to look for
-    return any(os.environ.get(n) for n in names)
-
+from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.ports import RunPorts
+from ipyagent.agent.provider_summarizer import summarizer_for
+from ipyagent.agent.replay import CellRecording, Recording, replay_ports, same_when_replayed
+from ipyagent.providers.registry import provider_configured, resolve_provider
 
 @dataclass
 class ReplayAttachment:
     cell: CellRecording
-    tools: ReplayToolResults
+    ports: RunPorts  # the run's ports, answering from the recording
     live: bool  # a live provider takes over on divergence
 
 
@@ -115,41 +80,25 @@ class ReplayController:
             return False
         return self.replays(mode, model, provider_options)
 
-    def attach(self, agent: Any, name: str, cell_id: str, *, rerun_tools: bool,
-               notice: Callable[[str], None]) -> ReplayAttachment:
-        """Point ``agent`` at the recording of ``cell_id`` for one run; ``detach`` undoes it."""
+    @contextlib.contextmanager
+    def attached(self, session: Any, name: str, cell_id: str, config: AgentConfig, ports: RunPorts, *,
+                 rerun_tools: bool, notice: Callable[[str], None]) -> Iterator[ReplayAttachment]:
+        """The recording of ``cell_id`` for one run: ``ports`` answering from it, and ``session``
+        following the recorded path while the block runs."""
         recording = self.recordings[name]
         run = self.runs[(name, cell_id)]
         self.runs[(name, cell_id)] += 1
         cell = recording.cell(cell_id, min(run, len(recording.cells[cell_id]) - 1))
         assert cell is not None
-        config = agent.config
         live = provider_configured(config.model, config.provider_options)
-        fallback = None
-        fallback_summarizer = None
+        fallback = fallback_summarizer = None
         if live:
-            from ipyagent.agent.provider_summarizer import ProviderSummarizer
-            from ipyagent.providers.registry import resolve_provider
-
             fallback = resolve_provider(config.model, config.provider_options)[0]
-            fallback_summarizer = ProviderSummarizer(config.summary_model or config.model,
-                                                     provider_options=config.provider_options)
-        tools = ReplayToolResults(cell, rerun=rerun_tools, notice=notice)
-        provider = agent.provider = ReplayProvider(cell, fallback=fallback, notice=notice)
-        summarizer = agent._summarizer = ReplaySummarizer(cell, fallback=fallback_summarizer, notice=notice)
-        agent.tool_results = tools
-        describer = agent.describe_namespace = ReplayDescriber(cell, fallback=agent.describe_namespace)
-        # while the session follows the recording, compactions happen where it has them
-        agent.compaction_oracle = ReplayCompactions(cell, summarizer, describer, provider)
-        agent.session.follow(self.paths.get(name), same_when_replayed)
-        return ReplayAttachment(cell, tools, live)
-
-    @staticmethod
-    def detach(agent: Any) -> None:
-        agent.provider = None
-        agent._summarizer = None
-        agent.tool_results = None
-        agent.compaction_oracle = None
-        if isinstance(agent.describe_namespace, ReplayDescriber):
-            agent.describe_namespace = agent.describe_namespace.fallback
-        agent.session.follow(None)
+            fallback_summarizer = summarizer_for(config)
+        replayed = replay_ports(cell, ports, fallback=fallback, fallback_summarizer=fallback_summarizer,
+                                rerun_tools=rerun_tools, notice=notice)
+        session.follow(self.paths.get(name), same_when_replayed)
+        try:
+            yield ReplayAttachment(cell, replayed, live)
+        finally:
+            session.follow(None)

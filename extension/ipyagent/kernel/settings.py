@@ -1,7 +1,7 @@
-"""``Agent``: the traitlets configurable behind ``%config Agent.…`` and ``c.Agent.…`` in
-``ipython_config.py``.
+""":class:`AgentSettings`: the traitlets configurable behind ``%config Agent.…`` and ``c.Agent.…`` in
+``ipython_config.py`` (its config section, and its class name as ``%config`` sees it, is ``Agent``).
 
-Every setting the notebook layer reads comes from here; :meth:`Agent.agent_config` turns the
+Every setting the notebook layer reads comes from here; :meth:`AgentSettings.agent_config` turns the
 traits into the agent loop's plain :class:`~ipyagent.agent.config.AgentConfig`. What is saved with
 a session is :meth:`AgentConfig.saved_settings` — never ``provider_options`` (which may hold keys).
 """
@@ -20,7 +20,7 @@ from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.store.validation import strip_secrets
 from ipyagent.providers.http import strip_url_credentials
 
-__all__ = ["Agent", "SETTING_NAMES", "ShownWithoutSecrets"]
+__all__ = ["SETTING_NAMES", "AgentSettings", "ShownWithoutSecrets"]
 
 
 def _masked(value: Any) -> Any:
@@ -65,7 +65,7 @@ class _ProviderOptions(Dict):
         return None if value is None else _shown_without_secrets(value)
 
 
-class Agent(Configurable):
+class AgentSettings(Configurable):
     """ipyagent's settings. ``%config Agent`` lists them; ``%config Agent.model = "openai:gpt-4.1-mini"``."""
 
     model = Unicode(help="The model, as provider:model (default: $IPYAGENT_MODEL).").tag(config=True)
@@ -182,4 +182,9 @@ class Agent(Configurable):
         return rows
 
 
-SETTING_NAMES = [name for name in Agent.class_trait_names(config=True)]
+# ``%config`` finds a configurable by its class's ``__name__``, and traitlets reads the config section
+# from it: users write ``%config Agent.model`` and ``c.Agent.model``. In Python the class is
+# ``AgentSettings``, so that ``Agent`` names one thing, the agent loop (``ipyagent.Agent``).
+AgentSettings.__name__ = AgentSettings.__qualname__ = "Agent"
+
+SETTING_NAMES = [name for name in AgentSettings.class_trait_names(config=True)]

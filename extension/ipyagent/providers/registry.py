@@ -14,6 +14,7 @@ Built-in providers are registered exactly as a user registers their own::
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -106,3 +107,30 @@ register_provider("openrouter", _compatible("openrouter", "OpenRouter", "https:/
                                             "OPENROUTER_API_KEY"))
 register_provider("deepseek", _compatible("deepseek", "DeepSeek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"))
 register_provider("groq", _compatible("groq", "Groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY"))
+
+
+# provider name -> environment variables whose presence means "configured"
+PROVIDER_ENV = {
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "openai-responses": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+}
+
+
+def provider_configured(model: str, provider_options: dict[str, dict[str, Any]] | None = None) -> bool:
+    """Whether ``model``'s provider has credentials or an endpoint (local servers need no key)."""
+    if not model:
+        return False
+    name, _ = parse_model_string(model)
+    options = (provider_options or {}).get(name) or {}
+    if name == "openai-responses" and not options:  # it uses the openai options (resolve_provider)
+        options = (provider_options or {}).get("openai") or {}
+    if options.get("api_key") or options.get("base_url"):
+        return True
+    names = PROVIDER_ENV.get(name)
+    if names is None:
+        return True  # ollama, llama.cpp, a registered test provider…: nothing to look for
+    return any(os.environ.get(n) for n in names)

@@ -7,7 +7,7 @@ Messages are plain dicts exactly as Pi writes them, so a Pi session round-trips 
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ipyagent.session.ids import iso_to_ms, now_ms
 
@@ -72,6 +72,20 @@ def tool_calls_of(message: Message) -> list[dict[str, Any]]:
     if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
         return []
     return [b for b in message["content"] if isinstance(b, dict) and b.get("type") == "toolCall"]
+
+
+def unanswered_tool_calls(path: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool calls of the last assistant message on ``path`` that have no result after it
+    (what an interrupt leaves; each gets :data:`NOT_RUN_INTERRUPTED`)."""
+    for index in range(len(path) - 1, -1, -1):
+        entry = path[index]
+        if entry.get("type") == "message" and entry["message"].get("role") == "assistant":
+            break
+    else:
+        return []
+    answered = {e["message"].get("toolCallId") for e in path[index + 1:]
+                if e.get("type") == "message" and e["message"].get("role") == "toolResult"}
+    return [c for c in tool_calls_of(entry["message"]) if c.get("id") not in answered]
 
 
 def entry_to_message(entry: dict[str, Any]) -> Message | None:

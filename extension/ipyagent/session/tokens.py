@@ -16,6 +16,7 @@ from json.encoder import encode_basestring
 from typing import Any, Callable, Protocol, Sequence
 
 from ipyagent.session.messages import Message
+from ipyagent.text import chars4, js_length
 
 IMAGE_CHARS = 4800  # Pi counts an image as 4800 chars (about 1200 tokens)
 
@@ -49,14 +50,6 @@ def usage_tokens(usage: dict[str, Any] | None) -> int:
     if total:
         return int(total)
     return int(sum(usage.get(k) or 0 for k in ("input", "output", "cacheRead", "cacheWrite")))
-
-
-def js_length(text: str) -> int:
-    """``String.prototype.length``: UTF-16 code units, so the estimate matches Pi's exactly."""
-    if text.isascii():
-        return len(text)
-    # surrogatepass: a lone surrogate (Pi's grep can cut a pair in half) is one code unit too
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 # Where Python's float text differs from JavaScript's: exponents (1.5e-05 vs 0.000015, 1e+16 vs
@@ -254,7 +247,7 @@ class TiktokenEstimator:
 
     def count_text(self, text: str) -> int:
         if self._fallback is not None or self._encode is None:
-            return math.ceil(js_length(text) / 4)
+            return chars4(text)
         return len(self._encode(text))
 
     def estimate(self, message: Message) -> int:

@@ -21,6 +21,7 @@ from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD
 from ipyagent.store.schema import strip_secrets
 from ipyagent.display.untrusted import code_span, escape_markdown, safe_markdown
 from ipyagent.session import deep_json
+from ipyagent.text import clip
 
 __all__ = ["JOURNAL_MIME", "journal_bundle", "journal_outputs", "entry_line"]
 
@@ -187,11 +188,8 @@ def _fence(text: str, lang: str = "") -> str:
 
 
 def _clip(text: str, limit: int = MAX_RESULT_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    head = text[: limit * 3 // 4]
-    tail = text[-(limit // 4):]
-    return f"{head}\n… [{len(text) - len(head) - len(tail):,} characters not shown] …\n{tail}"
+    head, tail, hidden = clip(text, limit)
+    return f"{head}\n… [{hidden:,} characters not shown] …\n{tail}" if hidden else text
 
 
 def _content_text(content: Any) -> str:

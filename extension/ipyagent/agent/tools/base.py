@@ -14,7 +14,7 @@ from ipyagent.providers.base import ToolSpec
 
 if TYPE_CHECKING:
     from ipyagent.agent.tools.cell import CellRunner
-    from ipyagent.agent.tools.notebook import NotebookPort
+    from ipyagent.agent.tools.notebook_port import NotebookPort
 
 
 @dataclass

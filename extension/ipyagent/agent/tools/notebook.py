@@ -11,53 +11,20 @@ from the kernel's history and the file on disk when no live view of the cells ex
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.notebook_port import (
+    CellsView,
+    NotebookCell,
+    NotebookPort,
+    NotebookUnavailable,
+)
 from ipyagent.agent.tools.registry import register_tool
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 
 MAX_OUTPUT_CHARS_PER_CELL = 2000  # a cell's outputs in a listing: head and tail kept
 CELL_TYPES = ("code", "markdown")
-
-
-@dataclass
-class NotebookCell:
-    id: str
-    cell_type: str  # "code", "markdown" or "raw"
-    source: str
-    outputs: str = ""  # the outputs as text
-    execution_count: int | None = None
-
-
-@dataclass
-class CellsView:
-    """The cells as one source sees them, and where they come from (said to the model)."""
-
-    cells: list[NotebookCell]
-    origin: str  # e.g. "the live notebook in JupyterLab", "notebook.ipynb as last saved"
-    running_cell: str | None = None  # the id of the cell running the agent, when known
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class InsertedCell:
-    cell_id: str | None  # the new cell's id (None when the frontend assigns it later)
-    placement: str  # where it went, in words
-    confirmed: bool = True  # the frontend acknowledged it (False: sent, not yet acknowledged)
-
-
-class NotebookUnavailable(RuntimeError):
-    """There is no notebook to read or insert into here; the message says why."""
-
-
-class NotebookPort(Protocol):
-    def read_cells(self) -> CellsView: ...
-
-    def insert_cell(self, cell_type: str, source: str) -> InsertedCell:
-        """Insert a cell below the running cell (after the cells inserted before in the same run)."""
-        ...
 
 
 def _clip_outputs(text: str, limit: int = MAX_OUTPUT_CHARS_PER_CELL) -> str:

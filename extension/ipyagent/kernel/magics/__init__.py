@@ -1,2 +1,28 @@
-"""The magics: ``%%agent``, ``%agent …`` (one module per group of commands), ``%compact``.
+"""The magics: ``%%agent`` (run the agent), ``%agent COMMAND …`` (one module per group of commands:
+``status``, ``sessions``, ``pins``, ``probe``, ``replay``, ``explore``; the registry and the help in
+``commands``), ``%compact`` / ``%%compact``; ``cell_run`` is the life of one run in a cell.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+# the command groups register themselves; this order is the help's
+from ipyagent.kernel.magics import status, sessions, pins, replay, probe, explore  # noqa: F401, I001
+from ipyagent.kernel.magics.agent_cell import AgentMagics
+from ipyagent.kernel.magics.commands import help_text
+from ipyagent.kernel.magics.compact import CompactMagics
+
+__all__ = ["register_magics", "unregister_magics"]
+
+
+def register_magics(shell: Any, runtime: Any) -> None:
+    AgentMagics.agent.__doc__ = help_text()  # ``%agent?`` shows what ``%agent help`` shows
+    shell.register_magics(AgentMagics(shell, runtime))
+    shell.register_magics(CompactMagics(shell, runtime))
+
+
+def unregister_magics(shell: Any) -> None:
+    magics = shell.magics_manager.magics
+    for kind, name in (("line", "agent"), ("cell", "agent"), ("line", "compact"), ("cell", "compact")):
+        magics[kind].pop(name, None)

@@ -7,6 +7,7 @@ metadata); it never touches a visible cell.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -15,8 +16,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ipyagent.compaction.summarizer import SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
-from ipyagent.display.stream import error_bundle, note_bundle
-from ipyagent.display.run_view import RunView, begin_replay, cell_identity
+from ipyagent.display.stream import error_bundle
+from ipyagent.kernel.magics.cell_run import CellRun
+from ipyagent.kernel.magics.commands import cell_magic_parser
 from ipyagent.display.untrusted import escape_html, markdown_html
 
 __all__ = ["CompactMagics", "run_compact"]
@@ -26,7 +28,10 @@ __all__ = ["CompactMagics", "run_compact"]
 @argument("--session", "-s", default=None, help="the session to compact (default: the active one)")
 @argument("focus", nargs="*", help="what the summary should pay special attention to")
 def _compact_args(line: str) -> None:
-    """%compact [--session NAME] [focus …] — summarise older history now; %%compact takes the focus from the cell."""
+    """Summarise older history now; %%compact takes the focus from the cell body."""
+
+
+cell_magic_parser("%compact", _compact_args)
 
 
 def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: float) -> dict[str, str]:
@@ -52,43 +57,21 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
     if not (config.summary_model or config.model):
         raise UsageError('No model configured for the summary. Set %config Agent.model (or Agent.summary_model).')
     slot = runtime.slot(args.session)
-    agent = runtime.agent_for(slot, config)
-    view = RunView(runtime, slot, agent, config)
-    cell_id, _ = cell_identity(runtime.shell)
-    replaying = begin_replay(runtime, slot, agent, cell_id, config, view)
-    unsubscribe = agent.subscribe(view.renderer)
-    before = slot.session.context_tokens()
-    interrupted = False
-    import time
-
-    started = time.monotonic()
-    try:
-        entry = agent.compact(focus or None, extra={"cellId": cell_id} if cell_id else None)
-    except KeyboardInterrupt:
-        interrupted = True
-        entry = None
-    except NothingToCompact as exc:
-        entry = None
-        view.renderer.show(note_bundle(str(exc)))
-    except CompactionCancelled as exc:
-        entry = None
-        view.renderer.show(note_bundle(str(exc)))
-    except (SummarizerError, ValueError) as exc:
-        entry = None
-        view.renderer.show(error_bundle(str(exc), title="Compaction failed"))
-    finally:
-        unsubscribe()
-        if replaying is not None:
-            runtime.replay.detach(agent)
-    if entry is not None:
-        after = slot.session.context_tokens()
-        view.renderer.show(_summary_bundle(entry, before, after, time.monotonic() - started))
-    view.close()
-    if interrupted:
-        view.renderer.show(note_bundle("Compaction interrupted; the session is unchanged."))
-    runtime.persist(slot, config)
-    if interrupted:
-        raise KeyboardInterrupt
+    with CellRun(runtime, slot, config, interrupted_note="Compaction interrupted; the session is unchanged.") as run:
+        run.replay()
+        before = slot.session.context_tokens()
+        started = time.monotonic()
+        try:
+            entry = run.agent.compact(focus or None, extra={"cellId": run.cell_id} if run.cell_id else None)
+        except (NothingToCompact, CompactionCancelled) as exc:
+            run.note(str(exc))
+        except (SummarizerError, ValueError) as exc:
+            if run.view is not None:
+                run.view.renderer.show(error_bundle(str(exc), title="Compaction failed"))
+        else:
+            after = slot.session.context_tokens()
+            if run.view is not None:
+                run.view.renderer.show(_summary_bundle(entry, before, after, time.monotonic() - started))
 
 
 @magics_class

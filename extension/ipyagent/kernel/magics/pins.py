@@ -13,11 +13,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ipyagent.agent.prompt.pins import PIN_TYPE, Pin, active_pins, pin_entry, unpin_entry
-from ipyagent.kernel.magics.commands import COMMANDS
-
-
-def _tokens(text: str) -> int:
-    return (len(text) + 3) // 4
+from ipyagent.kernel.magics.commands import command
+from ipyagent.text import chars4
 
 
 def _pins(runtime: Any) -> tuple[Any, list[Pin]]:
@@ -25,10 +22,11 @@ def _pins(runtime: Any) -> tuple[Any, list[Pin]]:
     return slot, active_pins(slot.session.entries)
 
 
+@command("pin")
 @magic_arguments()
 @argument("text", nargs="*", help="the instruction, as written after 'pin' (quotes are kept)")
 def agent_pin(runtime: Any, rest: str) -> None:
-    """%agent pin TEXT — keep an instruction in the system prompt for the whole session (it survives compaction)."""
+    """Keep an instruction in the system prompt for the whole session (it survives compaction)."""
     text = rest.strip()
     if text in ("-h", "--help"):
         print(agent_pin.__doc__)
@@ -44,7 +42,7 @@ def agent_pin(runtime: Any, rest: str) -> None:
     # (each re-run %%agent cell forks) rebuilds the path the visible cells describe.
     slot.session.append(pin_entry(text))
     runtime.persist(slot)
-    print(f"pinned #{number or len(pins) + 1} ({_tokens(text)} tokens) in session {slot.name!r}; "
+    print(f"pinned #{number or len(pins) + 1} ({chars4(text)} tokens) in session {slot.name!r}; "
           "it goes into the system prompt of every request")
 
 
@@ -54,22 +52,24 @@ def _pinned_on_path(session: Any) -> set[str]:
             and isinstance(e["data"].get("text"), str)}
 
 
+@command("pins")
 @magic_arguments()
 def agent_pins(runtime: Any, rest: str) -> None:
-    """%agent pins — the pinned instructions of the active session, numbered for %agent unpin."""
+    """The pinned instructions of the active session, numbered for %agent unpin."""
     parse_argstring(agent_pins, rest)
     slot, pins = _pins(runtime)
     if not pins:
         print(f"no pinned instructions in session {slot.name!r} (%agent pin TEXT adds one)")
         return
     for number, pin in enumerate(pins, 1):
-        print(f"{number}. {pin.text}  ({_tokens(pin.text)} tokens, entry {pin.id})")
+        print(f"{number}. {pin.text}  ({chars4(pin.text)} tokens, entry {pin.id})")
 
 
+@command("unpin")
 @magic_arguments()
 @argument("number", help="the pin's number in %agent pins (or its entry id)")
 def agent_unpin(runtime: Any, rest: str) -> None:
-    """%agent unpin N — remove pinned instruction N (see %agent pins)."""
+    """Remove pinned instruction N (see %agent pins)."""
     args = parse_argstring(agent_unpin, rest)
     slot, pins = _pins(runtime)
     chosen = next((p for p in pins if p.id == args.number), None)
@@ -85,8 +85,3 @@ def agent_unpin(runtime: Any, rest: str) -> None:
     slot.session.append(unpin_entry(chosen.id))
     runtime.persist(slot)
     print(f"unpinned: {chosen.text}")
-
-
-COMMANDS["pin"] = agent_pin
-COMMANDS["pins"] = agent_pins
-COMMANDS["unpin"] = agent_unpin

@@ -14,15 +14,17 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from ipyagent.kernel.magics.commands import COMMANDS
+from ipyagent.kernel.context import cell_identity
+from ipyagent.kernel.magics.cell_run import CellRun
+from ipyagent.kernel.magics.commands import command
 from ipyagent.display.stream import error_bundle
-from ipyagent.kernel.replay_control import provider_configured
-from ipyagent.display.run_view import cell_identity
+from ipyagent.providers.registry import provider_configured
 from ipyagent.display.untrusted import escape_html
 
 __all__ = ["agent_probe", "probe_bundle"]
 
 
+@command("probe")
 @magic_arguments()
 @argument("--model", "-m", default=None, help="provider:model that answers (default: Agent.model)")
 @argument("--judge", default=None, help="provider:model that writes the questions and grades (default: --model)")
@@ -30,10 +32,8 @@ __all__ = ["agent_probe", "probe_bundle"]
 @argument("--recompact", action="store_true", help="probe a fresh compaction of the same history")
 @argument("--focus", default=None, help="additional focus for --recompact's summary")
 def agent_probe(runtime: Any, rest: str) -> None:
-    """%agent probe [--model M] [--judge M2] [--questions N] [--recompact [--focus TEXT]] — what a summary lost.
-
-    Questions about what the latest compaction summarised away, answered from the full history, the
-    compacted context and the compacted context with recall, graded 0–5 by the judge."""
+    """What the latest compaction lost: questions about what it summarised away, answered from the full
+    history, the compacted context and the compacted context with recall, graded 0–5 by the judge."""
     args = parse_argstring(agent_probe, rest)
     from ipyagent.agent.probe.runner import (
         PROBE_CUSTOM_TYPE,
@@ -43,7 +43,7 @@ def agent_probe(runtime: Any, rest: str) -> None:
         RecordingSummarizer,
         recompact,
     )
-    from ipyagent.agent.provider_summarizer import ProviderSummarizer
+    from ipyagent.agent.provider_summarizer import summarizer_for
     from ipyagent.compaction.compact import NothingToCompact
     from ipyagent.compaction.summarizer import SummarizerError
     from ipyagent.core import CompactionCancelled
@@ -72,33 +72,30 @@ def agent_probe(runtime: Any, rest: str) -> None:
     recording: list[dict[str, Any]] = []
     session = slot.session
     recompacted = args.recompact or not session.compactions()
-    try:
-        if recompacted:
-            progress("compacting the history afresh")
-            summarizer = responses if responses is not None else ProviderSummarizer(
-                config.summary_model or model, provider_options=config.provider_options)
-            agent = runtime.agent_for(slot, config)
-            session = recompact(session, RecordingSummarizer(summarizer, recording), config.compaction,
-                                focus=args.focus, describe=agent.describe_namespace)
-        report = ProbeRunner(session, model=model, judge=judge, per_kind=args.questions, answer_provider=responses,
-                             judge_provider=responses, provider_options=config.provider_options,
-                             max_retries=config.max_retries, progress=progress, recording=recording).run()
-    except (ProbeError, ProviderError, SummarizerError, NothingToCompact, CompactionCancelled, ValueError) as exc:
-        handle.update(error_bundle(str(exc), title="Probe failed"), raw=True)
-        return
-    except KeyboardInterrupt:
-        handle.update({"text/plain": "Probe interrupted; nothing was stored."}, raw=True)
-        raise
-    report.recompacted, report.focus = recompacted, args.focus if recompacted else None
-    handle.update(probe_bundle(report), raw=True)
-    entry: dict[str, Any] = {"type": "custom", "customType": PROBE_CUSTOM_TYPE, "data": report.to_dict()}
-    if cell_id:
-        entry["cellId"] = cell_id
-    slot.session.append(entry)
-    runtime.persist(slot, config)
-
-
-COMMANDS["probe"] = agent_probe
+    with CellRun(runtime, slot, config, view=False, interrupted_note=None) as run:
+        try:
+            if recompacted:
+                progress("compacting the history afresh")
+                summarizer = responses if responses is not None else summarizer_for(
+                    config, model=config.summary_model or model)
+                session = recompact(session, RecordingSummarizer(summarizer, recording), config.compaction,
+                                    focus=args.focus, describe=run.agent.ports.describe_namespace)
+            report = ProbeRunner(session, model=model, judge=judge, per_kind=args.questions,
+                                 answer_provider=responses, judge_provider=responses,
+                                 provider_options=config.provider_options, max_retries=config.max_retries,
+                                 progress=progress, recording=recording).run()
+        except (ProbeError, ProviderError, SummarizerError, NothingToCompact, CompactionCancelled, ValueError) as exc:
+            handle.update(error_bundle(str(exc), title="Probe failed"), raw=True)
+            return
+        except KeyboardInterrupt:
+            handle.update({"text/plain": "Probe interrupted; nothing was stored."}, raw=True)
+            raise
+        report.recompacted, report.focus = recompacted, args.focus if recompacted else None
+        handle.update(probe_bundle(report), raw=True)
+        entry: dict[str, Any] = {"type": "custom", "customType": PROBE_CUSTOM_TYPE, "data": report.to_dict()}
+        if run.cell_id:
+            entry["cellId"] = run.cell_id
+        slot.session.append(entry)
 
 
 def _recorded(runtime: Any, name: str, cell_id: str | None, model: str,

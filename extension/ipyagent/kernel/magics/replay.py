@@ -6,10 +6,11 @@ from typing import Any
 
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ipyagent.kernel.magics.commands import COMMANDS
-from ipyagent.kernel.replay_control import provider_configured
+from ipyagent.kernel.magics.commands import command
+from ipyagent.providers.registry import provider_configured
 
 
+@command("replay")
 @magic_arguments()
 @argument("mode", nargs="?", choices=["on", "off", "auto", "status"], default="status",
           help="on: replay every recorded cell; auto: only without a configured provider; off: never")
@@ -17,8 +18,8 @@ from ipyagent.kernel.replay_control import provider_configured
           help="run recorded tool calls again and report results that differ")
 @argument("--no-tools", dest="tools", action="store_false", help="use the recorded tool results (default)")
 def agent_replay(runtime: Any, rest: str) -> None:
-    """%agent replay [on|off|auto|status] [--tools|--no-tools]: each %%agent cell takes its model and summary
-    responses from what the session recorded for that cell; the budget, trigger and cut point run for real."""
+    """Replay recorded responses: each %%agent cell takes its model and summary responses from what the
+    session recorded for that cell; the budget, trigger and cut point run for real."""
     args = parse_argstring(agent_replay, rest)
     if args.mode in ("on", "off", "auto"):
         if args.mode == "on" and runtime.config.replay != "on":
@@ -39,6 +40,3 @@ def agent_replay(runtime: Any, rest: str) -> None:
     tools = "run again and compared" if runtime.config.replay_tools else "taken from the recording"
     print(f"replay = {mode!r}: {effective}. Session {name!r} has {cells} recorded cell run(s); "
           f"tool results are {tools}.")
-
-
-COMMANDS["replay"] = agent_replay

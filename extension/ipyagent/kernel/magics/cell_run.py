@@ -1,0 +1,119 @@
+"""One magic's run in a cell, from start to end (``%%agent``, ``%compact``, ``%agent probe``).
+
+    with CellRun(runtime, slot, config, ask=True) as run:
+        run.note("…")                 # a note in the cell's output
+        run.replay()                  # this cell's recording, when it replays (None: live)
+        run.agent.prompt(text)
+
+On the way in: the slot's agent set up for this run, the cell's id and execution count, the
+run's outputs (:class:`~ipyagent.display.run_view.RunView`) subscribed to the agent's events, and
+the run's ports (the approver asks in this cell; a replay answers from the recording). On the way
+out, whatever ended the run: an interrupt leaves no tool call without its result and is noted and
+re-raised, the recording is let go, the view becomes its static snapshot, and the session is
+persisted with every entry it holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import TracebackType
+from typing import Any, Iterable
+
+from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.tools import Tool
+from ipyagent.display.approval import make_approver
+from ipyagent.display.run_view import RunView
+from ipyagent.display.stream import error_bundle, note_bundle
+from ipyagent.display.untrusted import safe_markdown
+from ipyagent.kernel.context import cell_identity
+from ipyagent.kernel.replay_control import ReplayAttachment
+
+__all__ = ["CellRun"]
+
+INTERRUPTED = "Interrupted. The session keeps everything that arrived."
+
+
+class CellRun:
+    """The life of one run in a cell; see the module's docstring.
+
+    ``ask``: the run's approver asks in this cell (``Agent.tool_approval = "ask"``); ``view``: the
+    budget widget and the rendered events (off for the probe, which draws its own report);
+    ``interrupted_note``: what the cell says after an interrupt; ``show_failures``: an unexpected
+    exception is shown readably in the cell and the run ends normally (the session is kept).
+    """
+
+    def __init__(self, runtime: Any, slot: Any, config: AgentConfig, *, tools: Iterable[Tool] | None = None,
+                 ask: bool = False, view: bool = True, interrupted_note: str | None = INTERRUPTED,
+                 show_failures: bool = False):
+        self.runtime, self.slot, self.config = runtime, slot, config
+        self.agent = runtime.agent_for(slot, config, tools=tools)
+        self.cell_id, self.execution_count = cell_identity(runtime.shell)
+        self.view = RunView(runtime, slot, self.agent, config) if view else None
+        self.interrupted_note = interrupted_note
+        self.show_failures = show_failures
+        self.replaying: ReplayAttachment | None = None
+        approve = make_approver(on_refusal=self.note) if ask else None
+        self._ports = runtime.ports_for(approve=approve)
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> CellRun:
+        if self.view is not None:
+            self._stack.callback(self.agent.subscribe(self.view.renderer))
+        self._stack.enter_context(self.agent.using(self._ports))
+        return self
+
+    def at_exit(self, callback: Any) -> None:
+        """Call ``callback()`` when the run ends (before the view closes)."""
+        self._stack.callback(callback)
+
+    def note(self, text: str) -> None:
+        """A note in the cell's output (nothing without a view)."""
+        if self.view is not None:
+            self.view.renderer.show(note_bundle(text))
+
+    def replay(self) -> ReplayAttachment | None:
+        """Attach this cell's recording when replay applies (``Agent.replay``; see
+        ``kernel/replay_control.py``): the rest of the run answers from it. None: the cell runs live."""
+        runtime, config = self.runtime, self.config
+        mode = runtime.config.replay
+        if not runtime.replay.should_replay(mode, self.slot.name, self.cell_id, config.model,
+                                            config.provider_options):
+            return None
+        assert self.cell_id is not None
+
+        def notice(text: str) -> None:  # names cells, tools and call ids taken from the notebook: untrusted
+            if self.view is not None:
+                self.view.renderer.show({**note_bundle(text), "text/markdown": f"*{safe_markdown(text)}*"})
+
+        attached = self._stack.enter_context(runtime.replay.attached(
+            self.slot.session, self.slot.name, self.cell_id, config, self._ports,
+            rerun_tools=runtime.config.replay_tools, notice=notice))
+        self._stack.enter_context(self.agent.using(attached.ports))
+        tools = ("recorded tool calls run again and are compared" if runtime.config.replay_tools
+                 else "recorded tool calls are not run again")
+        live = "a live provider takes over if the run departs from it" if attached.live else "no live provider"
+        notice(f"Replaying this cell's recorded responses (Agent.replay = {mode!r}); {tools}; {live}.")
+        self.replaying = attached
+        return attached
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+        shown = False
+        try:
+            if interrupted:
+                self.agent.close_dangling_calls()
+            elif isinstance(exc, Exception) and self.show_failures and self.view is not None:
+                # a bug or an unexpected failure: readable, and the session is kept
+                self.view.renderer.show(error_bundle(f"{type(exc).__name__}: {exc}", title="ipyagent failed"))
+                shown = True
+        finally:
+            try:
+                self._stack.close()  # the ports, the recording, the subscription: in reverse order
+                if self.view is not None:
+                    self.view.close()
+                if interrupted and self.interrupted_note:
+                    self.note(self.interrupted_note)
+            finally:
+                self.runtime.persist(self.slot, self.config)
+        return shown  # an interrupt always goes on up

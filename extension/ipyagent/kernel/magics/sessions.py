@@ -1,0 +1,245 @@
+"""``%agent new``, ``sessions``, ``switch``, ``tree``, ``checkout``, ``export``, ``import``, ``load``: the
+sessions of this kernel, their trees, and moving them in and out of files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+from ipyagent.agent.prompt.notebook_context import prompt_text
+from ipyagent.core import Session
+from ipyagent.display.stream import error_bundle, short_args
+from ipyagent.kernel.magics.commands import command
+from ipyagent.session.messages import text_of
+from ipyagent.text import one_line
+
+__all__ = ["session_markdown", "tree_lines"]
+
+
+# ---- sessions ----------------------------------------------------------------------------------
+
+
+@command("new")
+@magic_arguments()
+@argument("name", nargs="?", default=None, help="the new session's name (default: session-N)")
+def agent_new(runtime: Any, rest: str) -> None:
+    """Start a new, empty session and make it the active one."""
+    args = parse_argstring(agent_new, rest)
+    name = args.name or runtime.next_session_name()
+    try:
+        runtime.new_session(name)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"new session {name!r} (active)")
+
+
+
+@command("sessions")
+@magic_arguments()
+def agent_sessions(runtime: Any, rest: str) -> None:
+    """The sessions in this kernel."""
+    parse_argstring(agent_sessions, rest)
+    if not runtime.slots:
+        print("no sessions yet (%%agent starts one)")
+        return
+    for name, slot in runtime.slots.items():
+        mark = "*" if name == runtime.active else " "
+        print(f"{mark} {name}: {len(slot.session)} entries, {slot.session.context_tokens():,} context tokens, "
+              f"{len(slot.session.compactions())} compactions ({slot.origin})")
+
+
+
+@command("switch")
+@magic_arguments()
+@argument("name", help="the session to make active")
+def agent_switch(runtime: Any, rest: str) -> None:
+    """Make another session the active one."""
+    args = parse_argstring(agent_switch, rest)
+    if args.name not in runtime.slots:
+        raise UsageError(f"no session {args.name!r}; sessions: {', '.join(runtime.slots) or 'none'} "
+                         "(%agent new NAME creates one)")
+    runtime.active = args.name
+    print(f"active session: {args.name!r}")
+
+
+
+# ---- the tree ----------------------------------------------------------------------------------
+
+
+def _entry_line(entry: dict[str, Any]) -> str:
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry["message"]
+        role = message.get("role", "?")
+        if role == "assistant":
+            text = text_of(message.get("content"), " ")
+            calls = [c for c in message.get("content") or [] if isinstance(c, dict) and c.get("type") == "toolCall"]
+            bits = [one_line(text, 50)] if text.strip() else []
+            bits += [f"{c.get('name')}({short_args(c.get('arguments') or {}, 30)})" for c in calls]
+            return f"assistant: {' + '.join(bits) or '(empty)'}"
+        if role == "toolResult":
+            return f"result {message.get('toolName', '')}: {one_line(text_of(message.get('content'), ' '), 40)}"
+        cell = f" [cell {message['executionCount']}]" if message.get("executionCount") is not None else ""
+        return f"{role}{cell}: {one_line(prompt_text(message), 60)}"
+    if kind == "compaction":
+        return (f"compaction: {entry.get('tokensBefore', 0):,} tokens summarised, "
+                f"first kept {entry.get('firstKeptEntryId')}")
+    if kind == "branch_summary":
+        return f"branch summary: {one_line(entry.get('summary', ''), 50)}"
+    if kind == "custom_message":
+        return f"note ({entry.get('customType')}): {one_line(str(entry.get('content', '')), 50)}"
+    return str(kind)
+
+
+def tree_lines(session: Session) -> list[str]:
+    """The session tree, one entry a line; ``*`` marks the current path, ``←`` the leaf."""
+    on_path = {e["id"] for e in session.path()}
+    labels = session.labels()
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for entry in session.entries:
+        if entry.get("type") == "label":
+            continue
+        children.setdefault(session.parent_id(entry), []).append(entry)  # a missing parent: a root
+    lines: list[str] = []
+    stack: list[tuple[dict[str, Any], int]] = [(e, 0) for e in reversed(children.get(None, []))]
+    while stack:
+        entry, depth = stack.pop()
+        kids = children.get(entry["id"], [])
+        mark = "*" if entry["id"] in on_path else " "
+        leaf = "  ← leaf" if entry["id"] == session.leaf_id else ""
+        label = f" [{labels[entry['id']]}]" if entry["id"] in labels else ""
+        lines.append(f"{mark} {'  ' * depth}{entry['id']} {_entry_line(entry)}{label}{leaf}")
+        step = 1 if len(kids) > 1 else 0
+        stack.extend((k, depth + step) for k in reversed(kids))
+    return lines
+
+
+@command("tree")
+@magic_arguments()
+def agent_tree(runtime: Any, rest: str) -> None:
+    """The session's tree of entries (branches indented; * the current path)."""
+    parse_argstring(agent_tree, rest)
+    slot = runtime.slot()
+    lines = tree_lines(slot.session)
+    print("\n".join(lines) if lines else "(empty session)")
+
+
+
+@command("checkout")
+@magic_arguments()
+@argument("id", help="the entry to move to (a prompt: the leaf goes before it, so it can be asked again)")
+@argument("--summarize", action="store_true", help="summarise the branch being left, as a branch summary")
+@argument("--focus", default=None, help="what the branch summary should focus on")
+def agent_checkout(runtime: Any, rest: str) -> None:
+    """Move the session to another point of its tree."""
+    args = parse_argstring(agent_checkout, rest)
+    slot = runtime.slot()
+    config = runtime.agent_config()
+    summarizer = None
+    if args.summarize:
+        agent = runtime.agent_for(slot, config)
+        try:
+            summarizer = agent.summarizer()
+        except ValueError as exc:
+            raise UsageError(f"--summarize needs a model: {exc}") from None
+    from ipyagent.session.tree import SessionError
+
+    try:
+        entry = slot.session.navigate(args.id, summarize=args.summarize, summarizer=summarizer, focus=args.focus)
+    except SessionError as exc:
+        raise UsageError(str(exc)) from None
+    except Exception as exc:
+        display(error_bundle(str(exc), title="Checkout failed"), raw=True)
+        return
+    print(f"leaf: {slot.session.leaf_id}" + (f" (branch summary {entry['id']})" if entry else ""))
+    runtime.persist(slot, config)
+
+
+
+# ---- export, import, load ----------------------------------------------------------------------
+
+
+def session_markdown(name: str, session: Session, settings: dict[str, Any] | None = None) -> str:
+    """The session as a Markdown transcript: the same as ``ipyagent export --format markdown``."""
+    from ipyagent.store.journal import transcript_markdown
+
+    return transcript_markdown(session, name, settings)
+
+
+@command("export")
+@magic_arguments()
+@argument("--format", "-f", choices=["pi", "markdown"], default="pi", help="Pi JSONL (default) or Markdown")
+@argument("-o", "--output", default=None, help="file to write (default: show it)")
+def agent_export(runtime: Any, rest: str) -> None:
+    """The active session as a Pi session file or Markdown."""
+    args = parse_argstring(agent_export, rest)
+    slot = runtime.slot()
+    text = (slot.session.to_pi_jsonl() if args.format == "pi"
+            else session_markdown(slot.name, slot.session, slot.settings))
+    if args.output:
+        if args.format == "pi":  # bytes: a set-aside line that is not UTF-8 goes back as it was
+            Path(args.output).write_bytes(slot.session.to_pi_jsonl_bytes())
+        else:
+            Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output} ({len(slot.session)} entries, {args.format})")
+    else:
+        print(text)
+
+
+
+@command("import")
+@magic_arguments()
+@argument("file", help="a Pi session file (.jsonl)")
+@argument("--name", default=None, help="the session's name (default: the file's name)")
+def agent_import(runtime: Any, rest: str) -> None:
+    """A Pi session file as a new session (made active)."""
+    args = parse_argstring(agent_import, rest)
+    try:
+        session = Session.from_file(args.file)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot import {args.file}: {exc}") from None
+    name = args.name or Path(args.file).stem
+    if name in runtime.slots:
+        raise UsageError(f"a session named {name!r} exists; pass --name")
+    from ipyagent.store.persistence import SessionSlot
+
+    runtime.slots[name] = SessionSlot(name, session, origin="load")
+    runtime.active = name
+    print(f"imported {len(session)} entries as session {name!r} (active)"
+          + (f"\n{session.load_report.summary()}" if session.load_report.problems else ""))
+    runtime.persist(runtime.slots[name])
+
+
+
+@command("load")
+@magic_arguments()
+@argument("path", help="a notebook (.ipynb: metadata and journal outputs) or a Pi session file (.jsonl)")
+def agent_load(runtime: Any, rest: str) -> None:
+    """Merge the sessions stored in another file into this kernel, by entry id."""
+    args = parse_argstring(agent_load, rest)
+    from ipyagent.agent.config import upgrade_saved_settings
+    from ipyagent.store.persistence import SessionSlot, load_path, merge_into
+
+    try:
+        found, report = load_path(args.path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot load {args.path}: {exc}") from None
+    summary = []
+    for name, stored in found.sessions.items():
+        session = found.to_session(name)
+        if name in runtime.slots:
+            added = merge_into(runtime.slots[name], session)
+            summary.append(f"{name}: {added} new entries merged")
+        else:
+            runtime.slots[name] = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin="load")
+            summary.append(f"{name}: {len(session)} entries")
+    if found.active in runtime.slots:
+        runtime.active = found.active
+    print("loaded " + ("; ".join(summary) if summary else "no sessions") + f" from {args.path}"
+          + (f"\n{report.summary()}" if getattr(report, "problems", None) else ""))
+    for name in found.sessions:
+        runtime.persist(runtime.slots[name])

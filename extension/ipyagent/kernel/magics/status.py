@@ -1,0 +1,150 @@
+"""``%agent status``, ``config``, ``model``, ``context``, ``summary``: what the session and the next
+request hold, and the settings."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+from ipyagent.display.budget_widget import budget_facts, cost_text, static_bundle
+from ipyagent.display.untrusted import escape_html, markdown_html
+from ipyagent.kernel.magics.commands import command, show
+from ipyagent.text import chars4, one_line
+
+__all__ = ["NEXT_ACTIVITY_LABEL", "context_report"]
+
+
+# ---- status, config, model ---------------------------------------------------------------------
+
+
+@command("status")
+@magic_arguments()
+def agent_status(runtime: Any, rest: str) -> None:
+    """The active session's budget, the model, and how the session is saved."""
+    parse_argstring(agent_status, rest)
+    slot = runtime.slot()
+    config = runtime.agent_config()
+    from ipyagent.agent.tools import default_tools
+
+    agent = runtime.agent_for(slot, config)
+    try:
+        info = agent.window_info()
+        window, source, factor = info.window, info.describe(), agent.token_factor()
+    except Exception:
+        window, source, factor = config.context_window, "", 1.0
+    facts = budget_facts(slot.session, replace(config, system_prompt=agent.system_prompt()), window=window,
+                         tool_specs=[t.spec() for t in default_tools()], session_name=slot.name,
+                         window_source=source, token_factor=factor)
+    lines = [f"session {slot.name!r}: {len(slot.session)} entries, leaf {slot.session.leaf_id}",
+             f"persistence: {runtime.bridge_state()}"]
+    result = runtime.load_result
+    if result is not None:
+        lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
+    lines.append(cost_text(facts.costs) or "cost: no priced calls yet")
+    display(static_bundle(facts), raw=True)  # a snapshot: nothing updates it, so no widget (it would die with the kernel)
+    print("\n".join(lines))
+
+
+
+@command("config")
+@magic_arguments()
+def agent_config(runtime: Any, rest: str) -> None:
+    """Every Agent setting (change one with %config Agent.NAME = VALUE)."""
+    parse_argstring(agent_config, rest)
+    rows = runtime.config.settings_table()
+    width = max(len(r[0]) for r in rows)
+    text = "\n".join(f"Agent.{name:<{width}} = {value!r}" for name, value, _ in rows)
+    table = "".join(f"<tr><td><code>Agent.{escape_html(n)}</code></td><td><code>{escape_html(repr(v))}</code></td>"
+                    f"<td style='text-align:left'>{escape_html(h)}</td></tr>" for n, v, h in rows)
+    show(text, f"<table>{table}</table>")
+
+
+
+@command("model")
+@magic_arguments()
+@argument("model", nargs="?", default=None, help="provider:model to use from now on")
+def agent_model(runtime: Any, rest: str) -> None:
+    """Show or set the model (same as %config Agent.model = "M")."""
+    args = parse_argstring(agent_model, rest)
+    if args.model:
+        from ipyagent.providers.registry import parse_model_string
+
+        try:
+            parse_model_string(args.model)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        runtime.config.model = args.model
+    print(f"model: {runtime.config.model or '(none: set %config Agent.model)'}"
+          + (f"; summaries: {runtime.config.summary_model}" if runtime.config.summary_model else ""))
+
+
+
+# ---- context, summary --------------------------------------------------------------------------
+
+
+NEXT_ACTIVITY_LABEL = "notebook activity (goes before the next %%agent prompt)"
+
+
+def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]], int]:
+    """Each part of the next request (the system prompt's parts, tools, each message, and the
+    notebook-activity block the next prompt would carry): (label, tokens, text)."""
+    from ipyagent.agent.loop import Agent
+
+    from ipyagent.agent.tools import default_tools
+    from ipyagent.kernel.context import KernelNotebookContext
+    from ipyagent.providers.registry import parse_model_string
+
+    config = runtime.agent_config()
+    probe = Agent(slot.session, config=config, namespace={}, tools=default_tools(),
+                  notebook=KernelNotebookContext(runtime, slot.name))
+    model_id = parse_model_string(config.model)[1] if config.model else "(no model)"
+    request = probe.request(model_id)
+    estimator = slot.session.estimator
+    specs = [t.to_dict() for t in request.tools]
+    parts = [(f"system prompt: {p.label}", chars4(p.text), p.text) for p in probe.system_prompt_parts()]
+    parts.append((f"tools ({len(specs)})", chars4(specs) if specs else 0, json.dumps(specs, indent=1)))
+    messages = request.messages
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, indent=1, ensure_ascii=False)
+        parts.append((f"{i + 1}. {message.get('role')}", estimator.estimate(message), text))
+    block = probe.notebook_activity_block()
+    if block:
+        parts.append((NEXT_ACTIVITY_LABEL, chars4(block), block))
+    return parts, sum(p[1] for p in parts)
+
+
+@command("context")
+@magic_arguments()
+def agent_context(runtime: Any, rest: str) -> None:
+    """Exactly what the next request would send, with token counts per part."""
+    parse_argstring(agent_context, rest)
+    slot = runtime.slot()
+    parts, total = context_report(runtime, slot)
+    messages = sum(1 for label, _, _ in parts if label[:1].isdigit())
+    plain = [f"next request: {messages} messages, ≈{total:,} tokens (estimated)"]
+    rows = []
+    for label, tokens, text in parts:
+        plain.append(f"--- {label} ({tokens:,} tokens)\n{text}")
+        rows.append(f"<details><summary><code>{escape_html(label)}</code> — {tokens:,} tokens: "
+                    f"{escape_html(one_line(text, 80))}</summary><pre style='white-space:pre-wrap'>"
+                    f"{escape_html(text)}</pre></details>")
+    show("\n".join(plain), f"<div><b>Next request</b>: ≈{total:,} tokens</div>{''.join(rows)}")
+
+
+
+@command("summary")
+@magic_arguments()
+def agent_summary(runtime: Any, rest: str) -> None:
+    """The latest compaction summary of the active session."""
+    parse_argstring(agent_summary, rest)
+    summary = runtime.slot().session.latest_summary()
+    if summary is None:
+        print("no compaction yet (%compact makes one)")
+        return
+    show(summary, f"<div class='ipyagent-summary'>{markdown_html(summary)}</div>")

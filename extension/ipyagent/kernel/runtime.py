@@ -1,0 +1,204 @@
+"""The kernel-side state of ipyagent: one :class:`AgentRuntime` per shell.
+
+It holds the named sessions (each a :class:`~ipyagent.store.persistence.SessionSlot` with its
+agent), the ``Agent`` settings, the bridge to the frontend, the persister, replay and the notebook
+activity recorder; it sets an agent up for a run (``agent_for``) and declares what the run takes
+from the kernel (``ports_for``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.loop import Agent
+from ipyagent.agent.ports import RunPorts
+from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
+from ipyagent.bridge import comm as bridge_mod
+from ipyagent.core import Session
+from ipyagent.kernel.activity import ActivityRecorder
+from ipyagent.kernel.cell_runner import IPythonCellRunner
+from ipyagent.kernel.context import KernelNotebookContext
+from ipyagent.kernel.namespace import namespace_describer
+from ipyagent.kernel.notebook_port import KernelNotebook
+from ipyagent.kernel.replay_control import ReplayController
+from ipyagent.kernel.settings import AgentSettings
+from ipyagent.store.hydration import find_notebook_path
+from ipyagent.store.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into
+
+__all__ = ["AgentRuntime"]
+
+
+class AgentRuntime:
+    def __init__(self, shell: Any):
+        self.shell = shell
+        self.config = AgentSettings(parent=shell)
+        self.slots: dict[str, SessionSlot] = {}
+        self.active = "default"
+        self.bridge: Any = None
+        self.persister = Persister(None)
+        self.load_result: LoadResult | None = None
+        self.notes: list[str] = []
+        self.running = False
+        self.replay = ReplayController()
+        self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
+        self._cell_runner: IPythonCellRunner | None = None
+        self._notebook_port: KernelNotebook | None = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, *, open_bridge: bool | None = None, hydrate: bool = True) -> None:
+        self.running = True
+        self.activity.start()
+        if open_bridge is None:
+            open_bridge = getattr(self.shell, "kernel", None) is not None
+        if open_bridge:
+            try:
+                self.bridge = bridge_mod.KernelBridge().open()
+            except Exception as exc:  # no comm machinery: the journal carries everything
+                self.bridge = None
+                self.notes.append(f"No frontend bridge ({exc}); each run saves its entries in its last output.")
+        self.persister.bridge = self.bridge
+        if hydrate:
+            self.hydrate()
+
+    def hydrate(self) -> LoadResult:
+        result = collect_sessions(user_ns=self.shell.user_ns, environ=os.environ,
+                                  explicit_path=self.config.notebook_path, hydrate=self.config.hydrate)
+        self.load_result = result
+        for name, slot in result.slots.items():
+            if name in self.slots:
+                merge_into(self.slots[name], slot.session)
+            else:
+                self.slots[name] = slot
+        for name in result.slots:  # what was loaded is what replay answers from
+            self.replay.capture(name, self.slots[name].session)
+        if result.active and result.active in self.slots:
+            self.active = result.active
+        elif result.slots and self.active not in self.slots:
+            self.active = next(iter(result.slots))
+        if not self.config.model:
+            saved = (self.slots.get(self.active).settings if self.active in self.slots else {}).get("model")
+            if isinstance(saved, str) and saved:
+                self.config.model = saved
+        self.notes.extend(result.notes)
+        return result
+
+    def absorb_push(self) -> None:
+        """Take sessions a frontend pushed after the extension was loaded (loaded from
+        ``ipython_config.py`` before the push, or a page reload into a running kernel)."""
+        if bridge_mod.peek_push() is None:
+            return
+        result = collect_sessions(user_ns=self.shell.user_ns, hydrate=False)
+        for name, slot in result.slots.items():
+            if name in self.slots:  # known here: only what the kernel lacks, no reset notice
+                stored = [e for e in slot.session.entries if e["id"] in slot.persisted]
+                mine = self.slots[name]
+                before = len(mine.session)
+                merge_into(mine, stored)
+                mine.persisted.update(e["id"] for e in mine.session.entries[before:])
+            else:
+                self.slots[name] = slot
+                self.replay.capture(name, slot.session)
+                if len(self.slots) == 1 or result.active == name:
+                    self.active = name
+        self.notes.extend(result.notes)
+
+    def stop(self) -> None:
+        self.running = False
+        self.activity.stop()
+        if self.bridge is not None:
+            try:
+                self.bridge.close()
+            except Exception:
+                pass
+            self.bridge = None
+            self.persister.bridge = None
+        for slot in self.slots.values():
+            if slot.agent is not None:
+                slot.agent.cancel.set()
+
+    # ---- sessions ----------------------------------------------------------------------------
+
+    def slot(self, name: str | None = None, *, create: bool = True) -> SessionSlot:
+        name = name or self.active
+        slot = self.slots.get(name)
+        if slot is None:
+            if not create:
+                raise KeyError(name)
+            slot = self.slots[name] = SessionSlot(name, Session())
+            slot.session.header.setdefault("cwd", os.getcwd())
+        return slot
+
+    def new_session(self, name: str) -> SessionSlot:
+        if name in self.slots:
+            raise ValueError(f"a session named {name!r} exists already; use %agent switch {name}")
+        self.slot()  # the session being left stays listed, so one can switch back to it
+        slot = self.slot(name)
+        self.active = name
+        return slot
+
+    def next_session_name(self) -> str:
+        n = len(self.slots) + 1
+        while f"session-{n}" in self.slots:
+            n += 1
+        return f"session-{n}"
+
+    # ---- agents ------------------------------------------------------------------------------
+
+    def agent_config(self, **overrides: Any) -> AgentConfig:
+        return self.config.agent_config(**overrides)
+
+    def agent_for(self, slot: SessionSlot, config: AgentConfig, *, tools: Iterable[Tool] | None = None) -> Agent:
+        """The slot's agent (kept across runs for its failure tracker), set up for this run: its
+        session, these settings and tools, the kernel's namespace, folder and ports."""
+        tool_list = default_tools() if tools is None else list(tools)
+        if slot.agent is None:
+            slot.agent = Agent(slot.session, config=config, tools=tool_list)
+        cell_runner, notebook_port = self.tool_ports()
+        slot.agent.configure(session=slot.session, config=config, tools=tool_list,
+                             notebook=KernelNotebookContext(self, slot.name), cwd=os.getcwd(),
+                             namespace=self.shell.user_ns, root=self.notebook_folder(), cell_runner=cell_runner,
+                             notebook_port=notebook_port)
+        return slot.agent
+
+    def ports_for(self, *, approve: ApprovalCallback | None = None) -> RunPorts:
+        """What a run in this kernel takes from outside: ``approve`` for the calls that ask, and the
+        kernel's namespace described for the artifact ledger (the provider and the summariser come
+        from the settings; replay replaces them, ``kernel/replay_control.py``)."""
+        return RunPorts(approve=approve, describe_namespace=namespace_describer(self.shell.user_ns))
+
+    def notebook_folder(self) -> str:
+        """The folder read-only tools read without asking: the notebook's, found the way hydration
+        finds the notebook (Agent.notebook_path, __session__, JPY_SESSION_NAME, __vsc_ipynb_file__),
+        else the kernel's working directory."""
+        path, _ = find_notebook_path(self.shell.user_ns, os.environ, self.config.notebook_path)
+        return os.path.dirname(os.path.abspath(path)) if path is not None else os.getcwd()
+
+    def tool_ports(self) -> tuple[IPythonCellRunner, KernelNotebook]:
+        """What the tools use in this kernel: IPython's cell machinery for ``python``, this
+        notebook's cells for ``notebook`` (``kernel/cell_runner.py``, ``kernel/notebook_port.py``)."""
+        if self._cell_runner is None or self._notebook_port is None:
+            self._cell_runner = IPythonCellRunner(self.shell)
+            self._notebook_port = KernelNotebook(self.shell, lambda: self.bridge, lambda: self.config.notebook_path)
+        return self._cell_runner, self._notebook_port
+
+    def settings_of(self, slot: SessionSlot, config: AgentConfig | None = None) -> dict[str, Any]:
+        settings = dict(slot.settings)
+        settings.update((config or self.agent_config()).saved_settings())
+        slot.settings = settings
+        return settings
+
+    def persist(self, slot: SessionSlot, config: AgentConfig | None = None, *, force: bool = False) -> str | None:
+        return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
+                                      force=force)
+
+    def bridge_state(self) -> str:
+        if self.bridge is None:
+            return "no bridge (plain IPython): entries are saved in journal outputs"
+        if self.bridge.connected:
+            frontend = self.bridge.frontend or "frontend"
+            unacked = sum(len(v) for v in self.bridge.unacked().values())
+            return f"bridge connected ({frontend})" + (f", {unacked} entries awaiting ack" if unacked else "")
+        return "no frontend acknowledged the bridge: each run ends with a journal output"
