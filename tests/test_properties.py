@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.settings import CompactionSettings
-from ipyagent.compaction.compact import CompactionRejected
+from ipyagent.compaction.compact import CompactionRejected, NothingToCompact
 from ipyagent.compaction.summarizer import ScriptedSummarizer, SummaryResponse
 from ipyagent.core import NothingToCompact, Session
 from ipyagent.session.context import (
@@ -343,7 +343,7 @@ def test_corrupted_entries_are_reported_never_crash(seed, data):
     if plan is not None:
         try:
             session.compact(counting_summarizer(), CompactionSettings(keep_recent_tokens=300), plan=plan)
-        except CompactionRejected:
+        except (CompactionRejected, NothingToCompact):  # reported outcomes: a plan of messages no model saw
             pass
     session.to_pi_jsonl()
 
