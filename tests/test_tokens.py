@@ -37,11 +37,11 @@ def test_js_length_counts_utf16_code_units():
     assert js_length("𝔘") == 2
 
 
-def test_user_counts_text_only_not_images():
+def test_user_counts_text_and_4800_per_image_as_pi_16():
     assert chars4.estimate(user("a" * 9)) == 3  # ceil(9 / 4)
     blocks = [{"type": "text", "text": "abcd"}, IMAGE, {"type": "text", "text": "efgh"}]
-    assert message_chars(user(blocks)) == 8
-    assert chars4.estimate(user(blocks)) == 2
+    assert message_chars(user(blocks)) == 8 + 4800  # Pi 0.73.1 counted the text only
+    assert chars4.estimate(user(blocks)) == 1202
     assert chars4.estimate(user("😀😀")) == 1  # 4 UTF-16 units
 
 

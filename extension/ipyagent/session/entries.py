@@ -1,4 +1,4 @@
-"""Pi v3 session entries: their types, their required fields, and constructors.
+"""Pi v3 session entries (as Pi 1.6 writes them): their types, their required fields, and constructors.
 
 Entries are Pi's JSON objects held as dicts, so fields ipyagent does not know (a newer Pi's, or
 notebook facts such as a cell id) survive a round trip untouched.
@@ -20,11 +20,11 @@ ENTRY_TYPES = (
     "custom_message",
     "label",
     "session_info",
+    "usage",  # Pi 1.6: model usage that is no assistant message (cache warming…); counted in costs
+    "context_edit",  # Pi 1.6: hides (replacement null) or replaces the content of an earlier entry
 )
 MESSAGE_ROLES = ("user", "assistant", "toolResult", "bashExecution", "custom", "hookMessage",
-                 "branchSummary", "compactionSummary")
-# Entry types that change settings: kept with the tail when the cut lands right after them.
-SETTINGS_TYPES = ("thinking_level_change", "model_change", "label", "custom", "session_info")
+                 "branchSummary", "compactionSummary", "system")
 
 # type -> (field, accepted python types) that must be present for the entry to be usable
 _REQUIRED: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
@@ -35,6 +35,7 @@ _REQUIRED: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
     "custom": (("customType", (str,)),),
     "label": (("targetId", (str,)),),
     "thinking_level_change": (("thinkingLevel", (str,)),),
+    "context_edit": (("targetId", (str,)),),
 }
 
 
@@ -59,6 +60,10 @@ def shape_problem(entry: Any) -> str | None:
         content = entry["message"].get("content")
         if role in ("user", "assistant", "toolResult") and not isinstance(content, (str, list)):
             return f"a {role} message needs 'content' (a string or a list of blocks)"
+        if role == "system" and content is not None and not isinstance(content, (str, list)):
+            return "a system message's 'content' must be a string or a list of blocks"
+        if role == "system" and message_sections_problem(entry["message"]):
+            return message_sections_problem(entry["message"])
         # Pi reads an assistant message whose content is a string, a toolResult without
         # 'toolCallId' and a model_change without 'modelId', so they load here too.
         if role == "toolResult" and entry["message"].get("toolCallId") is not None \
@@ -70,6 +75,32 @@ def shape_problem(entry: Any) -> str | None:
         if content is not None and not isinstance(content, (str, list)):
             return "a custom_message's 'content' must be a string or a list of blocks"
         return _message_fields_problem({}, content)
+    if kind == "context_edit":
+        replacement = entry.get("replacement")
+        if replacement is not None and not (isinstance(replacement, dict)
+                                            and isinstance(replacement.get("content"), (str, list))):
+            return "a context_edit's 'replacement' must be null or an object with 'content' (a string or blocks)"
+        return _message_fields_problem({}, replacement.get("content") if replacement else None)
+    if kind == "usage":
+        return _message_fields_problem({"usage": entry.get("usage")}, None)
+    if kind == "compaction":
+        if entry.get("systemMessage") is not None and not (isinstance(entry["systemMessage"], dict)
+                                                           and entry["systemMessage"].get("role") == "system"):
+            return "a compaction's 'systemMessage' must be a system message"
+        return _message_fields_problem({"usage": entry.get("usage")}, None)
+    return None
+
+
+def message_sections_problem(message: dict[str, Any]) -> str | None:
+    sections = message.get("sections")
+    if sections is not None and (not isinstance(sections, dict)
+                                 or any(v is not None and not isinstance(v, str) for v in sections.values())):
+        return "a system message's 'sections' must map names to text or null"
+    for field in ("toolsAdded", "toolsRemoved"):
+        tools = message.get(field)
+        if tools is not None and (not isinstance(tools, list)
+                                  or any(not isinstance(t, dict) or not isinstance(t.get("name"), str) for t in tools)):
+            return f"a system message's '{field}' must be a list of tools with names"
     return None
 
 
@@ -114,7 +145,7 @@ def _message_fields_problem(message: dict[str, Any], content: Any) -> str | None
 # What differs between two writings of the same entry: its place in the tree, when it was written,
 # and figures measured while writing it (replay reproduces the words, not the clock or the meter).
 _PLACE_AND_TIME = ("id", "parentId", "timestamp")
-_MEASURED = {"compaction": ("tokensBefore", "usage", "details")}
+_MEASURED = {"compaction": ("tokensBefore", "usage", "details", "systemMessage")}
 _MESSAGE_MEASURED = ("timestamp", "executionCount")
 
 
@@ -141,15 +172,29 @@ def message_entry(message: dict[str, Any], **extra: Any) -> Entry:
 
 
 def compaction_entry(summary: str, first_kept_entry_id: str, tokens_before: int,
-                     details: dict[str, Any] | None = None, from_hook: bool = False, **extra: Any) -> Entry:
+                     details: dict[str, Any] | None = None, from_hook: bool = False, *,
+                     usage: dict[str, Any] | None = None, system_message: dict[str, Any] | None = None,
+                     **extra: Any) -> Entry:
+    """Pi 1.6's key order: summary, firstKeptEntryId, tokensBefore, details, usage, fromHook,
+    systemMessage (the checkpoint of the prompt the model had), then ipyagent's extra fields."""
     entry: Entry = {"type": "compaction", "summary": summary, "firstKeptEntryId": first_kept_entry_id,
                     "tokensBefore": tokens_before}
     if details is not None:
         entry["details"] = details
+    if usage is not None:
+        entry["usage"] = usage
     if from_hook:
         entry["fromHook"] = True
+    if system_message is not None:
+        entry["systemMessage"] = system_message
     entry.update(extra)
     return entry
+
+
+def context_edit_entry(target_id: str, replacement: dict[str, Any] | None) -> Entry:
+    """Pi 1.6's ``context_edit``: ``None`` hides the target from the model; ``{"content": …}``
+    replaces its content (the entry itself stays as written)."""
+    return {"type": "context_edit", "targetId": target_id, "replacement": replacement}
 
 
 def branch_summary_entry(from_id: str, summary: str, details: dict[str, Any] | None = None,

@@ -1,7 +1,7 @@
 """Pi's message shapes, and ``convert_to_llm``: what the model actually receives.
 
 Messages are plain dicts exactly as Pi writes them, so a Pi session round-trips without loss:
-``user``, ``assistant``, ``toolResult`` pass to the model unchanged; the extra roles
+``user``, ``assistant``, ``toolResult`` and Pi 1.6's ``system`` pass to the model unchanged; the extra roles
 (``bashExecution``, ``custom``, ``branchSummary``, ``compactionSummary``) become user messages.
 """
 
@@ -22,7 +22,7 @@ BRANCH_SUMMARY_PREFIX = (
 )
 BRANCH_SUMMARY_SUFFIX = "</summary>"
 
-STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted")
+STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted", "deferred")
 
 # The result a tool call gets when it was never run because the run was interrupted (an error
 # result, so the session stays one a provider accepts: every call has its result).
@@ -89,20 +89,25 @@ def unanswered_tool_calls(path: Sequence[dict[str, Any]]) -> list[dict[str, Any]
 
 
 def entry_to_message(entry: dict[str, Any]) -> Message | None:
-    """The context message an entry produces (before ``convert_to_llm``), or None."""
+    """The conversation message an entry produces (before ``convert_to_llm``), or None; a
+    compaction gives its summary (see :func:`entry_messages` for its checkpoint too)."""
     kind = entry.get("type")
     if kind == "message":
         message = entry.get("message")
-        if message.get("role") == "assistant" and isinstance(message.get("content"), str):
+        role = message.get("role")
+        content = message.get("content")
+        if role == "assistant" and isinstance(content, str):
             # Pi loads such a message (an older or hand-written file); the model gets it as one
             # text block, and the entry itself stays as it was written.
-            return {**message, "content": [text_block(message["content"])] if message["content"] else []}
+            return {**message, "content": [text_block(content)] if content else []}
+        if content is None and role in ("user", "assistant", "toolResult", "system"):
+            return {**message, "content": "" if role == "system" else []}  # Pi 1.6 normalises null content
         return message
     if kind == "custom_message":
         message: Message = {
             "role": "custom",
             "customType": entry.get("customType"),
-            "content": entry.get("content", ""),
+            "content": entry["content"] if entry.get("content") is not None else [],
             "display": entry.get("display", True),
             "timestamp": iso_to_ms(entry.get("timestamp")),
         }
@@ -121,6 +126,89 @@ def entry_to_message(entry: dict[str, Any]) -> Message | None:
     if kind == "compaction":
         return compaction_summary_message(entry)
     return None
+
+
+def entry_messages(entry: dict[str, Any]) -> list[Message]:
+    """Pi 1.6's ``sessionEntryToContextMessages``: every message an entry contributes (a
+    compaction: its ``systemMessage`` checkpoint, when it has one, then its summary)."""
+    if entry.get("type") == "compaction":
+        summary = compaction_summary_message(entry)
+        checkpoint = entry.get("systemMessage")
+        return [checkpoint, summary] if isinstance(checkpoint, dict) else [summary]
+    message = entry_to_message(entry)
+    return [] if message is None else [message]
+
+
+def system_message(content: str = "", *, sections: dict[str, str | None] | None = None,
+                   tools_added: list[dict[str, Any]] | None = None,
+                   tools_removed: list[str] | None = None, timestamp: int | None = None) -> Message:
+    """A Pi 1.6 ``SystemMessage``: prompt text, sections patched by name (``None`` removes one),
+    tool declarations added or removed. Empty parts are left out, as Pi writes them."""
+    message: Message = {"role": "system", "content": content}
+    if sections:
+        message["sections"] = sections
+    if tools_added:
+        message["toolsAdded"] = tools_added
+    if tools_removed:
+        message["toolsRemoved"] = [{"name": name} for name in tools_removed]
+    message["timestamp"] = now_ms() if timestamp is None else timestamp
+    return message
+
+
+def current_tools(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """The tool declarations after every system message's additions and removals, in order."""
+    tools: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        if message.get("role") != "system":
+            continue
+        for tool in message.get("toolsRemoved") or []:
+            if isinstance(tool, dict):
+                tools.pop(tool.get("name"), None)  # type: ignore[arg-type]
+        for tool in message.get("toolsAdded") or []:
+            if isinstance(tool, dict):
+                tools[tool.get("name")] = tool  # type: ignore[index]
+    return list(tools.values())
+
+
+def current_system_message(messages: Iterable[Message]) -> Message | None:
+    """Pi's ``getCurrentSystemMessage``: every system message replayed into one — contents joined
+    with a blank line, sections patched by name, tools resolved, the first one's timestamp."""
+    systems = [m for m in messages if m.get("role") == "system"]
+    content: list[str] = []
+    sections: dict[str, str] = {}
+    timestamp = None
+    for message in systems:
+        if timestamp is None:
+            timestamp = message.get("timestamp")
+        text = text_of(message.get("content"), "\n")
+        if text:
+            content.append(text)
+        patch = message.get("sections")
+        for name, value in (patch.items() if isinstance(patch, dict) else ()):
+            if value is None:
+                sections.pop(name, None)
+            else:
+                sections[name] = value
+    tools = current_tools(systems)
+    if timestamp is None and not tools:
+        return None
+    out: Message = {"role": "system", "content": "\n\n".join(content)}
+    if sections:
+        out["sections"] = sections
+    if tools:
+        out["toolsAdded"] = tools
+    out["timestamp"] = timestamp if timestamp is not None else 0
+    return out
+
+
+def system_prompt_text(message: Message | None) -> str:
+    """Pi's ``getSystemMessageText``: the content, then every section, joined by blank lines."""
+    if message is None:
+        return ""
+    parts = [text_of(message.get("content"), "\n")]
+    sections = message.get("sections")
+    parts += [v for v in (sections.values() if isinstance(sections, dict) else ()) if isinstance(v, str)]
+    return "\n\n".join(p for p in parts if p)
 
 
 def compaction_summary_message(entry: dict[str, Any]) -> Message:
@@ -148,7 +236,7 @@ def _bash_execution_text(message: Message) -> str:
 def to_llm_message(message: Message) -> Message | None:
     """One message as the model gets it; None when it is excluded from the context."""
     role = message.get("role")
-    if role in ("user", "assistant", "toolResult"):
+    if role in ("user", "assistant", "toolResult", "system"):
         return message
     timestamp = message.get("timestamp", 0)
     if role == "bashExecution":
@@ -156,7 +244,10 @@ def to_llm_message(message: Message) -> Message | None:
             return None
         return {"role": "user", "content": [text_block(_bash_execution_text(message))], "timestamp": timestamp}
     if role in ("custom", "hookMessage"):
-        return {"role": "user", "content": message.get("content", ""), "timestamp": timestamp}
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [text_block(content)]
+        return {"role": "user", "content": content if content is not None else [], "timestamp": timestamp}
     if role == "branchSummary":
         text = BRANCH_SUMMARY_PREFIX + message.get("summary", "") + BRANCH_SUMMARY_SUFFIX
         return {"role": "user", "content": [text_block(text)], "timestamp": timestamp}

@@ -15,7 +15,7 @@ from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Any, Callable, Protocol, Sequence
 
-from ipyagent.session.messages import Message
+from ipyagent.session.messages import Message, text_of
 from ipyagent.text import chars4, js_length
 
 IMAGE_CHARS = 4800  # Pi counts an image as 4800 chars (about 1200 tokens)
@@ -129,8 +129,17 @@ def _blocks_text_chars(content: Any, count_images: bool) -> int:
 def message_chars(message: Message) -> int:
     """The characters Pi's estimator counts for one message, by role."""
     role = message.get("role")
-    if role == "user":  # text only: Pi does not count a user message's images (pi.md §1.3)
-        return _blocks_text_chars(message.get("content"), count_images=False)
+    if role == "user":  # text + 4,800 per image (Pi 1.6; 0.73.1 counted the text only)
+        return _blocks_text_chars(message.get("content"), count_images=True)
+    if role == "system":  # Pi 1.6: content, every section, the added tools as JSON (removals not counted)
+        chars = _blocks_text_chars(message.get("content"), count_images=True)
+        sections = message.get("sections")
+        for text in (sections.values() if isinstance(sections, dict) else ()):
+            if isinstance(text, str):
+                chars += js_length(text)
+        if message.get("toolsAdded"):
+            chars += js_length(js_json(message["toolsAdded"]))
+        return chars
     if role == "assistant":
         chars = 0
         for block in message.get("content") or []:
@@ -160,6 +169,13 @@ def estimated_texts(message: Message) -> tuple[list[str], int]:
     content = message.get("content")
     if role == "bashExecution":
         return [message.get("command") or "", message.get("output") or ""], 0
+    if role == "system":
+        sections = message.get("sections")
+        texts = [text_of(content, "\n"), *(v for v in (sections.values() if isinstance(sections, dict) else ())
+                                           if isinstance(v, str))]
+        if message.get("toolsAdded"):
+            texts.append(js_json(message["toolsAdded"]))
+        return texts, 0
     if role in ("branchSummary", "compactionSummary"):
         return [message.get("summary") or ""], 0
     if isinstance(content, str):
@@ -301,12 +317,18 @@ def make_estimator(name: str = "chars4", *, model: str = "", safety_factor: floa
 
 
 def is_valid_usage_message(message: Message) -> bool:
-    """An assistant message whose usage describes a real request (not an error, not aborted)."""
-    return (
-        message.get("role") == "assistant"
-        and message.get("stopReason") not in ("error", "aborted")
-        and usage_tokens(message.get("usage")) > 0
-    )
+    """An assistant message whose usage describes a real request: not an error, not aborted, and
+    (Pi 1.6) a usage whose context count is above 0 — a total, or all four parts when the total
+    is 0 or missing (a usage without ``cacheRead`` is NaN there, so Pi estimates instead)."""
+    if message.get("role") != "assistant" or message.get("stopReason") in ("error", "aborted"):
+        return False
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return False
+    if not usage.get("totalTokens") and any(not isinstance(usage.get(k), (int, float)) or isinstance(usage.get(k), bool)
+                                            for k in ("input", "output", "cacheRead", "cacheWrite")):
+        return False
+    return usage_tokens(usage) > 0
 
 
 def estimate_context_tokens(messages: Sequence[Message], estimator: Estimator | None = None) -> int:

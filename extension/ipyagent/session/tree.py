@@ -158,7 +158,7 @@ class SessionTree:
             self._path.append(entry)
             self._path_leaf = entry["id"]
         if under_leaf and self._context is not None and self._context.leaf_id == self.leaf_id \
-                and entry.get("type") != "compaction":
+                and entry.get("type") not in ("compaction", "context_edit"):
             self._context.extend(entry, self._estimate)
         else:
             self._context = None
@@ -221,7 +221,8 @@ class SessionTree:
 
     def context_state(self) -> ContextState:
         if self._context is None or self._context.leaf_id != self.leaf_id:
-            self._context = ContextState.build(self._current_path(), self.leaf_id, self._estimate)
+            self._context = ContextState.build(self._current_path(), self.leaf_id, self._estimate,
+                                               self.estimator.estimate)
         return self._context
 
     def estimate_entry(self, entry: Entry, message: Message) -> int:
