@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ipyagent.session.context import Projected
+from ipyagent.session.messages import entry_messages
 from ipyagent.compaction.cut_point import (
     CutPoint,
     cut_at,
@@ -47,8 +49,16 @@ def path_of(*entries):
     return out
 
 
+def project(path):
+    """Every entry in path order, a compaction contributing nothing (as an older compaction inside
+    the kept range does), so that indexes are path indexes."""
+    return [Projected(e, [] if e["type"] == "compaction" else entry_messages(e), i) for i, e in enumerate(path)]
+
+
 def cut(path, keep, start=0):
-    return find_cut_point(path, start, len(path), keep, est)
+    projection = project(path)
+    return find_cut_point(projection, start, len(path), keep,
+                          lambda i: sum(est(projection[i].entry, m) for m in projection[i].messages))
 
 
 def test_valid_cut_points():
@@ -143,20 +153,20 @@ def test_turn_start_is_searched_only_from_start():
     p = path_of(msg("user"), msg("assistant"), msg("assistant"), msg("assistant"))
     c = cut(p, 10, start=1)
     assert c.first_kept_index == 3 and not c.is_split_turn
-    assert find_turn_start(p, 3, 1) == -1 and find_turn_start(p, 3, 0) == 0
+    assert find_turn_start(project(p), 3, 1) == -1 and find_turn_start(project(p), 3, 0) == 0
 
 
 # ---- a cut chosen before (a replay reproducing a recorded compaction) ----------------------------
 
 def test_cut_at_a_recorded_cut_decides_the_split_as_find_cut_point_did():
     p = path_of(msg("user"), msg("assistant"), msg("toolResult"), other("label", 0), msg("assistant"))
-    assert cut_at(p, 0, 3) == cut(p, 5) == CutPoint(3, 0, True)  # the label before the landing
+    assert cut_at(project(p), 0, 3) == cut(p, 5) == CutPoint(3, 0, True)  # the label before the landing
     p = path_of(msg("user"), msg("assistant"), other("model_change", 0), other("thinking_level_change", 0),
                 msg("user"), msg("assistant"))
-    assert cut_at(p, 0, 2) == cut(p, 15) == CutPoint(2, -1, False)  # no spurious split
+    assert cut_at(project(p), 0, 2) == cut(p, 15) == CutPoint(2, -1, False)  # no spurious split
     p = path_of(msg("user"), msg("assistant"), msg("assistant"), msg("assistant"))
-    assert cut_at(p, 1, 3) == CutPoint(3, -1, False)  # the turn started before ``start``
-    assert cut_at(p, 0, 3) == CutPoint(3, 0, True)
+    assert cut_at(project(p), 1, 3) == CutPoint(3, -1, False)  # the turn started before ``start``
+    assert cut_at(project(p), 0, 3) == CutPoint(3, 0, True)
 
 
 KINDS = [("message", "user"), ("message", "assistant"), ("message", "toolResult"), ("message", "bashExecution"),
@@ -171,4 +181,4 @@ def test_cut_at_reproduces_every_cut_find_cut_point_makes(kinds, keep, start_at)
     p = path_of(*[msg(name, tok) if kind == "message" else other(name, tok) for (kind, name), tok in kinds])
     start = int(start_at * (len(p) - 1))
     found = cut(p, keep, start)
-    assert cut_at(p, start, found.first_kept_index) == found
+    assert cut_at(project(p), start, found.first_kept_index) == found

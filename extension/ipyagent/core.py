@@ -16,7 +16,7 @@ from ipyagent.compaction.settings import CompactionSettings, should_compact
 from ipyagent.compaction.compact import CompactionResult, NothingToCompact, compact
 from ipyagent.compaction.summarizer import Summarizer
 from ipyagent.session import jsonl
-from ipyagent.session.context import context_message, summarized_away
+from ipyagent.session.context import summarized_away
 from ipyagent.session.costs import CostTally, CostTotals
 from ipyagent.session.entries import Entry, branch_summary_entry, compaction_entry, label_entry, message_entry
 from ipyagent.session.file_readers import loader_for
@@ -102,6 +102,15 @@ class Session(SessionTree):
         """The context before ``convertToLlm`` (summaries still as their own roles)."""
         return list(self.context_state().agent_messages)
 
+    def context_messages(self) -> list[Message]:
+        """Pi 1.6's ``buildSessionContext`` messages: the projected context with the system
+        messages in their places (before ``convertToLlm``)."""
+        return self.context_state().messages()
+
+    def system_message(self) -> Message | None:
+        """The session's system messages replayed into one (None when it records none)."""
+        return self.context_state().current_system_message()
+
     def context_tokens(self) -> int:
         return self.context_state().context_tokens()
 
@@ -131,10 +140,8 @@ class Session(SessionTree):
         """The plan for compacting now; ``first_kept_entry_id`` fixes the cut (see
         :func:`~ipyagent.compaction.prepare.prepare_compaction`)."""
         return prepare_compaction(self._current_path(), settings or CompactionSettings(),
-                                  estimator=self.estimator, entry_estimate=self.estimate_entry,
-                                  tokens_before=self.context_tokens(), operations_cache=self._file_operations,
-                                  previous_index=self.context_state().compaction_index,
-                                  first_kept_entry_id=first_kept_entry_id)
+                                  estimator=self.estimator, state=self.context_state(),
+                                  operations_cache=self._file_operations, first_kept_entry_id=first_kept_entry_id)
 
     def estimated_context_tokens(self) -> int:
         """The whole context by the estimator alone (no provider usage): what a summary's
@@ -142,12 +149,14 @@ class Session(SessionTree):
         return sum(self.context_state().estimates)
 
     def kept_tokens(self, plan: CompactionPlan) -> int:
-        """Estimated tokens of what stays verbatim after compacting with ``plan``."""
+        """Estimated tokens of what stays verbatim after compacting with ``plan`` (system
+        messages aside: the compaction records them as its checkpoint)."""
+        state = self.context_state()
         total = 0
-        for entry in self._current_path()[plan.first_kept_index:]:
-            message = context_message(entry)
-            if message is not None:
-                total += self.estimate_entry(entry, message)
+        for p, tokens in zip(state.projection, state.weights()):
+            system = p.entry.get("type") == "message" and p.entry["message"].get("role") == "system"
+            if p.path_index >= plan.first_kept_index and p.entry.get("type") != "compaction" and not system:
+                total += tokens
         return total
 
     def compact(self, summarizer: Summarizer, settings: CompactionSettings | None = None, *,

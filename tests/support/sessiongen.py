@@ -52,6 +52,16 @@ DEFAULTS: dict[str, Any] = {
     "p_odd": 0.01,               # odd but legal: firstKeptEntryId off the path, empty branch summary
     "p_lone_surrogate": 0.0,     # a grep result line cut at 500 UTF-16 units in the middle of an emoji,
                                  # as Pi's truncateLine does (a lone high surrogate in the text)
+    # Pi 1.6's entries (all off by default, so the sessions above stay what they were)
+    "p_system": 0.0,             # a full system message first; per turn: a section / tool patch
+    "p_checkpoint": 0.0,         # a compaction records the replayed system message (systemMessage)
+    "p_retain_none": 0.0,        # a compaction that keeps nothing (firstKeptEntryId = its own id)
+    "p_context_edit": 0.0,       # per turn: hide (replacement null) or replace an earlier entry
+    "p_recovery": 0.0,           # per step: an attempt Pi abandoned — the assistant and its results
+                                 # hidden by context edits right after them
+    "p_usage_entry": 0.0,        # per step: a `usage` entry (cache warming)
+    "p_custom_role": 0.0,        # per turn: the turn starts with a role "custom" message
+    "p_nested": 0.0,             # a tool result with codemode nestedCalls (and its own usage)
     "max_steps": 12,             # assistant steps per turn at most
     "size_scale": 1.0,           # multiplies every text size
     "big_results": 0.08,         # share of tool results that are large (8–50 KB)
@@ -141,6 +151,7 @@ class _Gen:
         self.rnd = self.rng.random                # hot paths: bound once
         self.scale = float(opts["size_scale"])
         self.p_unicode = float(opts["p_unicode"])
+        self.system: list[dict[str, Any]] = []    # system messages on the path (for checkpoints)
 
     # ---- small helpers --------------------------------------------------------------------------
     def chance(self, key: str) -> bool:
@@ -354,8 +365,94 @@ class _Gen:
                                "isError": error, "timestamp": self.ms}
         if name == "edit" and not error:
             msg["details"] = {"diff": "-" + args["oldText"][:200] + "\n+" + args["newText"][:200]}
+        if self.chance("p_nested"):
+            nested = self.rng.choice(["read", "write", "edit", "bash"])
+            msg["nestedCalls"] = {"calls": [{"id": "n1", "name": nested, "arguments": {"path": self.rng.choice(_PATHS)},
+                                             "status": "done", "durationMs": self.randint(1, 900)}], "complete": True}
+            msg["usage"] = self.usage(self.randint(10, 300))
         n = sum(len(b.get("text", "")) + (4800 if b["type"] == "image" else 0) for b in content)
         self.append({"type": "message", "message": msg}, n // 4 + 1)
+
+    # ---- Pi 1.6's entries ----------------------------------------------------------------------
+    def add_system(self, full: bool) -> None:
+        msg: dict[str, Any] = {"role": "system", "content": ""}
+        if full:
+            msg["sections"] = {"preamble": "You are a coding assistant. " + self.text(20, 400),
+                               "rules": "<rules>\n" + self.text(20, 600) + "\n</rules>",
+                               "cwd": "<cwd>\n" + str(self.o["cwd"]) + "\n</cwd>"}
+            msg["toolsAdded"] = [{"name": n, "description": "The " + n + " tool. " + self.text(5, 120),
+                                  "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}
+                                 for n in ("read", "bash", "edit", "write")]
+        else:
+            kind = self.rng.choice(["section", "section", "remove", "tool", "untool", "content"])
+            if kind == "section":
+                msg["sections"] = {self.rng.choice(["rules", "addendum", "preamble"]): self.text(10, 400)}
+            elif kind == "remove":
+                msg["sections"] = {self.rng.choice(["rules", "cwd", "addendum"]): None}
+            elif kind == "tool":
+                msg["toolsAdded"] = [{"name": self.rng.choice(["grep", "find", "read"]), "description": self.text(5, 80),
+                                      "parameters": {"type": "object"}}]
+            elif kind == "untool":
+                msg["toolsRemoved"] = [{"name": self.rng.choice(["bash", "write"])}]
+            else:
+                msg["content"] = self.text(5, 200)
+        msg["timestamp"] = self.ms
+        self.system.append(msg)
+        self.append({"type": "message", "message": msg}, 0)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The system messages replayed (Pi's getCurrentSystemMessage), as a compaction records it."""
+        content, sections, tools = [], {}, {}
+        for m in self.system:
+            if m.get("content"):
+                content.append(m["content"])
+            for k, v in (m.get("sections") or {}).items():
+                if v is None:
+                    sections.pop(k, None)
+                else:
+                    sections[k] = v
+            for t in m.get("toolsRemoved") or []:
+                tools.pop(t["name"], None)
+            for t in m.get("toolsAdded") or []:
+                tools[t["name"]] = t
+        out: dict[str, Any] = {"role": "system", "content": "\n\n".join(content)}
+        if sections:
+            out["sections"] = sections
+        if tools:
+            out["toolsAdded"] = list(tools.values())
+        out["timestamp"] = self.ms
+        return out
+
+    def editable(self) -> list[dict[str, Any]]:
+        return [e for e in self.path[self.boundary:] if e["type"] == "custom_message" or (
+            e["type"] == "message" and e["message"]["role"] in ("user", "assistant", "toolResult"))]
+
+    def add_context_edit(self, target: dict[str, Any] | None = None, omit: bool | None = None) -> None:
+        if target is None:
+            candidates = self.editable()
+            if not candidates:
+                return
+            target = self.rng.choice(candidates)
+        omit = self.rng.random() < 0.6 if omit is None else omit
+        replacement: Any = None
+        if not omit:
+            text = "[tool result hidden] " + self.text(0, 300)
+            role = target["message"]["role"] if target["type"] == "message" else "custom"
+            replacement = {"content": [{"type": "text", "text": text}] if role in ("assistant", "toolResult")
+                           or self.rng.random() < 0.5 else text}
+        self.append({"type": "context_edit", "targetId": target["id"], "replacement": replacement})
+
+    def add_recovery(self) -> None:
+        """An attempt Pi abandoned after an overflow or a length stop: the assistant message and its
+        tool results, then an omission edit for each (agent-session's _omitRecoveryAttempt)."""
+        start = len(self.path)
+        calls = self.add_assistant(False)
+        for cid, name, args in calls:
+            self.add_tool_result(cid, name, args)
+        for e in self.path[start:len(self.path)]:
+            if self.full():
+                return
+            self.add_context_edit(e, omit=True)
 
     # ---- meta entries ---------------------------------------------------------------------------
     def add_settings(self, kind: str | None = None) -> None:
@@ -391,6 +488,7 @@ class _Gen:
 
     def recompute_boundary(self) -> None:
         """After the leaf moved: where the latest compaction on the path keeps from, and ctx."""
+        self.system = [e["message"] for e in self.path if e["type"] == "message" and e["message"]["role"] == "system"]
         self.boundary = 0
         ci = -1
         for i in range(len(self.path) - 1, -1, -1):
@@ -449,9 +547,16 @@ class _Gen:
         if not hook or self.rng.random() < 0.5:
             e["details"] = {"readFiles": sorted(self.rng.sample(_PATHS, self.randint(0, 6))),
                             "modifiedFiles": sorted(self.rng.sample(_PATHS, self.randint(0, 4)))}
+        if self.o["p_checkpoint"] and self.rng.random() < 0.5:
+            e["usage"] = self.usage(self.randint(100, 900))
         if hook:
             e["fromHook"] = True
-        self.append(e)
+        if self.system and self.chance("p_checkpoint"):
+            e["systemMessage"] = self.checkpoint()
+        retain_none = self.chance("p_retain_none")
+        stored = self.append(e)
+        if retain_none:
+            stored["firstKeptEntryId"], kept_idx = stored["id"], None
         self.boundary = kept_idx if kept_idx is not None else len(self.path)
         self.ctx = len(summary) // 4 + sum(self.tok[self.boundary:])
 
@@ -492,7 +597,19 @@ class _Gen:
                 self.add_settings()
         if self.full():
             return
-        if self.chance("p_bash_execution"):
+        if self.system and self.chance("p_system"):
+            self.add_system(False)
+        if self.chance("p_context_edit"):
+            self.add_context_edit()
+        if self.full():
+            return
+        if self.chance("p_custom_role"):
+            self.append({"type": "message", "message": {"role": "custom", "customType": "reminder",
+                                                        "content": self.text(5, 600), "display": True,
+                                                        "timestamp": self.ms}}, 50)
+            if self.rng.random() < 0.5:
+                self.add_user()
+        elif self.chance("p_bash_execution"):
             for _ in range(self.rng.choice([1, 1, 2])):
                 self.add_bash_execution()
             if self.rng.random() < 0.5:
@@ -516,6 +633,12 @@ class _Gen:
             if self.chance("p_aborted"):
                 self.add_assistant(True, "aborted")
                 return
+            if self.chance("p_usage_entry"):
+                self.append({"type": "usage", "kind": "cache_warm", "provider": self.model[0], "model": self.model[1],
+                             "usage": self.usage(0)})
+            if self.chance("p_recovery"):
+                self.add_recovery()
+                continue
             if self.chance("p_overflow"):
                 self.add_assistant(True, "overflow")
                 if not self.full():
@@ -541,6 +664,8 @@ class _Gen:
         if self.rng.random() < 0.9:
             self.append({"type": "model_change", "provider": self.model[0], "modelId": self.model[1]})
             self.append({"type": "thinking_level_change", "thinkingLevel": self.rng.choice(_LEVELS)})
+        if self.chance("p_system"):
+            self.add_system(True)
         while not self.full():
             self.turn()
             if self.full():

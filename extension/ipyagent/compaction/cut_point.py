@@ -1,39 +1,53 @@
-"""Where to cut: the first entry kept verbatim, and whether that cut splits a turn."""
+"""Where to cut: the first entry kept verbatim, and whether that cut splits a turn.
+
+Pi 1.6's ``findProjectedCutPoint``, on the projection (``session/context.py``): an entry's weight
+is the estimate of the messages it contributes after its context edits, so a hidden tool result
+weighs nothing and a replaced one weighs its replacement. Where ipyagent differs from Pi 1.6 (the
+split decided where the cut landed, docs/pi-differences.md) it says so below.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ipyagent.session.context import context_message
+from ipyagent.session.context import Projected
 from ipyagent.session.entries import Entry
-from ipyagent.session.messages import Message
+from ipyagent.session.messages import Message, entry_messages
 
 CUT_ROLES = ("user", "assistant", "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary")
-TURN_START_ROLES = ("user", "bashExecution")
+TURN_START_ROLES = ("user", "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary")
 
-Estimate = Callable[[Entry, Message], int]
+Weight = Callable[[int], int]  # projected index -> the estimate of the messages it contributes
+
+
+def _any_role(messages: Sequence[Message], roles: tuple[str, ...]) -> bool:
+    return any(m.get("role") in roles for m in messages)
 
 
 def is_cut_point(entry: Entry) -> bool:
-    """A cut may land on any message but a tool result, or on a custom message / branch summary."""
-    kind = entry.get("type")
-    if kind == "message":
-        return entry["message"].get("role") in CUT_ROLES
-    return kind in ("custom_message", "branch_summary")
+    """A cut may land on an entry that puts a user-like or assistant message in the context (never
+    a tool result, a system message, an empty branch summary or a compaction)."""
+    return entry.get("type") != "compaction" and _any_role(entry_messages(entry), CUT_ROLES)
 
 
 def is_turn_start(entry: Entry) -> bool:
-    kind = entry.get("type")
-    if kind == "message":
-        return entry["message"].get("role") in TURN_START_ROLES
-    return kind in ("custom_message", "branch_summary")
+    """A user prompt, a ``!command``, an extension message or a (non-empty) branch summary."""
+    return entry.get("type") != "compaction" and _any_role(entry_messages(entry), TURN_START_ROLES)
 
 
-def find_turn_start(path: Sequence[Entry], index: int, start: int) -> int:
+def _cut_point(p: Projected) -> bool:
+    return p.entry.get("type") != "compaction" and _any_role(p.messages, CUT_ROLES)
+
+
+def _turn_start(p: Projected) -> bool:
+    return p.entry.get("type") != "compaction" and _any_role(p.messages, TURN_START_ROLES)
+
+
+def find_turn_start(entries: Sequence[Projected], index: int, start: int) -> int:
     """The index of the turn start at or before ``index`` (not before ``start``), or -1."""
     for i in range(index, start - 1, -1):
-        if is_turn_start(path[i]):
+        if _turn_start(entries[i]):
             return i
     return -1
 
@@ -45,67 +59,83 @@ class CutPoint:
     is_split_turn: bool
 
 
-def find_cut_point(path: Sequence[Entry], start: int, end: int, keep_recent_tokens: int,
-                   estimate: Estimate) -> CutPoint:
-    """Keep about ``keep_recent_tokens`` of the newest context verbatim (Pi's ``findCutPoint``).
+def find_cut_point(entries: Sequence[Projected], start: int, end: int, keep_recent_tokens: int,
+                   weight: Weight) -> CutPoint:
+    """Keep about ``keep_recent_tokens`` of the newest context verbatim.
 
-    Walks back from ``end`` summing estimates of every entry that puts a message in the context
-    (``custom_message`` and ``branch_summary`` count too — Pi 0.58 skipped them); once the sum
-    reaches the budget, the cut is the first valid cut point at or after that entry, so a tool
-    result is never separated from its call.
+    Walks back from ``end`` summing the weights of the projected entries (an entry worth 0 is
+    skipped); once the sum reaches the budget, the cut is the first cut point at or after that
+    entry, or, when the newest tool results alone exceed the budget, the last cut point before
+    them (the call that produced them). Context-invisible entries just before the cut stay with
+    the tail.
     """
-    first_valid = next((i for i in range(start, end) if is_cut_point(path[i])), None)
-    if first_valid is None:
+    cuts = [i for i in range(start, end) if _cut_point(entries[i])]
+    if not cuts:
         return CutPoint(start, -1, False)
-    cut = first_valid
+    cut = cuts[0]
     accumulated = 0
+    exceeded = False
     for i in range(end - 1, start - 1, -1):
-        message = context_message(path[i])
-        if message is None:
+        tokens = weight(i)
+        if tokens == 0:
             continue
-        accumulated += estimate(path[i], message)
+        accumulated += tokens
         if accumulated >= keep_recent_tokens:
-            after = next((j for j in range(i, end) if is_cut_point(path[j])), None)
-            if after is None:
-                # The newest tool results alone exceed the budget and no cut point follows them:
-                # Pi keeps everything (nothing to summarise, exactly when a tool loop most needs
-                # room). Cut at the last cut point before them — the call that produced them.
-                after = next((j for j in range(i - 1, start - 1, -1) if is_cut_point(path[j])), cut)
-            cut = after
+            exceeded = True
+            cut = next((c for c in cuts if c >= i), cuts[-1])
             break
+    if exceeded and _recovery_omission_suffix(entries[cut + 1:end]):
+        cut += 1
     landing = cut
-    # Settings entries (model/thinking changes, labels…) just before the cut stay with the tail.
     while cut > start:
-        previous = path[cut - 1]
-        if previous.get("type") in ("compaction", "message"):
+        previous = entries[cut - 1]
+        if previous.entry.get("type") == "compaction" or previous.messages:
             break
         cut -= 1
-    return _split_decision(path, start, cut, landing)
+    return _split_decision(entries, start, cut, landing)
 
 
-def _split_decision(path: Sequence[Entry], start: int, cut: int, landing: int) -> CutPoint:
-    """The cut at ``cut``, and whether it splits a turn. Fix of Pi's spurious split: decided on
-    the entry the cut landed on, not on a settings entry that backward inclusion moved it to; and
-    a cut at a turn start splits nothing."""
-    if is_turn_start(path[landing]):
+def _recovery_omission_suffix(suffix: Sequence[Projected]) -> bool:
+    """Pi 1.6: everything after the cut is invisible — an abandoned attempt (an assistant message
+    hidden by a context edit, with its hidden results and the edits) — so the cut moves past it."""
+    def visible_by_itself(p: Projected) -> bool:
+        return p.entry.get("type") != "context_edit" and bool(entry_messages(p.entry))
+
+    def omitted(p: Projected) -> bool:
+        return visible_by_itself(p) and not p.messages
+
+    omitted_ids = {p.entry.get("id") for p in suffix if omitted(p)}
+    replaced_other = any(p.entry.get("type") == "context_edit" and p.entry.get("replacement") is not None
+                         and p.entry.get("targetId") not in omitted_ids for p in suffix)
+    if replaced_other:
+        return False
+    if not any(p.entry.get("type") == "message" and p.entry["message"].get("role") == "assistant" and omitted(p)
+               for p in suffix):
+        return False
+    return all(p.entry.get("type") != "compaction" and (not visible_by_itself(p) or omitted(p)) for p in suffix)
+
+
+def _split_decision(entries: Sequence[Projected], start: int, cut: int, landing: int) -> CutPoint:
+    """The cut at ``cut``, and whether it splits a turn. Decided on the entry the cut landed on,
+    not on a settings entry that backward inclusion moved it to: Pi 1.6 still decides there and
+    finds the previous turn's prompt, a spurious split (docs/pi-differences.md #1)."""
+    if _turn_start(entries[landing]):
         return CutPoint(cut, -1, False)
-    turn_start = find_turn_start(path, landing, start)
+    turn_start = find_turn_start(entries, landing, start)
     if turn_start < 0 or turn_start >= cut:
-        # No turn start, or backward inclusion already moved the cut back over it (a custom
-        # message or branch summary): the kept tail starts at a turn boundary, nothing is split.
         return CutPoint(cut, -1, False)
     return CutPoint(cut, turn_start, True)
 
 
-def cut_at(path: Sequence[Entry], start: int, first_kept_index: int) -> CutPoint:
-    """The cut that keeps ``path[first_kept_index:]`` verbatim (a cut chosen before, e.g. a
+def cut_at(entries: Sequence[Projected], start: int, first_kept_index: int) -> CutPoint:
+    """The cut that keeps ``entries[first_kept_index:]`` verbatim (a cut chosen before, e.g. a
     recorded compaction's ``firstKeptEntryId``), with the split-turn decision
     :func:`find_cut_point` makes for it: on the cut point the cut landed on, the first one at or
-    after ``first_kept_index`` past the settings entries that backward inclusion kept with it."""
+    after ``first_kept_index`` past the invisible entries that backward inclusion kept with it."""
     landing = first_kept_index
-    while (landing < len(path) - 1 and not is_cut_point(path[landing])
-           and path[landing].get("type") not in ("compaction", "message")):
+    while landing < len(entries) - 1 and not _cut_point(entries[landing]) and not entries[landing].messages \
+            and entries[landing].entry.get("type") != "compaction":
         landing += 1
-    if not is_cut_point(path[landing]):
+    if not _cut_point(entries[landing]):
         landing = first_kept_index
-    return _split_decision(path, start, first_kept_index, landing)
+    return _split_decision(entries, start, first_kept_index, landing)

@@ -17,22 +17,27 @@ _KIND = {**{n: "read" for n in READ_TOOLS}, **{n: "written" for n in WRITE_TOOLS
 
 
 def file_operations(message: Message) -> tuple[FileOperation, ...]:
-    """The file operations of one message's tool calls (a string ``path`` argument), in order.
+    """The file operations of one message's tool calls (a non-empty string ``path`` argument), in
+    order; for a tool result, those of the calls a script made inside it (Pi 1.6's codemode
+    ``nestedCalls``).
 
     Recorded even when the call later failed; other tools (bash, grep…) are not tracked, as in Pi.
     """
+    if message.get("role") == "toolResult":
+        nested = message.get("nestedCalls")
+        calls = nested.get("calls") if isinstance(nested, dict) else None
+        return tuple(op for c in (calls if isinstance(calls, list) else []) if isinstance(c, dict)
+                     for op in _operation(c.get("name"), c.get("arguments")))
     if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
         return ()
-    found = []
-    for call in message["content"]:
-        if not isinstance(call, dict) or call.get("type") != "toolCall":
-            continue
-        kind = _KIND.get(call.get("name"))
-        args = call.get("arguments")
-        path = args.get("path") if kind is not None and isinstance(args, dict) else None
-        if isinstance(path, str):
-            found.append((kind, path))
-    return tuple(found)
+    return tuple(op for call in message["content"] if isinstance(call, dict) and call.get("type") == "toolCall"
+                 for op in _operation(call.get("name"), call.get("arguments")))
+
+
+def _operation(name: Any, args: Any) -> tuple[FileOperation, ...]:
+    kind = _KIND.get(name) if isinstance(name, str) else None
+    path = args.get("path") if kind is not None and isinstance(args, dict) else None
+    return ((kind, path),) if kind is not None and isinstance(path, str) and path else ()
 
 
 @dataclass

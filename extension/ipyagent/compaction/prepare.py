@@ -1,18 +1,24 @@
-"""``prepare_compaction``: everything a compaction needs, computed without calling a model."""
+"""``prepare_compaction``: everything a compaction needs, computed without calling a model.
+
+Pi 1.6's ``prepareCompaction``: it works on the projection of the path (``session/context.py``),
+so context edits apply (a hidden tool result is neither kept nor summarised, a replaced one is
+summarised as replaced), system messages are never summarised (the compaction records them as its
+checkpoint), and the previous compaction's kept tail is where summarising starts.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ipyagent.compaction.cut_point import Estimate, cut_at, find_cut_point
+from ipyagent.compaction.cut_point import cut_at, find_cut_point
 from ipyagent.compaction.file_ops import FileOperation, FileOps, file_operations
 from ipyagent.compaction.ledger import Ledger, build_ledger
 from ipyagent.compaction.settings import CompactionSettings
-from ipyagent.session.context import build_session_context, context_message, latest_compaction_index
+from ipyagent.session.context import ContextState, Projected, latest_compaction_index
 from ipyagent.session.entries import Entry
 from ipyagent.session.messages import Message
-from ipyagent.session.tokens import Chars4Estimator, Estimator, estimate_context_tokens
+from ipyagent.session.tokens import Chars4Estimator, Estimator
 
 
 @dataclass
@@ -28,8 +34,8 @@ class CompactionPlan:
     file_ops: FileOps
     settings: CompactionSettings
     boundary_start: int = 0  # path index where summarising starts
-    first_kept_index: int = 0
-    turn_start_index: int = -1
+    first_kept_index: int = 0  # path index of the first kept entry
+    turn_start_index: int = -1  # path index of the split turn's start (-1: not split)
     summarized_entry_ids: list[str] = field(default_factory=list)
     turn_prefix_entry_ids: list[str] = field(default_factory=list)
     # the previous compaction's details when it was not written by a hook (its ledger carries over)
@@ -58,11 +64,9 @@ class CompactionPlan:
 
 
 def summarizing_boundary(path: Sequence[Entry], previous_index: int) -> int:
-    """Where the next compaction starts: at the previous compaction's first kept entry.
-
-    Pi 0.58 started after the previous compaction entry, so the messages that compaction had
-    kept were neither summarised nor kept by the next one (Pi #2608).
-    """
+    """The path index where the next compaction starts: the previous compaction's first kept entry
+    (searched before it), else — its id is elsewhere, or it kept nothing (retain-none: its own
+    id) — the entry after it."""
     if previous_index < 0:
         return 0
     first_kept = path[previous_index].get("firstKeptEntryId")
@@ -72,44 +76,39 @@ def summarizing_boundary(path: Sequence[Entry], previous_index: int) -> int:
     return previous_index + 1
 
 
-def _summarized_message(entry: Entry) -> Message | None:
-    # Compaction entries: the previous summary goes separately. An empty branch summary adds
-    # nothing to the context, but Pi still counts it among the messages to summarise.
-    if entry.get("type") == "branch_summary":
-        return {"role": "branchSummary", "summary": entry.get("summary") or "", "fromId": entry.get("fromId"),
-                "timestamp": 0}
-    return context_message(entry)
-
-
-def _messages(entries: Sequence[Entry]) -> tuple[list[Message], list[str]]:
+def _summarized(entries: Sequence[Projected]) -> tuple[list[Message], list[str]]:
+    """The messages a range of projected entries gives the summariser (system messages and
+    compactions give none), with the id of the entry of each."""
     messages, ids = [], []
-    for entry in entries:
-        # message entries are nearly all of a path: take them without the general dispatch
-        message = entry["message"] if entry["type"] == "message" else _summarized_message(entry)
-        if message is not None:
-            messages.append(message)
-            ids.append(entry["id"])
+    for p in entries:
+        if p.entry.get("type") == "compaction":
+            continue
+        for message in p.messages:
+            if message.get("role") != "system":
+                messages.append(message)
+                ids.append(p.entry["id"])
     return messages, ids
 
 
-def _add_file_operations(file_ops: FileOps, entries: Sequence[Entry],
+def _add_file_operations(file_ops: FileOps, entries: Sequence[Projected],
                          cache: dict[str, tuple[FileOperation, ...]] | None) -> None:
     cache = {} if cache is None else cache
-    cached = cache.get
-    for entry in entries:
-        if entry["type"] == "message":
-            operations = cached(entry["id"])
-            if operations is None:
-                operations = cache[entry["id"]] = file_operations(entry["message"])
-            if operations:
-                file_ops.add(operations)
+    for p in entries:
+        if p.entry.get("type") != "message" or not p.messages:
+            continue
+        if p.edited:  # the summariser sees the replacement: its calls, not the original's
+            file_ops.add(op for m in p.messages for op in file_operations(m))
+            continue
+        operations = cache.get(p.entry["id"])
+        if operations is None:
+            operations = cache[p.entry["id"]] = file_operations(p.messages[0])
+        if operations:
+            file_ops.add(operations)
 
 
 def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | None = None, *,
-                       estimator: Estimator | None = None, entry_estimate: Estimate | None = None,
-                       tokens_before: int | None = None,
+                       estimator: Estimator | None = None, state: ContextState | None = None,
                        operations_cache: dict[str, tuple[FileOperation, ...]] | None = None,
-                       previous_index: int | None = None,
                        first_kept_entry_id: str | None = None) -> CompactionPlan | None:
     """The plan for compacting ``path`` (root→leaf), or None when there is nothing to summarise.
 
@@ -117,58 +116,62 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
     finding it from ``keep_recent_tokens``; None is returned when that entry is not on the part
     of the path this compaction may summarise.
 
-    ``entry_estimate`` lets a session reuse its per-entry cache; ``tokens_before`` its context
-    tokens; ``operations_cache`` (entry id → file operations) its scan of the tool calls;
-    ``previous_index`` the path index of the latest compaction (-1: none). Without them both are computed from ``estimator`` (chars/4 by default).
+    ``state`` lets a session reuse its context (the projection, its estimates and context
+    tokens); ``operations_cache`` (entry id → file operations) its scan of the tool calls.
+    Without ``state`` the projection is built from ``path`` with ``estimator`` (chars/4 by default).
     """
     settings = settings or CompactionSettings()
     if not path or path[-1].get("type") == "compaction":
         return None
-    estimator = estimator or Chars4Estimator()
-    estimate = entry_estimate or (lambda entry, message: estimator.estimate(message))
-
-    if previous_index is None:
-        previous_index = latest_compaction_index(path)
-    start = summarizing_boundary(path, previous_index)
+    if state is None:
+        estimate = (estimator or Chars4Estimator()).estimate
+        state = ContextState.build(path, None, lambda entry, message: estimate(message), estimate)
+    projection = state.projection
+    weights = state.weights()
+    start = 1 if projection and projection[0].entry.get("type") == "compaction" else 0
     if first_kept_entry_id is None:
-        cut = find_cut_point(path, start, len(path), settings.keep_recent_tokens, estimate)
+        cut = find_cut_point(projection, start, len(projection), settings.keep_recent_tokens, weights.__getitem__)
     else:
-        index = next((i for i in range(start, len(path)) if path[i].get("id") == first_kept_entry_id), None)
+        index = next((i for i in range(start, len(projection))
+                      if projection[i].entry.get("id") == first_kept_entry_id), None)
         if index is None:
             return None
-        cut = cut_at(path, start, index)
-    first_kept = path[cut.first_kept_index]
+        cut = cut_at(projection, start, index)
+    if cut.first_kept_index >= len(projection):
+        return None
+    first_kept = projection[cut.first_kept_index].entry
     if not isinstance(first_kept.get("id"), str):
         return None
     history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_index
-    to_summarize, summarized_ids = _messages(path[start:history_end])
-    prefix, prefix_ids = _messages(path[cut.turn_start_index:cut.first_kept_index]) if cut.is_split_turn else ([], [])
+    to_summarize, summarized_ids = _summarized(projection[start:history_end])
+    prefix_entries = projection[cut.turn_start_index:cut.first_kept_index] if cut.is_split_turn else []
+    prefix, prefix_ids = _summarized(prefix_entries)
     if not to_summarize and not prefix:
-        return None  # Pi 0.58 would ask the model to summarise an empty conversation
-    if tokens_before is None:
-        tokens_before = estimate_context_tokens(build_session_context(path), estimator)
-    previous = path[previous_index] if previous_index >= 0 else None
+        return None  # nothing to summarise: no compaction (Pi 0.73.1 asked for an empty summary)
+    previous = projection[0].entry if start else None
     file_ops = FileOps()
     previous_details = None
     if previous is not None and not previous.get("fromHook"):
         file_ops.add_details(previous.get("details"))
         previous_details = previous.get("details") if isinstance(previous.get("details"), dict) else None
-    _add_file_operations(file_ops, path[start:history_end], operations_cache)
-    if cut.is_split_turn:
-        _add_file_operations(file_ops, path[cut.turn_start_index:cut.first_kept_index], operations_cache)
+    _add_file_operations(file_ops, projection[start:history_end], operations_cache)
+    _add_file_operations(file_ops, prefix_entries, operations_cache)
     return CompactionPlan(
         first_kept_entry_id=first_kept["id"],
         messages_to_summarize=to_summarize,
         turn_prefix_messages=prefix,
         is_split_turn=cut.is_split_turn,
-        tokens_before=tokens_before,
+        tokens_before=state.context_tokens(),
         previous_summary=previous.get("summary") if previous is not None else None,
         file_ops=file_ops,
         settings=settings,
-        boundary_start=start,
-        first_kept_index=cut.first_kept_index,
-        turn_start_index=cut.turn_start_index,
+        boundary_start=projection[start].path_index if start < len(projection) else len(path),
+        first_kept_index=projection[cut.first_kept_index].path_index,
+        turn_start_index=projection[cut.turn_start_index].path_index if cut.is_split_turn else -1,
         summarized_entry_ids=summarized_ids,
         turn_prefix_entry_ids=prefix_ids,
         previous_details=previous_details,
     )
+
+
+__all__ = ["CompactionPlan", "latest_compaction_index", "prepare_compaction", "summarizing_boundary"]

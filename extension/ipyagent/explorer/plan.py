@@ -38,7 +38,7 @@ from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction, summ
 from ipyagent.compaction.settings import CompactionSettings, compaction_threshold, should_compact
 from ipyagent.compaction.compact import SummaryBudget, planned_requests
 from ipyagent.compaction.summarizer import SummaryRequest
-from ipyagent.session.context import ContextState, context_message, latest_compaction_index
+from ipyagent.session.context import ContextState, latest_compaction_index
 from ipyagent.session.entries import Entry
 from ipyagent.session.messages import Message, compaction_summary_message, text_of
 from ipyagent.session.tokens import Estimator, make_estimator
@@ -115,10 +115,16 @@ class PathTokens:
     running sums, so any range's tokens cost two lookups.
     """
 
-    def __init__(self, session: Any, estimate: Callable[[Entry, Message], int], *, own_estimator: bool):
+    def __init__(self, session: Any, estimate: Callable[[Entry, Message], int], *, own_estimator: bool,
+                 fresh: Callable[[Message], int] | None = None):
         self.key = _session_key(session)
         path = session.path()
         self.path = path
+        state = session.context_state() if own_estimator else ContextState.build(path, session.leaf_id, estimate,
+                                                                                 fresh)
+        self.state = state
+        # what each path entry adds to the context after its context edits (0: nothing, or hidden)
+        weight = {p.path_index: t for p, t in zip(state.projection, state.weights())}
         tokens: list[int] = []
         summaries: dict[int, int] = {}
         turn_starts: list[int] = []
@@ -127,8 +133,7 @@ class PathTokens:
                 summaries[i] = estimate(entry, compaction_summary_message(entry))
                 tokens.append(0)
             else:
-                message = context_message(entry)
-                tokens.append(estimate(entry, message) if message is not None else 0)
+                tokens.append(weight.get(i, 0))
             if is_turn_start(entry):
                 turn_starts.append(i)
         self.tokens = tokens
@@ -139,7 +144,6 @@ class PathTokens:
         self.box_prefix = _running_sums(t + summaries.get(i, 0) for i, t in enumerate(tokens))  # and summaries
         self.previous_index = latest_compaction_index(path)
         self.start = summarizing_boundary(path, self.previous_index)
-        state = session.context_state() if own_estimator else ContextState.build(path, session.leaf_id, estimate)
         self.context_tokens = state.context_tokens()  # provider usage + estimates after it: the trigger's number
         self.estimated_context = sum(state.estimates)  # estimates only
 
@@ -293,8 +297,8 @@ class ExplorerModel:
         session = self.session
         cached = self._paths.get(name)
         if cached is None or cached.key != _session_key(session):
-            _, estimate, own = self._estimator(name)
-            cached = self._paths[name] = PathTokens(session, estimate, own_estimator=own)
+            estimator, estimate, own = self._estimator(name)
+            cached = self._paths[name] = PathTokens(session, estimate, own_estimator=own, fresh=estimator.estimate)
         return cached
 
     # ---- one update ------------------------------------------------------------------------
@@ -315,9 +319,8 @@ class ExplorerModel:
         elif path[-1].get("type") == "compaction":
             reason = "The session was just compacted: nothing new to summarise yet."
         else:
-            plan = prepare_compaction(path, settings.compaction(), estimator=estimator, entry_estimate=estimate,
-                                      tokens_before=tokens.context_tokens, operations_cache=self._operations,
-                                      previous_index=tokens.previous_index)
+            plan = prepare_compaction(path, settings.compaction(), estimator=estimator, state=tokens.state,
+                                      operations_cache=self._operations)
             if plan is None:
                 reason = (f"Nothing to summarise: everything since the last compaction "
                           f"({tokens.span(tokens.start, len(path)):,} tokens) fits in keep-recent "

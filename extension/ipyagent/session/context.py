@@ -163,6 +163,7 @@ class ContextState:
     llm_messages: list[Message] = field(default_factory=list)
     estimates: list[int] = field(default_factory=list)
     projection: list[Projected] = field(default_factory=list)
+    entry_tokens: list[int] = field(default_factory=list)  # per projected entry: its messages' estimates
     # (position in agent_messages it comes before, the message, its estimate)
     system_messages: list[tuple[int, Message, int]] = field(default_factory=list)
     # Usage recorded before the latest compaction or context edit describes another context: ignore it.
@@ -204,8 +205,10 @@ class ContextState:
     def _add(self, projected: Projected, estimate: Estimate) -> None:
         self.projection.append(projected)
         entry = projected.entry
+        weight = 0
         for message in projected.messages:
             tokens = self._estimate(projected, message, estimate)
+            weight += tokens
             if message.get("role") == "system":
                 self.system_messages.append((len(self.agent_messages), message, tokens))
                 self.system_trailing += tokens
@@ -223,6 +226,11 @@ class ContextState:
                 self.system_trailing = 0
             else:
                 self.trailing += tokens
+        self.entry_tokens.append(weight)
+
+    def weights(self) -> list[int]:
+        """The estimate of what each projected entry contributes (the cut-point walk's weights)."""
+        return self.entry_tokens
 
     def current_system_message(self) -> Message | None:
         """Every system message of the context replayed into one (Pi's ``getCurrentSystemMessage``)."""
