@@ -16,7 +16,8 @@ from ipyagent.compaction.settings import CompactionSettings, should_compact
 from ipyagent.compaction.compact import CompactionResult, NothingToCompact, compact
 from ipyagent.compaction.summarizer import Summarizer
 from ipyagent.session import jsonl
-from ipyagent.session.context import summarized_away
+from ipyagent.session import masking
+from ipyagent.session.context import edits_by_target, summarized_away
 from ipyagent.session.costs import CostTally, CostTotals
 from ipyagent.session.entries import Entry, branch_summary_entry, compaction_entry, label_entry, message_entry
 from ipyagent.session.file_readers import loader_for
@@ -125,9 +126,52 @@ class Session(SessionTree):
         return [e for e in self._current_path() if e.get("type") == "compaction"]
 
     def summarized_entries(self) -> list[Entry]:
-        """The entries of the current path that the latest compaction summarised away (what the
-        model no longer sees verbatim), oldest first; empty before the first compaction."""
-        return summarized_away(self._current_path())
+        """The entries of the current path the model no longer sees verbatim, oldest first: what
+        the latest compaction summarised away, and what a context edit masks (recall finds both)."""
+        path = self._current_path()
+        gone = summarized_away(path)
+        masked = self.masked_entries()
+        if not masked:
+            return gone
+        position = {e["id"]: i for i, e in enumerate(path)}
+        return sorted({e["id"]: e for e in gone + masked}.values(), key=lambda e: position.get(e["id"], -1))
+
+    # ---- masking (context edits) -----------------------------------------------------------
+
+    def masked_entries(self) -> list[Entry]:
+        """The entries of the context an edit hides or replaces (a masked tool result…), oldest first."""
+        state = self.context_state()
+        return masking.masked_entries(state.projection, edits_by_target(self._current_path()))
+
+    def mask(self, entry_id: str) -> Entry | None:
+        """Hide a tool result of the context behind a placeholder (a Pi ``context_edit``); None when
+        it is masked already. The entry itself stays: ``recall(entry_id)`` returns it."""
+        entry = self.get(entry_id)
+        path_ids = {e["id"] for e in self._current_path()}
+        if entry is None or entry_id not in path_ids:
+            raise SessionError(f"no entry {entry_id!r} on the current path")
+        if not masking.is_tool_result(entry):
+            raise SessionError(f"entry {entry_id} is not a tool result (only tool results are masked)")
+        if entry_id not in {p.entry.get("id") for p in self.context_state().projection}:
+            raise SessionError(f"entry {entry_id} is no longer in the context (a compaction summarised it)")
+        if masking.is_masked(entry, edits_by_target(self._current_path()).get(entry_id)):
+            return None
+        return self.append(masking.mask_edit(entry))
+
+    def mask_tool_results(self, recent_turns: int) -> list[Entry]:
+        """Mask every tool result of the context before the last ``recent_turns`` turns; the edits written."""
+        state = self.context_state()
+        targets = masking.tool_results_before(state.projection, edits_by_target(self._current_path()), recent_turns)
+        return [self.append(masking.mask_edit(entry)) for entry in targets]
+
+    def unmask(self, entry_id: str | None = None) -> list[Entry]:
+        """Give masked entries (one, or all) their content back; the edits written."""
+        targets = self.masked_entries()
+        if entry_id is not None:
+            targets = [e for e in targets if e["id"] == entry_id]
+            if not targets:
+                raise SessionError(f"entry {entry_id!r} is not masked")
+        return [self.append(masking.unmask_edit(entry)) for entry in targets]
 
     def latest_summary(self) -> str | None:
         found = self.compactions()

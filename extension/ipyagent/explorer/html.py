@@ -145,6 +145,9 @@ def _lines(x: Exploration) -> list[str]:
         if x.plan.previous_summary is not None:
             part += f", updating the previous summary (≈{_n(t.get('summary', 0))} tokens)"
         lines.append(part + f"; keep {_plural(c['kept'], 'entry', 'entries')} verbatim (≈{_n(t['kept'])} tokens).")
+    if x.masked:
+        lines.append(f"Masked: {_plural(x.masked, 'tool result', 'tool results')} hidden behind a placeholder "
+                     "(%agent mask; recall returns them, %agent unmask puts them back); counted as their placeholders.")
     if c.get("earlier"):
         lines.append(f"Already inside earlier summaries: {_plural(c['earlier'], 'entry', 'entries')} (≈{_n(t['earlier'])} tokens).")
     if x.plan is not None:

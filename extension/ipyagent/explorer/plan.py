@@ -144,6 +144,7 @@ class PathTokens:
         self.box_prefix = _running_sums(t + summaries.get(i, 0) for i, t in enumerate(tokens))  # and summaries
         self.previous_index = latest_compaction_index(path)
         self.start = summarizing_boundary(path, self.previous_index)
+        self.masked = len(session.masked_entries()) if hasattr(session, "masked_entries") else 0
         self.context_tokens = state.context_tokens()  # provider usage + estimates after it: the trigger's number
         self.estimated_context = sum(state.estimates)  # estimates only
 
@@ -215,6 +216,7 @@ class Exploration:
     path: Sequence[Entry] = ()
     requests: list[tuple[SummaryRequest, int]] | None = None  # filled in on demand
     notes: list[str] = field(default_factory=list)
+    masked: int = 0  # tool results of the context hidden by a mask (%agent mask)
 
     @property
     def after_max_tokens(self) -> int:
@@ -361,6 +363,7 @@ class ExplorerModel:
             summary_max_tokens=summary_max, threshold=compaction_threshold(settings.window, compaction),
             would_compact=should_compact(tokens.context_tokens, settings.window, compaction),
             window_known=self.window_known, boxes=boxes, grouping=grouping, notes=list(self.notes), path=path,
+            masked=tokens.masked,
         )
         return self.current
 

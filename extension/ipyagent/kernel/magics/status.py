@@ -14,6 +14,7 @@ from IPython.display import display
 from ipyagent.display.budget_widget import budget_facts, cost_text, static_bundle
 from ipyagent.display.untrusted import escape_html, markdown_html
 from ipyagent.kernel.magics.commands import command, show
+from ipyagent.session import masking
 from ipyagent.text import chars4, one_line
 
 __all__ = ["NEXT_ACTIVITY_LABEL", "context_report"]
@@ -116,6 +117,11 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
     block = probe.notebook_activity_block()
     if block:
         parts.append((NEXT_ACTIVITY_LABEL, chars4(block), block))
+    masked = slot.session.masked_entries()
+    if masked:
+        listed = "\n".join(f"{e['id']}: {masking.placeholder(e)}" for e in masked if masking.is_tool_result(e))
+        parts.append((f"masked: {len(masked)} tool results sent as placeholders ({masking.masked_chars(masked):,} "
+                      "chars left out; recall returns them)", 0, listed))
     return parts, sum(p[1] for p in parts)
 
 
