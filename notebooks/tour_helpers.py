@@ -55,8 +55,8 @@ def overhead_tokens() -> int:
     from IPython import get_ipython
 
     from ipyagent.agent.tools import default_tools
-    from ipyagent.kernel.extension import get_runtime
     from ipyagent.display.budget_widget import system_tools_tokens
+    from ipyagent.kernel.extension import get_runtime
 
     runtime = get_runtime(get_ipython())
     config = runtime.agent_config()
@@ -298,7 +298,7 @@ class CompactionSpy:
         })
         return None  # only watching: the compaction goes ahead unchanged
 
-    def install(self) -> "CompactionSpy":
+    def install(self) -> CompactionSpy:
         from ipyagent.hooks import hooks
 
         for handler in list(hooks.handlers["session_before_compact"]):

@@ -4,17 +4,18 @@ branch navigation and Pi interop. Users' scripts, hooks and outside checks rely 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ipyagent.compaction.branch import collect_branch_entries, generate_branch_summary
-from ipyagent.hooks import HookRegistry
+from ipyagent.compaction.compact import CompactionResult, NothingToCompact, compact
 from ipyagent.compaction.ledger import Describe
-from ipyagent.hooks import hooks as global_hooks
 from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction
 from ipyagent.compaction.settings import CompactionSettings, should_compact
-from ipyagent.compaction.compact import CompactionResult, NothingToCompact, compact
 from ipyagent.compaction.summarizer import Summarizer
+from ipyagent.hooks import HookRegistry
+from ipyagent.hooks import hooks as global_hooks
 from ipyagent.session import jsonl
 from ipyagent.session.context import context_message, summarized_away
 from ipyagent.session.costs import CostTally, CostTotals
@@ -48,7 +49,7 @@ class Session(SessionTree):
     # ---- files -----------------------------------------------------------------------------
 
     @classmethod
-    def from_file(cls, path: str | Path, *, session: str | None = None, **kwargs: Any) -> "Session":
+    def from_file(cls, path: str | Path, *, session: str | None = None, **kwargs: Any) -> Session:
         """A Pi session file (``.jsonl``) or a notebook (``.ipynb``; ``session`` picks one by name).
 
         Formats other than Pi's come from readers registered by suffix
@@ -63,7 +64,7 @@ class Session(SessionTree):
         return cls(header, entries, report=report, set_aside=report.set_aside, **kwargs)
 
     @classmethod
-    def from_pi_jsonl(cls, text: str | bytes, **kwargs: Any) -> "Session":
+    def from_pi_jsonl(cls, text: str | bytes, **kwargs: Any) -> Session:
         header, entries, report = jsonl.parse_pi_jsonl(text)
         return cls(header, entries, report=report, set_aside=report.set_aside, **kwargs)
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 EVENTS = (
     "session_before_compact",

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ipyagent.compaction.settings import CompactionSettings
 
@@ -82,9 +83,8 @@ def load_session_file(args: argparse.Namespace) -> LoadedSession:
 
 def _load_notebook_session(path: Path, name: str | None, estimator: str) -> LoadedSession:
     from ipyagent.agent.config import upgrade_saved_settings
-    from ipyagent.store.ipynb import read_notebook, sessions_from_notebook
-
     from ipyagent.session.tokens import make_estimator
+    from ipyagent.store.ipynb import read_notebook, sessions_from_notebook
 
     sessions, _ = sessions_from_notebook(read_notebook(path), source=str(path))
     name = sessions.resolve_name(name)

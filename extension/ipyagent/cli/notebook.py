@@ -155,9 +155,9 @@ def _model_of(entries: list[dict]) -> dict:
 @command("import", _configure_import)
 def run_import(args: argparse.Namespace) -> int:
     """Store a Pi session file as a session of a notebook (made if missing)."""
+    from ipyagent.session.jsonl import read_pi_jsonl
     from ipyagent.store.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
     from ipyagent.store.schema import DEFAULT_SESSION, NotebookSessions
-    from ipyagent.session.jsonl import read_pi_jsonl
 
     source = Path(args.session_file)
     try:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from ipyagent.compaction import prompts
 from ipyagent.compaction.file_ops import FileOps, format_file_lists
-from ipyagent.compaction.summarizer import Summarizer, SummaryRequest
 from ipyagent.compaction.serialize import serialize_conversation
+from ipyagent.compaction.summarizer import Summarizer, SummaryRequest
 from ipyagent.session.entries import Entry
 from ipyagent.session.messages import Message, compaction_summary_message, entry_to_message
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from ipyagent.session.messages import Message, text_of
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ipyagent.compaction.cut_point import Estimate, cut_at, find_cut_point
 from ipyagent.compaction.file_ops import FileOperation, FileOps, file_operations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ipyagent.session.messages import Message, convert_to_llm, text_of
 from ipyagent.session.tokens import js_json

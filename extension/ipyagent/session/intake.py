@@ -9,8 +9,9 @@ an entry whose parent is missing keeps its ``parentId`` and is a root of the tre
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry, shape_problem

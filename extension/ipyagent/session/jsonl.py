@@ -12,8 +12,9 @@ from __future__ import annotations
 import base64
 import bisect
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from ipyagent.session.entries import Entry
 from ipyagent.session.ids import iso_now, new_entry_id, new_session_id

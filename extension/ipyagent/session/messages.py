@@ -7,7 +7,8 @@ Messages are plain dicts exactly as Pi writes them, so a Pi session round-trips 
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ipyagent.session.ids import iso_to_ms, now_ms
 

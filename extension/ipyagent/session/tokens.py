@@ -10,10 +10,11 @@ import json
 import math
 import re
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from json.encoder import encode_basestring
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from ipyagent.session.messages import Message
 

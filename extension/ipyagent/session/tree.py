@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from ipyagent.session.context import ContextState
 from ipyagent.session.entries import Entry, same_content, shape_problem

@@ -67,8 +67,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ipyagent.testing.accounting import common_prefix, default_summary_detector, prompt_pieces, tokens
 from ipyagent.testing import server_kinds
+from ipyagent.testing.accounting import common_prefix, default_summary_detector, prompt_pieces, tokens
 from ipyagent.testing.server_kinds import ModelFacts
 from ipyagent.testing.specs import (
     Fault,
