@@ -73,9 +73,9 @@ def load_session_file(args: argparse.Namespace) -> LoadedSession:
                 session = Session.from_file(path, estimator=estimator)
                 loaded = LoadedSession(session, _pi_session_name(session))
         except FileNotFoundError:
-            raise CliError(f"no such file: {args.file}")
+            raise CliError(f"no such file: {args.file}") from None
         except (OSError, ValueError) as exc:
-            raise CliError(f"cannot read {args.file}: {exc}")
+            raise CliError(f"cannot read {args.file}: {exc}") from None
     for warning in dict.fromkeys(str(w.message) for w in caught):
         print(f"ipyagent {args.command}: note: {warning}", file=sys.stderr)
     return loaded

@@ -25,11 +25,11 @@ def _read_sessions(path: Path):
     try:
         nb = read_notebook(path)
     except FileNotFoundError:
-        raise CliError(f"no such file: {path}")
+        raise CliError(f"no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"cannot read {path}: {exc}")
+        raise CliError(f"cannot read {path}: {exc}") from None
     except NotebookError as exc:
-        raise CliError(str(exc))
+        raise CliError(str(exc)) from None
     sessions, report = sessions_from_notebook(nb, source=str(path))
     return nb, sessions, report
 
@@ -38,7 +38,7 @@ def _write(path: Path, data: bytes) -> None:
     try:
         path.write_bytes(data)
     except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc}")
+        raise CliError(f"cannot write {path}: {exc}") from None
 
 
 # ---- lift ---------------------------------------------------------------------------------------
@@ -58,11 +58,11 @@ def run_lift(args: argparse.Namespace) -> int:
     try:
         added, report, written, journals = lift_notebook_report(src, args.output)
     except FileNotFoundError:
-        raise CliError(f"no such file: {src}")
+        raise CliError(f"no such file: {src}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"cannot lift {src}: {exc}")
+        raise CliError(f"cannot lift {src}: {exc}") from None
     except NotebookError as exc:
-        raise CliError(str(exc))
+        raise CliError(str(exc)) from None
     _warn_report(report)
     target = args.output or str(src)
     if written and (added or journals):
@@ -99,7 +99,7 @@ def run_export(args: argparse.Namespace) -> int:
         try:
             name = sessions.resolve_name(args.session)
         except SessionNotFound as exc:
-            raise CliError(f"{path}: {exc}")
+            raise CliError(f"{path}: {exc}") from None
         session = sessions.to_session(name)
         settings = sessions.sessions[name].settings
     else:
@@ -109,9 +109,9 @@ def run_export(args: argparse.Namespace) -> int:
         try:
             session = Session.from_file(path)
         except FileNotFoundError:
-            raise CliError(f"no such file: {path}")
+            raise CliError(f"no such file: {path}") from None
         except (OSError, ValueError) as exc:
-            raise CliError(f"cannot read {path}: {exc}")
+            raise CliError(f"cannot read {path}: {exc}") from None
         report = session.load_report
     _warn_report(report)
     if args.format == "pi":
@@ -163,9 +163,9 @@ def run_import(args: argparse.Namespace) -> int:
     try:
         header, entries, report = read_pi_jsonl(source)
     except FileNotFoundError:
-        raise CliError(f"no such file: {source}")
+        raise CliError(f"no such file: {source}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"cannot read {source}: {exc}")
+        raise CliError(f"cannot read {source}: {exc}") from None
     _warn_report(report)
     target = Path(args.notebook)
     name = args.session or DEFAULT_SESSION
@@ -184,7 +184,7 @@ def run_import(args: argparse.Namespace) -> int:
     try:
         write_notebook(target, write_sessions_into_notebook(nb, sessions))
     except OSError as exc:
-        raise CliError(f"cannot write {target}: {exc}")
+        raise CliError(f"cannot write {target}: {exc}") from None
     verb = "replaced" if replaced is not None else "imported"
     aside = len(report.set_aside)
     print(f"{verb} session {name!r}: {len(entries)} entries from {source} into {target}"
