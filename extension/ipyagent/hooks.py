@@ -90,7 +90,7 @@ class HookRegistry:
         for handler in list(self.handlers.get(event, [])):
             try:
                 value = handler(payload)
-            except Exception as exc:  # reported, never fatal
+            except Exception as exc:  # noqa: BLE001 - a hook's failure is reported, never fatal
                 name = getattr(handler, "__qualname__", repr(handler))
                 self.errors.append(HookError(event, name, "".join(traceback.format_exception_only(exc)).strip()))
                 warnings.warn(f"ipyagent hook {name} failed on {event}: {exc}", RuntimeWarning, stacklevel=2)
@@ -113,9 +113,10 @@ class HookRegistry:
             try:
                 point.load()(self)
                 loaded.append(point.name)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a broken hook package is reported, never fatal
                 self.errors.append(HookError("load", point.name, f"{type(exc).__name__}: {exc}"))
-                warnings.warn(f"ipyagent could not load hook package {point.name}: {exc}", RuntimeWarning)
+                warnings.warn(f"ipyagent could not load hook package {point.name}: {exc}", RuntimeWarning,
+                              stacklevel=2)
         return loaded
 
 

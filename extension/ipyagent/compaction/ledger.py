@@ -188,7 +188,7 @@ class Ledger:
             return
         try:
             found = describe(list(self.variables))
-        except Exception:  # a description is a nicety: it never stops a compaction
+        except Exception:  # noqa: BLE001 - a description is a nicety: it never stops a compaction
             return
         found = found if isinstance(found, Mapping) else {}
         for name, variable in self.variables.items():

@@ -120,7 +120,8 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
 
     ``entry_estimate`` lets a session reuse its per-entry cache; ``tokens_before`` its context
     tokens; ``operations_cache`` (entry id → file operations) its scan of the tool calls;
-    ``previous_index`` the path index of the latest compaction (-1: none). Without them both are computed from ``estimator`` (chars/4 by default).
+    ``previous_index`` the path index of the latest compaction (-1: none). Without them both are
+    computed from ``estimator`` (chars/4 by default).
     """
     settings = settings or CompactionSettings()
     if not path or path[-1].get("type") == "compaction":

@@ -26,7 +26,7 @@ NO_RESULT_TEXT = "No result provided (the tool call was interrupted)."
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
+    return hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()[:10]  # a short stable id, not a secret
 
 
 def anthropic_tool_id(call_id: str) -> str:

@@ -96,7 +96,8 @@ class ContextState:
     trailing: int = 0
 
     @classmethod
-    def build(cls, path: Sequence[Entry], leaf_id: str | None, estimate: Callable[[Entry, Message], int]) -> ContextState:
+    def build(cls, path: Sequence[Entry], leaf_id: str | None,
+              estimate: Callable[[Entry, Message], int]) -> ContextState:
         state = cls(leaf_id=leaf_id, compaction_index=latest_compaction_index(path))
         ordered, floor = context_entries(path)
         state.usage_floor = floor

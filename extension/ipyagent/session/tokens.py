@@ -232,7 +232,7 @@ class TiktokenEstimator:
         for name in dict.fromkeys(candidates) if tiktoken else ():
             try:
                 self._encode = tiktoken.get_encoding(name).encode_ordinary
-            except Exception as exc:  # network failure, unknown plugin, corrupt cache…
+            except Exception as exc:  # noqa: BLE001 - network failure, unknown plugin, corrupt cache…
                 first_error = first_error or exc
                 continue
             self.encoding_name = name
