@@ -79,14 +79,14 @@ def entry_to_message(entry: dict[str, Any]) -> Message | None:
     """The context message an entry produces (before ``convert_to_llm``), or None."""
     kind = entry.get("type")
     if kind == "message":
-        message = entry.get("message")
+        message: Message = entry["message"]  # every message entry has one (entries.shape_problem)
         if message.get("role") == "assistant" and isinstance(message.get("content"), str):
             # Pi loads such a message (an older or hand-written file); the model gets it as one
             # text block, and the entry itself stays as it was written.
             return {**message, "content": [text_block(message["content"])] if message["content"] else []}
         return message
     if kind == "custom_message":
-        message: Message = {
+        message = {
             "role": "custom",
             "customType": entry.get("customType"),
             "content": entry.get("content", ""),
