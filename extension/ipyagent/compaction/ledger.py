@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ipyagent.session.messages import Message, text_of
+from ipyagent.session.messages import Message, call_arguments, text_of
 
 PYTHON_TOOLS = frozenset({"python"})
 SHELL_TOOLS = frozenset({"bash"})
@@ -146,7 +146,7 @@ class Ledger:
             for call in message["content"]:
                 if not isinstance(call, dict) or call.get("type") != "toolCall":
                     continue
-                arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+                arguments = call_arguments(call)
                 if call.get("name") in PYTHON_TOOLS and isinstance(arguments.get("code"), str):
                     bound, deleted = bound_names(arguments["code"])
                     for name in deleted:

@@ -75,6 +75,12 @@ def tool_calls_of(message: Message) -> list[dict[str, Any]]:
     return [b for b in message["content"] if isinstance(b, dict) and b.get("type") == "toolCall"]
 
 
+def call_arguments(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments; ``{}`` when they are missing or not an object."""
+    arguments = call.get("arguments")
+    return arguments if isinstance(arguments, dict) else {}
+
+
 def entry_to_message(entry: dict[str, Any]) -> Message | None:
     """The context message an entry produces (before ``convert_to_llm``), or None."""
     kind = entry.get("type")

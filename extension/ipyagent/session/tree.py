@@ -78,7 +78,7 @@ class SessionTree:
             return [e for e in self.entries if self.parent_id(e) is None]
         return [e for e in self.entries if e.get("parentId") == entry_id]
 
-    def path(self, leaf_id: str | None | EllipsisType = ...) -> list[Entry]:
+    def path(self, leaf_id: str | EllipsisType | None = ...) -> list[Entry]:
         """Entries from the root to ``leaf_id`` (default: the leaf), root first."""
         if leaf_id is ...:
             return list(self._current_path())
