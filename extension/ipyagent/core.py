@@ -10,6 +10,7 @@ from typing import Any
 
 from ipyagent.compaction.branch import collect_branch_entries, generate_branch_summary
 from ipyagent.compaction.compact import CompactionResult, NothingToCompact, compact
+from ipyagent.compaction.file_ops import FileOperation
 from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction
 from ipyagent.compaction.settings import CompactionSettings, should_compact
@@ -26,13 +27,16 @@ from ipyagent.session.messages import Message
 from ipyagent.session.tokens import Estimator, make_estimator, normalize_usage
 from ipyagent.session.tree import SessionError, SessionTree
 
+# NothingToCompact and SessionError are raised by Session's methods: callers catch them from here
+__all__ = ["CompactionCancelled", "NothingToCompact", "Session", "SessionError"]
 
 class CompactionCancelled(RuntimeError):
     """A ``session_before_compact`` hook cancelled the compaction."""
 
 
 class Session(SessionTree):
-    def __init__(self, header: dict[str, Any] | None = None, entries=(), leaf_id: str | None = None, *,
+    def __init__(self, header: dict[str, Any] | None = None, entries: Iterable[Entry] = (),
+                 leaf_id: str | None = None, *,
                  estimator: str | Estimator = "chars4", hooks: HookRegistry | None = None,
                  report: LoadReport | None = None, set_aside: Iterable[dict[str, Any]] = ()):
         if isinstance(estimator, str):
@@ -43,7 +47,7 @@ class Session(SessionTree):
         # Lines of the Pi file this session came from that could not be loaded: written back, in
         # their places, by to_pi_jsonl (records as in LoadReport.set_aside, with "line" and "raw").
         self.set_aside: list[dict[str, Any]] = [item for item in set_aside if jsonl.is_pi_line(item)]
-        self._file_operations: dict[str, tuple] = {}  # entry id -> its tool calls' file operations
+        self._file_operations: dict[str, tuple[FileOperation, ...]] = {}  # entry id -> its calls' file operations
         self._costs = CostTally()
 
     # ---- files -----------------------------------------------------------------------------
@@ -59,7 +63,8 @@ class Session(SessionTree):
         path = Path(path)
         loader = loader_for(path.suffix)
         if loader is not None:
-            return loader(path, name=session, **kwargs)
+            loaded: Session = loader(path, name=session, **kwargs)
+            return loaded
         header, entries, report = jsonl.read_pi_jsonl(path)
         return cls(header, entries, report=report, set_aside=report.set_aside, **kwargs)
 

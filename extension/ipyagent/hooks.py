@@ -19,7 +19,7 @@ import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, overload
 
 EVENTS = (
     "session_before_compact",
@@ -34,6 +34,7 @@ EVENTS = (
 ENTRY_POINT_GROUP = "ipyagent.hooks"
 
 Handler = Callable[["HookEvent"], Any]
+H = TypeVar("H", bound=Handler)
 
 
 class HookEvent:
@@ -61,12 +62,18 @@ class HookRegistry:
     errors: list[HookError] = field(default_factory=list)
     _entry_points_loaded: bool = False
 
-    def on(self, event: str, handler: Handler | None = None):
+    @overload
+    def on(self, event: str, handler: None = None) -> Callable[[H], H]: ...
+
+    @overload
+    def on(self, event: str, handler: H) -> H: ...
+
+    def on(self, event: str, handler: H | None = None) -> H | Callable[[H], H]:
         """Register ``handler`` for ``event``; usable as ``@registry.on("event")``."""
         if event not in self.handlers:
             raise ValueError(f"unknown hook event {event!r}; events are: {', '.join(EVENTS)}")
 
-        def register(fn: Handler) -> Handler:
+        def register(fn: H) -> H:
             self.handlers[event].append(fn)
             return fn
 
