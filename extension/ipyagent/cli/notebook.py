@@ -9,9 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ipyagent.cli.base import CliError, command
+from ipyagent.session.entries import Entry
 from ipyagent.session.intake import LoadReport
+
+if TYPE_CHECKING:
+    from ipyagent.store.schema import NotebookSessions
 
 
 def _warn_report(report: LoadReport | None) -> None:
@@ -19,7 +24,7 @@ def _warn_report(report: LoadReport | None) -> None:
         print(report.summary(), file=sys.stderr)
 
 
-def _read_sessions(path: Path):
+def _read_sessions(path: Path) -> tuple[dict[str, Any], NotebookSessions, LoadReport]:
     from ipyagent.store.ipynb import NotebookError, read_notebook, sessions_from_notebook
 
     try:
@@ -93,7 +98,7 @@ def run_export(args: argparse.Namespace) -> int:
     from ipyagent.store.schema import SessionNotFound
 
     path = Path(args.notebook)
-    settings: dict = {}
+    settings: dict[str, Any] = {}
     if path.suffix == ".ipynb":
         _, sessions, report = _read_sessions(path)
         try:
@@ -144,7 +149,7 @@ def _configure_import(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="replace a session of the same name")
 
 
-def _model_of(entries: list[dict]) -> dict:
+def _model_of(entries: list[Entry]) -> dict[str, str]:
     for entry in reversed(entries):
         if entry.get("type") == "model_change" and entry.get("modelId"):
             provider = entry.get("provider")
