@@ -70,7 +70,6 @@ MODELS: tuple[ModelInfo, ...] = tuple(
 )
 
 
-
 class _Override(TypedDict, total=False):
     """The ModelInfo fields ``set_override`` was given."""
 
