@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from ipyagent.session.messages import Message
+from ipyagent.session.messages import Message, call_arguments, tool_calls_of
 
 READ_TOOLS = {"read"}
 WRITE_TOOLS = {"write"}
@@ -21,16 +22,12 @@ def file_operations(message: Message) -> tuple[FileOperation, ...]:
 
     Recorded even when the call later failed; other tools (bash, grep…) are not tracked, as in Pi.
     """
-    if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
-        return ()
-    found = []
-    for call in message["content"]:
-        if not isinstance(call, dict) or call.get("type") != "toolCall":
-            continue
-        kind = _KIND.get(call.get("name"))
-        args = call.get("arguments")
-        path = args.get("path") if kind is not None and isinstance(args, dict) else None
-        if isinstance(path, str):
+    found: list[FileOperation] = []
+    for call in tool_calls_of(message):
+        name = call.get("name")
+        kind = _KIND.get(name) if isinstance(name, str) else None
+        path = call_arguments(call).get("path")
+        if kind is not None and isinstance(path, str):
             found.append((kind, path))
     return tuple(found)
 

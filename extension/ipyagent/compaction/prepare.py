@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ipyagent.compaction.cut_point import Estimate, cut_at, find_cut_point
 from ipyagent.compaction.file_ops import FileOperation, FileOps, file_operations
@@ -119,7 +120,8 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
 
     ``entry_estimate`` lets a session reuse its per-entry cache; ``tokens_before`` its context
     tokens; ``operations_cache`` (entry id → file operations) its scan of the tool calls;
-    ``previous_index`` the path index of the latest compaction (-1: none). Without them both are computed from ``estimator`` (chars/4 by default).
+    ``previous_index`` the path index of the latest compaction (-1: none). Without them both are
+    computed from ``estimator`` (chars/4 by default).
     """
     settings = settings or CompactionSettings()
     if not path or path[-1].get("type") == "compaction":

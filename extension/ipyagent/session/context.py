@@ -7,8 +7,9 @@ current leaf extends it in O(1) (estimates are cached per entry id), so a turn c
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ipyagent.session.entries import Entry
 from ipyagent.session.messages import Message, compaction_summary_message, entry_to_message, to_llm_message
@@ -95,7 +96,8 @@ class ContextState:
     trailing: int = 0
 
     @classmethod
-    def build(cls, path: Sequence[Entry], leaf_id: str | None, estimate: Callable[[Entry, Message], int]) -> "ContextState":
+    def build(cls, path: Sequence[Entry], leaf_id: str | None,
+              estimate: Callable[[Entry, Message], int]) -> ContextState:
         state = cls(leaf_id=leaf_id, compaction_index=latest_compaction_index(path))
         ordered, floor = context_entries(path)
         state.usage_floor = floor
