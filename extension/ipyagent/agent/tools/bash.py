@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.registry import register_tool
@@ -161,7 +161,7 @@ class BashTool(Tool):
         "(whichever is hit first); if truncated, the full output is saved to a temp file. "
         "Optionally provide a timeout in seconds; there is none by default."
     )
-    parameters = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
             "command": {"type": "string", "description": "Bash command to execute"},
