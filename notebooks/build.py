@@ -15,9 +15,10 @@ How it works: a :class:`~ipyagent.testing.FakeProviderServer` runs in this proce
 summary built from what the request's ``<conversation>`` (and ``<previous-summary>``, and
 ``Additional focus:``) contain. A real kernel executes the notebook (``ipyagent.bridge.headless``,
 which is what ``ipyagent run NOTEBOOK -o OUT`` does) with ``OPENAI_BASE_URL`` pointing at the fake
-server, ``OPENAI_API_KEY=fake`` and ``IPYAGENT_MODEL=openai:scripted-model``. Everything the
-agent does in the kernel (tools, budget, compaction) is ipyagent's real code; only the model's
-words are scripted. The notebooks then replay offline: ``ipyagent run NB --replay``.
+server, ``OPENAI_API_KEY`` set to a fake key that the server demands, and
+``IPYAGENT_MODEL=openai:scripted-model``. Everything the agent does in the kernel (tools, budget,
+compaction) is ipyagent's real code; only the model's words are scripted. The notebooks then
+replay offline: ``ipyagent run NB --replay``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from specs import NOTEBOOKS
 
 HERE = Path(__file__).resolve().parent
 MODEL = "openai:scripted-model"
-FAKE_KEY = "fake-key-ipyagent-notebooks"
+FAKE_KEY = "fake-key-ipyagent-notebooks"  # the kernel's OPENAI_API_KEY, which the fake server demands
 
 
 def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
@@ -53,7 +54,8 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
     keys = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "IPYAGENT_MODEL", "JPY_SESSION_NAME", "IPYAGENT_REPLAY",
             "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
     saved = {k: os.environ.get(k) for k in keys}
-    with tempfile.TemporaryDirectory() as work, FakeProviderServer(policy=policy) as server:
+    # the server answers only requests that carry "Authorization: Bearer <FAKE_KEY>" (others get a 401)
+    with tempfile.TemporaryDirectory() as work, FakeProviderServer(policy=policy, api_key=FAKE_KEY) as server:
         for name, text in spec.files.items():
             (Path(work) / name).write_text(text, encoding="utf-8")
         shutil.copy(HERE / "tour_helpers.py", Path(work) / "tour_helpers.py")
@@ -75,6 +77,10 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+        refused = [r.path for r in server.requests if r.outcome == "fault:status:401"]
+        if refused:
+            raise SystemExit(f"{spec.name}: {len(refused)} requests without 'Authorization: Bearer <FAKE_KEY>' "
+                             f"were refused: {refused}")
         if outcome.error:
             raise SystemExit(f"{spec.name}: a cell failed:\n{outcome.error}")
         if policy.unanswered:
@@ -113,8 +119,9 @@ def _drop_journals(nb: dict[str, Any]) -> int:
 def _scrub(nb: dict[str, Any]) -> None:
     """Make the saved notebook machine-independent and readable without a kernel."""
     text = json.dumps(nb)
-    for needle in (FAKE_KEY and "Bearer ",):
-        assert needle not in text, f"{needle!r} in the notebook"
+    for needle in (FAKE_KEY, "Bearer "):
+        if needle in text:
+            raise SystemExit(f"{needle!r} in the notebook")
     # The session is in the metadata: a journal output ("kept in this output until `ipyagent
     # lift`") would only be noise for a reader (the runner answers the bridge, so there is none
     # unless a run went unacknowledged).
