@@ -5,6 +5,7 @@ scripted responses, and leave each executed notebook (outputs + its recorded ses
     python notebooks/build.py                      # all notebooks
     python notebooks/build.py how-compaction-works # one (name without .ipynb)
     python notebooks/build.py --check              # build into a temp dir, change nothing
+    python notebooks/build.py --out-dir DIR        # build into DIR
 
 The notebooks' cells and the model's scripted words are in ``specs/`` (one module per notebook,
 made of the cells and turns of ``nbspec.py`` and ``scripted.py``).
@@ -39,6 +40,7 @@ from specs import NOTEBOOKS
 HERE = Path(__file__).resolve().parent
 MODEL = "openai:scripted-model"
 FAKE_KEY = "fake-key-ipyagent-notebooks"  # the kernel's OPENAI_API_KEY, which the fake server demands
+WORK_PARENT = "/tmp"  # where each notebook runs (in a fresh directory; see build)
 
 
 def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
@@ -54,8 +56,11 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
     keys = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "IPYAGENT_MODEL", "JPY_SESSION_NAME", "IPYAGENT_REPLAY",
             "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
     saved = {k: os.environ.get(k) for k in keys}
-    # the server answers only requests that carry "Authorization: Bearer <FAKE_KEY>" (others get a 401)
-    with tempfile.TemporaryDirectory() as work, FakeProviderServer(policy=policy, api_key=FAKE_KEY) as server:
+    # The server answers only requests that carry "Authorization: Bearer <FAKE_KEY>" (others get a
+    # 401). The work dir's path is in the system prompt, so its length is in every token count: the
+    # same parent on every machine (whatever TMPDIR says) keeps the recorded usage and cuts the same.
+    with tempfile.TemporaryDirectory(dir=WORK_PARENT) as work, \
+            FakeProviderServer(policy=policy, api_key=FAKE_KEY) as server:
         for name, text in spec.files.items():
             (Path(work) / name).write_text(text, encoding="utf-8")
         shutil.copy(HERE / "tour_helpers.py", Path(work) / "tour_helpers.py")
@@ -142,13 +147,15 @@ def _scrub(nb: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="notebooks to build (default: all)")
-    parser.add_argument("--check", action="store_true", help="build into a temporary directory only")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--check", action="store_true", help="build into a temporary directory only")
+    where.add_argument("--out-dir", type=Path, help="write the notebooks into this directory instead")
     args = parser.parse_args(argv)
     chosen = [n for n in NOTEBOOKS if not args.names or n.name in args.names]
     if args.names and len(chosen) != len(args.names):
         known = ", ".join(n.name for n in NOTEBOOKS)
         parser.error(f"unknown notebook; known: {known}")
-    out_dir = Path(tempfile.mkdtemp()) if args.check else HERE
+    out_dir = Path(tempfile.mkdtemp()) if args.check else args.out_dir or HERE
     for spec in chosen:
         build(spec, out_dir)
     return 0
