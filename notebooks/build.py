@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         known = ", ".join(n.name for n in NOTEBOOKS)
         parser.error(f"unknown notebook; known: {known}")
     out_dir = Path(tempfile.mkdtemp()) if args.check else args.out_dir or HERE
+    out_dir.mkdir(parents=True, exist_ok=True)
     for spec in chosen:
         build(spec, out_dir)
     return 0
