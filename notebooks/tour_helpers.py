@@ -20,7 +20,8 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["current_session", "overhead_tokens", "timeline", "usage_table", "CompactionSpy", "Drawing", "context_preview"]
+__all__ = ["current_session", "overhead_tokens", "timeline", "usage_table", "CompactionSpy", "Drawing",
+           "context_preview"]
 
 COLORS = {"user": "#4a90d9", "assistant": "#3fb27f", "toolResult": "#9e9e9e", "compaction": "#8e6cc9",
           "other": "#cccccc"}
@@ -55,8 +56,8 @@ def overhead_tokens() -> int:
     from IPython import get_ipython
 
     from ipyagent.agent.tools import default_tools
-    from ipyagent.kernel.extension import get_runtime
     from ipyagent.display.budget_widget import system_tools_tokens
+    from ipyagent.kernel.extension import get_runtime
 
     runtime = get_runtime(get_ipython())
     config = runtime.agent_config()
@@ -127,7 +128,8 @@ def _fates(path: list[dict[str, Any]], compaction_index: int) -> dict[str, str]:
     previous summary), "summarised", "prefix" (turn prefix of a split turn) or "kept"."""
     compaction = path[compaction_index]
     ids = [e["id"] for e in path]
-    first_kept = ids.index(compaction["firstKeptEntryId"]) if compaction.get("firstKeptEntryId") in ids else compaction_index
+    kept_id = compaction.get("firstKeptEntryId")
+    first_kept = ids.index(kept_id) if kept_id in ids else compaction_index
     start = 0
     for i in range(compaction_index - 1, -1, -1):  # the previous compaction's first kept entry
         if path[i].get("type") == "compaction":
@@ -186,7 +188,8 @@ def timeline(session: Any, compaction: int = -1) -> Drawing:
                          'background:#d9534f;margin:0 3px;vertical-align:top"></div>')
         lines.append(f"{'':2}{i:>3}  {entry['id']:8}  {_one_line(label, 28):28} {tokens:>6}  "
                      f"{FATE_TEXT.get(fate, fate)}")
-        snippet = entry.get("summary", "") if kind == "compaction" else _text((entry.get("message") or {}).get("content"))
+        message = entry.get("message") or {}
+        snippet = entry.get("summary", "") if kind == "compaction" else _text(message.get("content"))
         width = max(26, min(150, tokens // 3 + 22))
         style = FATE_STYLE.get(fate, "")
         if entry.get("type") == "compaction" and i == chosen:
@@ -297,7 +300,7 @@ class CompactionSpy:
         })
         return None  # only watching: the compaction goes ahead unchanged
 
-    def install(self) -> "CompactionSpy":
+    def install(self) -> CompactionSpy:
         from ipyagent.hooks import hooks
 
         for handler in list(hooks.handlers["session_before_compact"]):
@@ -311,8 +314,8 @@ class CompactionSpy:
             return Drawing("<i>no compaction seen yet</i>", "no compaction seen yet")
         head = list(self.seen[0])
         text = "\n".join(f"#{n}: " + ", ".join(f"{k}={v!r}" for k, v in s.items()) for n, s in enumerate(self.seen, 1))
-        rows = "".join("<tr>" + f"<td>#{n}</td>" + "".join(f"<td>{html.escape(repr(s[k]))}</td>" for k in head) + "</tr>"
-                       for n, s in enumerate(self.seen, 1))
+        rows = "".join("<tr>" + f"<td>#{n}</td>" + "".join(f"<td>{html.escape(repr(s[k]))}</td>" for k in head)
+                       + "</tr>" for n, s in enumerate(self.seen, 1))
         table = ("<table style='font-size:12px'><tr><th></th>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"
                  + rows + "</table>")
         return Drawing(table, text)

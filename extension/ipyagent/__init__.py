@@ -7,7 +7,12 @@ the CLI) does not pay for the layers it does not use.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ipyagent.session import file_readers as _loaders
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 __version__ = "0.1.0"
 __all__ = ["Session", "CompactionSettings", "Agent", "explore"]
@@ -17,7 +22,7 @@ __all__ = ["Session", "CompactionSettings", "Agent", "explore"]
 _loaders.register_loader(".ipynb", "ipyagent.store.ipynb:session_from_notebook_file")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name == "Session":
         from ipyagent.core import Session
 
@@ -37,13 +42,13 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'ipyagent' has no attribute {name!r}")
 
 
-def load_ipython_extension(ipython):  # %load_ext ipyagent
+def load_ipython_extension(ipython: InteractiveShell) -> None:  # %load_ext ipyagent
     from ipyagent.kernel.extension import load
 
     load(ipython)
 
 
-def unload_ipython_extension(ipython):
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
     from ipyagent.kernel.extension import unload
 
     unload(ipython)

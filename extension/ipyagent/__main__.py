@@ -1,3 +1,5 @@
+"""``python -m ipyagent``: the ``ipyagent`` command line."""
+
 import sys
 
 from ipyagent.cli import main

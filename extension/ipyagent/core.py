@@ -4,17 +4,19 @@ branch navigation and Pi interop. Users' scripts, hooks and outside checks rely 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ipyagent.compaction.branch import collect_branch_entries, generate_branch_summary
-from ipyagent.hooks import HookRegistry
+from ipyagent.compaction.compact import CompactionResult, NothingToCompact, compact
+from ipyagent.compaction.file_ops import FileOperation
 from ipyagent.compaction.ledger import Describe
-from ipyagent.hooks import hooks as global_hooks
 from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction
 from ipyagent.compaction.settings import CompactionSettings, should_compact
-from ipyagent.compaction.compact import CompactionResult, NothingToCompact, compact
 from ipyagent.compaction.summarizer import Summarizer
+from ipyagent.hooks import HookRegistry
+from ipyagent.hooks import hooks as global_hooks
 from ipyagent.session import jsonl
 from ipyagent.session import masking
 from ipyagent.session.context import edits_by_target, summarized_away
@@ -26,13 +28,16 @@ from ipyagent.session.messages import Message
 from ipyagent.session.tokens import Estimator, make_estimator, normalize_usage
 from ipyagent.session.tree import SessionError, SessionTree
 
+# NothingToCompact and SessionError are raised by Session's methods: callers catch them from here
+__all__ = ["CompactionCancelled", "NothingToCompact", "Session", "SessionError"]
 
 class CompactionCancelled(RuntimeError):
     """A ``session_before_compact`` hook cancelled the compaction."""
 
 
 class Session(SessionTree):
-    def __init__(self, header: dict[str, Any] | None = None, entries=(), leaf_id: str | None = None, *,
+    def __init__(self, header: dict[str, Any] | None = None, entries: Iterable[Entry] = (),
+                 leaf_id: str | None = None, *,
                  estimator: str | Estimator = "chars4", hooks: HookRegistry | None = None,
                  report: LoadReport | None = None, set_aside: Iterable[dict[str, Any]] = ()):
         if isinstance(estimator, str):
@@ -43,13 +48,13 @@ class Session(SessionTree):
         # Lines of the Pi file this session came from that could not be loaded: written back, in
         # their places, by to_pi_jsonl (records as in LoadReport.set_aside, with "line" and "raw").
         self.set_aside: list[dict[str, Any]] = [item for item in set_aside if jsonl.is_pi_line(item)]
-        self._file_operations: dict[str, tuple] = {}  # entry id -> its tool calls' file operations
+        self._file_operations: dict[str, tuple[FileOperation, ...]] = {}  # entry id -> its calls' file operations
         self._costs = CostTally()
 
     # ---- files -----------------------------------------------------------------------------
 
     @classmethod
-    def from_file(cls, path: str | Path, *, session: str | None = None, **kwargs: Any) -> "Session":
+    def from_file(cls, path: str | Path, *, session: str | None = None, **kwargs: Any) -> Session:
         """A Pi session file (``.jsonl``) or a notebook (``.ipynb``; ``session`` picks one by name).
 
         Formats other than Pi's come from readers registered by suffix
@@ -59,12 +64,13 @@ class Session(SessionTree):
         path = Path(path)
         loader = loader_for(path.suffix)
         if loader is not None:
-            return loader(path, name=session, **kwargs)
+            loaded: Session = loader(path, name=session, **kwargs)
+            return loaded
         header, entries, report = jsonl.read_pi_jsonl(path)
         return cls(header, entries, report=report, set_aside=report.set_aside, **kwargs)
 
     @classmethod
-    def from_pi_jsonl(cls, text: str | bytes, **kwargs: Any) -> "Session":
+    def from_pi_jsonl(cls, text: str | bytes, **kwargs: Any) -> Session:
         header, entries, report = jsonl.parse_pi_jsonl(text)
         return cls(header, entries, report=report, set_aside=report.set_aside, **kwargs)
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, TypeVar, overload
 
 EVENTS = (
     "session_before_compact",
@@ -33,6 +34,7 @@ EVENTS = (
 ENTRY_POINT_GROUP = "ipyagent.hooks"
 
 Handler = Callable[["HookEvent"], Any]
+H = TypeVar("H", bound=Handler)
 
 
 class HookEvent:
@@ -60,12 +62,18 @@ class HookRegistry:
     errors: list[HookError] = field(default_factory=list)
     _entry_points_loaded: bool = False
 
-    def on(self, event: str, handler: Handler | None = None):
+    @overload
+    def on(self, event: str, handler: None = None) -> Callable[[H], H]: ...
+
+    @overload
+    def on(self, event: str, handler: H) -> H: ...
+
+    def on(self, event: str, handler: H | None = None) -> H | Callable[[H], H]:
         """Register ``handler`` for ``event``; usable as ``@registry.on("event")``."""
         if event not in self.handlers:
             raise ValueError(f"unknown hook event {event!r}; events are: {', '.join(EVENTS)}")
 
-        def register(fn: Handler) -> Handler:
+        def register(fn: H) -> H:
             self.handlers[event].append(fn)
             return fn
 
@@ -89,7 +97,7 @@ class HookRegistry:
         for handler in list(self.handlers.get(event, [])):
             try:
                 value = handler(payload)
-            except Exception as exc:  # reported, never fatal
+            except Exception as exc:  # noqa: BLE001 - a hook's failure is reported, never fatal
                 name = getattr(handler, "__qualname__", repr(handler))
                 self.errors.append(HookError(event, name, "".join(traceback.format_exception_only(exc)).strip()))
                 warnings.warn(f"ipyagent hook {name} failed on {event}: {exc}", RuntimeWarning, stacklevel=2)
@@ -112,9 +120,10 @@ class HookRegistry:
             try:
                 point.load()(self)
                 loaded.append(point.name)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a broken hook package is reported, never fatal
                 self.errors.append(HookError("load", point.name, f"{type(exc).__name__}: {exc}"))
-                warnings.warn(f"ipyagent could not load hook package {point.name}: {exc}", RuntimeWarning)
+                warnings.warn(f"ipyagent could not load hook package {point.name}: {exc}", RuntimeWarning,
+                              stacklevel=2)
         return loaded
 
 

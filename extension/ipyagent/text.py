@@ -29,14 +29,17 @@ def chars4(value: Any) -> int:
 
 def one_line(text: Any, limit: int = 70) -> str:
     """``text`` on one line (runs of white space made one space), cut to ``limit`` with "…"."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
-def clip(text: str, limit: int) -> tuple[str, str, int]:
-    """(head, tail, characters left out between them) of ``text`` cut to ``limit`` characters: three
-    quarters from the start, one quarter from the end; the whole text and 0 when it fits."""
+def clip(text: str, limit: int, *, head: int | None = None, tail: int | None = None) -> tuple[str, str, int]:
+    """(head, tail, characters left out between them) of ``text`` when it is longer than ``limit``:
+    its first ``head`` characters (default three quarters of ``limit``) and its last ``tail`` (one
+    quarter); the whole text, "" and 0 when it fits."""
     if len(text) <= limit:
         return text, "", 0
-    head, tail = text[:limit * 3 // 4], text[-(limit // 4):] if limit >= 4 else ""
-    return head, tail, len(text) - len(head) - len(tail)
+    first = text[:limit * 3 // 4 if head is None else head]
+    keep = limit // 4 if tail is None else tail
+    last = text[len(text) - keep:] if keep > 0 else ""
+    return first, last, len(text) - len(first) - len(last)

@@ -108,5 +108,5 @@ def request_tokens(session: Any, system_prompt: str, tool_specs: Iterable[Any], 
     state = session.context_state()
     if state.last_usage_index >= 0:
         usage = usage_tokens(state.agent_messages[state.last_usage_index].get("usage"))
-        return usage + math.ceil(state.trailing * factor)
-    return math.ceil((state.trailing + system_tools_tokens(system_prompt, tool_specs)) * factor)
+        return usage + math.ceil(float(state.trailing) * factor)
+    return math.ceil(float(state.trailing + system_tools_tokens(system_prompt, tool_specs)) * factor)

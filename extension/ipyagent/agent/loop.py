@@ -12,27 +12,28 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from ipyagent.agent import events as ev
-from ipyagent.agent.prompt.activity import format_activity
 from ipyagent.agent.budget import WindowInfo, calibration_sample, request_tokens, resolve_window, token_factor
 from ipyagent.agent.compaction_oracle import CompactionRuling
 from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.ports import RunPorts, ToolResultSource
+from ipyagent.agent.prompt.activity import format_activity
 from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD, NotebookContext
 from ipyagent.agent.prompt.pins import active_pins
-from ipyagent.agent.ports import RunPorts, ToolResultSource
-from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget
 from ipyagent.agent.prompt.system import PromptPart, compose_system_prompt, system_prompt_parts
-from ipyagent.agent.tools.approval import run_tool_call
+from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget
+from ipyagent.agent.tools.approval import ApprovalPolicy, run_tool_call
 from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.cell import CellRunner
 from ipyagent.agent.tools.notebook_port import NotebookPort
 from ipyagent.agent.tools.registry import default_tools
+from ipyagent.compaction.compact import FailureTracker
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import CompactionSettings, should_compact
-from ipyagent.compaction.compact import FailureTracker
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact, Session
 from ipyagent.providers import discovery, models
@@ -45,6 +46,7 @@ from ipyagent.providers.retry import stream_with_retry
 from ipyagent.session.ids import now_ms
 from ipyagent.session.messages import (
     NOT_RUN_INTERRUPTED,
+    call_arguments,
     text_block,
     tool_calls_of,
     tool_result_message,
@@ -201,7 +203,7 @@ class Agent:
                 return
             known, _, vendor = models.known_window(provider_name, model_id)
             needs_window = not self.config.context_window and (not known or vendor == "local")
-            self_hosted = provider.base_url != getattr(provider, "default_base_url", None)
+            self_hosted = getattr(provider, "base_url", None) != getattr(provider, "default_base_url", None)
             answered = discovery.cached(provider, model_id)
             if (needs_window or self_hosted) and (answered is None or answered.provisional):
                 # the sample is built only when the server will be asked: it reads the whole context
@@ -255,7 +257,7 @@ class Agent:
 
     def _prompt_message(self, text: str | list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
         block = self.notebook_activity_block() if isinstance(text, str) else ""
-        if not block:
+        if not block or not isinstance(text, str):
             return user_message(text, **extra)
         extra.setdefault(CELL_PROMPT_FIELD, text)
         return user_message([text_block(block), text_block(text)], **extra)
@@ -324,7 +326,8 @@ class Agent:
         message (e.g. ``cellId``); Pi ignores such fields."""
         self._model()
         self.cancel.clear()
-        self._run_entries = entries = []
+        entries: list[dict[str, Any]] = []
+        self._run_entries = entries
         result = RunResult(new_entries=entries)
         self._emit(ev.AgentStart(text if isinstance(text, str) else "[content blocks]"))
         sent = False
@@ -454,17 +457,20 @@ class Agent:
 
     def _run_tool(self, call: dict[str, Any]) -> dict[str, Any]:
         name, call_id = call.get("name", ""), call.get("id", "")
-        arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+        arguments = call_arguments(call)
         tool = self.tools.get(name)
         try:
-            self._emit(ev.ToolExecutionStart(call_id, name, arguments))  # inside: an interrupt here still closes the call
+            # inside the try: an interrupt here still closes the call
+            self._emit(ev.ToolExecutionStart(call_id, name, arguments))
             images: list[dict[str, Any]] = []
             if tool is None:
-                output_text, is_error, details = f"Unknown tool {name!r}. Available: {', '.join(self.tools)}", True, None
+                output_text, is_error = f"Unknown tool {name!r}. Available: {', '.join(self.tools)}", True
+                details = None
             else:
                 def run(tool: Tool = tool) -> ToolOutput:
                     self.tool_context.history = self.session  # recall reads this session's history
-                    return run_tool_call(tool, arguments, self.tool_context, policy=self.config.tool_approval,
+                    policy: ApprovalPolicy = "auto" if self.config.tool_approval == "auto" else "ask"
+                    return run_tool_call(tool, arguments, self.tool_context, policy=policy,
                                          approve=self._ports.approve)
 
                 source = self._ports.tool_results

@@ -5,13 +5,15 @@ reaches it through :class:`RunPorts`: the model provider, the summariser, where 
 from (the tools themselves, or a recording), the compaction oracle, the namespace describer for
 the artifact ledger and the approval callback. The constructor's ports are the agent's own; a
 caller that knows better for one run (the notebook's replay, a cell's approver) declares the whole
-set with ``with agent.using(ports): ...`` (``dataclasses.replace`` derives one set from another) — nothing is patched onto the agent from outside.
+set with ``with agent.using(ports): ...`` (``dataclasses.replace`` derives one set from another):
+nothing is patched onto the agent from outside.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ipyagent.agent.compaction_oracle import CompactionOracle
 from ipyagent.agent.tools.base import ApprovalCallback, ToolOutput

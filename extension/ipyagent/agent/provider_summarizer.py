@@ -12,8 +12,8 @@ from typing import Any
 
 from ipyagent.agent.config import AgentConfig
 from ipyagent.compaction.summarizer import SummarizerError, SummaryInputTooLarge, SummaryRequest, SummaryResponse
-from ipyagent.providers.base import MessageDone, ModelRequest
 from ipyagent.providers import models
+from ipyagent.providers.base import MessageDone, ModelRequest
 from ipyagent.providers.errors import ContextOverflowError, ProviderError
 from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.retry import stream_with_retry

@@ -20,8 +20,9 @@ interrupted call gets, and a notice says so.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ipyagent.agent.compaction_oracle import SKIP, CompactionRuling
 from ipyagent.agent.ports import RunPorts
@@ -29,7 +30,7 @@ from ipyagent.agent.prompt.notebook_context import prompt_text
 from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.compaction.ledger import split_appendix
 from ipyagent.compaction.prompts import SPLIT_TURN_SEPARATOR
-from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
+from ipyagent.compaction.summarizer import Summarizer, SummarizerError, SummaryRequest, SummaryResponse
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
 from ipyagent.providers.errors import ProviderError
 from ipyagent.session.entries import same_content
@@ -53,7 +54,7 @@ class CellRecording:
 
     def recorded_call_ids(self) -> set[str]:
         """Ids of the tool calls in the recorded assistant messages."""
-        return {c.get("id") for m in self.assistant_messages for c in tool_calls_of(m)}
+        return {c["id"] for m in self.assistant_messages for c in tool_calls_of(m) if isinstance(c.get("id"), str)}
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Recording:
     custom: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @classmethod
-    def from_entries(cls, entries: list[dict[str, Any]]) -> "Recording":
+    def from_entries(cls, entries: list[dict[str, Any]]) -> Recording:
         recording = cls()
         by_id = {e["id"]: e for e in entries}
         current: CellRecording | None = None
@@ -90,7 +91,9 @@ class Recording:
             if current is None:
                 continue
             if message and message.get("role") == "assistant":
-                current.assistant_messages.append(entry_to_message(entry))  # string content as a block
+                as_sent = entry_to_message(entry)  # string content as a block
+                if as_sent is not None:
+                    current.assistant_messages.append(as_sent)
             elif message and message.get("role") == "toolResult":
                 current.tool_results[message.get("toolCallId")] = message
             elif entry.get("type") == "compaction":
@@ -159,7 +162,8 @@ class ReplayProvider:
             if self.position == 0 and prompt is not None and prompt.strip() != self.cell.prompt.strip():
                 self._diverge("the cell's prompt is not the recorded one")
             elif self.position >= len(self.cell.assistant_messages):
-                self._diverge(f"the live run asks for more than the {len(self.cell.assistant_messages)} recorded responses")
+                recorded = len(self.cell.assistant_messages)
+                self._diverge(f"the live run asks for more than the {recorded} recorded responses")
         if self.diverged is not None:
             assert self.fallback is not None
             yield from self.fallback.stream(request, cancel)
@@ -195,7 +199,7 @@ class ReplaySummarizer:
     """Gives each compaction in the cell its recorded summary (history and turn prefix): the one
     :meth:`aim` named (the recorded compaction being reproduced), else the cell's next one."""
 
-    def __init__(self, cell: CellRecording, *, fallback=None, notice: Notice | None = None):
+    def __init__(self, cell: CellRecording, *, fallback: Summarizer | None = None, notice: Notice | None = None):
         self.cell = cell
         self.fallback = fallback
         self.notice = notice or (lambda text: None)
@@ -340,7 +344,7 @@ class ReplayToolResults:
         self._recorded_calls = cell.recorded_call_ids()
 
     def recorded(self, call: dict[str, Any]) -> ToolOutput | None:
-        message = self.cell.tool_results.get(call.get("id"))
+        message = self.cell.tool_results.get(str(call.get("id")))
         if message is None:
             return None
         content = message.get("content")

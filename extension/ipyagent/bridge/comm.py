@@ -97,7 +97,7 @@ def _receive_push(json_text: str, source: str) -> None:
     if bridge is not None:
         try:
             bridge._on_push(data)
-        except Exception as exc:  # never let the silent request fail
+        except Exception as exc:  # noqa: BLE001 - never let the silent request fail
             with _lock:
                 _push_errors.append(f"push from {source}: bridge could not re-open ({exc!r})")
 
@@ -370,7 +370,7 @@ class KernelBridge:
         if c is not None:
             try:
                 c.close()
-            except Exception:
+            except Exception:  # noqa: BLE001 - closing a comm the frontend already dropped
                 pass
 
     # -- sending --------------------------------------------------------------------------------
@@ -393,7 +393,7 @@ class KernelBridge:
         """
         with self._lock:
             sent = self._sent.setdefault(session_name, {})
-            acked = self._acked.setdefault(session_name, set())
+            self._acked.setdefault(session_name, set())
             for e in entries:
                 eid = e.get("id")
                 if not isinstance(eid, str):
@@ -566,11 +566,12 @@ class KernelBridge:
         """A frontend pushed its stored metadata into this (running) kernel."""
         sessions = data.get("sessions") if isinstance(data, Mapping) else None
         with self._lock:
-            for name, sent in self._sent.items():
+            for name in self._sent:
                 stored: set[str] = set()
                 sess = sessions.get(name) if isinstance(sessions, Mapping) else None
                 if isinstance(sess, Mapping) and isinstance(sess.get("entries"), list):
-                    stored = {e.get("id") for e in sess["entries"] if isinstance(e, Mapping)}
+                    stored = {e["id"] for e in sess["entries"]
+                              if isinstance(e, Mapping) and isinstance(e.get("id"), str)}
                 acked = self._acked.get(name)
                 if acked:
                     acked.intersection_update(stored)

@@ -24,14 +24,15 @@ import json
 import os
 import re
 import shutil
-import uuid
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
-from typing import Any, Iterator
+from typing import Any
 
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.store.ipynb import read_notebook, sessions_from_notebook, write_notebook, write_sessions_into_notebook
@@ -55,7 +56,7 @@ def push_code(metadata: dict[str, Any], source: str = "ipyagent-run") -> str:
 
 
 class _FrontendComm:
-    def __init__(self, frontend: "HeadlessFrontend", comm_id: str):
+    def __init__(self, frontend: HeadlessFrontend, comm_id: str):
         self.frontend = frontend
         self.comm_id = comm_id
 
@@ -287,7 +288,7 @@ def _kernel_manager_class(ipc_dir: str | None) -> Any:
         def __init__(self, **kwargs: Any):
             super().__init__(**kwargs)
             self.transport = "ipc"
-            self.ip = os.path.join(ipc_dir, "k")  # short: Unix socket paths are limited to ~100 chars
+            self.ip = os.path.join(str(ipc_dir), "k")  # short: Unix socket paths are limited to ~100 chars
 
     return IpcKernelManager
 
@@ -358,6 +359,7 @@ def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_na
 
     def on_notebook_start(notebook: Any) -> None:
         kc = client.kc
+        assert kc is not None  # nbclient starts the client before this hook
         frontend.kc = kc
         OrderedShell(kc).install()
         watchdog.install(kc)
@@ -387,7 +389,7 @@ def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_na
         finally:
             if ipc_dir is not None:
                 shutil.rmtree(ipc_dir, ignore_errors=True)
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - every failure, Ctrl-C included, still writes the output notebook
         error = _describe_failure(exc)
         if "index" in current and not isinstance(exc, CellExecutionError):
             error = f"cell {current['index'] + 1}: {error}"

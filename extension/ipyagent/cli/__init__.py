@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ipyagent.cli.base import COMMANDS, CliError, command
+from ipyagent.cli.base import COMMANDS, CliError, Command, command
 
 # Importing a command module registers its commands, in the order ``ipyagent --help`` lists them.
 # Command modules import ``ipyagent.cli.base``, never this package: no import goes back up.
@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.run(args)
+        run: Command = args.run
+        return run(args)
     except CliError as exc:
         print(f"ipyagent {args.command}: {exc}", file=sys.stderr)
         return 2

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ipyagent.compaction.settings import CompactionSettings
 
@@ -28,7 +29,7 @@ Configure = Callable[[argparse.ArgumentParser], None]
 COMMANDS: dict[str, tuple[Configure, Command]] = {}  # name -> (configure its parser, run it); in order
 
 
-def command(name: str, configure: Configure):
+def command(name: str, configure: Configure) -> Callable[[Command], Command]:
     """Register the decorated function as ``ipyagent NAME`` (its docstring's first line is the help)."""
     def register(run: Command) -> Command:
         COMMANDS[name] = (configure, run)
@@ -72,9 +73,9 @@ def load_session_file(args: argparse.Namespace) -> LoadedSession:
                 session = Session.from_file(path, estimator=estimator)
                 loaded = LoadedSession(session, _pi_session_name(session))
         except FileNotFoundError:
-            raise CliError(f"no such file: {args.file}")
+            raise CliError(f"no such file: {args.file}") from None
         except (OSError, ValueError) as exc:
-            raise CliError(f"cannot read {args.file}: {exc}")
+            raise CliError(f"cannot read {args.file}: {exc}") from None
     for warning in dict.fromkeys(str(w.message) for w in caught):
         print(f"ipyagent {args.command}: note: {warning}", file=sys.stderr)
     return loaded
@@ -82,14 +83,14 @@ def load_session_file(args: argparse.Namespace) -> LoadedSession:
 
 def _load_notebook_session(path: Path, name: str | None, estimator: str) -> LoadedSession:
     from ipyagent.agent.config import upgrade_saved_settings
-    from ipyagent.store.ipynb import read_notebook, sessions_from_notebook
-
     from ipyagent.session.tokens import make_estimator
+    from ipyagent.store.ipynb import read_notebook, sessions_from_notebook
 
     sessions, _ = sessions_from_notebook(read_notebook(path), source=str(path))
     name = sessions.resolve_name(name)
     settings = upgrade_saved_settings(sessions.sessions[name].settings)
-    model = settings.get("model") if isinstance(settings.get("model"), str) else ""
+    model = settings.get("model")
+    model = model if isinstance(model, str) else ""
     session = sessions.to_session(name, estimator=make_estimator(estimator, model=model))  # its model's encoding
     return LoadedSession(session, name, settings)
 
@@ -112,7 +113,8 @@ class Budget:
 
 
 def budget_of(args: argparse.Namespace, stored: dict[str, Any]) -> Budget:
-    compaction = stored.get("compaction") if isinstance(stored.get("compaction"), dict) else {}
+    compaction = stored.get("compaction")
+    compaction = compaction if isinstance(compaction, dict) else {}
     saved = CompactionSettings.from_dict({k: v for k, v in compaction.items() if _is_int(v) or k == "enabled"})
     settings = CompactionSettings(
         reserve_tokens=args.reserve_tokens if args.reserve_tokens is not None else saved.reserve_tokens,
@@ -127,7 +129,7 @@ def budget_of(args: argparse.Namespace, stored: dict[str, Any]) -> Budget:
     return Budget(settings, None, "")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -68,7 +68,7 @@ def compact_file(session: Session, plan: CompactionPlan | None, settings: Compac
     try:
         entry = session.compact(summarizer_for(AgentConfig(model=model)), settings, focus=args.focus, plan=plan)
     except (SummarizerError, CompactionCancelled, ValueError) as exc:
-        raise CliError(str(exc))
+        raise CliError(str(exc)) from None
     target = Path(args.output or args.file)
     if target.suffix == ".ipynb" or Path(args.file).suffix == ".ipynb":
         from ipyagent.store.ipynb import save_session_to_notebook_file

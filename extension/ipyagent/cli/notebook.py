@@ -9,9 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ipyagent.cli.base import CliError, command
+from ipyagent.session.entries import Entry
 from ipyagent.session.intake import LoadReport
+
+if TYPE_CHECKING:
+    from ipyagent.store.schema import NotebookSessions
 
 
 def _warn_report(report: LoadReport | None) -> None:
@@ -19,17 +24,17 @@ def _warn_report(report: LoadReport | None) -> None:
         print(report.summary(), file=sys.stderr)
 
 
-def _read_sessions(path: Path):
+def _read_sessions(path: Path) -> tuple[dict[str, Any], NotebookSessions, LoadReport]:
     from ipyagent.store.ipynb import NotebookError, read_notebook, sessions_from_notebook
 
     try:
         nb = read_notebook(path)
     except FileNotFoundError:
-        raise CliError(f"no such file: {path}")
+        raise CliError(f"no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"cannot read {path}: {exc}")
+        raise CliError(f"cannot read {path}: {exc}") from None
     except NotebookError as exc:
-        raise CliError(str(exc))
+        raise CliError(str(exc)) from None
     sessions, report = sessions_from_notebook(nb, source=str(path))
     return nb, sessions, report
 
@@ -38,7 +43,7 @@ def _write(path: Path, data: bytes) -> None:
     try:
         path.write_bytes(data)
     except OSError as exc:
-        raise CliError(f"cannot write {path}: {exc}")
+        raise CliError(f"cannot write {path}: {exc}") from None
 
 
 # ---- lift ---------------------------------------------------------------------------------------
@@ -58,11 +63,11 @@ def run_lift(args: argparse.Namespace) -> int:
     try:
         added, report, written, journals = lift_notebook_report(src, args.output)
     except FileNotFoundError:
-        raise CliError(f"no such file: {src}")
+        raise CliError(f"no such file: {src}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"cannot lift {src}: {exc}")
+        raise CliError(f"cannot lift {src}: {exc}") from None
     except NotebookError as exc:
-        raise CliError(str(exc))
+        raise CliError(str(exc)) from None
     _warn_report(report)
     target = args.output or str(src)
     if written and (added or journals):
@@ -93,13 +98,13 @@ def run_export(args: argparse.Namespace) -> int:
     from ipyagent.store.schema import SessionNotFound
 
     path = Path(args.notebook)
-    settings: dict = {}
+    settings: dict[str, Any] = {}
     if path.suffix == ".ipynb":
         _, sessions, report = _read_sessions(path)
         try:
             name = sessions.resolve_name(args.session)
         except SessionNotFound as exc:
-            raise CliError(f"{path}: {exc}")
+            raise CliError(f"{path}: {exc}") from None
         session = sessions.to_session(name)
         settings = sessions.sessions[name].settings
     else:
@@ -109,9 +114,9 @@ def run_export(args: argparse.Namespace) -> int:
         try:
             session = Session.from_file(path)
         except FileNotFoundError:
-            raise CliError(f"no such file: {path}")
+            raise CliError(f"no such file: {path}") from None
         except (OSError, ValueError) as exc:
-            raise CliError(f"cannot read {path}: {exc}")
+            raise CliError(f"cannot read {path}: {exc}") from None
         report = session.load_report
     _warn_report(report)
     if args.format == "pi":
@@ -144,7 +149,7 @@ def _configure_import(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="replace a session of the same name")
 
 
-def _model_of(entries: list[dict]) -> dict:
+def _model_of(entries: list[Entry]) -> dict[str, str]:
     for entry in reversed(entries):
         if entry.get("type") == "model_change" and entry.get("modelId"):
             provider = entry.get("provider")
@@ -155,17 +160,17 @@ def _model_of(entries: list[dict]) -> dict:
 @command("import", _configure_import)
 def run_import(args: argparse.Namespace) -> int:
     """Store a Pi session file as a session of a notebook (made if missing)."""
+    from ipyagent.session.jsonl import read_pi_jsonl
     from ipyagent.store.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
     from ipyagent.store.schema import DEFAULT_SESSION, NotebookSessions
-    from ipyagent.session.jsonl import read_pi_jsonl
 
     source = Path(args.session_file)
     try:
         header, entries, report = read_pi_jsonl(source)
     except FileNotFoundError:
-        raise CliError(f"no such file: {source}")
+        raise CliError(f"no such file: {source}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"cannot read {source}: {exc}")
+        raise CliError(f"cannot read {source}: {exc}") from None
     _warn_report(report)
     target = Path(args.notebook)
     name = args.session or DEFAULT_SESSION
@@ -184,7 +189,7 @@ def run_import(args: argparse.Namespace) -> int:
     try:
         write_notebook(target, write_sessions_into_notebook(nb, sessions))
     except OSError as exc:
-        raise CliError(f"cannot write {target}: {exc}")
+        raise CliError(f"cannot write {target}: {exc}") from None
     verb = "replaced" if replaced is not None else "imported"
     aside = len(report.set_aside)
     print(f"{verb} session {name!r}: {len(entries)} entries from {source} into {target}"

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from ipyagent.cli.base import CliError, budget_args, budget_of, command, file_args, load_session_file
 
@@ -38,7 +39,7 @@ def _configure_probe(parser: argparse.ArgumentParser) -> None:
 def run_probe(args: argparse.Namespace) -> int:
     """Probe what the latest compaction lost: questions, three ways of answering, graded by a judge."""
     from ipyagent.agent.config import AgentConfig
-    from ipyagent.agent.probe.runner import ProbeError, ProbeRunner, RecordingSummarizer, recompact
+    from ipyagent.agent.probe.runner import ProbeError, ProbeRunner, Progress, RecordingSummarizer, recompact
     from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget
     from ipyagent.compaction.compact import NothingToCompact
     from ipyagent.compaction.summarizer import SummarizerError
@@ -52,9 +53,9 @@ def run_probe(args: argparse.Namespace) -> int:
         raise CliError("--questions must be 1 or more")
     loaded = load_session_file(args)
     session = loaded.session
-    recording: list = []
+    recording: list[dict[str, Any]] = []
     recompacted = args.recompact or not session.compactions()
-    progress = (lambda text: None) if args.json else (lambda text: print(f"probe: {text}", file=sys.stderr))
+    progress: Progress = (lambda text: None) if args.json else (lambda text: print(f"probe: {text}", file=sys.stderr))
     try:
         if recompacted:
             progress("compacting the history afresh")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from ipyagent.compaction import prompts
 from ipyagent.compaction.file_ops import FileOps, format_file_lists
-from ipyagent.compaction.summarizer import Summarizer, SummaryRequest
 from ipyagent.compaction.serialize import serialize_conversation
+from ipyagent.compaction.summarizer import Summarizer, SummaryRequest
 from ipyagent.session.entries import Entry
 from ipyagent.session.messages import Message, compaction_summary_message, entry_to_message
 
@@ -74,7 +74,7 @@ def prepare_branch_entries(entries: Sequence[Entry], budget_tokens: int,
 def generate_branch_summary(entries: Sequence[Entry], summarizer: Summarizer, *, context_window: int | None,
                             estimate: Callable[[Message], int], focus: str | None = None,
                             replace_instructions: bool = False,
-                            reserve_tokens: int = DEFAULT_BRANCH_RESERVE) -> tuple[str, dict]:
+                            reserve_tokens: int = DEFAULT_BRANCH_RESERVE) -> tuple[str, dict[str, list[str]]]:
     """(summary text with preamble and file lists, details)."""
     budget = (context_window or 128000) - reserve_tokens
     messages, file_ops = prepare_branch_entries(entries, budget, estimate)

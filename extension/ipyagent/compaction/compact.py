@@ -7,8 +7,9 @@ empty summary or one that does not shrink the context: those raise ``CompactionR
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ipyagent.compaction import prompts
 from ipyagent.compaction.file_ops import format_file_lists

@@ -8,8 +8,8 @@ split decided where the cut landed, docs/pi-differences.md) it says so below.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from ipyagent.session.context import Projected
 from ipyagent.session.entries import Entry

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from ipyagent.session.messages import Message
+from ipyagent.session.messages import Message, call_arguments, tool_calls_of
 
 READ_TOOLS = {"read"}
 WRITE_TOOLS = {"write"}
@@ -28,10 +29,7 @@ def file_operations(message: Message) -> tuple[FileOperation, ...]:
         calls = nested.get("calls") if isinstance(nested, dict) else None
         return tuple(op for c in (calls if isinstance(calls, list) else []) if isinstance(c, dict)
                      for op in _operation(c.get("name"), c.get("arguments")))
-    if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
-        return ()
-    return tuple(op for call in message["content"] if isinstance(call, dict) and call.get("type") == "toolCall"
-                 for op in _operation(call.get("name"), call.get("arguments")))
+    return tuple(op for call in tool_calls_of(message) for op in _operation(call.get("name"), call_arguments(call)))
 
 
 def _operation(name: Any, args: Any) -> tuple[FileOperation, ...]:

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from ipyagent.session.messages import Message, text_of
+from ipyagent.session.messages import Message, call_arguments, text_of
 from ipyagent.text import one_line
 
 PYTHON_TOOLS = frozenset({"python"})
@@ -146,7 +147,7 @@ class Ledger:
             for call in message["content"]:
                 if not isinstance(call, dict) or call.get("type") != "toolCall":
                     continue
-                arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+                arguments = call_arguments(call)
                 if call.get("name") in PYTHON_TOOLS and isinstance(arguments.get("code"), str):
                     bound, deleted = bound_names(arguments["code"])
                     for name in deleted:
@@ -188,7 +189,7 @@ class Ledger:
             return
         try:
             found = describe(list(self.variables))
-        except Exception:  # a description is a nicety: it never stops a compaction
+        except Exception:  # noqa: BLE001 - a description is a nicety: it never stops a compaction
             return
         found = found if isinstance(found, Mapping) else {}
         for name, variable in self.variables.items():

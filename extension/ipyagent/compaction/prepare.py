@@ -8,8 +8,9 @@ checkpoint), and the previous compaction's kept tail is where summarising starts
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ipyagent.compaction.cut_point import cut_at, find_cut_point
 from ipyagent.compaction.file_ops import FileOperation, FileOps, file_operations

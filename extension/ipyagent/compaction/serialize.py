@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from ipyagent.session.messages import Message, convert_to_llm, text_of
+from ipyagent.session.messages import Message, call_arguments, convert_to_llm, text_of
 from ipyagent.session.tokens import js_json
 
 TOOL_RESULT_HEAD = 1500
@@ -22,9 +23,8 @@ def cut_tool_result(text: str, head: int = TOOL_RESULT_HEAD, tail: int = TOOL_RE
     return f"{text[:head]}\n\n[... {cut} characters truncated ...]\n\n{text[-tail:]}"
 
 
-def _tool_call_text(call: dict) -> str:
-    args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
-    rendered = ", ".join(f"{key}={js_json(value)}" for key, value in args.items())
+def _tool_call_text(call: dict[str, Any]) -> str:
+    rendered = ", ".join(f"{key}={js_json(value)}" for key, value in call_arguments(call).items())
     return f"{call.get('name', '')}({rendered})"
 
 

@@ -16,7 +16,7 @@ class CompactionSettings:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "CompactionSettings":
+    def from_dict(cls, data: dict[str, Any]) -> CompactionSettings:
         names = {"reserve_tokens", "keep_recent_tokens", "enabled"}
         aliases = {"reserveTokens": "reserve_tokens", "keepRecentTokens": "keep_recent_tokens"}
         return cls(**{aliases.get(k, k): v for k, v in data.items() if aliases.get(k, k) in names})

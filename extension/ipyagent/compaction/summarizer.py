@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -36,7 +37,8 @@ class SummaryInputTooLarge(SummarizerError):
 class ScriptedSummarizer:
     """A summariser that returns queued texts (or calls a function); for tests and replay."""
 
-    def __init__(self, responses: list[str] | None = None, fn=None):
+    def __init__(self, responses: list[str] | None = None,
+                 fn: Callable[[SummaryRequest], SummaryResponse | str | BaseException] | None = None):
         self.responses = list(responses or [])
         self.fn = fn
         self.requests: list[SummaryRequest] = []

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ipyagent.agent.tools import get_tool
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ipyagent.agent import budget
 from ipyagent.agent.config import AgentConfig

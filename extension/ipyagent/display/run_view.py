@@ -22,7 +22,7 @@ class RunView:
         self.runtime, self.slot, self.agent, self.config = runtime, slot, agent, config
         try:  # the composed system prompt (environment, instruction files, pins) counts in the budget
             self.budget_config = replace(config, system_prompt=agent.system_prompt())
-        except Exception:
+        except Exception:  # noqa: BLE001 - a system prompt that cannot be composed: the budget counts the base one
             self.budget_config = config
         self.widget = None
         self.handle = None
@@ -30,7 +30,7 @@ class RunView:
             try:
                 self.widget = BudgetWidget(self.facts(""))
                 self.handle = display(self.widget.bundle(), raw=True, display_id=True)
-            except Exception:  # no ipywidgets: the static view is shown at the end
+            except Exception:  # noqa: BLE001 - no ipywidgets: the static view is shown at the end
                 self.widget = None
         self.renderer = RunRenderer(widget=self.widget, facts=self.facts,
                                     max_updates_per_second=runtime.config.max_updates_per_second)
@@ -39,7 +39,7 @@ class RunView:
         try:
             info = self.agent.window_info()
             window, source, factor = info.window, info.describe(), self.agent.token_factor()
-        except Exception:
+        except Exception:  # noqa: BLE001 - no window known: the budget is drawn without one
             window, source, factor = self.config.context_window, "", 1.0
         return budget_facts(self.slot.session, self.budget_config, window=window,
                             tool_specs=[t.spec() for t in self.agent.tools.values()],

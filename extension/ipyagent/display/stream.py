@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from IPython.display import display
 
@@ -242,7 +243,7 @@ class RunRenderer:
         if self.widget is not None and self._facts is not None:
             try:
                 self.widget.update(self._facts(status))
-            except Exception:  # the widget must never break a run
+            except Exception:  # noqa: BLE001 - the widget must never break a run
                 pass
 
     def _flush_text(self, force: bool = False) -> None:
@@ -370,7 +371,7 @@ class RunRenderer:
         if self.widget is not None:
             self.widget.stop_ticker()
 
-    _HANDLERS: dict[type, Callable[["RunRenderer", Any], None]] = {
+    _HANDLERS: ClassVar[dict[type, Callable[[RunRenderer, Any], None]]] = {
         pb.TextDelta: _on_text,
         pb.ThinkingDelta: _on_thinking,
         pb.ToolCallStart: _on_tool_call_start,

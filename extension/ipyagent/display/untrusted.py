@@ -89,7 +89,8 @@ def _markdown_renderer() -> Any:
 
     renderer = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     renderer.enable(["table", "strikethrough"])
-    renderer.validateLink = is_safe_url  # an unsafe link stays literal text
+    # markdown-it-py's own way to replace its link check: an unsafe link stays literal text
+    renderer.validateLink = is_safe_url  # type: ignore[method-assign]
     renderer.add_render_rule("image", _image_as_link)
     return renderer
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ipyagent.compaction.summarizer import SummaryRequest
-from ipyagent.explorer.plan import Box, Exploration, entry_label
 from ipyagent.display.untrusted import escape_html
+from ipyagent.explorer.plan import Box, Exploration, entry_label
 from ipyagent.text import clip
 
 __all__ = ["FATE_COLORS", "FATE_TEXT", "legend_html", "numbers_html", "numbers_text", "requests_html",
@@ -149,7 +149,8 @@ def _lines(x: Exploration) -> list[str]:
         lines.append(f"Masked: {_plural(x.masked, 'tool result', 'tool results')} hidden behind a placeholder "
                      "(%agent mask; recall returns them, %agent unmask puts them back); counted as their placeholders.")
     if c.get("earlier"):
-        lines.append(f"Already inside earlier summaries: {_plural(c['earlier'], 'entry', 'entries')} (≈{_n(t['earlier'])} tokens).")
+        lines.append(f"Already inside earlier summaries: {_plural(c['earlier'], 'entry', 'entries')} "
+                     f"(≈{_n(t['earlier'])} tokens).")
     if x.plan is not None:
         lines.append(f"Tokens (estimated): before {_n(x.estimated_before)} → after {_n(x.kept_tokens)} kept + the "
                      f"summary, at most {_n(x.after_max_tokens)} in all (the summary may take up to "
@@ -214,12 +215,13 @@ def requests_title(requests: Sequence[tuple[SummaryRequest, int]] | None) -> str
 def requests_html(requests: Sequence[tuple[SummaryRequest, int]], limit: int = LIVE_INPUT_CHARS) -> str:
     if not requests:
         return "<div><i>Nothing: with these settings there is no compaction.</i></div>"
-    out = [f"<details><summary>System prompt ({_n(len(requests[0][0].system_prompt))} characters)</summary>"
-           f"{_shown(requests[0][0].system_prompt, limit)}</details>"]
+    out = [(f"<details><summary>System prompt ({_n(len(requests[0][0].system_prompt))} characters)</summary>"
+            f"{_shown(requests[0][0].system_prompt, limit)}</details>")]
     for n, (request, omitted) in enumerate(requests, 1):
         dropped = (f" · its {_plural(omitted, 'oldest message')} dropped to fit the summary model's input budget"
                    if omitted else "")
-        out.append(f"<div style='margin-top:6px'><b>Request {n}: {escape_html(KIND_TEXT.get(request.kind, request.kind))}"
+        kind = escape_html(KIND_TEXT.get(request.kind, request.kind))
+        out.append(f"<div style='margin-top:6px'><b>Request {n}: {kind}"
                    f"</b> · max_tokens {_n(request.max_tokens)} · {_n(len(request.prompt))} characters{dropped}</div>"
                    + _shown(request.prompt, limit))
     return "".join(out)

@@ -33,10 +33,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ipyagent.compaction.compact import SummaryBudget, planned_requests
 from ipyagent.compaction.cut_point import is_turn_start
 from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction, summarizing_boundary
 from ipyagent.compaction.settings import CompactionSettings, compaction_threshold, should_compact
-from ipyagent.compaction.compact import SummaryBudget, planned_requests
 from ipyagent.compaction.summarizer import SummaryRequest
 from ipyagent.session.context import ContextState, latest_compaction_index
 from ipyagent.session.entries import Entry
@@ -87,7 +87,8 @@ def entry_label(entry: Entry, limit: int = 120) -> tuple[str, str]:
             name = f"prompt [{count}]" if isinstance(count, int) else "prompt"
             return name, one_line(text_of(message.get("content"), " "), limit)
         if role == "assistant":
-            blocks = message.get("content") if isinstance(message.get("content"), list) else []
+            content = message.get("content")
+            blocks = content if isinstance(content, list) else []
             calls = [str(b.get("name")) for b in blocks if isinstance(b, dict) and b.get("type") == "toolCall"]
             name = "reply → " + ", ".join(calls) if calls else "reply"
             return name, one_line(text_of(blocks, " "), limit)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ipyagent.compaction.prepare import CompactionPlan
+from ipyagent.display.untrusted import escape_html
 from ipyagent.explorer.html import (
     legend_html,
     numbers_html,
@@ -36,7 +37,6 @@ from ipyagent.explorer.html import (
     title_html,
 )
 from ipyagent.explorer.plan import ESTIMATOR_LABELS, Exploration, ExplorerModel, ExploreSettings
-from ipyagent.display.untrusted import escape_html
 
 __all__ = ["CompactionExplorer", "explore", "explorer_for_slot"]
 
@@ -282,7 +282,7 @@ class CompactionExplorer:
         self.status.value = "<i>Compacting… (calling the summary model)</i>"
         try:
             report = self.compactor(x.settings, x.plan)
-        except Exception as exc:  # shown, never lost: the session is unchanged on every failure
+        except Exception as exc:  # noqa: BLE001 - shown, never lost: the session is unchanged on every failure
             message = (f'<div style="color:#b52a1d"><b>Compaction failed:</b> '
                        f"{escape_html(f'{type(exc).__name__}: {exc}')}</div>")
         else:
@@ -323,7 +323,8 @@ class CompactionExplorer:
 
 def _settings_from(saved: dict[str, Any], model_window: int | None, *, window: int | None, reserve: int | None,
                    keep: int | None, estimator: str | None, focus: str, session: Any) -> tuple[ExploreSettings, bool]:
-    compaction = saved.get("compaction") if isinstance(saved.get("compaction"), dict) else {}
+    stored = saved.get("compaction")
+    compaction = stored if isinstance(stored, dict) else {}
     known = window or saved.get("context_window") or model_window
     settings = ExploreSettings(
         window=int(known or ASSUMED_WINDOW),

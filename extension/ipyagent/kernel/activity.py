@@ -22,8 +22,9 @@ import re
 import sys
 import traceback
 from collections import OrderedDict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import IPython
 
@@ -108,7 +109,7 @@ class Mark:
 class _EchoTee:
     """Sits in an ``OutStream``'s ``echo`` slot: records writes for the running cell, passes them on."""
 
-    def __init__(self, recorder: "ActivityRecorder", forward: Any):
+    def __init__(self, recorder: ActivityRecorder, forward: Any):
         self.recorder, self.forward = recorder, forward
 
     def write(self, text: str) -> None:
@@ -160,7 +161,7 @@ class ActivityRecorder:
             if getattr(stream, "echo", None) is tee:
                 stream.echo = tee.forward
         self._tees.clear()
-        publisher = getattr(self.shell, "display_pub", None)
+        publisher: Any = getattr(self.shell, "display_pub", None)
         if self._display_hooked and hasattr(publisher, "unregister_hook"):
             publisher.unregister_hook(self._display_hook)
         self._display_hooked = False
@@ -174,10 +175,10 @@ class ActivityRecorder:
             try:
                 tee = _EchoTee(self, stream.echo)
                 stream.echo = tee
-            except Exception:
+            except Exception:  # noqa: BLE001 - a stream that cannot be wrapped is not recorded
                 continue
             self._tees.append((stream, tee))
-        publisher = getattr(self.shell, "display_pub", None)
+        publisher: Any = getattr(self.shell, "display_pub", None)
         if not self._display_hooked and hasattr(publisher, "register_hook"):
             publisher.register_hook(self._display_hook)  # thread-local: the shell's (main) thread
             self._display_hooked = True
@@ -208,7 +209,7 @@ class ActivityRecorder:
         if not skip:
             try:
                 self._install_output_capture()  # a stream replaced since: record it too
-            except Exception:
+            except Exception:  # noqa: BLE001 - recording must never break the user's cell
                 pass
 
     def post_run_cell(self, result: Any) -> None:
@@ -221,7 +222,7 @@ class ActivityRecorder:
         try:
             self.cells.append(self._record(running, result))
             self.seq += 1
-        except Exception:  # recording must never break the user's cell
+        except Exception:  # noqa: BLE001 - recording must never break the user's cell
             pass
 
     def _output(self, text: str) -> None:
@@ -235,7 +236,7 @@ class ActivityRecorder:
                 text = ((msg.get("content") or {}).get("data") or {}).get("text/plain")
                 if isinstance(text, str) and text:
                     self._output(f"[display] {text}\n")
-        except Exception:
+        except Exception:  # noqa: BLE001 - recording must never break the user's cell
             pass
         return msg
 
@@ -267,21 +268,21 @@ class ActivityRecorder:
             return CellError(name, clip(str(exc.msg or ""), 600), frames)
         try:
             message = str(exc)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the user's exception may fail in str()
             message = "(the exception's str() failed)"
         return CellError(name, clip(message, 600), self._frames(exc))
 
     def _frames(self, exc: BaseException) -> tuple[str, ...]:
         try:
             summary = traceback.extract_tb(exc.__traceback__)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a broken traceback: no frames
             return ()
         cells = getattr(getattr(self.shell, "compile", None), "_filename_map", None) or {}
         frames = []
-        summary = list(summary)
-        while len(summary) > 1 and summary[0].filename.startswith(_IPYTHON_DIR):
-            summary.pop(0)  # IPython running the cell (run_code), as IPython's own traceback leaves out
-        for frame in summary[-FRAMES:]:
+        stack: list[traceback.FrameSummary] = list(summary)
+        while len(stack) > 1 and stack[0].filename.startswith(_IPYTHON_DIR):
+            stack.pop(0)  # IPython running the cell (run_code), as IPython's own traceback leaves out
+        for frame in stack[-FRAMES:]:
             count = cells.get(frame.filename)
             where = f"Cell In[{count}]" if count is not None else f'File "{frame.filename}"'
             text = f"  {where}, line {frame.lineno}, in {frame.name}"

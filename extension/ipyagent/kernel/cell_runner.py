@@ -29,7 +29,8 @@ import io
 import os
 import sys
 import tempfile
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from IPython.core.displayhook import DisplayHook
 from IPython.core.displaypub import DisplayPublisher
@@ -52,8 +53,8 @@ class _Publisher(DisplayPublisher):
         self.captured = outputs
         self._by_display_id: dict[str, int] = {}
 
-    def publish(self, data: dict[str, Any], metadata: dict[str, Any] | None = None, source: Any = None, *,
-                transient: dict[str, Any] | None = None, update: bool = False) -> None:
+    def publish(self, data: Any, metadata: Any = None, source: Any = None, *, transient: Any = None,
+                update: Any = False, **kwargs: Any) -> None:
         display_id = (transient or {}).get("display_id")
         output = CellOutput(dict(data), dict(metadata or {}))
         if update:
@@ -87,7 +88,7 @@ class _ValueHook:
 def _quiet(code: str) -> bool:
     try:
         return DisplayHook.semicolon_at_end_of_expression(code)
-    except Exception:  # not tokenizable Python (a cell magic): IPython would not silence it either
+    except Exception:  # noqa: BLE001 - not tokenizable Python (a cell magic): IPython would not silence it either
         return False
 
 
@@ -99,7 +100,7 @@ class _FdCapture:
         self.files: dict[int, Any] = {}
         self.text: dict[int, str] = {1: "", 2: ""}
 
-    def __enter__(self) -> "_FdCapture":
+    def __enter__(self) -> _FdCapture:
         for fd in (1, 2):
             try:
                 sink = tempfile.TemporaryFile()
@@ -150,7 +151,7 @@ def _undisplayed_figures(before: dict[int, Any]) -> list[CellOutput]:
         buffer = io.BytesIO()
         try:
             figure.savefig(buffer, format="png", bbox_inches="tight")
-        except Exception:
+        except Exception:  # noqa: BLE001 - a figure that cannot be drawn is left out
             continue
         import base64
 

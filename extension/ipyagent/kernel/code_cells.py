@@ -9,7 +9,8 @@ A replayed call is never inserted again (its cell is in the notebook already).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ipyagent.agent import events as ev
 from ipyagent.agent.replay import ReplayToolResults

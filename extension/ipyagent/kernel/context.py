@@ -1,5 +1,6 @@
-"""Which cell is running (:func:`cell_identity`), and the kernel's side of the agent loop's :class:`~ipyagent.agent.prompt.notebook_context.NotebookContext`
-(activity since the session's previous prompt; environment and instruction files) and of
+"""Which cell is running (:func:`cell_identity`), and the kernel's side of the agent loop's
+:class:`~ipyagent.agent.prompt.notebook_context.NotebookContext` (activity since the session's
+previous prompt; environment and instruction files) and of
 interpolation's :class:`~ipyagent.agent.prompt.interpolate.Lookup` (``{In[n]}``, ``{Out[n]}``,
 ``{Err[n]}``, ``{name}``).
 """
@@ -15,8 +16,8 @@ from ipyagent.agent.prompt.activity import format_error
 from ipyagent.agent.prompt.instructions import find_instruction_files
 from ipyagent.agent.prompt.notebook_context import NotebookActivity, SystemContext
 from ipyagent.kernel.activity import ActivityRecorder
-from ipyagent.store.hydration import find_notebook_path
 from ipyagent.kernel.namespace import bounded_repr, type_name
+from ipyagent.store.hydration import find_notebook_path
 
 _MISSING = object()
 
@@ -43,7 +44,7 @@ def notebook_path(runtime: Any) -> Path | None:
     """This kernel's notebook, if the kernel can tell (the same sources hydration uses)."""
     try:
         path, _ = find_notebook_path(runtime.shell.user_ns, os.environ, runtime.config.notebook_path)
-    except Exception:
+    except Exception:  # noqa: BLE001 - no notebook path can be found: none
         path = None
     if path is None and runtime.load_result is not None:
         path = runtime.load_result.path
@@ -78,13 +79,13 @@ class KernelNotebookContext:
     def activity(self) -> NotebookActivity:
         try:
             return self.recorder.activity(self.session)
-        except Exception:  # a namespace that cannot be walked: no block rather than no prompt
+        except Exception:  # noqa: BLE001 - a namespace that cannot be walked: no block rather than no prompt
             return NotebookActivity()
 
     def prompt_sent(self) -> None:
         try:
             self.recorder.mark(self.session)
-        except Exception:
+        except Exception:  # noqa: BLE001 - marking what the prompt saw must never fail a run
             pass
 
 

@@ -22,10 +22,10 @@ def get_runtime(shell: Any) -> AgentRuntime | None:
 
 
 def load(ipython: Any) -> AgentRuntime:
-    runtime = get_runtime(ipython)
-    fresh = runtime is None
+    found = get_runtime(ipython)
+    fresh = found is None
+    runtime = AgentRuntime(ipython) if found is None else found
     if fresh:
-        runtime = AgentRuntime(ipython)
         setattr(ipython, _RUNTIME_ATTR, runtime)
     if runtime.config not in ipython.configurables:
         ipython.configurables.append(runtime.config)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import collections
 import reprlib
 import types
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ipyagent.agent.prompt.notebook_context import NamespaceChange
 
@@ -107,5 +108,5 @@ def bounded_repr(value: Any) -> str:
     """A repr that never walks a whole huge container (long lists, dicts and strings are elided)."""
     try:
         return _REPR.repr(value)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the user's __repr__ may raise anything
         return f"<{type_name(value)} object; its repr failed: {type(exc).__name__}: {exc}>"

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ipyagent.agent.tools.notebook_port import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
+from ipyagent.kernel.context import cell_identity
 from ipyagent.store.hydration import find_notebook_path
 from ipyagent.store.ipynb import NotebookError, read_notebook
 from ipyagent.store.journal import JOURNAL_MIME
-from ipyagent.kernel.context import cell_identity
 
 __all__ = ["KernelNotebook", "outputs_text", "new_cell_id"]
 
@@ -56,7 +57,8 @@ def outputs_text(outputs: Any) -> str:
         elif kind == "error":
             parts.append(f"{output.get('ename', 'Error')}: {output.get('evalue', '')}")
         elif kind in ("display_data", "execute_result"):
-            data = output.get("data") if isinstance(output.get("data"), dict) else {}
+            found = output.get("data")
+            data = found if isinstance(found, dict) else {}
             if JOURNAL_MIME in data:
                 parts.append("[ipyagent: this run's session entries]")
             elif "text/plain" in data:
@@ -201,7 +203,7 @@ class KernelNotebook:
 def _safe_repr(value: Any) -> str:
     try:
         text = repr(value)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the user's __repr__ may raise anything
         return f"(repr failed: {type(exc).__name__})"
     return text if len(text) <= MAX_OUTPUT_TEXT else text[:MAX_OUTPUT_TEXT] + "… (cut)"
 

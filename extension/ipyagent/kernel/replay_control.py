@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.provider_summarizer import summarizer_for
 from ipyagent.agent.replay import CellRecording, Recording, replay_ports, same_when_replayed
 from ipyagent.providers.registry import provider_configured, resolve_provider
+
 
 @dataclass
 class ReplayAttachment:

@@ -9,7 +9,8 @@ from the kernel (``ports_for``).
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.loop import Agent
@@ -56,7 +57,7 @@ class AgentRuntime:
         if open_bridge:
             try:
                 self.bridge = bridge_mod.KernelBridge().open()
-            except Exception as exc:  # no comm machinery: the journal carries everything
+            except Exception as exc:  # noqa: BLE001 - no comm machinery: the journal carries everything
                 self.bridge = None
                 self.notes.append(f"No frontend bridge ({exc}); each run saves its entries in its last output.")
         self.persister.bridge = self.bridge
@@ -79,7 +80,8 @@ class AgentRuntime:
         elif result.slots and self.active not in self.slots:
             self.active = next(iter(result.slots))
         if not self.config.model:
-            saved = (self.slots.get(self.active).settings if self.active in self.slots else {}).get("model")
+            active = self.slots.get(self.active)
+            saved = (active.settings if active is not None else {}).get("model")
             if isinstance(saved, str) and saved:
                 self.config.model = saved
         self.notes.extend(result.notes)
@@ -111,7 +113,7 @@ class AgentRuntime:
         if self.bridge is not None:
             try:
                 self.bridge.close()
-            except Exception:
+            except Exception:  # noqa: BLE001 - closing a comm the frontend already dropped
                 pass
             self.bridge = None
             self.persister.bridge = None

@@ -17,8 +17,8 @@ from traitlets.config import Configurable
 from ipyagent.agent.config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, AgentConfig
 from ipyagent.agent.prompt.instructions import INSTRUCTION_NAMES
 from ipyagent.compaction.settings import CompactionSettings
-from ipyagent.store.validation import strip_secrets
 from ipyagent.providers.http import strip_url_credentials
+from ipyagent.store.validation import strip_secrets
 
 __all__ = ["SETTING_NAMES", "AgentSettings", "ShownWithoutSecrets"]
 

@@ -179,8 +179,9 @@ class AnthropicProvider(HTTPProvider):
     def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
                cancel: threading.Event | None) -> EventLoop:
         loads = sse_loads
-        positions: dict[int, int] = {}  # wire block index -> builder position
-        ordinals: dict[int, int] = {}  # wire block index -> tool-call ordinal
+        # by the event's block index as sent (None when an event leaves it out)
+        positions: dict[int | None, int] = {}  # wire block index -> builder position
+        ordinals: dict[int | None, int] = {}  # wire block index -> tool-call ordinal
         raw_usage: dict[str, int] = {}
         stop_reason: str | None = None
         done = False
@@ -251,8 +252,8 @@ class AnthropicProvider(HTTPProvider):
         return _STOP.get(stop_reason or "end_turn", "stop")
 
     @staticmethod
-    def _block_start(ev: dict[str, Any], builder: MessageBuilder, positions: dict[int, int],
-                     ordinals: dict[int, int]) -> Iterator[Any]:
+    def _block_start(ev: dict[str, Any], builder: MessageBuilder, positions: dict[int | None, int],
+                     ordinals: dict[int | None, int]) -> Iterator[Any]:
         index = ev.get("index")
         block = ev.get("content_block") or {}
         btype = block.get("type")

@@ -144,9 +144,7 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
         pass
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
+    except (TypeError, ValueError, IndexError):  # since Python 3.10 it raises instead of returning None
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 

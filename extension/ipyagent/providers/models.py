@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass
+from typing import TypedDict
 
 
 @dataclass(frozen=True)
@@ -68,9 +69,19 @@ MODELS: tuple[ModelInfo, ...] = tuple(
     + _m("local", "llama3.1 llama3.2 llama3.3 llama-3.1 llama-3.2 llama-3.3", 131_072, 8_192)
 )
 
+
+class _Override(TypedDict, total=False):
+    """The ModelInfo fields ``set_override`` was given."""
+
+    context_window: int
+    max_output: int
+    reasoning: bool
+    vision: bool
+
+
 _BY_ID = {m.id: m for m in MODELS}
 _lock = threading.Lock()
-_overrides: dict[tuple[str, str], dict[str, object]] = {}
+_overrides: dict[tuple[str, str], _Override] = {}
 _learned: dict[tuple[str, str], int] = {}
 
 
@@ -98,8 +109,15 @@ def _table_lookup(model: str) -> ModelInfo | None:
 def set_override(provider: str, model: str, *, context_window: int | None = None, max_output: int | None = None,
                  reasoning: bool | None = None, vision: bool | None = None) -> None:
     """Configuration: the window (etc.) to use for ``provider:model`` whatever the table says."""
-    fields = {k: v for k, v in (("context_window", context_window), ("max_output", max_output),
-                                ("reasoning", reasoning), ("vision", vision)) if v is not None}
+    fields: _Override = {}
+    if context_window is not None:
+        fields["context_window"] = context_window
+    if max_output is not None:
+        fields["max_output"] = max_output
+    if reasoning is not None:
+        fields["reasoning"] = reasoning
+    if vision is not None:
+        fields["vision"] = vision
     with _lock:
         _overrides[(provider, model)] = fields
 
@@ -136,7 +154,7 @@ def model_info(provider: str, model: str) -> ModelInfo | None:
     override = _overrides.get((provider, model))
     if override:
         base = info or ModelInfo(model, 0, 0, False, "")
-        info = dataclasses.replace(base, **override)  # type: ignore[arg-type]
+        info = dataclasses.replace(base, **override)
     learned = _learned.get((provider, model))
     if learned:
         base = info or ModelInfo(model, learned, 0, False, "")
@@ -149,10 +167,10 @@ def known_window(provider: str, model: str) -> tuple[int | None, str, str]:
     """(window, source, vendor) from configuration (``set_override``, source ``"config"``) or the
     table (``"table"``), leaving out what errors taught; (None, "", "") when neither knows."""
     with _lock:
-        override = dict(_overrides.get((provider, model)) or {})
+        override = _overrides.get((provider, model), _Override()).copy()
     info = _table_lookup(model)
     if override.get("context_window"):
-        return int(override["context_window"]), "config", info.vendor if info else ""  # type: ignore[call-overload]
+        return int(override["context_window"]), "config", info.vendor if info else ""
     if info and info.context_window:
         return info.context_window, "table", info.vendor
     return None, "", ""

@@ -152,7 +152,7 @@ class OpenAIChatProvider(HTTPProvider):
         body.update(request.options.get("extra_body") or {})
         return body
 
-    def unstreamed(self, body: dict[str, Any]) -> dict[str, Any] | None:
+    def unstreamed(self, body: dict[str, Any]) -> dict[str, Any]:
         plain = {k: v for k, v in body.items() if k != "stream_options"}
         plain["stream"] = False
         return plain

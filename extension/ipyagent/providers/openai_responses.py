@@ -194,6 +194,9 @@ class _Item:
     parts: int = 0  # reasoning summary parts seen
 
 
+_Items = dict[int | None, _Item]  # by the event's output index as sent (None when it is left out)
+
+
 def _error_payload(error: Any) -> dict[str, Any]:
     """A Responses error object (``error`` event, ``response.error``) in the shape
     ``error_from_event`` classifies: the code is kept, the type says what to do (a rate limit
@@ -254,7 +257,7 @@ class OpenAIResponsesProvider(HTTPProvider):
 
     def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
                cancel: threading.Event | None) -> EventLoop:
-        items: dict[int, _Item] = {}
+        items: _Items = {}
         calls: list[int] = []  # builder positions of the tool calls, in call order
         ended: set[int] = set()  # positions of the calls whose ToolCallEnd was sent
         final: dict[str, Any] | None = None
@@ -322,7 +325,7 @@ class OpenAIResponsesProvider(HTTPProvider):
         return "toolUse" if calls else "stop"
 
     @staticmethod
-    def _block(items: dict[int, _Item], ev: dict[str, Any], builder: MessageBuilder, kind: str) -> int | None:
+    def _block(items: _Items, ev: dict[str, Any], builder: MessageBuilder, kind: str) -> int | None:
         """The builder position for a delta's item, created if the item's ``added`` event was missed."""
         index = ev.get("output_index")
         item = items.get(index)
@@ -336,7 +339,7 @@ class OpenAIResponsesProvider(HTTPProvider):
         return item.position
 
     @staticmethod
-    def _item_added(ev: dict[str, Any], items: dict[int, _Item], calls: list[int],
+    def _item_added(ev: dict[str, Any], items: _Items, calls: list[int],
                     builder: MessageBuilder) -> Iterator[Any]:
         index = ev.get("output_index")
         raw = ev.get("item") or {}
@@ -357,7 +360,7 @@ class OpenAIResponsesProvider(HTTPProvider):
             yield ToolCallStart(item.ordinal, block_id, raw.get("name") or "")
 
     @staticmethod
-    def _item_done(ev: dict[str, Any], items: dict[int, _Item], builder: MessageBuilder,
+    def _item_done(ev: dict[str, Any], items: _Items, builder: MessageBuilder,
                    ended: set[int]) -> Iterator[Any]:
         index = ev.get("output_index")
         raw = ev.get("item") or {}

@@ -81,8 +81,9 @@ def window_from_error(text: str, parsed: dict[str, Any] | None = None) -> int | 
     """The real context window an overflow error reveals (llama.cpp ``n_ctx``, or the message)."""
     if parsed:
         for holder in (parsed, parsed.get("error") if isinstance(parsed.get("error"), dict) else None):
-            if holder and isinstance(holder.get("n_ctx"), int):
-                return holder["n_ctx"]
+            n_ctx = holder.get("n_ctx") if holder else None
+            if isinstance(n_ctx, int):
+                return n_ctx
     for pattern in _WINDOW_PATTERNS:
         found = pattern.search(text or "")
         if found:

@@ -50,7 +50,7 @@ def _load() -> Any:
 
         data_snapshot.get_snapshot()
         return genai_prices
-    except Exception:  # not installed, or a broken snapshot: replies are then unpriced
+    except Exception:  # noqa: BLE001 - not installed, or a broken snapshot: replies are unpriced
         return None
 
 
@@ -90,13 +90,13 @@ def calculate(provider: str, model: str, usage: dict[str, Any]) -> dict[str, flo
             model, provider_id=pid)
     except LookupError:
         return None
-    except Exception as exc:  # a malformed price entry must not break a reply
+    except Exception as exc:  # noqa: BLE001 - a malformed price entry must not break a reply
         log.info("genai-prices could not price %s:%s: %s", provider, model, exc)
         return None
     try:
         read = _rate_cost(result.model_price, "cache_read_mtok", cache_read, total_input)
         write = _rate_cost(result.model_price, "cache_write_mtok", cache_write, total_input)
-    except Exception:
+    except Exception:  # noqa: BLE001 - an odd cache rate: the cache share is not split out
         read = write = Decimal(0)
     if read + write > result.input_price:  # a rate the calculation did not use: keep the sums exact
         read = write = Decimal(0)

@@ -31,10 +31,10 @@ def retry_delay(error: ProviderError, attempt: int, base_delay: float = 2.0, max
         return None
     if isinstance(error, RateLimitError) and error.retry_after is not None:
         return error.retry_after if error.retry_after <= max_delay else None
-    return min(base_delay * 2 ** (attempt - 1), max_delay)
+    return min(base_delay * 2.0 ** (attempt - 1), max_delay)
 
 
-def _aborted(provider: Provider, request: ModelRequest) -> dict:
+def _aborted(provider: Provider, request: ModelRequest) -> dict[str, Any]:
     return MessageBuilder(getattr(provider, "api", ""), provider.name, request.model).build("aborted")
 
 

@@ -12,16 +12,20 @@ from __future__ import annotations
 import json
 import json.scanner
 from collections.abc import Iterable, Iterator
+from types import ModuleType
 from typing import Any
 
 SSEEvent = tuple[str | None, bytes]
 
+_orjson: ModuleType | None
 try:  # an optional accelerator, used only when it happens to be installed
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
 
-_scan = json.scanner.make_scanner(json.JSONDecoder())  # the C scanner, without json.loads' checks
+# the C scanner, without json.loads' checks. typeshed wants a make_scanner for its context; it
+# takes any object with a decoder's attributes (typeshed's own TODO says so)
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def loads(data: bytes) -> Any:

@@ -187,8 +187,9 @@ class HTTPProvider:
                         _watch(cancel, finished, response)
                     stop = yield from self.events(self._unstreamed(response, ctx), builder, ctx, cancel)
             except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # configuration, not bad luck
-                raise BadRequestError(f"{self.label}: invalid base URL {self.shown_base_url!r} ({ctx.scrub(str(exc))}); "
-                                      f"it should look like {self.default_base_url!r}") from None
+                raise BadRequestError(f"{self.label}: invalid base URL {self.shown_base_url!r} "
+                                      f"({ctx.scrub(str(exc))}); it should look like {self.default_base_url!r}"
+                                      ) from None
             except (httpx.TransportError, NetworkError) as exc:
                 if cancel is not None and cancel.is_set():
                     stop = "aborted"  # the watcher cut the connection

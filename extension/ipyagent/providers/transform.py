@@ -26,7 +26,7 @@ NO_RESULT_TEXT = "No result provided (the tool call was interrupted)."
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
+    return hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()[:10]  # a short stable id, not a secret
 
 
 def anthropic_tool_id(call_id: str) -> str:
@@ -115,11 +115,11 @@ def prepare_history(messages: list[dict[str, Any]], *, api: str, provider: str, 
             if content:
                 out.append({**message, "content": content})
         elif role == "toolResult":
-            wire = scope.get(str(message.get("toolCallId") or ""))
-            if wire is None or wire not in pending:
+            answered = scope.get(str(message.get("toolCallId") or ""))  # the wire id of its call
+            if answered is None or answered not in pending:
                 continue
-            del pending[wire]
-            out.append({**message, "toolCallId": wire})
+            del pending[answered]
+            out.append({**message, "toolCallId": answered})
         else:
             close_pending()
             if role != "user":  # an unconverted custom role: the model sees it as user text

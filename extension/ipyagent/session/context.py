@@ -14,8 +14,9 @@ current leaf extends it in O(1) (estimates are cached per entry id), so a turn c
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ipyagent.session.entries import Entry
 from ipyagent.session.messages import (
@@ -178,7 +179,7 @@ class ContextState:
 
     @classmethod
     def build(cls, path: Sequence[Entry], leaf_id: str | None, estimate: Estimate,
-              fresh: Fresh | None = None) -> "ContextState":
+              fresh: Fresh | None = None) -> ContextState:
         state = cls(leaf_id=leaf_id, compaction_index=latest_compaction_index(path),
                     fresh=fresh or Chars4Estimator().estimate)
         invalidating = max((i for i in range(len(path)) if path[i].get("type") in _INVALIDATING), default=-1)

@@ -145,7 +145,7 @@ def _message_fields_problem(message: dict[str, Any], content: Any) -> str | None
 # What differs between two writings of the same entry: its place in the tree, when it was written,
 # and figures measured while writing it (replay reproduces the words, not the clock or the meter).
 _PLACE_AND_TIME = ("id", "parentId", "timestamp")
-_MEASURED = {"compaction": ("tokensBefore", "usage", "details", "systemMessage")}
+_MEASURED: dict[str, tuple[str, ...]] = {"compaction": ("tokensBefore", "usage", "details", "systemMessage")}
 _MESSAGE_MEASURED = ("timestamp", "executionCount")
 
 
@@ -156,7 +156,7 @@ def same_content(a: Entry, b: Entry) -> bool:
     kind = a.get("type")
     if kind != b.get("type"):
         return False
-    skip = _PLACE_AND_TIME + _MEASURED.get(kind, ())
+    skip = _PLACE_AND_TIME + _MEASURED.get(kind or "", ())
 
     def content(entry: Entry) -> dict[str, Any]:
         out = {k: v for k, v in entry.items() if k not in skip}

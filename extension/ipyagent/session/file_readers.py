@@ -8,7 +8,8 @@ A layer that owns another format registers its reader here, so the core never im
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["SessionLoader", "loader_for", "register_loader"]
 

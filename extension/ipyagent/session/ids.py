@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Container
 from datetime import datetime, timezone
-from typing import Container
 
 
 def new_entry_id(existing: Container[str]) -> str:

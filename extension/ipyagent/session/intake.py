@@ -9,8 +9,9 @@ an entry whose parent is missing keeps its ``parentId`` and is a root of the tre
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry, shape_problem
@@ -34,7 +35,7 @@ class LoadReport:
     source: str = ""
     problems: list[Problem] = field(default_factory=list)
     set_aside: list[dict[str, Any]] = field(default_factory=list)  # {"where", "reason", "raw"}
-    migrated_from: int | None = None
+    migrated_from: float | None = None  # the file's version: a number, an integer as Pi writes it
 
     @property
     def ok(self) -> bool:
@@ -68,7 +69,8 @@ def _entry_problem(entry: Any, size: int) -> str | None:
     return shape_problem(entry)
 
 
-def sanitize_entries(raw_entries: list[Any], report: LoadReport, where=lambda i: f"entry {i + 1}",
+def sanitize_entries(raw_entries: list[Any], report: LoadReport,
+                     where: Callable[[int], str] = lambda i: f"entry {i + 1}",
                      sizes: list[int] | None = None,
                      aside: Callable[[int], dict[str, Any]] | None = None) -> list[Entry]:
     """Check sizes, nesting, shapes, ids, parents and cycles; return the usable entries, in order.
@@ -118,7 +120,7 @@ def sanitize_entries(raw_entries: list[Any], report: LoadReport, where=lambda i:
     return _break_cycles(kept, report, where, positions, set_aside)
 
 
-def _break_cycles(entries: list[Entry], report: LoadReport, where, position: dict[str, int],
+def _break_cycles(entries: list[Entry], report: LoadReport, where: Callable[[int], str], position: dict[str, int],
                   set_aside: Callable[[int, str, str, Any], None]) -> list[Entry]:
     by_id = {e["id"]: e for e in entries}
     in_cycle: set[str] = set()

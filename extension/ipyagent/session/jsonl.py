@@ -12,8 +12,9 @@ from __future__ import annotations
 import base64
 import bisect
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from ipyagent.session.entries import Entry
 from ipyagent.session.ids import iso_now, new_entry_id, new_session_id
@@ -195,7 +196,8 @@ def _line_bytes(item: dict[str, Any]) -> bytes:
             return base64.b64decode(item["raw_base64"], validate=True)
         except ValueError:
             pass
-    return item["raw"].encode("utf-8", errors="replace")
+    raw: str = item["raw"]  # a Pi line's text (is_pi_line)
+    return raw.encode("utf-8", errors="replace")
 
 
 def _pieces(header: dict[str, Any], entries: list[Entry], set_aside: Iterable[Any]) -> Iterator[str | bytes]:

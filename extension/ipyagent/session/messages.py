@@ -7,7 +7,8 @@ Messages are plain dicts exactly as Pi writes them, so a Pi session round-trips 
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ipyagent.session.ids import iso_to_ms, now_ms
 
@@ -88,12 +89,18 @@ def unanswered_tool_calls(path: Sequence[dict[str, Any]]) -> list[dict[str, Any]
     return [c for c in tool_calls_of(entry["message"]) if c.get("id") not in answered]
 
 
+def call_arguments(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments; ``{}`` when they are missing or not an object."""
+    arguments = call.get("arguments")
+    return arguments if isinstance(arguments, dict) else {}
+
+
 def entry_to_message(entry: dict[str, Any]) -> Message | None:
     """The conversation message an entry produces (before ``convert_to_llm``), or None; a
     compaction gives its summary (see :func:`entry_messages` for its checkpoint too)."""
     kind = entry.get("type")
     if kind == "message":
-        message = entry.get("message")
+        message: Message = entry["message"]  # every message entry has one (entries.shape_problem)
         role = message.get("role")
         content = message.get("content")
         if role == "assistant" and isinstance(content, str):
@@ -104,7 +111,7 @@ def entry_to_message(entry: dict[str, Any]) -> Message | None:
             return {**message, "content": "" if role == "system" else []}  # Pi 1.6 normalises null content
         return message
     if kind == "custom_message":
-        message: Message = {
+        message = {
             "role": "custom",
             "customType": entry.get("customType"),
             "content": entry["content"] if entry.get("content") is not None else [],

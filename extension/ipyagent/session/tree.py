@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from types import EllipsisType
+from typing import Any
 
 from ipyagent.session.context import ContextState
 from ipyagent.session.entries import Entry, same_content, shape_problem
@@ -76,7 +78,7 @@ class SessionTree:
             return [e for e in self.entries if self.parent_id(e) is None]
         return [e for e in self.entries if e.get("parentId") == entry_id]
 
-    def path(self, leaf_id: str | None = ...) -> list[Entry]:  # type: ignore[assignment]
+    def path(self, leaf_id: str | EllipsisType | None = ...) -> list[Entry]:
         """Entries from the root to ``leaf_id`` (default: the leaf), root first."""
         if leaf_id is ...:
             return list(self._current_path())

@@ -14,12 +14,13 @@ Reading never writes: the kernel must not rewrite a notebook a frontend holds op
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
+from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
 from ipyagent.store.ipynb import NotebookError, parse_notebook, sessions_from_notebook
 from ipyagent.store.schema import NotebookSessions
-from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
 
 __all__ = ["RESET_NOTICE", "RESET_CUSTOM_TYPE", "find_notebook_path", "hydrate_from_disk", "kernel_reset_entry",
            "reset_notice_due"]

@@ -16,11 +16,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ipyagent.store.validation import Gather
-from ipyagent.store.journal import JOURNAL_MIME, journal_outputs
-from ipyagent.store.schema import DEFAULT_SESSION, METADATA_KEY, NotebookSessions
 from ipyagent.session import deep_json
 from ipyagent.session.intake import LoadReport
+from ipyagent.store.journal import JOURNAL_MIME, journal_outputs
+from ipyagent.store.schema import DEFAULT_SESSION, METADATA_KEY, NotebookSessions
+from ipyagent.store.validation import Gather
 
 __all__ = [
     "NotebookError",
@@ -85,7 +85,7 @@ def sessions_from_notebook(nb: dict[str, Any], source: str = "", *, check_sizes:
 def session_from_notebook_file(path: str | Path, name: str | None = None, **kwargs: Any):
     """The named (default: active) session of the notebook at ``path`` as a ``Session``."""
     path = Path(path)
-    sessions, report = sessions_from_notebook(read_notebook(path), source=str(path))
+    sessions, _ = sessions_from_notebook(read_notebook(path), source=str(path))
     return sessions.to_session(name, **kwargs)
 
 
@@ -261,7 +261,8 @@ def lift_notebook_report(src: str | Path, dst: str | Path | None = None
     """:func:`lift_notebook` with details: ``(added, report, written, journal_outputs)``."""
     src = Path(src)
     nb = read_notebook(src)
-    metadata = nb.get("metadata") if isinstance(nb.get("metadata"), dict) else {}
+    found = nb.get("metadata")
+    metadata = found if isinstance(found, dict) else {}
     before, _ = NotebookSessions.from_metadata(metadata.get(METADATA_KEY), source=str(src))
     held = sum(len(s.entries) for s in before.sessions.values())
     merged, report = sessions_from_notebook(nb, source=str(src))
@@ -274,7 +275,7 @@ def lift_notebook_report(src: str | Path, dst: str | Path | None = None
         changed = new_md != metadata.get(METADATA_KEY)
     target = Path(dst) if dst is not None else src
     written = False
-    if changed or dst is not None and target.resolve() != src.resolve():
+    if changed or (dst is not None and target.resolve() != src.resolve()):
         write_notebook(target, write_sessions_into_notebook(nb, merged))
         written = True
     return max(added, 0), report, written, journals

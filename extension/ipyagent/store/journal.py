@@ -15,12 +15,13 @@ prose); the few HTML tags the transcript writes itself hold only its own words o
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD
-from ipyagent.store.schema import strip_secrets
 from ipyagent.display.untrusted import code_span, escape_markdown, safe_markdown
 from ipyagent.session import deep_json
+from ipyagent.store.schema import strip_secrets
 from ipyagent.text import clip
 
 __all__ = ["JOURNAL_MIME", "journal_bundle", "journal_outputs", "entry_line"]
@@ -145,7 +146,8 @@ def entry_line(entry: Any) -> tuple[str, str]:
         return "session info", str(entry.get("name", ""))
     if kind == "custom":
         data = entry.get("data")
-        text = data.get("text") if isinstance(data, dict) and isinstance(data.get("text"), str) else ""
+        found = data.get("text") if isinstance(data, dict) else None
+        text = found if isinstance(found, str) else ""
         return f"custom ({entry.get('customType', '?')})", _first_line(text)
     return str(kind), ""
 
@@ -157,9 +159,9 @@ def _cell(text: str) -> str:
 
 def _markdown(session_name: str, entries: list[dict[str, Any]]) -> str:
     count = len(entries)
-    lines = [f"**ipyagent journal** · session {code_span(session_name)} · {count} new "
-             f"entr{'y' if count == 1 else 'ies'} (kept in this output until `ipyagent lift` or the notebook "
-             "extension moves them into the notebook's metadata)", "", "| entry | text |", "|---|---|"]
+    lines = [(f"**ipyagent journal** · session {code_span(session_name)} · {count} new "
+              f"entr{'y' if count == 1 else 'ies'} (kept in this output until `ipyagent lift` or the notebook "
+              "extension moves them into the notebook's metadata)"), "", "| entry | text |", "|---|---|"]
     for entry in entries[:MAX_ROWS]:
         kind, text = entry_line(entry)
         lines.append(f"| {_cell(kind)} | {_cell(text)} |")
@@ -240,9 +242,9 @@ def transcript_markdown(session: Any, name: str = "default", settings: dict[str,
     compactions = [e for e in path if e.get("type") == "compaction"]
     if compactions:
         last = compactions[-1]
-        lines += [f"The session was compacted {len(compactions)} time(s). The model now sees the latest "
-                  f"summary followed by the entries from {code_span(last.get('firstKeptEntryId'))} on "
-                  "(marked **kept** below).", ""]
+        lines += [(f"The session was compacted {len(compactions)} time(s). The model now sees the latest "
+                   f"summary followed by the entries from {code_span(last.get('firstKeptEntryId'))} on "
+                   "(marked **kept** below)."), ""]
     kept_from = compactions[-1].get("firstKeptEntryId") if compactions else None
     kept = False
     for entry in path:

@@ -20,18 +20,19 @@ and ``store/hydration.py`` (finding and reading the notebook on disk).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ipyagent.agent.config import upgrade_saved_settings
-from ipyagent.core import Session
 from ipyagent.bridge import comm as bridge_mod
+from ipyagent.core import Session
+from ipyagent.session.intake import LoadReport, sanitize_entries
 from ipyagent.store.hydration import find_notebook_path, hydrate_from_disk, kernel_reset_entry, reset_notice_due
 from ipyagent.store.ipynb import read_notebook, sessions_from_notebook
 from ipyagent.store.journal import JOURNAL_MIME, journal_bundle
 from ipyagent.store.schema import NotebookSessions
-from ipyagent.session.intake import LoadReport, sanitize_entries
 
 __all__ = ["JOURNAL_MIME", "SessionSlot", "LoadResult", "add_reset_notice", "collect_sessions", "load_path",
            "merge_into", "journal_output", "Persister"]
@@ -195,7 +196,7 @@ class Persister:
                 bridge.send_entries(slot.name, new, leaf=slot.session.leaf_id, header=header,
                                     settings=dict(settings), active=active)
                 self._sent_before.setdefault(slot.name, set()).update(e["id"] for e in new)
-            except Exception:  # the journal below still carries the entries
+            except Exception:  # noqa: BLE001 - the journal below still carries the entries
                 bridge = None
         how = "bridge"
         if bridge is None or not bridge.connected or stale:

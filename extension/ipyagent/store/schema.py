@@ -16,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent.session.entries import Entry
+from ipyagent.session.intake import LoadReport
+from ipyagent.session.jsonl import is_pi_line
 from ipyagent.store.validation import (
     DEFAULT_SESSION,
     VERSION,
@@ -26,9 +29,6 @@ from ipyagent.store.validation import (
     newest_timestamp,
     strip_secrets,
 )
-from ipyagent.session.entries import Entry
-from ipyagent.session.jsonl import is_pi_line
-from ipyagent.session.intake import LoadReport
 
 __all__ = [
     "DEFAULT_SESSION",
@@ -69,7 +69,7 @@ class StoredSession:
 
     @classmethod
     def from_dict(cls, data: Any, report: LoadReport | None = None, name: str = DEFAULT_SESSION, *,
-                  check_sizes: bool = True) -> "StoredSession":
+                  check_sizes: bool = True) -> StoredSession:
         """Check one stored session; problems go to ``report`` (things set aside stay in it)."""
         report = report if report is not None else LoadReport()
         gather = Gather(report, check_sizes=check_sizes)
@@ -78,7 +78,7 @@ class StoredSession:
         return StoredSession(*checked) if checked is not None else cls(new_header(), None, {}, [])
 
     @classmethod
-    def from_session(cls, session: Any, settings: dict[str, Any] | None = None) -> "StoredSession":
+    def from_session(cls, session: Any, settings: dict[str, Any] | None = None) -> StoredSession:
         return cls(dict(session.header), session.leaf_id, strip_secrets(settings or {}), list(session.entries))
 
     def ids(self) -> set[str]:
@@ -118,7 +118,7 @@ class NotebookSessions:
 
     @classmethod
     def from_metadata(cls, md: Any, source: str = "", *, check_sizes: bool = True
-                      ) -> tuple["NotebookSessions", LoadReport]:
+                      ) -> tuple[NotebookSessions, LoadReport]:
         """Check ``metadata["ipyagent"]`` (``None``: no sessions) and report every problem."""
         report = LoadReport(source=source)
         gather = Gather(report, check_sizes=check_sizes)
@@ -126,7 +126,7 @@ class NotebookSessions:
         return cls.from_gathered(gather.result()), report
 
     @classmethod
-    def from_gathered(cls, gathered: Gathered) -> "NotebookSessions":
+    def from_gathered(cls, gathered: Gathered) -> NotebookSessions:
         """The store that :meth:`Gather.result <ipyagent.store.validation.Gather.result>` checked."""
         sessions = {name: StoredSession(*checked) for name, checked in gathered.sessions.items()}
         return cls(gathered.active, sessions, gathered.version, gathered.set_aside, gathered.extra, gathered.report)
@@ -144,7 +144,7 @@ class NotebookSessions:
 
     @_hybridmethod
     def from_session(target, name: str, session: Any, settings: dict[str, Any] | None = None
-                     ) -> "NotebookSessions":
+                     ) -> NotebookSessions:
         """Store a :class:`ipyagent.core.Session` under ``name`` and make it the active session.
 
         On the class, ``NotebookSessions.from_session(name, session, settings)`` returns a new
@@ -165,7 +165,7 @@ class NotebookSessions:
         target.active = name
         return target
 
-    def merge(self, other: "NotebookSessions") -> int:
+    def merge(self, other: NotebookSessions) -> int:
         """Add ``other``'s entries by id (order kept); return how many were added.
 
         For each session, ``other``'s leaf, settings and header are taken when it brought new

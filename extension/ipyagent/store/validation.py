@@ -15,7 +15,8 @@ schema, so it also holds what both need: the metadata version, the default sessi
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry
@@ -326,7 +327,7 @@ class Gather:
             labels = pending.labels
             before = len(self.report.set_aside)
             sizes = pending.sizes if self.check_sizes else None
-            entries = sanitize_entries(pending.raw, self.report, where=lambda i: labels[i], sizes=sizes)
+            entries = sanitize_entries(pending.raw, self.report, where=labels.__getitem__, sizes=sizes)
             self._names.extend([name] * (len(self.report.set_aside) - before))
             leaf = pending.leaf
             ids = {e["id"] for e in entries}

@@ -65,10 +65,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ipyagent.testing.accounting import common_prefix, default_summary_detector, prompt_pieces, tokens
 from ipyagent.testing import server_kinds
+from ipyagent.testing.accounting import common_prefix, default_summary_detector, prompt_pieces, tokens
 from ipyagent.testing.server_kinds import ModelFacts
 from ipyagent.testing.specs import (
     Fault,
@@ -84,6 +84,9 @@ from ipyagent.testing.specs import (
     responses_stream,
     stream_error_event,
 )
+
+if TYPE_CHECKING:  # the providers are imported when a test asks for one
+    from ipyagent.providers.streaming import HTTPProvider
 
 Spec = Reply | Fault | RawStream
 _META_PREFIXES = ("/v1/models", "/props", "/api/", "/tokenize", "/extras/")  # what server_kinds answers
@@ -181,13 +184,14 @@ class FakeProviderServer:
     def anthropic_base_url(self) -> str:
         return self.url
 
-    def provider(self, protocol: str = "openai", **kwargs: Any):
+    def provider(self, protocol: str = "openai", **kwargs: Any) -> HTTPProvider:
         """A provider wired to this server (key: ``api_key`` or ``"fake-key"``)."""
         from ipyagent.providers.anthropic import AnthropicProvider
         from ipyagent.providers.openai_chat import OpenAIChatProvider
         from ipyagent.providers.openai_responses import OpenAIResponsesProvider
 
         kwargs.setdefault("api_key", self.api_key or "fake-key")
+        provider: HTTPProvider
         if protocol == "anthropic":
             provider = AnthropicProvider(base_url=self.anthropic_base_url, **kwargs)
         elif protocol == "responses":
@@ -495,7 +499,7 @@ class _Handler(BaseHTTPRequestHandler):
                         return  # drop the connection: no terminating chunk
                     break
                 self._chunk(event)
-                if n == 0 and getattr(spec, "hold", None) is not None:
+                if n == 0 and isinstance(spec, Reply) and spec.hold is not None:
                     spec.hold.wait(timeout=300)  # a test watches the run mid-stream, then releases it
                 if delay:
                     time.sleep(delay)

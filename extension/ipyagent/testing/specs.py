@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ class Reply:
     omit_tool_index: bool = False  # like Ollama / Gemini's OpenAI endpoint
     usage_choices: str = "empty"  # OpenAI usage chunk: "empty" ([]), "null", or "missing"
     signature: str = "fake-signature"
-    hold: Any = None  # a threading.Event: the stream pauses after its first event until it is set
+    hold: threading.Event | None = None  # the stream pauses after its first event until it is set
 
     def output_chars(self) -> int:
         return len(self.text) + len(self.thinking) + sum(len(c.name) + len(json.dumps(c.arguments))

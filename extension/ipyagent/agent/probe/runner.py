@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ipyagent.agent.probe import prompts as prompts
 from ipyagent.agent.replay import ReplayDivergence
@@ -36,8 +37,14 @@ from ipyagent.providers.base import MessageDone, ModelRequest, Provider, StreamE
 from ipyagent.providers.errors import ProviderError
 from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.retry import stream_with_retry
-from ipyagent.session.messages import convert_to_llm, entry_to_message, text_of, tool_calls_of, tool_result_message
-from ipyagent.session.messages import user_message
+from ipyagent.session.messages import (
+    convert_to_llm,
+    entry_to_message,
+    text_of,
+    tool_calls_of,
+    tool_result_message,
+    user_message,
+)
 from ipyagent.session.tokens import normalize_usage
 
 WAYS = ("full", "compacted", "recall")
@@ -90,9 +97,8 @@ class ProbeReport:
     # ---- numbers ---------------------------------------------------------------------------
 
     def mean(self, way: str, kind: str | None = None) -> float | None:
-        scores = [item.answers[way].score for item in self.items
-                  if (kind is None or item.kind == kind) and way in item.answers
-                  and item.answers[way].score is not None]
+        scores = [score for item in self.items if (kind is None or item.kind == kind) and way in item.answers
+                  for score in [item.answers[way].score] if score is not None]
         return sum(scores) / len(scores) if scores else None
 
     def way_usage(self, way: str) -> dict[str, int]:
@@ -141,7 +147,7 @@ class ProbeReport:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ProbeReport":
+    def from_dict(cls, data: dict[str, Any]) -> ProbeReport:
         items = [ProbeItem(i["kind"], i["question"], i["reference"],
                            {w: ProbeAnswer(**a) for w, a in (i.get("answers") or {}).items()})
                  for i in data.get("items") or []]
@@ -234,7 +240,7 @@ class ProbeRunner:
             for way in WAYS:
                 self.progress(f"question {n}/{len(questions)}: answering ({WAY_LABELS[way]})")
                 context = full if way == "full" else compacted
-                offered = tools + [recall_tool] if way == "recall" else tools
+                offered = [*tools, recall_tool] if way == "recall" else tools
                 item.answers[way] = self._answer(way, question.question, context, offered, recall_tool)
             for way in WAYS:
                 self.progress(f"question {n}/{len(questions)}: grading ({WAY_LABELS[way]})")
@@ -266,7 +272,7 @@ class ProbeRunner:
     def _answer(self, way: str, question: str, context: list[dict[str, Any]], tools: list[Any],
                 recall_tool: Any) -> ProbeAnswer:
         answer = ProbeAnswer(way)
-        messages = list(context) + [user_message(prompts.answer_prompt(question))]
+        messages = [*context, user_message(prompts.answer_prompt(question))]
         system = prompts.ANSWER_SYSTEM_RECALL if way == "recall" else prompts.ANSWER_SYSTEM
         specs = [t.spec() for t in tools]
         history = ToolContext(history=self.session)
@@ -449,8 +455,8 @@ def _clip(text: str, limit: int = 200) -> str:
 def _plain_table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = [header, *rows]
-    return "\n".join("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-                     for r in lines)
+    return "\n".join("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))) for r in lines)
 
 
 def _markdown_table(header: list[str], rows: list[list[str]]) -> str:

@@ -9,9 +9,10 @@ and the block says so. Its cost depends on the cap, not on how many cells ran.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from ipyagent.agent.prompt.notebook_context import CellError, CellRecord, NamespaceChange, NotebookActivity
+from ipyagent.text import clip as text_clip
 
 CHARS_PER_TOKEN = 4
 OPEN = "<notebook-activity>"
@@ -27,11 +28,9 @@ _BACKTICKS = re.compile(r"`{3,}")
 
 def clip(text: str, limit: int) -> str:
     """``text`` within about ``limit`` characters: its head and tail, and how much was cut."""
-    if len(text) <= limit:
-        return text
-    limit = max(limit, 40)
-    head, tail = text[:limit * 2 // 3], text[-(limit // 3):]
-    return f"{head}\n[… {len(text) - len(head) - len(tail):,} characters cut …]\n{tail}"
+    kept = max(limit, 40)
+    head, tail, hidden = text_clip(text, limit, head=kept * 2 // 3, tail=kept // 3)
+    return f"{head}\n[… {hidden:,} characters cut …]\n{tail}" if hidden else text
 
 
 def fence(text: str, lang: str = "") -> str:

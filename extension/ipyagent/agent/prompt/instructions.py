@@ -5,9 +5,9 @@ request, so compaction never summarises them away.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 INSTRUCTION_NAMES = ("AGENTS.md", "CLAUDE.md")
 MAX_FILE_BYTES = 32 * 1024  # per file, as Codex's project_doc_max_bytes

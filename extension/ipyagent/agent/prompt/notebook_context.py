@@ -12,8 +12,9 @@ implements it from IPython's events and the kernel's namespace. Nothing here imp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from ipyagent.agent.prompt.instructions import InstructionFile
 from ipyagent.session.messages import text_of

@@ -11,8 +11,9 @@ the system prompt.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 PIN_TYPE = "ipyagent.pin"
 UNPIN_TYPE = "ipyagent.unpin"

@@ -7,8 +7,8 @@ survives every compaction. ``%agent context`` shows each part with its token cou
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ipyagent.agent.prompt.notebook_context import SystemContext
 from ipyagent.agent.prompt.pins import Pin
@@ -32,8 +32,8 @@ def environment_text(context: SystemContext) -> str:
 def instructions_text(context: SystemContext) -> str:
     """The instruction files, outermost first, each under its path."""
     out = ["## Project instructions",
-           "From the instruction files in the notebook's folder and its parents; the later, nearer "
-           "files are the more specific."]
+           ("From the instruction files in the notebook's folder and its parents; the later, nearer "
+            "files are the more specific.")]
     for file in context.files:
         out += ["", f"### {file.path}", file.text]
         if file.truncated:

@@ -83,7 +83,7 @@ def run_tool_call(
 
     try:
         reason = tool.approval_reason(arguments, context)
-    except Exception as e:  # e.g. a path with a NUL byte: the call could not run either
+    except Exception as e:  # noqa: BLE001 - e.g. a path with a NUL byte: the call could not run either
         return ToolOutput(f"`{tool.name}` failed: {type(e).__name__}: {e}", is_error=True)
     if reason is not None and policy == "ask":
         if approve is None:
@@ -95,7 +95,7 @@ def run_tool_call(
             )
         try:
             approved = approve(tool.name, arguments)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a failing approver refuses the call, never breaks the run
             why = f": {reason}" if reason else ""
             return ToolOutput(
                 f"Could not ask the user to approve `{tool.name}` ({type(e).__name__}: {e}); it was not run{why}.",
@@ -111,5 +111,5 @@ def run_tool_call(
 
     try:
         return tool.run(arguments, context)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a tool's own failure is a tool error the model sees
         return ToolOutput(f"`{tool.name}` failed: {type(e).__name__}: {e}", is_error=True)

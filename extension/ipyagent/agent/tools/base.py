@@ -7,8 +7,9 @@ blocks, ``details`` kept out of the model's context, ``isError``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ipyagent.providers.base import ToolSpec
 

@@ -8,9 +8,10 @@ import selectors
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.registry import register_tool
@@ -97,23 +98,35 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
+def _start(command: str, cwd: str) -> tuple[subprocess.Popen[bytes], bool]:
+    """Start ``bash -c command`` in its own process group, and whether an interrupt (SIGINT) came
+    while it started: one that lands inside ``Popen`` after the fork would leave the group running
+    with nobody to kill it, so in the main thread it is held until ``Popen`` has returned."""
+    held: list[int] = []
+    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    if previous is not None:  # None: not a handler Python could put back
+        signal.signal(signal.SIGINT, lambda number, frame: held.append(number))
+    try:
+        proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    return proc, bool(held)
+
+
 def run_command(command: str, cwd: str, timeout: float | None) -> tuple[OutputCollector, int, bool]:
     """Run ``bash -c command`` in its own process group; return its output, exit code and
     whether it timed out. A KeyboardInterrupt kills the group and propagates."""
     out = OutputCollector(prefix="ipyagent-bash-")
-    proc = subprocess.Popen(
-        ["bash", "-c", command],
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc, interrupted = _start(command, cwd)
     assert proc.stdout is not None
     deadline = None if timeout is None else time.monotonic() + timeout
     timed_out = False
     exited_at: float | None = None
     try:
+        if interrupted:
+            raise KeyboardInterrupt
         with selectors.DefaultSelector() as sel:
             sel.register(proc.stdout, selectors.EVENT_READ)
             while True:
@@ -161,7 +174,7 @@ class BashTool(Tool):
         "(whichever is hit first); if truncated, the full output is saved to a temp file. "
         "Optionally provide a timeout in seconds; there is none by default."
     )
-    parameters = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
             "command": {"type": "string", "description": "Bash command to execute"},

@@ -11,7 +11,7 @@ from the kernel's history and the file on disk when no live view of the cells ex
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.notebook_port import (
@@ -77,7 +77,7 @@ class NotebookTool(Tool):
         "cells you inserted before in this run); it is not executed. Use insert to leave code the "
         "user should keep or run, or notes, in the visible notebook."
     )
-    parameters = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
             "action": {"type": "string", "enum": ["read", "insert"], "description": "read or insert"},

@@ -14,7 +14,7 @@ import linecache
 import sys
 import traceback
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.cell import cell_tool_output
@@ -35,11 +35,14 @@ _NO_VALUE = object()
 def _execute(code: str, filename: str, namespace: dict[str, Any]) -> Any:
     """Exec every statement; if the last one is an expression, evaluate and return its value."""
     tree = ast.parse(code, filename, "exec")
-    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    exec(compile(tree, filename, "exec"), namespace)
+    final = tree.body[-1] if tree.body else None
+    last = final if isinstance(final, ast.Expr) else None
+    if last is not None:
+        tree.body.pop()
+    exec(compile(tree, filename, "exec"), namespace)  # noqa: S102 - running the model's code is this tool's job
     if last is None:
         return _NO_VALUE
-    value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
+    value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)  # noqa: S307 - likewise
     # As in IPython, None is not displayed and a trailing ';' silences the value.
     if value is None or code.rstrip().endswith(";"):
         return _NO_VALUE
@@ -64,7 +67,7 @@ class PythonTool(Tool):
         "traceback if it raises, and images (plots) when you can see images. Output is truncated "
         f"to the last {DEFAULT_MAX_LINES} lines or {DEFAULT_MAX_BYTES // 1024}KB."
     )
-    parameters = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"code": {"type": "string", "description": "Python code to run"}},
         "required": ["code"],
@@ -93,7 +96,7 @@ class PythonTool(Tool):
             value = _execute(code, filename, context.namespace)
             if value is not _NO_VALUE:
                 value_repr = repr(value)
-        except (Exception, SystemExit) as e:  # KeyboardInterrupt is left to propagate
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - KeyboardInterrupt is left to propagate
             error = "".join(traceback.format_exception(type(e), e, _user_frames(e.__traceback__, filename)))
         finally:
             sys.stdout, sys.stderr = saved

@@ -6,14 +6,13 @@ import mimetypes
 import os
 import shlex
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.lines import LineScan, scan_lines
 from ipyagent.agent.tools.paths import NotARegularFile, looks_binary, open_regular, outside_root, resolve_path
 from ipyagent.agent.tools.registry import register_tool
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
-
 
 # read never reads more than this much of a file (a huge or sparse file must not fill the kernel's
 # memory), and keeps only enough of the requested lines for Pi's output limits.
@@ -34,7 +33,7 @@ class ReadTool(Tool):
         "Use offset/limit for large files; when you need the full file, continue with offset "
         "until complete."
     )
-    parameters = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "Path to the file to read (relative or absolute)"},
@@ -96,11 +95,13 @@ def _read_lines(path: str, scan: LineScan, offset: int | None, limit: int | None
     end = total if limit is None else min(start + limit, total)
 
     text = scan.window.decode("utf-8", errors="replace")
-    if scan.window_end is not None and len(scan.window) == scan.window_end - scan.window_start:
+    window_size = (scan.window_end - scan.window_start
+                   if scan.window_end is not None and scan.window_start is not None else None)
+    if window_size is not None and len(scan.window) == window_size:
         text = text.removesuffix("\n")  # the whole window: its last newline ends its last line
     t = truncate_head(text)
-    if scan.window_end is not None:  # the window's own size, not just the part kept
-        t = replace(t, total_lines=end - start, total_bytes=scan.window_end - scan.window_start)
+    if window_size is not None:  # the window's own size, not just the part kept
+        t = replace(t, total_lines=end - start, total_bytes=window_size)
     first = start + 1
     if t.first_line_exceeds_limit:
         size = format_size(scan.first_line_bytes) if scan.first_line_bytes is not None else f"over {budget}"

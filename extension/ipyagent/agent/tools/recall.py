@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.registry import register_tool
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
-from ipyagent.session.messages import text_of
+from ipyagent.session.messages import call_arguments, text_of
 
 MAX_EXCERPTS = 5
 EXCERPT_CHARS = 360  # around each hit
@@ -50,7 +50,7 @@ class RecallTool(Tool):
         "summary's [entry …] marks): that entry in full, a tool call with its result. Searches only what "
         "is no longer in your context."
     )
-    parameters = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "words or a regex"},
@@ -129,7 +129,7 @@ def _call_results(document: _Document, hidden: list[dict[str, Any]],
     for entry in hidden:
         result = entry.get("message") if entry.get("type") == "message" else None
         if isinstance(result, dict) and result.get("role") == "toolResult" and result.get("toolCallId") in ids:
-            other = _document(entry, cells.get(entry.get("id")))
+            other = _document(entry, cells.get(str(entry.get("id"))))
             if other is not None:
                 found.append(other)
     return found
@@ -236,7 +236,7 @@ def _cells(entries: list[dict[str, Any]]) -> dict[str, int | None]:
         if isinstance(message, dict) and message.get("role") == "user":
             count = message.get("executionCount")
             cell = count if isinstance(count, int) and not isinstance(count, bool) else None
-        cells[entry.get("id")] = cell
+        cells[str(entry.get("id"))] = cell
     return cells
 
 
@@ -250,7 +250,7 @@ def _document(entry: dict[str, Any], cell: int | None) -> _Document | None:
 
 def _documents(entries: list[dict[str, Any]]) -> list[_Document]:
     cells = _cells(entries)
-    return [d for d in (_document(e, cells.get(e.get("id"))) for e in entries) if d is not None]
+    return [d for d in (_document(e, cells.get(str(e.get("id")))) for e in entries) if d is not None]
 
 
 def _entry_text(entry: dict[str, Any]) -> tuple[str, str]:
@@ -286,7 +286,7 @@ def _entry_text(entry: dict[str, Any]) -> tuple[str, str]:
 
 
 def _call_text(call: dict[str, Any]) -> str:
-    arguments = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+    arguments = call_arguments(call)
     if len(arguments) == 1 and isinstance(next(iter(arguments.values())), str):
         (key, value), = arguments.items()
         return f"[calls {call.get('name')} with {key}:]\n{value}"

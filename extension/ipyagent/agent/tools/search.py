@@ -6,7 +6,8 @@ import io
 import os
 import re
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.paths import (
@@ -76,7 +77,7 @@ class LsTool(_PathTool):
         "List directory contents, sorted alphabetically, with '/' after directories. Includes "
         f"dotfiles. Output is truncated to {LS_LIMIT} entries or {DEFAULT_MAX_BYTES // 1024}KB."
     )
-    parameters = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {"path": {"type": "string", "description": "Directory to list (default: current directory)"}},
         "required": [],
@@ -110,7 +111,7 @@ class GrepTool(_PathTool):
         f"to {GREP_LIMIT} matches or {DEFAULT_MAX_BYTES // 1024}KB; long lines are cut to "
         f"{GREP_MAX_LINE_LENGTH} chars."
     )
-    parameters = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
             "pattern": {"type": "string", "description": "Regular expression (Python re syntax)"},
@@ -246,7 +247,7 @@ class FindTool(_PathTool):
         f"directory, '/' after directories. Skips .git and node_modules. Output is truncated to "
         f"{FIND_LIMIT} results or {DEFAULT_MAX_BYTES // 1024}KB."
     )
-    parameters = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
             "pattern": {"type": "string", "description": "Glob pattern to match"},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.paths import looks_binary, resolve_path
@@ -18,7 +18,7 @@ class WriteTool(Tool):
         "Write content to a file. Creates the file if it doesn't exist, overwrites it if it does. "
         "Parent directories are created as needed."
     )
-    parameters = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "Path to the file to write (relative or absolute)"},
@@ -46,7 +46,7 @@ class EditTool(Tool):
         "Edit a file by replacing exact text. The oldText must match exactly (including "
         "whitespace) and occur exactly once; include surrounding lines to make it unique."
     )
-    parameters = {
+    parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "Path to the file to edit (relative or absolute)"},

@@ -25,13 +25,12 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ipyagent.agent.prompt.interpolate import interpolate
 from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD
+from ipyagent.display.untrusted import escape_html
 from ipyagent.kernel.code_cells import begin_code_cells
-from ipyagent.kernel.context import KernelLookup
+from ipyagent.kernel.context import KernelLookup, cell_identity
+from ipyagent.kernel.magics.cell_run import CellRun
 from ipyagent.kernel.magics.commands import cell_magic_parser, dispatch
 from ipyagent.store.persistence import add_reset_notice
-from ipyagent.kernel.context import cell_identity
-from ipyagent.kernel.magics.cell_run import CellRun
-from ipyagent.display.untrusted import escape_html
 
 __all__ = ["AgentMagics", "fork_point", "run_agent_cell"]
 

@@ -16,8 +16,9 @@ persisted with every entry it holds.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from types import TracebackType
-from typing import Any, Iterable
+from typing import Any
 
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.tools import Tool

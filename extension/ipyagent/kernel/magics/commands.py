@@ -9,7 +9,8 @@ docstring are written from the parsers, so they always list every command and op
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -83,8 +84,8 @@ def help_text() -> str:
         for action in parser._actions:  # argparse keeps its actions there; there is no public accessor
             if isinstance(action, argparse._HelpAction) or not action.help:
                 continue
-            names = ", ".join(action.option_strings) or action.dest
-            lines.append(f"      {names}: {action.help}")
+            flags = ", ".join(action.option_strings) or action.dest
+            lines.append(f"      {flags}: {action.help}")
         blocks.append("\n".join(lines))
     blocks.append("Settings: %agent config; change one with %config Agent.NAME = VALUE (or c.Agent.NAME in "
                   "ipython_config.py). %agent help COMMAND shows one command.")

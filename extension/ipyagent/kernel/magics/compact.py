@@ -17,9 +17,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ipyagent.compaction.summarizer import SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
 from ipyagent.display.stream import error_bundle
+from ipyagent.display.untrusted import escape_html, markdown_html
 from ipyagent.kernel.magics.cell_run import CellRun
 from ipyagent.kernel.magics.commands import cell_magic_parser
-from ipyagent.display.untrusted import escape_html, markdown_html
 
 __all__ = ["CompactMagics", "run_compact"]
 

@@ -14,12 +14,12 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from ipyagent.display.stream import error_bundle
+from ipyagent.display.untrusted import escape_html
 from ipyagent.kernel.context import cell_identity
 from ipyagent.kernel.magics.cell_run import CellRun
 from ipyagent.kernel.magics.commands import command
-from ipyagent.display.stream import error_bundle
 from ipyagent.providers.registry import provider_configured
-from ipyagent.display.untrusted import escape_html
 
 __all__ = ["agent_probe", "probe_bundle"]
 
@@ -132,13 +132,15 @@ def probe_bundle(report: Any) -> dict[str, str]:
     for item in report.items:
         answers = "".join(
             f"<li><b>{escape_html(WAY_LABELS[way])}</b> — score {escape_html(_score(item.answers[way]))}"
-            f"{escape_html(_recalls(item.answers[way]))}: {escape_html(item.answers[way].error or item.answers[way].text)}"
+            f"{escape_html(_recalls(item.answers[way]))}: "
+            f"{escape_html(item.answers[way].error or item.answers[way].text)}"
             f" <i>({escape_html(item.answers[way].reason)})</i></li>"
             for way in WAYS if way in item.answers)
         details.append(f"<li><b>{escape_html(item.kind)}</b>: {escape_html(item.question)}<br>"
                        f"reference: {escape_html(item.reference)}<ul>{answers}</ul></li>")
     html_view = (f"<div><b>{escape_html(report.heading())}</b></div>"
-                 f"<div>Mean score (0–5)</div>{table(['kind', 'questions', *(WAY_LABELS[w] for w in WAYS)], report.rows())}"
+                 f"<div>Mean score (0–5)</div>"
+                 f"{table(['kind', 'questions', *(WAY_LABELS[w] for w in WAYS)], report.rows())}"
                  f"{table(['tokens', 'input', 'output', 'calls'], report.token_rows())}"
                  f"<details><summary>Questions and answers</summary><ol>{''.join(details)}</ol></details>")
     return {"text/plain": report.text(), "text/html": html_view}

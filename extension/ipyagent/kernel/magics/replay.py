@@ -36,7 +36,8 @@ def agent_replay(runtime: Any, rest: str) -> None:
     mode = runtime.config.replay
     effective = {"on": "replays every recorded cell",
                  "off": "runs every cell live",
-                 "auto": "runs live (a provider is configured)" if live else "replays recorded cells (no provider is configured)"}[mode]
+                 "auto": ("runs live (a provider is configured)" if live
+                          else "replays recorded cells (no provider is configured)")}[mode]
     tools = "run again and compared" if runtime.config.replay_tools else "taken from the recording"
     print(f"replay = {mode!r}: {effective}. Session {name!r} has {cells} recorded cell run(s); "
           f"tool results are {tools}.")

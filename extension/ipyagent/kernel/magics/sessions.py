@@ -152,7 +152,7 @@ def agent_checkout(runtime: Any, rest: str) -> None:
         entry = slot.session.navigate(args.id, summarize=args.summarize, summarizer=summarizer, focus=args.focus)
     except SessionError as exc:
         raise UsageError(str(exc)) from None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a failed branch summary is shown; the session is unchanged
         display(error_bundle(str(exc), title="Checkout failed"), raw=True)
         return
     print(f"leaf: {slot.session.leaf_id}" + (f" (branch summary {entry['id']})" if entry else ""))

@@ -36,7 +36,7 @@ def agent_status(runtime: Any, rest: str) -> None:
     try:
         info = agent.window_info()
         window, source, factor = info.window, info.describe(), agent.token_factor()
-    except Exception:
+    except Exception:  # noqa: BLE001 - no window known: the status is shown without one
         window, source, factor = config.context_window, "", 1.0
     facts = budget_facts(slot.session, replace(config, system_prompt=agent.system_prompt()), window=window,
                          tool_specs=[t.spec() for t in default_tools()], session_name=slot.name,
@@ -47,7 +47,8 @@ def agent_status(runtime: Any, rest: str) -> None:
     if result is not None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
     lines.append(cost_text(facts.costs) or "cost: no priced calls yet")
-    display(static_bundle(facts), raw=True)  # a snapshot: nothing updates it, so no widget (it would die with the kernel)
+    # a snapshot: nothing updates it, so no widget (it would die with the kernel)
+    display(static_bundle(facts), raw=True)
     print("\n".join(lines))
 
 
@@ -95,7 +96,6 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
     """Each part of the next request (the system prompt's parts, tools, each message, and the
     notebook-activity block the next prompt would carry): (label, tokens, text)."""
     from ipyagent.agent.loop import Agent
-
     from ipyagent.agent.tools import default_tools
     from ipyagent.kernel.context import KernelNotebookContext
     from ipyagent.providers.registry import parse_model_string
