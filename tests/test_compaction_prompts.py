@@ -16,7 +16,7 @@ def in_order(text, headings):
 
 def test_system_prompt():
     p = prompts.SYSTEM_PROMPT
-    assert "context summarization assistant" in p and "AI coding assistant" in p
+    assert "context summarization assistant" in p and "an AI assistant" in p  # Pi 1.6: no longer "coding"
     assert "Do NOT continue the conversation" in p and "ONLY output the structured summary" in p
 
 
@@ -41,8 +41,8 @@ def test_update_prompt_rules():
 
 def test_turn_prefix_prompt():
     p = prompts.TURN_PREFIX_PROMPT
-    assert "PREFIX of a turn" in p and "SUFFIX" in p
-    assert in_order(p, ["## Original Request", "## Early Progress", "## Context for Suffix"])
+    assert "earlier part of a conversation" in p and "do not try to reconstruct them" in p  # Pi 1.6's checkpoint
+    assert in_order(p, ["## Original Request", "## Progress So Far", "## Context Needed to Continue"])
     assert "## Goal" not in p
 
 

@@ -22,8 +22,7 @@ def test_roles_and_joining():
     ]
     assert serialize_conversation(messages) == "\n\n".join([
         "[User]: look here",
-        "[Assistant thinking]: ponder",
-        "[Assistant]: line1",
+        "[Assistant]: line1",  # thinking is left out (Pi 1.6)
         '[Assistant tool calls]: read(path="a.py", limit=5); bash(command="ls -l")',
         "[Tool result]: contents",
         "[User]: The conversation history before this point was compacted into the following summary:\n\n"
@@ -32,11 +31,13 @@ def test_roles_and_joining():
     ])
 
 
-def test_multiple_text_and_thinking_blocks_join_with_newlines():
+def test_text_blocks_join_with_newlines_and_thinking_is_left_out():
     m = assistant("")
     m["content"] = [{"type": "thinking", "thinking": "t1"}, {"type": "text", "text": "a"},
                     {"type": "thinking", "thinking": "t2"}, {"type": "text", "text": "b"}]
-    assert serialize_conversation([m]) == "[Assistant thinking]: t1\nt2\n\n[Assistant]: a\nb"
+    assert serialize_conversation([m]) == "[Assistant]: a\nb"
+    m["content"] = [{"type": "thinking", "thinking": "only thinking"}]
+    assert serialize_conversation([m]) == ""
 
 
 def test_tool_call_arguments_are_not_truncated_and_use_js_json():
@@ -45,13 +46,14 @@ def test_tool_call_arguments_are_not_truncated_and_use_js_json():
     assert out == f'[Assistant tool calls]: write(path="é.py", content="{long}", n=0.000015)'
 
 
-def test_tool_result_head_and_tail():
+def test_tool_result_head_of_2000_utf16_units_without_splitting_a_pair():
     assert cut_tool_result("a" * 2000) == "a" * 2000
-    text = "H" * 1500 + "m" + "T" * 500
-    assert cut_tool_result(text) == "H" * 1500 + "\n\n[... 1 characters truncated ...]\n\n" + "T" * 500
+    assert cut_tool_result("H" * 2000 + "m") == "H" * 2000 + "\n\n[... 1 more characters truncated]"
     out = serialize_conversation([tool_result("c", "b" * 10_000)])
-    assert out.startswith("[Tool result]: " + "b" * 1500 + "\n\n[... 8000 characters truncated ...]")
-    assert len(out) == len("[Tool result]: ") + 2000 + len("\n\n[... 8000 characters truncated ...]\n\n")
+    assert out == "[Tool result]: " + "b" * 2000 + "\n\n[... 8000 more characters truncated]"
+    # the 2000th unit is the first half of an emoji: the whole emoji stays out (Pi's sliceHead)
+    assert cut_tool_result("x" * 1999 + "😀" + "y") == "x" * 1999 + "\n\n[... 2 more characters truncated]"
+    assert cut_tool_result("😀" * 1001) == "😀" * 1000 + "\n\n[... 2 more characters truncated]"
 
 
 def test_tool_result_images_dropped_and_empty_results_skipped():

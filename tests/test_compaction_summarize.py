@@ -42,7 +42,7 @@ def test_initial_summary_request_and_result():
     result = compact(plan, summarizer)
     [request] = summarizer.requests
     assert request.kind == "history" and request.system_prompt == prompts.SYSTEM_PROMPT
-    assert request.max_tokens == 13107  # floor(0.8 * 16384)
+    assert request.max_tokens is None  # the summary model's output limit, not 0.8 × reserve (Pi 1.6)
     assert request.prompt == ("<conversation>\n" + serialize_conversation(plan.messages_to_summarize)
                               + "\n</conversation>\n\n" + prompts.INITIAL_PROMPT)
     assert "<previous-summary>" not in request.prompt
@@ -72,9 +72,9 @@ def test_split_turn_merge_text_and_budgets():
     result = compact(plan, summarizer)
     history, prefix = summarizer.requests
     assert (history.kind, prefix.kind) == ("history", "turn_prefix")
-    assert prefix.max_tokens == 8192 and prefix.reasoning is None
-    assert prefix.prompt == ("<conversation>\n" + serialize_conversation(plan.turn_prefix_messages)
-                             + "\n</conversation>\n\n" + prompts.TURN_PREFIX_PROMPT)
+    assert prefix.max_tokens is None and prefix.reasoning is None
+    assert prefix.prompt == ("# Conversation\n" + serialize_conversation(plan.turn_prefix_messages)
+                             + "\n\n# Instructions\n" + prompts.TURN_PREFIX_PROMPT)
     assert result.summary == "HISTORY" + SEPARATOR + "PREFIX" + "\n\n<read-files>\nsrc/app.py\n</read-files>"
     assert result.summarizer_calls == 2
 
@@ -86,7 +86,7 @@ def test_focus_reaches_history_and_turn_prefix_prompts():
     compact(plan, summarizer, focus="  the parser bug  ")
     for request in summarizer.requests:
         assert request.prompt.endswith("\n\nAdditional focus: the parser bug")
-    assert summarizer.requests[1].prompt.startswith("<conversation>")
+    assert summarizer.requests[1].prompt.startswith("# Conversation\n")  # Pi 1.6's turn-prefix layout
 
 
 def one_long_turn(previous_summary: str | None):
@@ -136,7 +136,7 @@ def test_file_lists_appended_with_both_sections():
                               "<modified-files>\nm.py\nw.py\n</modified-files>")
 
 
-def test_tool_results_are_cut_head_and_tail_in_the_summariser_input():
+def test_tool_results_are_cut_to_their_head_in_the_summariser_input():
     long_output = "HEAD" + "m" * 9000 + "ERROR: the real failure"
     s = new_session(user("go"), assistant("", call("c1", "bash", command="make")), tool_result("c1", long_output),
                     user("u" * 4000), assistant("a" * 4000))
@@ -144,10 +144,10 @@ def test_tool_results_are_cut_head_and_tail_in_the_summariser_input():
     summarizer = ScriptedSummarizer(["S"])
     compact(plan, summarizer)
     prompt = summarizer.requests[0].prompt
-    assert "[Tool result]: HEAD" in prompt and "ERROR: the real failure" in prompt
+    assert "[Tool result]: HEAD" in prompt and "ERROR: the real failure" not in prompt  # Pi 1.6 keeps the head
     cut = len(long_output) - 2000
-    assert f"\n\n[... {cut} characters truncated ...]\n\n" in prompt
-    assert "m" * 1600 not in prompt
+    assert f"\n\n[... {cut} more characters truncated]" in prompt
+    assert "m" * 1996 in prompt and "m" * 1997 not in prompt
 
 
 def test_oldest_messages_dropped_and_retried_on_summary_input_too_large():

@@ -93,7 +93,8 @@ def test_fates_follow_the_plan_of_a_split_turn():
     assert x.cut_index == plan.first_kept_index and x.turn_start_index == plan.turn_start_index
     assert x.counts == {"earlier": 0, "summarised": 12, "prefix": 5, "kept": 7}
     assert x.tokens["kept"] == x.kept_tokens == s.kept_tokens(plan)
-    assert x.summary_max_tokens == int(0.8 * 2000) + int(0.5 * 2000)
+    # two requests, each the model's output limit clamped to the window (Pi 1.6): 8,000 − 4,096 margin
+    assert x.summary_max_tokens == 2 * (8000 - 4096)
 
 
 def test_after_a_compaction_earlier_entries_and_the_latest_summary():

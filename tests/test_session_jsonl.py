@@ -170,7 +170,8 @@ def test_v2_migrates_hook_message_to_custom_only():
     assert report.migrated_from == 2 and header["version"] == 3
     assert [e["id"] for e in entries] == ["aaaaaaaa", "bbbbbbbb"]
     assert entries[0]["message"]["role"] == "custom"
-    assert convert_to_llm([entries[0]["message"]])[0] == {"role": "user", "content": "c", "timestamp": 1}
+    assert convert_to_llm([entries[0]["message"]])[0] == {"role": "user", "content": [{"type": "text", "text": "c"}],
+                                                          "timestamp": 1}
 
 
 def test_v3_file_is_not_migrated():

@@ -78,7 +78,9 @@ def test_custom_becomes_user_with_the_same_content():
     for content in ("plain", blocks):
         [out] = convert_to_llm([{"role": "custom", "customType": "ext", "content": content, "display": False,
                                  "details": {"secret": 1}, "timestamp": 9}])
-        assert out == {"role": "user", "content": content, "timestamp": 9}  # details never sent
+        # details never sent; a string becomes one text block, as Pi 1.6's convertToLlm does
+        expected = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        assert out == {"role": "user", "content": expected, "timestamp": 9}
 
 
 def test_unknown_roles_are_dropped_and_order_kept():

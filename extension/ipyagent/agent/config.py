@@ -32,6 +32,12 @@ class AgentConfig:
     reasoning: str | None = None
     notebook_context: bool = True  # the notebook-activity block before each prompt (with a NotebookContext)
     notebook_context_tokens: int = 2000  # its cap
+    # Before an automatic compaction, mask the tool results older than this many turns (context
+    # edits, no model call) and compact only if that is not enough. None: off, as in Pi.
+    auto_mask_turns: int | None = None
+    # Per-model budgets, Pi 1.6's compaction.modelOverrides: {"provider/model": {"reserveTokens": …,
+    # "keepRecentTokens": …}}; each field falls back on its own to ``compaction``.
+    model_overrides: dict[str, dict[str, int]] = field(default_factory=dict)
     # Per-provider overrides such as {"openai": {"base_url": …}}; keys here are never saved (nor shown).
     provider_options: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 

@@ -33,7 +33,7 @@ from ipyagent.agent.tools.notebook_port import NotebookPort
 from ipyagent.agent.tools.registry import default_tools
 from ipyagent.compaction.compact import FailureTracker
 from ipyagent.compaction.prepare import CompactionPlan
-from ipyagent.compaction.settings import CompactionSettings, should_compact
+from ipyagent.compaction.settings import CompactionSettings, for_model, should_compact
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact, Session
 from ipyagent.providers import discovery, models
@@ -43,6 +43,8 @@ from ipyagent.providers.errors import ContextOverflowError, ProviderError, Strea
 from ipyagent.providers.overflow import is_silent_overflow
 from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.retry import stream_with_retry
+from ipyagent.session import masking
+from ipyagent.session.context import edits_by_target
 from ipyagent.session.ids import now_ms
 from ipyagent.session.messages import (
     NOT_RUN_INTERRUPTED,
@@ -232,7 +234,10 @@ class Agent:
         return self._system_prompt if self._system_prompt is not None else self.system_prompt()
 
     def summarizer(self) -> Summarizer:
-        return self._ports.summarizer or summarizer_for(self.config, cancel=self.cancel)
+        if self._ports.summarizer is not None:
+            return self._ports.summarizer
+        window = self.context_window() if self.config.model else None
+        return summarizer_for(self.config, cancel=self.cancel, session_window=window)
 
     def _summary_input_tokens(self) -> int | None:
         summary_model = self.config.summary_model or self.config.model
@@ -277,7 +282,7 @@ class Agent:
         tokens_before = self.request_tokens()  # what the trigger saw (the entry's tokensBefore stays Pi's)
         self._emit(ev.CompactionStart(reason, tokens_before))
         try:
-            entry = self.session.compact(self.summarizer(), self.config.compaction, focus=focus, reason=reason,
+            entry = self.session.compact(self.summarizer(), self.compaction_settings(), focus=focus, reason=reason,
                                          summary_input_tokens=self._summary_input_tokens(), extra=extra,
                                          describe=self._ports.describe_namespace, plan=plan)
         except KeyboardInterrupt:
@@ -309,15 +314,38 @@ class Agent:
         ruling = oracle.rule(self.session, manual=False) if oracle else None
         if ruling is not None:
             return self.compact(reason="threshold", plan=self._ruled_plan(ruling)) if ruling.compact else None
-        if not should_compact(self.request_tokens(), self.context_window(), self.config.compaction):
+        settings = self.compaction_settings()
+        window = self.context_window()
+        if not should_compact(self.request_tokens(), window, settings):
             return None
+        if self.config.auto_mask_turns is not None and self._auto_mask(self.config.auto_mask_turns) \
+                and not should_compact(self.request_tokens(), window, settings):
+            return None  # masking old tool results made room: no summary needed
         return self.compact(reason="threshold")
+
+    def _auto_mask(self, recent_turns: int) -> int:
+        """Mask the tool results before the last ``recent_turns`` turns (Agent.auto_mask_turns);
+        how many were masked."""
+        state = self.session.context_state()
+        targets = masking.tool_results_before(state.projection, edits_by_target(self.session.path()), recent_turns)
+        for entry in targets:
+            self._append(masking.mask_edit(entry), message=False)
+        return len(targets)
+
+    def compaction_settings(self) -> CompactionSettings:
+        """The budgets for the session model: ``Agent.model_overrides["provider/model"]`` where it
+        sets one (Pi 1.6's ``compaction.modelOverrides``), else ``Agent.reserve_tokens`` /
+        ``keep_recent_tokens``. Both count as set by the user."""
+        if not self.config.model or not self.config.model_overrides:
+            return self.config.compaction
+        provider_name, model_id = self._model()
+        return for_model(self.config.compaction, self.config.model_overrides, provider_name, model_id)
 
     def _ruled_plan(self, ruling: CompactionRuling | None) -> CompactionPlan | None:
         """The plan with the oracle's cut (None: planned as usual)."""
         if ruling is None or not ruling.compact or ruling.first_kept_entry_id is None:
             return None
-        return self.session.prepare_compaction(self.config.compaction, first_kept_entry_id=ruling.first_kept_entry_id)
+        return self.session.prepare_compaction(self.compaction_settings(), first_kept_entry_id=ruling.first_kept_entry_id)
 
     # ---- the loop --------------------------------------------------------------------------
 

@@ -8,9 +8,11 @@ and cancel.
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any
 
 from ipyagent.agent.config import AgentConfig
+from ipyagent.compaction.compact import summary_output_limit
 from ipyagent.compaction.summarizer import SummarizerError, SummaryInputTooLarge, SummaryRequest, SummaryResponse
 from ipyagent.providers import models
 from ipyagent.providers.base import MessageDone, ModelRequest
@@ -18,7 +20,7 @@ from ipyagent.providers.errors import ContextOverflowError, ProviderError
 from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.retry import stream_with_retry
 from ipyagent.session.ids import now_ms
-from ipyagent.session.messages import text_of
+from ipyagent.session.messages import text_of, tool_calls_of
 
 
 def summary_input_budget(config: AgentConfig, session_window: int | None) -> int | None:
@@ -35,13 +37,30 @@ def summary_input_budget(config: AgentConfig, session_window: int | None) -> int
 
 
 class ProviderSummarizer:
+    """Summary requests as Pi 1.6 sends them: no tools, no prompt-cache writes, a fresh routing id
+    each, the model's output limit clamped to its window; a summary cut off by that limit
+    ("length") or one that calls a tool is an error, never a checkpoint."""
+
     def __init__(self, model: str, *, provider_options: dict[str, Any] | None = None, max_retries: int = 3,
-                 base_delay: float = 2.0, max_delay: float = 60.0, cancel: threading.Event | None = None):
+                 base_delay: float = 2.0, max_delay: float = 60.0, cancel: threading.Event | None = None,
+                 context_window: int | None = None):
         self.model = model
         self.provider, self.model_id = resolve_provider(model, provider_options)
         self.max_retries, self.base_delay, self.max_delay = max_retries, base_delay, max_delay
         self.cancel = cancel
+        self.context_window = context_window or models.context_window(*parse_model_string(model))
+        self.max_output = models.max_output(*parse_model_string(model))
         self.calls = 0
+
+    def max_tokens(self, request: SummaryRequest) -> int | None:
+        """The request's own limit, else the model's output limit clamped to its window (None:
+        unknown, the provider's default)."""
+        if request.max_tokens is not None:
+            return request.max_tokens
+        if self.max_output is None:
+            return None
+        return summary_output_limit(self.max_output, self.context_window,
+                                    len(request.system_prompt) + len(request.prompt))
 
     def summarize(self, request: SummaryRequest) -> SummaryResponse:
         self.calls += 1
@@ -49,9 +68,11 @@ class ProviderSummarizer:
             model=self.model_id,
             system_prompt=request.system_prompt,
             messages=[{"role": "user", "content": [{"type": "text", "text": request.prompt}], "timestamp": now_ms()}],
-            max_tokens=request.max_tokens,
+            max_tokens=self.max_tokens(request),
             reasoning=request.reasoning,
-            options={"request_kind": f"compaction:{request.kind}"},
+            # a one-off request: nothing worth caching, and its own routing id (not the session's)
+            options={"request_kind": f"compaction:{request.kind}", "cache_retention": "none",
+                     "session_id": str(uuid.uuid4())},
         )
         message = None
         try:
@@ -66,13 +87,21 @@ class ProviderSummarizer:
         if message is None or message.get("stopReason") in ("error", "aborted"):
             reason = (message or {}).get("errorMessage") or (message or {}).get("stopReason") or "no response"
             raise SummarizerError(f"Summarization failed: {reason}")
+        if message.get("stopReason") == "length":
+            raise SummarizerError("Summarization failed: generation hit the token cap and the summary is incomplete")
+        if tool_calls_of(message):
+            raise SummarizerError("Summarization failed: the model tried to call a tool")
         return SummaryResponse(text=text_of(message.get("content"), "\n"), usage=message.get("usage") or {})
 
 
-def summarizer_for(config: AgentConfig, *, model: str | None = None,
-                   cancel: threading.Event | None = None) -> ProviderSummarizer:
+def summarizer_for(config: AgentConfig, *, model: str | None = None, cancel: threading.Event | None = None,
+                   session_window: int | None = None) -> ProviderSummarizer:
     """The summariser the settings name: ``model``, else ``Agent.summary_model``, else the session's
-    model, with the settings' retries (and ``cancel``, the run's interrupt)."""
-    return ProviderSummarizer(model or config.summary_model or config.model, provider_options=config.provider_options,
+    model, with the settings' retries (and ``cancel``, the run's interrupt). ``session_window`` is
+    the session model's window as the agent knows it (a server may have said it)."""
+    chosen = model or config.summary_model or config.model
+    return ProviderSummarizer(chosen, provider_options=config.provider_options,
                               max_retries=config.max_retries, base_delay=config.retry_base_delay,
-                              max_delay=config.retry_max_delay, cancel=cancel)
+                              max_delay=config.retry_max_delay, cancel=cancel,
+                              context_window=(session_window or config.context_window) if chosen == config.model
+                              else None)

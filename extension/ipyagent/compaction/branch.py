@@ -12,7 +12,6 @@ from ipyagent.compaction.summarizer import Summarizer, SummaryRequest
 from ipyagent.session.entries import Entry
 from ipyagent.session.messages import Message, compaction_summary_message, entry_to_message
 
-BRANCH_MAX_TOKENS = 2048
 DEFAULT_BRANCH_RESERVE = 16384
 NO_CONTENT = "No content to summarize"
 
@@ -89,7 +88,6 @@ def generate_branch_summary(entries: Sequence[Entry], summarizer: Summarizer, *,
     response = summarizer.summarize(SummaryRequest(
         system_prompt=prompts.SYSTEM_PROMPT,
         prompt=prompts.summary_request_text(serialize_conversation(messages), instructions),
-        max_tokens=BRANCH_MAX_TOKENS,
         kind="branch",
     ))
     summary = prompts.BRANCH_SUMMARY_PREAMBLE + response.text.strip() + format_file_lists(read_files, modified_files)

@@ -49,19 +49,23 @@ class CompactionResult:
     omitted_messages: int = 0  # dropped (oldest first) so the summariser's input fit its window
 
 
-@dataclass
-class SummaryBudget:
-    reserve_tokens: int
-    # The summary model's input budget in tokens (its window minus its output); None: unknown.
-    input_tokens: int | None = None
+SAFETY_TOKENS = 4096  # room left beyond the input's estimate
+SAFETY_SHARE = 0.15  # ... or this share of it, whichever is larger
+SMALL_ROOM = 32_768  # below this room only the fixed margin is kept, and output is capped at it
+OUTPUT_CHARS_PER_TOKEN = 3.5  # the input estimate here is pi-ai's, not the chars/4 of compaction
 
-    @property
-    def history_max_tokens(self) -> int:
-        return math.floor(0.8 * self.reserve_tokens)
 
-    @property
-    def turn_prefix_max_tokens(self) -> int:
-        return math.floor(0.5 * self.reserve_tokens)
+def summary_output_limit(max_output: int, window: int | None, input_chars: int) -> int:
+    """A summary's ``max_tokens`` (Pi 1.6): the model's output limit, clamped so that the input
+    (``input_chars`` at 3.5 chars a token) plus a margin still fit the window. ``reserve_tokens``
+    has no say here; it only sets the trigger."""
+    if not window or window <= 0:
+        return max(1, max_output)
+    tokens = math.ceil(input_chars / OUTPUT_CHARS_PER_TOKEN)
+    room = window - tokens - max(SAFETY_TOKENS, math.ceil(tokens * SAFETY_SHARE))
+    if room < SMALL_ROOM:
+        room = min(SMALL_ROOM, window - tokens - SAFETY_TOKENS)
+    return min(max_output, max(1, room))
 
 
 @dataclass
@@ -72,7 +76,7 @@ class SummaryCall:
     messages: list[Message]
     instructions: str
     previous_summary: str | None
-    max_tokens: int
+    max_tokens: int | None  # None: the summary model's output limit (summary_output_limit)
     reasoning: str | None = None
 
 
@@ -81,7 +85,6 @@ def summary_calls(plan: CompactionPlan, focus: str | None = None, *, reasoning: 
     there is a previous summary), then the turn prefix of a split turn. Messages the model never
     saw (an excluded !!cmd, an empty branch summary, an image-only prompt) serialise to nothing:
     a part made only of them gets no call."""
-    budget = SummaryBudget(plan.settings.reserve_tokens)
     found = []
     history = _with_content(plan.messages_to_summarize)
     if history:
@@ -89,11 +92,11 @@ def summary_calls(plan: CompactionPlan, focus: str | None = None, *, reasoning: 
         # the previous summary without its ledger: compaction appends the carried ledger again
         previous = without_ledger(plan.previous_summary) if plan.previous_summary is not None else None
         found.append(SummaryCall("history", list(history), prompts.with_focus(instructions, focus),
-                                 previous, budget.history_max_tokens, reasoning))
+                                 previous, None, reasoning))
     prefix = _with_content(plan.turn_prefix_messages)
     if plan.is_split_turn and prefix:
         found.append(SummaryCall("turn_prefix", list(prefix), prompts.with_focus(prompts.TURN_PREFIX_PROMPT, focus),
-                                 None, budget.turn_prefix_max_tokens))
+                                 None, None, reasoning))
     return found
 
 
@@ -116,9 +119,13 @@ def summary_request(call: SummaryCall, messages: Sequence[Message] | None = None
     conversation = serialize_conversation(call.messages if messages is None else messages)
     if omitted:
         conversation = f"[{omitted} earlier messages omitted to fit the summarizer's context window]\n\n" + conversation
+    if call.kind == "turn_prefix":
+        text = prompts.turn_prefix_request_text(conversation, call.instructions)
+    else:
+        text = prompts.summary_request_text(conversation, call.instructions, call.previous_summary)
     return SummaryRequest(
         system_prompt=prompts.SYSTEM_PROMPT,
-        prompt=prompts.summary_request_text(conversation, call.instructions, call.previous_summary),
+        prompt=text,
         max_tokens=call.max_tokens,
         reasoning=call.reasoning,
         kind=call.kind,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 SYSTEM_PROMPT = (
     "You are a context summarization assistant. You read a conversation between a user and an AI "
-    "coding assistant and write a structured summary of it, following the exact format you are given.\n\n"
+    "assistant and write a structured summary of it, following the exact format you are given.\n\n"
     "Do NOT continue the conversation. Do NOT answer questions asked in the conversation. "
     "ONLY output the structured summary."
 )
@@ -60,20 +60,20 @@ Use this EXACT format (keep the existing goals and add new ones; Done lists earl
 
 {_CLOSING}"""
 
-TURN_PREFIX_PROMPT = f"""The messages above are the PREFIX of a turn that was too large to keep. The SUFFIX (the recent work) is kept verbatim.
+TURN_PREFIX_PROMPT = """The messages above are the earlier part of a conversation that is still going on. The later messages are kept separately; do not try to reconstruct them.
 
-Summarize the prefix so that the kept suffix can be understood:
+Write a short checkpoint of what the user asked for and of the progress shown above. It will sit in front of the later messages so that the conversation can go on with the context it needs.
 
 ## Original Request
-[What the user asked for in this turn]
+[What the user asked for]
 
-## Early Progress
-- [Decisions made and work done in the prefix]
+## Progress So Far
+- [Decisions taken and work done in these messages]
 
-## Context for Suffix
-- [What is needed to understand the kept recent work]
+## Context Needed to Continue
+- [What from these messages is needed to understand the later work]
 
-Be brief. Focus on what is needed to understand the kept suffix. {_CLOSING}"""
+Summarize only what is stated above. Do not guess at or invent the later messages."""
 
 BRANCH_PROMPT = f"""Write a structured summary of this conversation branch, for context when returning to it later.
 
@@ -113,6 +113,12 @@ NO_PRIOR_HISTORY = "No prior history."
 def with_focus(prompt: str, focus: str | None) -> str:
     focus = (focus or "").strip()
     return f"{prompt}\n\nAdditional focus: {focus}" if focus else prompt
+
+
+def turn_prefix_request_text(conversation: str, instructions: str) -> str:
+    """The turn prefix's request (Pi 1.6's layout): the conversation under a heading, then the
+    instructions (with any focus last)."""
+    return f"# Conversation\n{conversation}\n\n# Instructions\n{instructions}"
 
 
 def summary_request_text(conversation: str, instructions: str, previous_summary: str | None = None) -> str:

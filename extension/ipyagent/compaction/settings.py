@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 
@@ -24,6 +24,37 @@ class CompactionSettings:
     def to_pi(self) -> dict[str, Any]:
         return {"enabled": self.enabled, "reserveTokens": self.reserve_tokens,
                 "keepRecentTokens": self.keep_recent_tokens}
+
+
+OVERRIDE_FIELDS = {"reserveTokens": "reserve_tokens", "keepRecentTokens": "keep_recent_tokens"}
+
+
+def checked_model_overrides(value: Any) -> dict[str, dict[str, int]]:
+    """Pi 1.6's ``compaction.modelOverrides``, checked: ``{"provider/model": {"reserveTokens"?: N,
+    "keepRecentTokens"?: N}}`` with non-negative integers (a bad value is an error, as in Pi)."""
+    if not isinstance(value, dict):
+        raise ValueError("model overrides must map 'provider/model' to {'reserveTokens': N, 'keepRecentTokens': N}")
+    out: dict[str, dict[str, int]] = {}
+    for key, fields in value.items():
+        if not isinstance(key, str) or not isinstance(fields, dict):
+            raise ValueError(f"model override {key!r}: needs an object such as {{'reserveTokens': 4096}}")
+        for name, number in fields.items():
+            if name not in OVERRIDE_FIELDS:
+                raise ValueError(f"model override {key!r}: unknown field {name!r} (reserveTokens, keepRecentTokens)")
+            if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+                raise ValueError(f"model override {key!r}: {name} must be a non-negative integer, got {number!r}")
+        out[key] = dict(fields)
+    return out
+
+
+def for_model(settings: CompactionSettings, overrides: dict[str, dict[str, int]], provider: str,
+              model: str) -> CompactionSettings:
+    """The settings for one model (Pi 1.6's ``getCompactionSettings(model)``): the override keyed
+    ``provider/model`` exactly, each field falling back on its own to ``settings``; ``enabled``
+    stays global."""
+    override = overrides.get(f"{provider}/{model}") or {}
+    changed = {OVERRIDE_FIELDS[k]: v for k, v in override.items() if k in OVERRIDE_FIELDS}
+    return replace(settings, **changed) if changed else settings
 
 
 def compaction_threshold(context_window: int, settings: CompactionSettings) -> int:

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 class SummaryRequest:
     system_prompt: str
     prompt: str  # the single user message: <conversation>…</conversation> + instructions
-    max_tokens: int
+    max_tokens: int | None = None  # None: the model's output limit, clamped to its window (Pi 1.6)
     reasoning: str | None = None
     kind: str = "history"  # "history", "turn_prefix" or "branch"
 

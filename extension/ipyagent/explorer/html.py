@@ -221,8 +221,9 @@ def requests_html(requests: Sequence[tuple[SummaryRequest, int]], limit: int = L
         dropped = (f" · its {_plural(omitted, 'oldest message')} dropped to fit the summary model's input budget"
                    if omitted else "")
         kind = escape_html(KIND_TEXT.get(request.kind, request.kind))
+        limit_text = _n(request.max_tokens) if request.max_tokens is not None else "the model's output limit"
         out.append(f"<div style='margin-top:6px'><b>Request {n}: {kind}"
-                   f"</b> · max_tokens {_n(request.max_tokens)} · {_n(len(request.prompt))} characters{dropped}</div>"
+                   f"</b> · max_tokens {limit_text} · {_n(len(request.prompt))} characters{dropped}</div>"
                    + _shown(request.prompt, limit))
     return "".join(out)
 

@@ -33,12 +33,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ipyagent.compaction.compact import SummaryBudget, planned_requests
+from ipyagent.compaction.compact import SMALL_ROOM, planned_requests, summary_output_limit
 from ipyagent.compaction.cut_point import is_turn_start
 from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction, summarizing_boundary
 from ipyagent.compaction.settings import CompactionSettings, compaction_threshold, should_compact
 from ipyagent.compaction.summarizer import SummaryRequest
-from ipyagent.session.context import ContextState, latest_compaction_index
+from ipyagent.session import masking
+from ipyagent.session.context import ContextState, edits_by_target, latest_compaction_index
 from ipyagent.session.entries import Entry
 from ipyagent.session.messages import Message, compaction_summary_message, text_of
 from ipyagent.session.tokens import Estimator, make_estimator
@@ -145,7 +146,7 @@ class PathTokens:
         self.box_prefix = _running_sums(t + summaries.get(i, 0) for i, t in enumerate(tokens))  # and summaries
         self.previous_index = latest_compaction_index(path)
         self.start = summarizing_boundary(path, self.previous_index)
-        self.masked = len(session.masked_entries()) if hasattr(session, "masked_entries") else 0
+        self.masked = len(masking.masked_entries(state.projection, edits_by_target(path)))
         self.context_tokens = state.context_tokens()  # provider usage + estimates after it: the trigger's number
         self.estimated_context = sum(state.estimates)  # estimates only
 
@@ -347,10 +348,10 @@ class ExplorerModel:
                     counts[fate] -= 1
             counts["summary"] = 1
             spans["summary"] = tokens.summary_tokens.get(latest, 0)
-        budget = SummaryBudget(settings.reserve_tokens)
         summary_max = 0
-        if plan is not None:
-            summary_max = budget.history_max_tokens + (budget.turn_prefix_max_tokens if plan.is_split_turn else 0)
+        if plan is not None:  # the summary model's output limit per request (Pi 1.6), unknown: 32,768
+            limit = summary_output_limit(self._summary_max_output(), settings.window, 0)
+            summary_max = limit * (2 if plan.is_split_turn else 1)
         kept = tokens.span(cut, n) if plan is not None else tokens.span(start, n)
         compaction = settings.compaction()
         boxes, grouping = _boxes(tokens, ranges, latest)
@@ -369,6 +370,17 @@ class ExplorerModel:
         return self.current
 
     # ---- the summariser's input --------------------------------------------------------------
+
+    def _summary_max_output(self) -> int:
+        from ipyagent.providers import models
+        from ipyagent.providers.registry import parse_model_string
+
+        model = self.summary_model or self.model
+        try:
+            found = models.max_output(*parse_model_string(model)) if model else None
+        except ValueError:  # a model string the registry does not know
+            found = None
+        return found or SMALL_ROOM
 
     def summary_input_tokens(self) -> int | None:
         """The summary model's input budget for the chosen window and reserve (None: unknown)."""

@@ -16,7 +16,7 @@ from traitlets.config import Configurable
 
 from ipyagent.agent.config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, AgentConfig
 from ipyagent.agent.prompt.instructions import INSTRUCTION_NAMES
-from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.compaction.settings import CompactionSettings, checked_model_overrides
 from ipyagent.providers.http import strip_url_credentials
 from ipyagent.store.validation import strip_secrets
 
@@ -80,6 +80,15 @@ class AgentSettings(Configurable):
     keep_recent_tokens = Int(20000, help="Tokens of recent work kept verbatim by a compaction.").tag(config=True)
     # becomes AgentConfig.compaction.enabled (Pi's CompactionSettings.enabled)
     auto_compact = Bool(True, help="Compact automatically when the context passes the threshold.").tag(config=True)
+    auto_mask_turns = Int(None, allow_none=True,
+                          help="Before compacting automatically, hide tool results older than the last N turns "
+                               "behind placeholders (context edits: no model call; recall returns them) and "
+                               "compact only if that is not enough. None (default): off, as in Pi."
+                          ).tag(config=True)
+    model_overrides = Dict(default_value={},
+                           help='Per-model budgets, Pi\'s compaction.modelOverrides: {"provider/model": '
+                                '{"reserveTokens": N, "keepRecentTokens": N}}; each falls back to reserve_tokens '
+                                '/ keep_recent_tokens.').tag(config=True)
     tool_approval = CaselessStrEnum(["ask", "auto"], default_value="ask",
                                     help='"ask": tools that change files, run commands or code ask first; '
                                          '"auto": they run without asking.').tag(config=True)
@@ -138,7 +147,12 @@ class AgentSettings(Configurable):
     def _default_replay_tools(self) -> bool:
         return os.environ.get("IPYAGENT_REPLAY_TOOLS", "").strip().lower() in ("1", "true", "on", "yes")
 
-    @validate("context_window", "reserve_tokens", "keep_recent_tokens", "max_tool_rounds", "notebook_context_tokens")
+    @validate("model_overrides")
+    def _overrides(self, proposal: Any) -> Any:
+        return checked_model_overrides(proposal["value"])
+
+    @validate("context_window", "reserve_tokens", "keep_recent_tokens", "max_tool_rounds", "notebook_context_tokens",
+              "auto_mask_turns")
     def _non_negative(self, proposal: Any) -> Any:
         value = proposal["value"]
         if value is not None and value < 0:
@@ -161,6 +175,8 @@ class AgentSettings(Configurable):
             reasoning=self.reasoning or None,
             notebook_context=self.notebook_context,
             notebook_context_tokens=self.notebook_context_tokens,
+            auto_mask_turns=self.auto_mask_turns,
+            model_overrides={k: dict(v) for k, v in self.model_overrides.items()},
             provider_options={k: _plain(v) for k, v in self.provider_options.items()},
         )
         for key, value in overrides.items():
