@@ -4,6 +4,8 @@ FailureTracker)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import assistant, call, new_session, tool_result, turn, user
 from ipyagent.compaction import prompts
@@ -14,6 +16,7 @@ from ipyagent.compaction.summarizer import (
     ScriptedSummarizer,
     SummarizerError,
     SummaryInputTooLarge,
+    SummaryRequest,
     SummaryResponse,
 )
 from ipyagent.core import NothingToCompact
@@ -305,3 +308,60 @@ def test_compaction_with_other_estimators(estimator):
     assert s.context_tokens() < before
     expected = sum(est.estimate(m) for m in s.agent_messages())  # no usage after the compaction
     assert s.context_tokens() == expected
+
+
+# ---- the summary request on the wire (Pi 1.6), through a real provider and server ----------------
+
+def _summary_request() -> SummaryRequest:
+    return SummaryRequest(system_prompt=prompts.SYSTEM_PROMPT, prompt="<conversation>\n[User]: hi\n</conversation>\n\n"
+                          + prompts.INITIAL_PROMPT)
+
+
+def test_summary_requests_carry_no_tools_no_cache_writes_a_fresh_routing_id_and_the_model_limit():
+    from ipyagent.agent.provider_summarizer import ProviderSummarizer
+    from ipyagent.compaction.compact import summary_output_limit
+    from ipyagent.providers import models
+    from ipyagent.testing import FakeProviderServer
+
+    with FakeProviderServer() as server:
+        server.register("fakeant", protocol="anthropic")
+        summarizer = ProviderSummarizer("fakeant:claude-sonnet-4-5", context_window=50_000)
+        server.enqueue_summary("## Goal\none")
+        server.enqueue_summary("## Goal\ntwo")
+        request = _summary_request()
+        assert summarizer.summarize(request).text == "## Goal\none"
+        summarizer.summarize(request)
+        first, second = (r.body for r in server.requests)
+    limit = summary_output_limit(models.max_output("fakeant", "claude-sonnet-4-5") or 0, 50_000,
+                                 len(request.system_prompt) + len(request.prompt))
+    assert first["max_tokens"] == limit < 64_000  # the model's 64k, clamped to the window less the input
+    assert "tools" not in first
+    assert "cache_control" not in json.dumps(first)  # cacheRetention "none": no breakpoint
+    # the routing id is fresh for each summary (Anthropic's metadata carries none; OpenAI's prompt_cache_key does)
+    with FakeProviderServer() as server:
+        server.register("fakeoai", protocol="responses")
+        summarizer = ProviderSummarizer("fakeoai:gpt-5", context_window=272_000)
+        server.enqueue_summary("a")
+        server.enqueue_summary("b")
+        summarizer.summarize(request)
+        summarizer.summarize(request)
+        keys = [r.body.get("prompt_cache_key") for r in server.requests]
+    assert all(r.body.get("tools") in (None, []) for r in server.requests)
+    assert None not in keys and len(set(keys)) == len(keys)
+
+
+@pytest.mark.parametrize("reply", ["length", "tool"])
+def test_a_summary_cut_by_the_token_cap_or_calling_a_tool_is_an_error(reply):
+    from ipyagent.agent.provider_summarizer import ProviderSummarizer
+    from ipyagent.testing import FakeProviderServer
+    from ipyagent.testing.specs import Reply, ToolCallSpec
+
+    with FakeProviderServer() as server:
+        server.register("fakeant", protocol="anthropic")
+        summarizer = ProviderSummarizer("fakeant:claude-sonnet-4-5")
+        if reply == "length":
+            server.enqueue_summary(Reply(text="## Goal\nhalf a summ", stop_reason="length"))
+        else:
+            server.enqueue_summary(Reply(text="let me look", tool_calls=[ToolCallSpec("read", {"path": "a.py"})]))
+        with pytest.raises(SummarizerError, match="token cap" if reply == "length" else "call a tool"):
+            summarizer.summarize(_summary_request())
