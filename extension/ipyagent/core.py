@@ -23,6 +23,7 @@ from ipyagent.session.context import edits_by_target, summarized_away
 from ipyagent.session.costs import CostTally, CostTotals
 from ipyagent.session.entries import Entry, branch_summary_entry, compaction_entry, label_entry, message_entry
 from ipyagent.session.file_readers import loader_for
+from ipyagent.session.ids import iso_now, iso_to_ms
 from ipyagent.session.intake import LoadReport
 from ipyagent.session.messages import Message
 from ipyagent.session.tokens import Estimator, make_estimator, normalize_usage
@@ -252,10 +253,16 @@ class Session(SessionTree):
                              kept_tokens=self.kept_tokens(plan), estimated_before=self.estimated_context_tokens(),
                              estimator=self.estimator, describe=describe)
         extra = dict(extra or {})  # e.g. the notebook cell that asked for it
-        if result.usage:
-            extra["usage"] = _sum_usage(result.usage)
+        # the checkpoint of the system prompt the model has (Pi 1.6): what the kept part's system
+        # messages said, which the compaction drops in its favour
+        timestamp = extra.pop("timestamp", None) or iso_now()
+        checkpoint = self.system_message()
+        if checkpoint is not None:
+            checkpoint = dict(checkpoint, timestamp=iso_to_ms(timestamp))
         entry = self.append(compaction_entry(result.summary, result.first_kept_entry_id, int(result.tokens_before),
-                                             details=result.details, from_hook=from_hook, **extra))
+                                             details=result.details, from_hook=from_hook,
+                                             usage=_sum_usage(result.usage) if result.usage else None,
+                                             system_message=checkpoint, timestamp=timestamp, **extra))
         self.hooks.emit("session_compact", compaction_entry=entry, from_extension=from_hook, session=self)
         return entry
 

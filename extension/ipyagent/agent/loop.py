@@ -24,6 +24,7 @@ from ipyagent.agent.ports import RunPorts, ToolResultSource
 from ipyagent.agent.prompt.activity import format_activity
 from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD, NotebookContext
 from ipyagent.agent.prompt.pins import active_pins
+from ipyagent.agent.prompt.record import declarations, is_system_entry, sections_of, system_patch
 from ipyagent.agent.prompt.system import PromptPart, compose_system_prompt, system_prompt_parts
 from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget
 from ipyagent.agent.tools.approval import ApprovalPolicy, run_tool_call
@@ -49,6 +50,7 @@ from ipyagent.session.ids import now_ms
 from ipyagent.session.messages import (
     NOT_RUN_INTERRUPTED,
     call_arguments,
+    system_prompt_text,
     text_block,
     tool_calls_of,
     tool_result_message,
@@ -254,6 +256,27 @@ class Agent:
     def system_prompt(self) -> str:
         return compose_system_prompt(self.system_prompt_parts())
 
+    def _record_system_prompt(self) -> None:
+        """Record the system prompt this prompt sends as Pi 1.6's system message (the whole
+        prompt first, then only what changed: ``agent/prompt/record.py``), and send the text the
+        recorded messages replay to. A replay follows the recorded system message, whatever this
+        kernel's environment is now, and records none where the recording has none."""
+        session = self.session
+        if session.on_followed_path():
+            recorded = session.followed_next()
+            if is_system_entry(recorded):
+                assert recorded is not None
+                self._append(dict(recorded["message"]))  # the same entry: the path is followed
+            return
+        sections = sections_of(self.system_prompt_parts())
+        tools = declarations(t.spec() for t in self.tools.values())
+        patch = system_patch(session.system_message(), sections, tools)
+        if patch is not None:
+            self._append(patch)
+        current = session.system_message()
+        if current is not None:
+            self._system_prompt = system_prompt_text(current)
+
     def notebook_activity_block(self) -> str:
         """The notebook-activity block the next prompt would carry ("" when off or nothing happened)."""
         if self.notebook is None or not self.config.notebook_context:
@@ -363,6 +386,7 @@ class Agent:
             self._system_prompt = self.system_prompt()
             self.discover(prompt=text if isinstance(text, str) else "")
             self.check_budget()
+            self._record_system_prompt()
             self._append(self._prompt_message(text, dict(message_extra)))
             sent = True
             result.final_message = self._run()
