@@ -12,6 +12,7 @@ from ipyagent.agent import events as ev
 from ipyagent.agent.config import AgentConfig
 from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.summarizer import ScriptedSummarizer
+from ipyagent.session.messages import system_prompt_text
 from ipyagent.testing import FakeProviderServer
 
 
@@ -25,7 +26,9 @@ def make_agent(server: FakeProviderServer, *, window: int | None = None, reserve
 
 
 def roles(session: Session) -> list[str]:
-    return [e["message"]["role"] if e["type"] == "message" else e["type"] for e in session.path()]
+    """The conversation's roles on the path (the system messages, prompt state, left out)."""
+    return [e["message"]["role"] if e["type"] == "message" else e["type"] for e in session.path()
+            if not (e["type"] == "message" and e["message"]["role"] == "system")]
 
 
 def assert_calls_answered(session: Session) -> None:
@@ -52,7 +55,8 @@ def test_streamed_text_becomes_entries_and_events():
         assert result.error is None
         assert result.text == "Hello from the model, streamed in pieces."
         assert roles(agent.session) == ["user", "assistant"]
-        assert agent.session.path()[0]["message"]["cellId"] == "cell-1"
+        system, prompt = agent.session.path()[:2]
+        assert system["message"]["role"] == "system" and prompt["message"]["cellId"] == "cell-1"
         deltas = "".join(e.text for e in seen if type(e).__name__ == "TextDelta")
         assert deltas == result.text
         assert isinstance(seen[0], ev.AgentStart) and isinstance(seen[-1], ev.AgentEnd)
@@ -280,3 +284,25 @@ def test_no_model_configured_is_a_clear_error():
     with pytest.raises(Exception, match="No model configured"):
         agent.prompt("hi")
     assert len(session) == 0
+
+
+def test_the_system_prompt_is_recorded_as_pi_16_system_messages_whole_then_patches():
+    with FakeProviderServer() as server:
+        agent = make_agent(server)
+        for text in ("one", "two"):
+            server.enqueue_text(f"answer {text}")
+            agent.prompt(text)
+        agent.session.append({"type": "custom", "customType": "ipyagent.pin", "data": {"text": "Be brief."}})
+        server.enqueue_text("answer three")
+        agent.prompt("three")
+        chats = [r.body for r in server.requests if r.kind == "chat"]
+    systems = [e["message"] for e in agent.session.path() if e["type"] == "message" and e["message"]["role"] == "system"]
+    first, patch = systems  # the second prompt changed nothing: no system message
+    assert first["sections"]["preamble"] == agent.config.system_prompt
+    assert [t["name"] for t in first["toolsAdded"]] == list(agent.tools)
+    assert set(patch) == {"role", "content", "sections", "timestamp"} and list(patch["sections"]) == ["pins"]
+    assert "Be brief." in patch["sections"]["pins"]
+    # what is sent is what the recorded messages replay to
+    sent = [m["content"] for m in chats[-1]["messages"] if m["role"] == "system"]
+    assert sent == [system_prompt_text(agent.session.system_message())]
+    assert all(m["role"] != "system" for body in chats for m in body["messages"][1:])

@@ -579,3 +579,45 @@ def test_generated_sessions_are_deterministic_and_well_formed(seed, n, options):
 def test_generator_rejects_unknown_options():
     with pytest.raises(TypeError):
         generate_session(1, 10, p_nonsense=1)
+
+
+# ------------------------------------------------------------------------------------------------
+# A session ipyagent wrote, opened by Pi 1.6.0: the model context ipyagent sent
+# ------------------------------------------------------------------------------------------------
+
+def test_a_session_ipyagent_wrote_gives_pi_16_the_context_ipyagent_sent(tmp_path):
+    from ipyagent import Agent
+    from ipyagent.agent.config import AgentConfig
+    from ipyagent.hooks import HookRegistry
+    from ipyagent.testing import FakeProviderServer
+
+    hooks = HookRegistry()
+    sent: list[Any] = []
+    hooks.on("before_provider_request", lambda event: sent.append(event.payload))
+    (tmp_path / "data.txt").write_text("x" * 6000, encoding="utf-8")
+    with FakeProviderServer() as server:
+        server.register("fake")
+        config = AgentConfig(model="fake:test-model", context_window=12_000, tool_approval="auto",
+                             compaction=CompactionSettings(2000, 1500))
+        agent = Agent(Session(hooks=hooks), config=config, namespace={}, cwd=str(tmp_path), sleep=lambda s: None)
+        server.enqueue_tool_call("read", {"path": "data.txt"})
+        server.enqueue_text("It holds 6,000 x.")
+        agent.prompt("What is in data.txt?")
+        agent.session.mask(next(e["id"] for e in agent.session.path()
+                                if e["type"] == "message" and e["message"]["role"] == "toolResult"))
+        for k in range(10):  # enough to pass the threshold: a compaction (its summary from the server)
+            server.enqueue_text(f"answer {k} " + "y" * 3000)
+            agent.prompt(f"question {k} " + "q" * 2000)
+    entries = agent.session.path()
+    assert any(e["type"] == "compaction" and "systemMessage" in e for e in entries)
+    assert any(e["type"] == "context_edit" for e in entries)
+    f = tmp_path / "ipyagent.jsonl"
+    agent.session.to_pi_jsonl(f)
+    [pi] = run_oracle([{"op": "context", "file": str(f)}])
+    last = sent[-1]
+    # Pi's context ends with the reply to the last request; before it, what ipyagent sent (the
+    # system messages, which ipyagent sends as the system prompt, compared as that text)
+    conversation = [m for m in pi["messages"] if m["role"] != "system"]
+    assert json.loads(json.dumps(last.messages)) == conversation[:-1] and conversation[-1]["role"] == "assistant"
+    assert pi["system_prompt"] == last.system_prompt
+    assert pi["tools"] == [t.name for t in last.tools]
