@@ -25,7 +25,7 @@ def test_cli_run_writes_sessions_and_fails_on_a_cell_error(tmp_path, capsys):
         assert cli.main(["run", str(src), "-o", str(tmp_path / "out.ipynb"), "--timeout", "120"]) == 0
         out = read_notebook(tmp_path / "out.ipynb")
         session = out["metadata"]["ipyagent"]["sessions"]["default"]
-        assert [e["message"]["role"] for e in session["entries"]] == ["user", "assistant"]
+        assert [e["message"]["role"] for e in session["entries"]] == ["system", "user", "assistant"]
         assert out["metadata"]["ipyagent"]["active"] == "default"
         assert "Hello from the model." in outputs_text(out["cells"][1]["outputs"])
         assert "wrote" in capsys.readouterr().out
@@ -59,7 +59,7 @@ def test_journal_fallback_then_lift(tmp_path):
     lifted = read_notebook(path)
     session = lifted["metadata"]["ipyagent"]["sessions"]["default"]
     assert [e["id"] for e in session["entries"]] == journal_ids
-    assert len(journal_ids) == 4
+    assert len(journal_ids) == 5  # the system message, then two turns
     assert lifted["cells"] == before["cells"]  # the visible cells are untouched
 
 

@@ -96,7 +96,7 @@ def test_a_dead_kernel_still_writes_every_delivered_session(tmp_path, capsys):
     assert failure == [("ipyagent run: failed: cell 3: the kernel died: Kernel died "
                         "(the output notebook holds every delivered session)")]
     session = read_notebook(tmp_path / "out.ipynb")["metadata"]["ipyagent"]["sessions"]["default"]
-    assert [e["message"]["role"] for e in session["entries"]] == ["user", "assistant"]
+    assert [e["message"]["role"] for e in session["entries"]] == ["system", "user", "assistant"]
 
 
 def test_a_runner_seconds_behind_the_kernel_still_gets_every_message_of_a_cell(tmp_path, monkeypatch):

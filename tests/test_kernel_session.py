@@ -49,7 +49,7 @@ def test_session_across_cells_and_rerun_forks(tmp_path):
         assert "42" in outputs_text(first.nb["cells"][4]["outputs"])  # the tool ran in the kernel's namespace
         # the bridge acknowledged everything: no journal outputs
         assert not any(JOURNAL_MIME in (o.get("data") or {}) for c in first.nb["cells"] for o in c["outputs"])
-        assert len(session["entries"]) == 6
+        assert len(session["entries"]) == 7  # the system message, recorded once, then the two runs
 
         # Run All again on the executed notebook: the stored session is pushed, and each %%agent
         # cell forks from before its previous prompt, so the path is exactly the visible cells.
@@ -79,7 +79,7 @@ def test_restart_push_then_hydration_from_disk(tmp_path):
             cell = k.run("%%agent\nThe secret word is PAPAYA.", "c1")
             assert cell.status == "ok", outputs_text(cell.outputs)
             stored = k.metadata["sessions"]["default"]["entries"]
-            assert len(stored) == 2  # delivered through the bridge and acknowledged
+            assert len(stored) == 3  # system message, prompt, answer: delivered through the bridge and acknowledged
             assert not any(JOURNAL_MIME in (o.get("data") or {}) for o in cell.outputs)
 
             k.restart()  # the frontend pushes the stored sessions into the new kernel
@@ -123,7 +123,7 @@ def test_interrupt_during_agent_cell_keeps_a_valid_session(tmp_path):
         roles = k.evaluate("[(e['message']['role'], e['message'].get('stopReason')) for e in "
                            "__import__('ipyagent.kernel.extension', fromlist=['x']).get_runtime(get_ipython())"
                            ".slot().session.path() if e['type'] == 'message']")
-        assert roles == [["user", None], ["assistant", "aborted"]]
+        assert roles == [["system", None], ["user", None], ["assistant", "aborted"]]
 
         server.enqueue_text("Sorry, here is a short one.")
         cell = k.run("%%agent\nA short one, please.", "c2")

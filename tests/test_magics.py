@@ -200,7 +200,7 @@ def test_session_across_cells_with_cell_ids(ip, server):
     journals = [o for o in cap.outputs if JOURNAL_MIME in o.data]
     assert len(journals) == 1 and JOURNAL_MIME in cap.outputs[-1].data
     ids = [e["id"] for e in journals[0].data[JOURNAL_MIME]["entries"]]
-    assert ids == [e["id"] for e in session.entries[2:]]
+    assert ids == [e["id"] for e in session.entries[3:]]  # after the system message and the first turn
     assert journals[0].metadata["ipyagent"]["entry_ids"] == ids
 
 
@@ -255,7 +255,7 @@ def test_provider_error_is_readable_not_a_traceback(ip, server):
     cap = run(ip, "", "hi")
     text = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
     assert "Model error" in text and "Traceback" not in text
-    assert len(rt(ip).slot().session) == 1  # the prompt is kept
+    assert len(rt(ip).slot().session) == 2  # the system prompt (recorded first) and the prompt are kept
 
 
 # ---- approvals -------------------------------------------------------------------------------------
@@ -487,7 +487,7 @@ def test_bridge_when_acked_journal_for_what_was_never_acked(ip, server):
     journals = [o for o in cap.outputs if JOURNAL_MIME in o.data]
     assert len(journals) == 1
     ids = [e["id"] for e in journals[0].data[JOURNAL_MIME]["entries"]]
-    assert ids == [e["id"] for e in rt(ip).slot().session.entries[2:]]  # second's (never acked) and third's
+    assert ids == [e["id"] for e in rt(ip).slot().session.entries[3:]]  # second's (never acked) and third's
 
 
 def test_shell_config_reaches_the_configurable(monkeypatch):
@@ -528,7 +528,7 @@ def test_checkout_with_summary_and_branches_in_the_tree(ip, server, capsys):
     run(ip, "", "first")
     run(ip, "", "second")
     session = rt(ip).slot().session
-    first_answer = session.entries[1]["id"]
+    first_answer = session.entries[2]["id"]  # after the system message and the prompt
     server.enqueue_summary("We tried the second question and got a2.")
     ip.run_line_magic("agent", f"checkout {first_answer} --summarize --focus the-answer")
     assert session.leaf_id != first_answer and session.get(session.leaf_id)["type"] == "branch_summary"
@@ -537,7 +537,7 @@ def test_checkout_with_summary_and_branches_in_the_tree(ip, server, capsys):
     ip.run_line_magic("agent", "tree")
     out = capsys.readouterr().out
     assert "branch summary" in out and "← leaf" in out
-    assert len([line for line in out.splitlines() if line.startswith("*")]) == 5  # the current path
+    assert len([line for line in out.splitlines() if line.startswith("*")]) == 6  # the current path
     sent = json.dumps(server.requests[-1].body["messages"])
     assert "got a2" in sent and "a1" in sent
 

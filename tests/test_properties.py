@@ -45,6 +45,8 @@ def assert_calls_before_results(messages):
 
 
 def conversation_of(prompt: str) -> str:
+    if prompt.startswith("# Conversation\n"):  # a turn prefix (Pi 1.6's layout)
+        return prompt.removeprefix("# Conversation\n").split("\n\n# Instructions\n", 1)[0]
     return prompt.split("<conversation>\n", 1)[1].split("\n</conversation>", 1)[0]
 
 

@@ -99,4 +99,4 @@ def test_in_the_agent_the_error_shows_once_per_cell_and_later_cells_do_not_retry
         assert len([r for r in server.requests if r.kind == "chat"]) == chats + 1
         # the session holds both prompts and no error message: it stays valid
         roles = [e["message"]["role"] for e in agent.session.path() if e["type"] == "message"]
-        assert roles == ["user", "user"]
+        assert roles == ["system", "user", "user"]  # the system prompt, recorded once (Pi 1.6)

@@ -45,12 +45,15 @@ def kernel_reset_entry() -> dict[str, Any]:
 
 def reset_notice_due(path: list[dict[str, Any]], earlier: set[str]) -> bool:
     """Whether a model answering on ``path`` must first be told about the reset: the path holds an
-    entry an earlier kernel wrote (an id in ``earlier``) and no reset notice comes after it."""
+    entry an earlier kernel wrote (an id in ``earlier``) and no reset notice comes after it. A
+    system message (the recorded system prompt) is no work done in a kernel: it does not count."""
     if not earlier:
         return False
     for entry in reversed(path):
         if entry.get("type") == "custom_message" and entry.get("customType") == RESET_CUSTOM_TYPE:
             return False
+        if entry.get("type") == "message" and entry["message"].get("role") == "system":
+            continue
         if entry.get("id") in earlier:
             return True
     return False
