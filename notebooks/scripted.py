@@ -150,7 +150,8 @@ class Scripted:
     def summary(self, body: dict[str, Any]) -> Reply:
         self.summary_models.append(str(body.get("model")))
         prompt = _text_of((body.get("messages") or [{}])[-1].get("content"))
-        conversation = prompt.split("</conversation>")[0]
+        prefix = prompt.startswith("# Conversation\n")  # a turn prefix: Pi 1.6's layout
+        conversation = prompt.split("\n\n# Instructions\n")[0] if prefix else prompt.split("</conversation>")[0]
         previous = None
         if "<previous-summary>" in prompt:
             previous = prompt.split("<previous-summary>", 1)[1].split("</previous-summary>", 1)[0]
@@ -158,7 +159,7 @@ class Scripted:
         if "Additional focus:" in prompt:
             focus = prompt.split("Additional focus:", 1)[1].strip()
         turns = self._turns_in(conversation)
-        if "PREFIX of a turn" in prompt:
+        if prefix:
             self.summary_kinds.append("turn_prefix")
             return Reply(text=self._turn_prefix(conversation, turns))
         self.summary_kinds.append("update" if previous else "initial")
@@ -171,7 +172,7 @@ class Scripted:
         early = [f"- Ran `{c[:90]}{'…' if len(c) > 90 else ''}`" for c in calls] or ["- (no tool calls yet)"]
         suffix = [f"- {c}" for c in (turn.context if turn else [])] or ["- (none)"]
         return "\n".join(["## Original Request", turn.prompt if turn else "(unknown)", "",
-                          "## Early Progress", *early, "", "## Context for Suffix", *suffix])
+                          "## Progress So Far", *early, "", "## Context Needed to Continue", *suffix])
 
     @staticmethod
     def _six_sections(turns: list[Turn], previous: str | None, focus: str) -> str:

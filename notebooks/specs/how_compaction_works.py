@@ -427,6 +427,29 @@ NOTEBOOK = Notebook("how-compaction-works", [
         Every reply's `usage` is stored in the session; the table below shows the cached share
         dropping right after each compaction:"""),
     code("tour-cache", "usage_table(current_session())"),
+    md("tour-forget-md", """
+        ## Two ways to forget
+
+        Compaction is one way to make room: the older turns become a summary, which costs a model
+        call and loses detail (`recall` brings it back). The other, cheaper way is **masking**: keep
+        every tool *call* but hide its bulky *result* behind a one-line placeholder that names the
+        entry. No model is called, and `recall(entry_id)` returns the result in full. (Studies of
+        coding agents find that masking old tool outputs halves the cost at equal success; JetBrains,
+        *The Complexity Trap*, 2025.)
+
+        A mask is one of Pi's own `context_edit` entries, so Pi reads the exported session the same
+        way. `%agent mask ENTRY` hides one result, `--tool-results-before N` every result before the
+        last N turns; `%agent unmask` puts them back. `%config Agent.auto_mask_turns = N` masks
+        automatically before a summary would be asked for, and compacts only when that is not
+        enough (off by default, as in Pi). Side by side, with the tokens before and after each:"""),
+    code("tour-forget", """
+        s = current_session()
+        c = s.compactions()[-1]
+        print(f"compaction (a summary, one model call): the context was {c['tokensBefore']:,} tokens; "
+              f"the summary is {len(c['summary']) // 4:,}")
+        %agent mask --tool-results-before 1"""),
+    code("tour-forget-list", """
+        %agent mask   # with no argument: what is masked, as the model sees it"""),
     md("tour-end", """
         ## Try it yourself
 
