@@ -241,13 +241,14 @@ def test_interrupt_during_a_stream_records_an_aborted_message():
 def test_interrupt_during_a_tool_gives_every_call_a_result():
     with FakeProviderServer() as server:
         agent = make_agent(server)
-        server.enqueue_tool_calls([("python", {"code": "import time\nfor _ in range(200): time.sleep(0.05)"}),
+        # the tool's own code says it has started; only then comes the interrupt (as a user's would)
+        started = agent.tool_context.namespace["started"] = threading.Event()
+        server.enqueue_tool_calls([("python", {"code": "started.set()\nimport time\n"
+                                                       "for _ in range(200): time.sleep(0.05)"}),
                                    ("python", {"code": "z = 1"})])
-        timer = threading.Timer(0.5, _thread.interrupt_main)
-        timer.start()
+        threading.Thread(target=lambda: started.wait() and _thread.interrupt_main(), daemon=True).start()
         with pytest.raises(KeyboardInterrupt):
             agent.prompt("slow")
-        timer.cancel()
         results = [e["message"] for e in agent.session.path() if e["message"]["role"] == "toolResult"]
         assert len(results) == 2 and all(r["isError"] for r in results)
         assert "Interrupted" in results[0]["content"][0]["text"]
