@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from ipyagent.hooks import HookRegistry
 from ipyagent.core import Session
+# the markers' hooks (folder markers, the check that only tests marked `kernel` start kernels)
+from support.markers import pytest_collection_modifyitems, pytest_runtest_makereport, pytest_runtest_protocol  # noqa: F401
 
 _clock = itertools.count(1_767_225_600_000, 1000)
 

@@ -181,6 +181,7 @@ def test_import_is_light():
     assert out.strip() == "False False"
 
 
+@pytest.mark.kernel
 def test_hello_ack_entries_ack_and_resend(frontend):
     fe = frontend
     fe.execute("from ipyagent.bridge.comm import KernelBridge\n_b = KernelBridge().open()")
@@ -240,6 +241,7 @@ def test_hello_ack_entries_ack_and_resend(frontend):
     assert sess["leaf"] == "00000002" and fe.metadata["active"] == "default"
 
 
+@pytest.mark.kernel
 def test_sessions_are_independent_and_inactive_flag(frontend):
     fe = frontend
     fe.execute("from ipyagent.bridge.comm import KernelBridge\n_b = KernelBridge().open()")
@@ -259,6 +261,7 @@ def test_sessions_are_independent_and_inactive_flag(frontend):
     assert m["session"] == "a" and [x["id"] for x in m["entries"]] == ["00000001"]
 
 
+@pytest.mark.kernel
 def test_no_frontend_entries_wait_for_the_first_hello_ack(frontend):
     """Entries sent before any frontend answered are delivered after hello_ack."""
     fe = frontend
@@ -279,6 +282,7 @@ def test_no_frontend_entries_wait_for_the_first_hello_ack(frontend):
     assert _print_state(fe)["unacked"] == {}
 
 
+@pytest.mark.kernel
 def test_frontend_closing_the_comm_disconnects(frontend):
     fe = frontend
     fe.execute("from ipyagent.bridge.comm import KernelBridge\n_b = KernelBridge().open()")
@@ -291,6 +295,7 @@ def test_frontend_closing_the_comm_disconnects(frontend):
     assert state["extra"] is None  # nothing sent on a closed comm
 
 
+@pytest.mark.kernel
 def test_receive_push_pending_push(frontend):
     fe = frontend
     meta = {
@@ -323,6 +328,7 @@ def test_receive_push_pending_push(frontend):
     assert "not JSON" in out and out.strip().endswith("None")
 
 
+@pytest.mark.kernel
 def test_a_push_with_an_entry_nested_100000_deep_loads_the_rest(frontend):
     """receive_push never raises; the too-deep entry is set aside (as its JSON text) and the rest loads."""
     fe = frontend
@@ -351,6 +357,7 @@ def test_a_push_with_an_entry_nested_100000_deep_loads_the_rest(frontend):
     assert reasons == ["entry nests more than 200 levels deep; kept as JSON text"] and same_text is True
 
 
+@pytest.mark.kernel
 def test_push_into_a_running_bridge_reopens_and_resends_what_the_file_lacks(frontend):
     """A page reload (or a second tab) pushes the saved metadata into the running kernel: the
     bridge says hello again on a new comm and re-sends the entries the pushed metadata lacks."""

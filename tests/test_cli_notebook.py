@@ -264,6 +264,7 @@ def test_the_console_script_exits_non_zero_with_stderr(tmp_path):
     assert done.returncode == 2 and done.stdout == "" and "no such file" in done.stderr
 
 
+@pytest.mark.kernel
 def test_a_journal_written_by_a_real_kernel_and_saved_by_nbclient_lifts(tmp_path, capsys):
     """The journal output goes through a real kernel's display_data, nbclient and nbformat's writer."""
     import nbformat

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from kernel_support import SETUP, LiveKernel, fake_provider, notebook, outputs_text
 
 from ipyagent import cli
@@ -20,6 +21,7 @@ def test_marked_source():
     assert marked_source("ab12cd34", "%%timeit") == "%%timeit\n# from ipyagent ab12cd34"
 
 
+@pytest.mark.kernel
 def test_only_successful_python_calls_become_cells_and_only_when_asked(tmp_path):
     with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
         k.run(SETUP + "%config Agent.tool_approval = 'auto'\n%config Agent.show_widget = False", "setup")
@@ -44,6 +46,7 @@ def test_only_successful_python_calls_become_cells_and_only_when_asked(tmp_path)
         assert len(k.frontend.inserted) == 2
 
 
+@pytest.mark.kernel
 def test_a_replayed_notebook_rebuilds_the_namespace_from_the_inserted_cells(tmp_path, capsys):
     src, out = tmp_path / "recorded.ipynb", tmp_path / "replayed.ipynb"
     runs = tmp_path / "runs.txt"  # one line each time the agent's code runs

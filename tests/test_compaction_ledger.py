@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import assistant, call, new_session, tool_result
 from conftest import user as _user
 from kernel_support import SETUP, fake_provider, notebook
@@ -274,6 +275,7 @@ def test_replay_strips_the_ledger_and_answers_describe_from_the_recording():
 # ---- in a real kernel --------------------------------------------------------------------------
 
 
+@pytest.mark.kernel
 def test_in_a_kernel_the_latest_summary_lists_the_agents_variables_with_type_and_shape(tmp_path):
     from ipyagent.bridge.headless import execute_notebook
 

@@ -111,6 +111,7 @@ def test_the_agent_learns_the_window_compacts_and_retries_in_the_same_prompt():
         assert chats[-3:] == [(True, "overflow"), (False, "overflow"), (True, "reply")]
 
 
+@pytest.mark.kernel
 def test_in_a_kernel_an_empty_200_recovers_through_compaction_in_the_same_cell(tmp_path):
     small = "%config Agent.reserve_tokens = 300\n%config Agent.keep_recent_tokens = 250\n"
     cells = [f"%%agent --no-tools\nQuestion {i}: " + "tell me about the columns of the table " * 45

@@ -420,6 +420,7 @@ def _widget_outputs(cell):
     return [o for o in cell.outputs if "application/vnd.jupyter.widget-view+json" in (o.get("data") or {})]
 
 
+@pytest.mark.kernel
 def test_agent_explore_in_a_kernel_and_compact_now(tmp_path):
     with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
         k.run(SETUP + "%config Agent.context_window = 8000\n%config Agent.reserve_tokens = 2000\n"

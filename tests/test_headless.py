@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import nbformat
 from kernel_support import FAKE_KEY, SETUP, fake_provider, notebook, outputs_text, user_messages
 from nbclient import NotebookClient
@@ -17,6 +18,7 @@ from ipyagent.store.journal import JOURNAL_MIME
 from ipyagent.store.ipynb import read_notebook, write_notebook
 
 
+@pytest.mark.kernel
 def test_cli_run_writes_sessions_and_fails_on_a_cell_error(tmp_path, capsys):
     src = tmp_path / "in.ipynb"
     with fake_provider() as server:
@@ -38,6 +40,7 @@ def test_cli_run_writes_sessions_and_fails_on_a_cell_error(tmp_path, capsys):
         assert "ZeroDivisionError" in capsys.readouterr().err
 
 
+@pytest.mark.kernel
 def test_journal_fallback_then_lift(tmp_path):
     with fake_provider() as server:
         server.enqueue_text("First answer.")
@@ -63,6 +66,7 @@ def test_journal_fallback_then_lift(tmp_path):
     assert lifted["cells"] == before["cells"]  # the visible cells are untouched
 
 
+@pytest.mark.kernel
 def test_ask_approval_headless_is_a_clear_refusal(tmp_path):
     with fake_provider() as server:
         server.enqueue_tool_call("bash", {"command": "touch created-by-agent.txt"})
@@ -77,6 +81,7 @@ def test_ask_approval_headless_is_a_clear_refusal(tmp_path):
     assert "Refused `bash`" in shown and 'tool_approval = "auto"' in shown
 
 
+@pytest.mark.kernel
 def test_api_key_never_reaches_the_notebook(tmp_path):
     with fake_provider(context_window=4000) as server:
         server.enqueue_tool_call("python", {"code": "import os\nlen(os.environ.get('OPENAI_API_KEY', ''))"})

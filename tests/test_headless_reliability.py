@@ -40,6 +40,8 @@ def chatty(body: dict) -> str:
     return "A reply about numbers, long enough to fill the window. " * 25
 
 
+@pytest.mark.slow
+@pytest.mark.kernel
 def test_thirty_headless_runs_in_a_row_never_miss_a_reply(tmp_path, capsys):
     src = tmp_path / "twelve.ipynb"
     write_notebook(src, notebook(*twelve_cells()))
@@ -62,6 +64,7 @@ def test_thirty_headless_runs_in_a_row_never_miss_a_reply(tmp_path, capsys):
     print(f"30 runs: median {ordered[14]:.2f} s, max {ordered[-1]:.2f} s")  # figures: tests/benchmarks/headless.py
 
 
+@pytest.mark.kernel
 def test_every_ack_reaches_the_kernel_before_the_next_cell(tmp_path):
     check = "from ipyagent.bridge.comm import active_bridge\nprint('ALL-ACKED', active_bridge().all_acked)"
     cells = [SETUP]
@@ -75,6 +78,7 @@ def test_every_ack_reaches_the_kernel_before_the_next_cell(tmp_path):
         assert "ALL-ACKED True" in outputs_text(out.nb["cells"][index]["outputs"])
 
 
+@pytest.mark.kernel
 def test_headless_kernel_runs_over_ipc_without_the_tcp_warning(tmp_path, capfd):
     out = execute_notebook(notebook("import json, os\nprint(json.load(open(os.environ.get('JPY_CONNECTION_FILE', '')"
                                     " or __import__('ipykernel.connect').connect.get_connection_file()))"
@@ -84,6 +88,7 @@ def test_headless_kernel_runs_over_ipc_without_the_tcp_warning(tmp_path, capfd):
     assert "without encryption" not in capfd.readouterr().err
 
 
+@pytest.mark.kernel
 def test_a_dead_kernel_still_writes_every_delivered_session(tmp_path, capsys):
     src = tmp_path / "dies.ipynb"
     with fake_provider() as server:
@@ -99,6 +104,8 @@ def test_a_dead_kernel_still_writes_every_delivered_session(tmp_path, capsys):
     assert [e["message"]["role"] for e in session["entries"]] == ["user", "assistant"]
 
 
+@pytest.mark.slow
+@pytest.mark.kernel
 def test_a_runner_seconds_behind_the_kernel_still_gets_every_message_of_a_cell(tmp_path, monkeypatch):
     """On a loaded machine this process can fall seconds behind the kernel. nbclient reads a cell's
     messages for only 4 s after its ``execute_reply`` by default and drops the rest: here the

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from kernel_support import SETUP, LiveKernel, fake_provider, notebook, outputs_text
 
 from ipyagent.bridge.headless import execute_notebook
+
+pytestmark = pytest.mark.kernel  # every test here starts a kernel
 
 SMALL = ("%config Agent.context_window = 3000\n%config Agent.reserve_tokens = 600\n"
          "%config Agent.keep_recent_tokens = 500\n")

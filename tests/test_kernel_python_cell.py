@@ -11,6 +11,8 @@ import os
 import pytest
 from kernel_support import LiveKernel, fake_provider, outputs_text
 
+pytestmark = pytest.mark.kernel  # every test here starts a kernel
+
 PLOT = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('agent plot')"
 SETUP = ("%load_ext ipyagent\n%config Agent.model = {model!r}\n%config Agent.tool_approval = 'auto'\n"
          "%config Agent.show_widget = False")

@@ -15,6 +15,8 @@ from ipyagent import cli
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from ipyagent.session.messages import text_of
 
+pytestmark = pytest.mark.kernel  # every test here starts a kernel
+
 # The window leaves ~2,400 tokens above the reserve for the system prompt, the tools and the work:
 # small enough for several compactions. Where the budget asks for them depends on what the system
 # prompt (it holds the notebook's path) and the tool list weigh, so the recording may hold an

@@ -21,6 +21,8 @@ from ipyagent import cli
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import fake_provider, notebook, outputs_text, path_of
 
+pytestmark = pytest.mark.kernel  # every test here starts a kernel
+
 WINDOW = 3800  # reserve 800: the budget asks above 3,000 tokens
 CONFIG = ("%load_ext ipyagent\n%config Agent.model = 'openai:fake-model'\n%config Agent.tool_approval = 'auto'\n"
           f"%config Agent.context_window = {WINDOW}\n%config Agent.reserve_tokens = 800\n"

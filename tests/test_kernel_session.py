@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from kernel_support import (
     SETUP,
     LiveKernel,
@@ -18,6 +19,8 @@ from kernel_support import (
 from ipyagent.bridge.headless import execute_notebook
 from ipyagent.store.journal import JOURNAL_MIME
 from ipyagent.store.ipynb import write_notebook
+
+pytestmark = pytest.mark.kernel  # every test here starts a kernel
 
 
 def _texts(messages):

@@ -158,6 +158,7 @@ def test_placing_inserted_cells_in_order():
 # ---- ipyagent run answers insert_cell ------------------------------------------------------------
 
 
+@pytest.mark.kernel
 def test_headless_run_adds_the_cells_after_the_agent_cell_not_executed(tmp_path):
     with fake_provider() as server:
         server.enqueue_tool_calls([("notebook", {"action": "insert", "cell_type": "markdown", "source": "## Plan"}),

@@ -39,6 +39,7 @@ def pi_load(files: list[Path]) -> list[dict]:
     return [a["result"] for a in answers]
 
 
+@pytest.mark.slow
 def test_damage_pi_reads_is_read_as_pi_reads_it(tmp_path):
     files = []
     for seed in range(40):

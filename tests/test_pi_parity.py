@@ -480,7 +480,8 @@ class Compared:
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory) -> list[Compared]:
-    """Every corpus session at its own budget plus budgets that are shares of its size."""
+    """Every corpus session at its own budget plus budgets that are shares of its size (Pi and
+    ipyagent over the whole corpus take ~14 s: the three tests using it are marked slow)."""
     root = tmp_path_factory.mktemp("pi_parity")
     runs: list[tuple[Case, int, Path, list[dict[str, Any]]]] = []
     for i, case in enumerate(corpus()):
@@ -512,6 +513,7 @@ def compared(tmp_path_factory) -> list[Compared]:
 # The tests
 # ------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_model_reproduces_pi_exactly(compared):
     """The test's own model of Pi 0.73.1, with no fix switched on, equals the oracle everywhere."""
     bad = []
@@ -555,6 +557,7 @@ def explain(c: Compared) -> tuple[str, list[str]]:
     return "unexplained", []
 
 
+@pytest.mark.slow
 def test_ipyagent_matches_pi_except_deliberate_fixes(compared):
     stats: Counter[str] = Counter()
     hits: Counter[str] = Counter()
@@ -584,6 +587,7 @@ def test_ipyagent_matches_pi_except_deliberate_fixes(compared):
     assert stats["same"] > len(compared) // 3
 
 
+@pytest.mark.slow
 def test_cli_prints_the_same_plan(compared):
     """The real ``ipyagent compact --dry-run --json`` agrees with the in-process plan."""
     sample = [c for c in compared if c.case.n <= 600 and "error" not in c.ipyagent][::150]

@@ -273,6 +273,7 @@ def test_cli_probe_says_clearly_what_is_missing(tmp_path):
 # ---- %agent probe in a real kernel, recorded and replayed ----------------------------------------
 
 
+@pytest.mark.kernel
 def test_agent_probe_in_a_kernel_is_stored_and_replays_offline(tmp_path):
     from ipyagent.bridge.headless import execute_notebook
 

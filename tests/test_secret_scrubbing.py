@@ -172,6 +172,7 @@ def test_errors_saved_in_outputs_and_entries_carry_no_url_credentials(shell, fau
     assert "Model error" in saved and clean(saved)
 
 
+@pytest.mark.kernel
 def test_in_a_kernel_the_saved_notebook_carries_no_url_credentials():
     from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
 

@@ -278,6 +278,7 @@ def test_grep_looks_at_a_bounded_part_of_an_enormous_line(tmp_path, monkeypatch)
 # ---- in a real kernel: the notebook's folder comes from the notebook's path ------------------------
 
 
+@pytest.mark.kernel
 def test_in_a_kernel_the_notebooks_folder_is_free_and_outside_asks(tmp_path):
     from ipyagent.store.ipynb import new_notebook, write_notebook
     from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ipyagent.agent import events as ev
 from ipyagent.agent.config import AgentConfig
 from ipyagent.compaction.settings import CompactionSettings
@@ -134,6 +136,7 @@ def test_renderer_tool_blocks_and_errors():
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
+@pytest.mark.kernel
 def test_every_finished_run_leaves_only_the_static_view_and_no_widget_model(tmp_path):
     """In a real kernel, with a frontend that applies display updates (as JupyterLab does): the
     widget is live while its run goes on; when the run ends its output is the static view alone
