@@ -22,7 +22,7 @@ from ipyagent.providers import ModelRequest, pricing
 from ipyagent.session.costs import CostTally, cost_totals
 from ipyagent.session.tokens import normalize_usage
 from ipyagent.testing import FakeProviderServer, Reply, collect
-from test_magics import ip, rt, run, server  # noqa: F401  (fixtures: an IPython shell, the fake server)
+from support.shell import rt, run
 
 USAGE = {"input": 3000, "cacheRead": 2000, "cacheWrite": 500, "output": 700}
 
@@ -175,7 +175,7 @@ def test_cost_text_and_the_budget_views():
     assert cost_text(only_unknown.costs()) == "cost unknown (1 unpriced call)"
 
 
-def test_agent_status_shows_the_sessions_cost(ip, server):  # noqa: F811
+def test_agent_status_shows_the_sessions_cost(ip, server):
     ip.run_line_magic("config", "Agent.model = 'openai:gpt-4.1-mini'")
     ip.run_line_magic("config", "Agent.show_widget = False")
     server.enqueue(Reply(text="hello", usage=dict(USAGE)))

@@ -20,25 +20,7 @@ import pytest
 from ipyagent import cli
 from ipyagent.bridge.headless import ReplyLost, ReplyWatchdog, execute_notebook
 from ipyagent.store.ipynb import read_notebook, write_notebook
-from kernel_support import SETUP, fake_provider, notebook, outputs_text
-
-SMALL_WINDOW = ("%config Agent.context_window = 6000\n%config Agent.reserve_tokens = 1000\n"
-                "%config Agent.keep_recent_tokens = 1500\n")
-
-
-def twelve_cells() -> list[str]:
-    """A setup cell, ten ``%%agent`` cells and a ``%compact``: every one sends bridge messages."""
-    cells = [SETUP + SMALL_WINDOW]
-    for i in range(10):
-        cells.append(f"%%agent\nStep {i}: tell me about the number {i}. " + "context " * 150)
-        if i == 6:
-            cells.append("%compact keep the numbers")
-    return cells
-
-
-def chatty(body: dict) -> str:
-    return "A reply about numbers, long enough to fill the window. " * 25
-
+from kernel_support import SETUP, chatty, fake_provider, notebook, outputs_text, twelve_cells
 
 @pytest.mark.slow
 @pytest.mark.kernel

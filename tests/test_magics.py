@@ -13,42 +13,10 @@ from ipyagent.kernel.settings import Agent as AgentSettings
 from ipyagent.store.ipynb import new_notebook, write_notebook
 from ipyagent.store.journal import JOURNAL_MIME
 from ipyagent.kernel.magics.commands import COMMANDS
-from ipyagent.testing import FakeProviderServer
 from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.utils.capture import capture_output
-from support.shell import extension_shell, forget_extension, start_ipython
+from support.shell import forget_extension, rt, run, start_ipython
 from traitlets.config import Config
-
-
-@pytest.fixture
-def server(monkeypatch):
-    with FakeProviderServer() as srv:
-        monkeypatch.setenv("OPENAI_BASE_URL", srv.openai_base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
-        yield srv
-
-
-@pytest.fixture
-def ip(monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
-    with extension_shell() as (shell, runtime):
-        yield shell
-    assert runtime is not None
-
-
-def rt(shell):
-    return extension.get_runtime(shell)
-
-
-def run(shell, line: str, cell: str, cell_id: str | None = None):
-    if cell_id is not None:
-        shell.get_parent = lambda: {"metadata": {"cellId": cell_id}}
-    elif "get_parent" in shell.__dict__:
-        del shell.get_parent
-    with capture_output() as cap:
-        shell.run_cell_magic("agent", line, cell)
-    return cap
 
 
 def user_entries(session):

@@ -7,13 +7,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import REPO
 from ipyagent.core import Session
 from ipyagent.store.ipynb import (
     NotebookError,
@@ -102,7 +102,7 @@ def test_session_from_file_reads_a_notebook_in_plain_python(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["3", e[-1]["id"], "1", e[0]["id"], "False"]
-    core = (Path(__file__).parents[1] / "extension/ipyagent/core.py").read_text()
+    core = (REPO / "extension/ipyagent/core.py").read_text()
     assert not [layer for layer in NOTEBOOK_LAYER if f"ipyagent.{layer}" in core]
 
 def test_round_trip_through_nbformat_keeps_the_data(tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.corrupt import corrupt_pi_file
-from test_pi_parity import ORACLE, ensure_oracle, run_oracle
+from support.pi_oracle import ORACLE, ensure_oracle, run_oracle
 
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session

@@ -355,10 +355,10 @@ def test_compact_result():
 
 # ---- the magics, in process --------------------------------------------------------------------
 
-from test_magics import ip, rt, server  # noqa: F401  (the in-process shell and fake provider fixtures)
+from support.shell import rt  # (the fixtures ip and server: tests/conftest.py)
 
 
-def test_agent_commands_show_metadata_text_safely(ip, server, tmp_path):  # noqa: F811
+def test_agent_commands_show_metadata_text_safely(ip, server, tmp_path):
     runtime = rt(ip)
     runtime.new_session(HOSTILE_NAME)
     slot = runtime.slot()

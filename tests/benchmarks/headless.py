@@ -30,8 +30,7 @@ sys.path.insert(0, str(ROOT / "extension"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from ipyagent.store.ipynb import write_notebook
-from kernel_support import fake_provider, notebook
-from test_headless_reliability import chatty, twelve_cells
+from kernel_support import chatty, fake_provider, notebook, twelve_cells
 
 
 def timed(cmd: list[str]) -> float:
