@@ -29,7 +29,7 @@ SETUP = "%load_ext ipyagent\n%config Agent.model = 'openai:fake-model'\n"
 
 
 
-# the soak test's notebook (tests/test_headless_reliability.py, tests/benchmarks/headless.py)
+# the soak test's notebook (tests/bridge/test_headless_reliability.py, tests/benchmarks/headless.py)
 SMALL_WINDOW = ("%config Agent.context_window = 6000\n%config Agent.reserve_tokens = 1000\n"
                 "%config Agent.keep_recent_tokens = 1500\n")
 

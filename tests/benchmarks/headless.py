@@ -2,7 +2,7 @@
 
     python tests/benchmarks/headless.py [--runs 30]
 
-The notebook: the stress test's 12 cells (``tests/test_headless_reliability.py``: a setup cell,
+The notebook: the stress test's 12 cells (``tests/bridge/test_headless_reliability.py``: a setup cell,
 ten ``%%agent`` cells and a ``%compact``, against the loopback fake provider). Each round runs,
 as separate commands (what a user types):
 

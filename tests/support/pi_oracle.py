@@ -1,7 +1,7 @@
 """The Pi oracle: Pi's own npm package (pinned in tests/oracle, see its README), run by node.
 
-``run_oracle`` asks ``pi_prepare.mjs`` for Pi's compaction plans (tests/test_pi_parity.py);
-tests/test_pi_loading.py runs ``pi_load.mjs`` from ``ORACLE``. Neither is skipped without the
+``run_oracle`` asks ``pi_prepare.mjs`` for Pi's compaction plans (tests/compaction/test_pi_parity.py);
+tests/session/test_pi_loading.py runs ``pi_load.mjs`` from ``ORACLE``. Neither is skipped without the
 package: ``ensure_oracle`` installs it with ``npm ci``.
 """
 

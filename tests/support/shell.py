@@ -1,5 +1,5 @@
 """An in-process IPython shell with ipyagent loaded: what the magic tests drive with
-``run_line_magic``/``run_cell_magic`` (a real kernel is in tests/test_kernel_*.py).
+``run_line_magic``/``run_cell_magic`` (a real kernel is in tests/kernel/test_kernel_*.py).
 
 tests/conftest.py makes it the fixture ``ip``; ``rt`` and ``run`` below are what its tests use
 on it."""

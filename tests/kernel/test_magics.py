@@ -1,6 +1,6 @@
 """In-process tests of the magics: argument parsing, dispatch, configuration, runs against the
 fake provider server, forks on re-run, %compact, approvals, the journal output. A real kernel is
-exercised in tests/test_kernel_*.py."""
+exercised in tests/kernel/test_kernel_*.py."""
 
 from __future__ import annotations
 

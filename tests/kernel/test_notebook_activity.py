@@ -1,6 +1,6 @@
 """Notebook activity: the block's formatting (a pure function), the namespace diff, and the
 recorder on a real IPython shell (in-process; the kernel-side capture of printed output is checked
-in tests/test_kernel_notebook_context.py)."""
+in tests/kernel/test_kernel_notebook_context.py)."""
 
 from __future__ import annotations
 
