@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // How Pi's own SessionManager (the pinned npm package, see package.json) loads session files:
-// which entries it indexes, its leaf and the root→leaf path. tests/test_pi_loading.py compares
+// which entries it indexes, its leaf and the root→leaf path. tests/session/test_pi_loading.py compares
 // ipyagent's loading with it.
 //
 // Usage: node pi_load.mjs --batch < requests.jsonl
