@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ipyagent.hooks import HookRegistry
+
 from ipyagent.core import Session
+from ipyagent.hooks import HookRegistry
 from ipyagent.testing import FakeProviderServer
-from support.shell import extension_shell
+
 # the markers' hooks (folder markers, the check that only tests marked `kernel` start kernels)
 from support.markers import pytest_collection_modifyitems, pytest_runtest_makereport, pytest_runtest_protocol  # noqa: F401
+from support.shell import extension_shell
 
 REPO = Path(__file__).resolve().parents[1]  # the repository, whichever folder of tests/ asks
 _clock = itertools.count(1_767_225_600_000, 1000)

@@ -17,8 +17,9 @@ import json
 import os
 import queue
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from ipyagent.bridge.headless import HeadlessFrontend, push_code
 from ipyagent.store.ipynb import new_notebook
@@ -289,7 +290,7 @@ class LiveKernel:
         with contextlib.suppress(Exception):
             self.km.shutdown_kernel(now=True)
 
-    def __enter__(self) -> "LiveKernel":
+    def __enter__(self) -> LiveKernel:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -10,8 +10,8 @@ import pytest
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent import events as ev
 from ipyagent.agent.config import AgentConfig
-from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.summarizer import ScriptedSummarizer
+from ipyagent.hooks import HookRegistry
 from ipyagent.testing import FakeProviderServer
 
 

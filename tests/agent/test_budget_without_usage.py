@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from conftest import assistant, new_session, user
 from ipyagent import Agent, CompactionSettings
 from ipyagent.agent import events as ev

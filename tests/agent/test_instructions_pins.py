@@ -13,8 +13,8 @@ from ipyagent.agent.prompt.instructions import find_instruction_files, instructi
 from ipyagent.agent.prompt.notebook_context import NotebookActivity, SystemContext
 from ipyagent.agent.prompt.pins import PIN_TYPE, active_pins, pin_entry, unpin_entry
 from ipyagent.agent.prompt.system import compose_system_prompt, system_prompt_parts
-from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.serialize import serialize_conversation
+from ipyagent.hooks import HookRegistry
 from ipyagent.testing import FakeProviderServer
 
 # ---- instruction files ---------------------------------------------------------------------------
@@ -142,6 +142,7 @@ def test_agents_md_and_pins_are_in_every_request_and_survive_compaction(tmp_path
 def test_pin_magics_and_a_rerun_that_forks(monkeypatch, tmp_path):
     from IPython.core.error import UsageError
     from IPython.utils.capture import capture_output
+
     from support.shell import extension_shell
 
     with FakeProviderServer() as server:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from IPython.utils.capture import capture_output
+
 from ipyagent.agent.prompt.interpolate import interpolate
 from ipyagent.kernel import extension
 from ipyagent.testing import FakeProviderServer
-from IPython.utils.capture import capture_output
 from support.shell import extension_shell
 
 

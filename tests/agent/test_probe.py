@@ -10,18 +10,9 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import assistant, call, new_session, tool_result
 from conftest import user as _user
-from kernel_support import SETUP, fake_provider, notebook, outputs_text
-from ipyagent.agent.probe.runner import (
-    PROBE_CUSTOM_TYPE,
-    WAYS,
-    ProbeError,
-    ProbeReport,
-    ProbeRunner,
-    RecordedResponses,
-    recompact,
-)
 from ipyagent.agent.probe.prompts import (
     ANSWER_SYSTEM,
     JUDGE_SYSTEM,
@@ -31,11 +22,21 @@ from ipyagent.agent.probe.prompts import (
     parse_questions,
     probe_request_kind,
 )
+from ipyagent.agent.probe.runner import (
+    PROBE_CUSTOM_TYPE,
+    WAYS,
+    ProbeError,
+    ProbeReport,
+    ProbeRunner,
+    RecordedResponses,
+    recompact,
+)
 from ipyagent.agent.replay import ReplayDivergence
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.testing import FakeProviderServer, ProbeScript, Reply
 from ipyagent.testing.accounting import default_summary_detector
+from kernel_support import SETUP, fake_provider, notebook, outputs_text
 
 QUESTIONS = [
     {"kind": "recall", "question": "Which port does the server listen on?", "answer": "8042"},

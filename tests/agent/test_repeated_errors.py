@@ -4,6 +4,7 @@ this call or in the next cells, until a call to that model succeeds again."""
 from __future__ import annotations
 
 import pytest
+
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent import events as ev
 from ipyagent.agent.config import AgentConfig

@@ -8,25 +8,26 @@ from dataclasses import replace
 import pytest
 
 from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.config import AgentConfig
 from ipyagent.agent import events as ev
 from ipyagent.agent.compaction_oracle import CompactionRuling
+from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.replay import (
+    CellRecording,
     Recording,
     ReplayCompactions,
     ReplayDescriber,
     ReplayProvider,
     ReplaySummarizer,
     ReplayToolResults,
+    replay_ports,
     same_when_replayed,
     split_recorded_summary,
 )
-from ipyagent.agent.ports import RunPorts
-from ipyagent.agent.replay import CellRecording, replay_ports
 from ipyagent.agent.tools.base import ToolOutput
+from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.hooks import HookRegistry
 from ipyagent.session.messages import NOT_RUN_INTERRUPTED, user_message
-from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.testing import FakeProviderServer
 
 SETTINGS = CompactionSettings(reserve_tokens=900, keep_recent_tokens=500)

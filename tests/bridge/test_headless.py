@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import nbformat
-from kernel_support import FAKE_KEY, SETUP, fake_provider, notebook, outputs_text, user_messages
+import pytest
 from nbclient import NotebookClient
 
 from ipyagent import cli
 from ipyagent.bridge.headless import execute_notebook, push_code
-from ipyagent.store.journal import JOURNAL_MIME
 from ipyagent.store.ipynb import read_notebook, write_notebook
+from ipyagent.store.journal import JOURNAL_MIME
+from kernel_support import FAKE_KEY, SETUP, fake_provider, notebook, outputs_text, user_messages
 
 
 @pytest.mark.kernel

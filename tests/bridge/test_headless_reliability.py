@@ -17,10 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 from queue import Empty
 
 import pytest
+
 from ipyagent import cli
 from ipyagent.bridge.headless import ReplyLost, ReplyWatchdog, execute_notebook
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import SETUP, chatty, fake_provider, notebook, outputs_text, twelve_cells
+
 
 @pytest.mark.slow
 @pytest.mark.kernel

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+
 from ipyagent.cli import main
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session

@@ -9,17 +9,16 @@ import sys
 
 import pytest
 
+from conftest import chain
 from ipyagent.cli import main
 from ipyagent.core import Session
+from ipyagent.session.jsonl import dump_pi_jsonl
+from ipyagent.session.messages import tool_call_block, tool_result_message, user_message
 from ipyagent.store.ipynb import new_notebook, read_notebook, write_notebook, write_sessions_into_notebook
 from ipyagent.store.journal import journal_bundle
 from ipyagent.store.schema import NotebookSessions, StoredSession
-from ipyagent.session.jsonl import dump_pi_jsonl
-from ipyagent.session.messages import tool_call_block, tool_result_message, user_message
 from support.corrupt import corrupt_pi_file
 from support.sessiongen import generate_session
-from conftest import chain
-
 
 HEADER = {"type": "session", "version": 3, "id": "3f0c2b9e-0000-4000-a000-000000000003",
           "timestamp": "2026-01-01T00:00:00.000Z", "cwd": ""}

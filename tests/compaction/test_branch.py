@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from conftest import assistant, call, ids_of, new_session, tool_result, user
 from ipyagent.compaction import prompts
 from ipyagent.compaction.branch import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from ipyagent.compaction.cut_point import (
     CutPoint,
     cut_at,

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from conftest import assistant, call, new_session, tool_result
 from conftest import user as _user
-from kernel_support import SETUP, fake_provider, notebook
-from ipyagent.agent.replay import ReplayDescriber, Recording, split_recorded_summary
-from ipyagent.hooks import HookRegistry
+from ipyagent.agent.replay import Recording, ReplayDescriber, split_recorded_summary
+from ipyagent.compaction.compact import compact
 from ipyagent.compaction.ledger import (
     MAX_ERRORS,
     MAX_VARIABLES,
@@ -21,10 +21,11 @@ from ipyagent.compaction.ledger import (
     split_appendix,
 )
 from ipyagent.compaction.settings import CompactionSettings
-from ipyagent.compaction.compact import compact
 from ipyagent.compaction.summarizer import ScriptedSummarizer
-from ipyagent.session.entries import compaction_entry
+from ipyagent.hooks import HookRegistry
 from ipyagent.kernel.namespace import describe_value, namespace_describer
+from ipyagent.session.entries import compaction_entry
+from kernel_support import SETUP, fake_provider, notebook
 
 KEEP = CompactionSettings(keep_recent_tokens=30)
 

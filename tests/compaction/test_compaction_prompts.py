@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ipyagent.compaction import prompts
 
 SIX = ["## Goal", "## Constraints & Preferences", "## Progress", "### Done", "### In Progress", "### Blocked",

@@ -26,8 +26,8 @@ def test_roles_and_joining():
         "[Assistant]: line1",
         '[Assistant tool calls]: read(path="a.py", limit=5); bash(command="ls -l")',
         "[Tool result]: contents",
-        "[User]: The conversation history before this point was compacted into the following summary:\n\n"
-        "<summary>\nS\n</summary>",
+        ("[User]: The conversation history before this point was compacted into the following summary:\n\n"
+        "<summary>\nS\n</summary>"),
         "[User]: Ran `pwd`\n```\n/p\n```",
     ])
 

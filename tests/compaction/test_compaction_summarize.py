@@ -5,11 +5,12 @@ FailureTracker)."""
 from __future__ import annotations
 
 import pytest
+
 from conftest import assistant, call, new_session, tool_result, turn, user
 from ipyagent.compaction import prompts
+from ipyagent.compaction.compact import CompactionRejected, FailureTracker, compact
 from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.compaction.settings import CompactionSettings
-from ipyagent.compaction.compact import CompactionRejected, FailureTracker, compact
 from ipyagent.compaction.summarizer import (
     ScriptedSummarizer,
     SummarizerError,

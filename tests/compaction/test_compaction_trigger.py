@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from conftest import assistant, new_session, user
 from ipyagent.compaction.settings import (
     CompactionSettings,

@@ -6,13 +6,14 @@ from __future__ import annotations
 import warnings
 
 import pytest
+
 from conftest import new_session, turn
 from ipyagent import hooks as hooks_module
-from ipyagent.hooks import EVENTS, HookRegistry
-from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.compact import CompactionRejected
+from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.core import CompactionCancelled
+from ipyagent.hooks import EVENTS, HookRegistry
 
 KEEP = CompactionSettings(keep_recent_tokens=518)
 

@@ -36,18 +36,18 @@ from typing import Any
 
 import pytest
 
+from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.core import Session
 from support.pi_oracle import run_oracle
 from support.sessiongen import generate_session, to_jsonl, write_jsonl
 
-from ipyagent.compaction.settings import CompactionSettings
-from ipyagent.core import Session
 
 def ipyagent_plan(path: Path, reserve: int, keep: int) -> dict[str, Any]:
     """``ipyagent compact --dry-run --json``'s object, in process; a crash gives {"error": ...}."""
     try:
         session = Session.from_file(path, estimator="chars4")
         plan = session.prepare_compaction(CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a crash is a result to compare
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {"nothing_to_compact": True} if plan is None else plan.to_summary_dict()
 
@@ -465,7 +465,7 @@ def compared(tmp_path_factory) -> list[Compared]:
                 session, loaded = Session.from_file(f, estimator="chars4"), f
             plan = session.prepare_compaction(CompactionSettings(reserve_tokens=case.reserve, keep_recent_tokens=keep))
             mine = {"nothing_to_compact": True} if plan is None else plan.to_summary_dict()
-        except Exception as exc:  # a crash is a difference too; explain() decides whether it is known
+        except Exception as exc:  # noqa: BLE001 - a crash is a difference too; explain() decides whether it is known
             mine = {"error": f"{type(exc).__name__}: {exc}"}
         out.append(Compared(case, keep, f, path, p, mine))
     return out

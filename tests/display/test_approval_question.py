@@ -126,7 +126,8 @@ def test_a_call_too_long_to_show_is_refused_without_asking(tmp_path):
     assert ui.refusals == [("Refused `write` without asking: the call's arguments are 20,019 characters long, more "
                             "than the 20,000 an approval question shows in full, so the user was not asked. Split the "
                             "work into smaller steps.")]
-    from ipyagent.display.approval import MAX_SHOWN_CHARS as limit, TooLongToShow
+    from ipyagent.display.approval import MAX_SHOWN_CHARS as limit
+    from ipyagent.display.approval import TooLongToShow
 
     assert limit == MAX_SHOWN_CHARS
     with pytest.raises(TooLongToShow):

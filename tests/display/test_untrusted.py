@@ -15,12 +15,13 @@ import json
 import re
 
 import pytest
-from conftest import assistant, call, new_session, tool_result, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from IPython.utils.capture import capture_output
+
+from conftest import assistant, call, new_session, tool_result, user
 from ipyagent.agent import events as ev
-from ipyagent.store.journal import journal_bundle, transcript_markdown
-from ipyagent.kernel.magics.compact import _summary_bundle
+from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, static_bundle
 from ipyagent.display.stream import (
     RunRenderer,
     StreamedMarkdown,
@@ -38,9 +39,9 @@ from ipyagent.display.untrusted import (
     safe_markdown,
     sanitize_html,
 )
-from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, static_bundle
+from ipyagent.kernel.magics.compact import _summary_bundle
 from ipyagent.providers.base import TextDelta, ThinkingDelta
-from IPython.utils.capture import capture_output
+from ipyagent.store.journal import journal_bundle, transcript_markdown
 from support.hostile import (
     HOSTILE,
     HOSTILE_NAME,
@@ -51,6 +52,7 @@ from support.hostile import (
     dangerous_url,
     markdown_oracles,
 )
+from support.shell import rt
 
 ORACLES = markdown_oracles()
 NO_IMAGES = MARKDOWN_TAGS  # markdown_html and safe_markdown never let an image load
@@ -353,9 +355,7 @@ def test_compact_result():
     _assert_bundle(_summary_bundle({"summary": HOSTILE, "firstKeptEntryId": HOSTILE_NAME}, 9000, 3000, 1.5))
 
 
-# ---- the magics, in process --------------------------------------------------------------------
-
-from support.shell import rt  # (the fixtures ip and server: tests/conftest.py)
+# ---- the magics, in process (the fixtures ip and server: tests/conftest.py) ---------------------
 
 
 def test_agent_commands_show_metadata_text_safely(ip, server, tmp_path):

@@ -8,8 +8,8 @@ from ipyagent.agent import events as ev
 from ipyagent.agent.config import AgentConfig
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session
-from ipyagent.display.stream import RunRenderer, error_bundle, tool_bundle
 from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, budget_facts, static_bundle
+from ipyagent.display.stream import RunRenderer, error_bundle, tool_bundle
 from ipyagent.providers.base import TextDelta
 
 

@@ -11,8 +11,8 @@ import re
 import warnings
 
 import pytest
+
 from conftest import assistant, call, new_session, tool_result, turn, user
-from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.prepare import prepare_compaction
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
@@ -20,6 +20,7 @@ from ipyagent.core import Session
 from ipyagent.explorer.html import static_bundle, timeline_html
 from ipyagent.explorer.plan import ENTRY_BOX_LIMIT, ExplorerModel, ExploreSettings
 from ipyagent.explorer.widget import CompactionExplorer, explore
+from ipyagent.hooks import HookRegistry
 from ipyagent.session.tokens import make_estimator
 from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
 from support.hostile import HOSTILE, HOSTILE_NAME, PAYLOADS, audit_html

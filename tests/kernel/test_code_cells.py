@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from kernel_support import SETUP, LiveKernel, fake_provider, notebook, outputs_text
 
 from ipyagent import cli
 from ipyagent.kernel.code_cells import MARKER_PREFIX, marked_source
 from ipyagent.store.ipynb import read_notebook, write_notebook
+from kernel_support import SETUP, LiveKernel, fake_provider, notebook, outputs_text
 
 
 def test_marked_source():

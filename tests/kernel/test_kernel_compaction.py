@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from kernel_support import SETUP, LiveKernel, fake_provider, notebook, outputs_text
 
 from ipyagent.bridge.headless import execute_notebook
+from kernel_support import SETUP, LiveKernel, fake_provider, notebook, outputs_text
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel

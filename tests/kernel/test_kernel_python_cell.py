@@ -9,6 +9,7 @@ import json
 import os
 
 import pytest
+
 from kernel_support import LiveKernel, fake_provider, outputs_text
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel

@@ -9,11 +9,11 @@ import os
 import re
 
 import pytest
-from kernel_support import fake_provider, notebook, outputs_text, path_of
 
 from ipyagent import cli
-from ipyagent.store.ipynb import read_notebook, write_notebook
 from ipyagent.session.messages import text_of
+from ipyagent.store.ipynb import read_notebook, write_notebook
+from kernel_support import fake_provider, notebook, outputs_text, path_of
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel
 
@@ -134,9 +134,9 @@ def _stranger_notebook(tmp_path, secret_path):
     """A notebook from someone else: its recorded ``%%agent`` cell holds a ``read`` call of a file
     outside the notebook's folder, with no result, followed by a final answer."""
     from ipyagent.core import Session
+    from ipyagent.session.messages import user_message
     from ipyagent.store.ipynb import write_sessions_into_notebook
     from ipyagent.store.schema import NotebookSessions
-    from ipyagent.session.messages import user_message
 
     def answer(*content, stop):
         return {"role": "assistant", "content": list(content), "api": "openai-completions", "provider": "openai",

@@ -17,6 +17,7 @@ import json
 import os
 
 import pytest
+
 from ipyagent import cli
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import fake_provider, notebook, outputs_text, path_of

@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from ipyagent.bridge.headless import execute_notebook
+from ipyagent.store.ipynb import write_notebook
+from ipyagent.store.journal import JOURNAL_MIME
 from kernel_support import (
     SETUP,
     LiveKernel,
@@ -15,10 +19,6 @@ from kernel_support import (
     path_of,
     user_messages,
 )
-
-from ipyagent.bridge.headless import execute_notebook
-from ipyagent.store.journal import JOURNAL_MIME
-from ipyagent.store.ipynb import write_notebook
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel
 

@@ -7,17 +7,18 @@ from __future__ import annotations
 import json
 
 import pytest
+from IPython.core.error import StdinNotImplementedError, UsageError
+from IPython.utils.capture import capture_output
+from traitlets.config import Config
+
+from ipyagent.agent.loop import Agent
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.kernel import extension
-from ipyagent.agent.loop import Agent
+from ipyagent.kernel.magics.commands import COMMANDS
 from ipyagent.kernel.settings import AgentSettings
 from ipyagent.store.ipynb import new_notebook, write_notebook
 from ipyagent.store.journal import JOURNAL_MIME
-from ipyagent.kernel.magics.commands import COMMANDS
-from IPython.core.error import StdinNotImplementedError, UsageError
-from IPython.utils.capture import capture_output
 from support.shell import forget_extension, rt, run, start_ipython
-from traitlets.config import Config
 
 
 def user_entries(session):

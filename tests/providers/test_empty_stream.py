@@ -6,10 +6,11 @@ cell. A stream cut after some events is retried as before."""
 from __future__ import annotations
 
 import pytest
+
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent.config import AgentConfig
-from ipyagent.hooks import HookRegistry
 from ipyagent.bridge.headless import execute_notebook
+from ipyagent.hooks import HookRegistry
 from ipyagent.providers import (
     ContextOverflowError,
     MalformedStreamError,

@@ -7,6 +7,7 @@ import textwrap
 
 import httpx
 import pytest
+
 from ipyagent.providers import ContextOverflowError, ModelRequest, stream_with_retry
 from ipyagent.testing import DEFAULT_SUMMARY, FakeProviderServer, Fault, Reply, collect
 

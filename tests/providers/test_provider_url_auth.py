@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 
 import pytest
+
 from ipyagent.providers import (
     AnthropicProvider,
     AuthenticationError,

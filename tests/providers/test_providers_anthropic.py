@@ -7,6 +7,7 @@ import re
 import threading
 
 import pytest
+
 from ipyagent.providers import (
     AnthropicProvider,
     AuthenticationError,

@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+
 from ipyagent.providers import (
     AuthenticationError,
     BadRequestError,

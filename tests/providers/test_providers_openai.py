@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+
 from ipyagent.providers import (
     AuthenticationError,
     ModelRequest,

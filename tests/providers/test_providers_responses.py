@@ -9,6 +9,7 @@ import json
 import httpx
 import pytest
 from genai_prices import Usage, calc_price
+
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent import events as ev
 from ipyagent.agent.config import AgentConfig

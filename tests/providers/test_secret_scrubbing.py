@@ -9,6 +9,8 @@ import urllib.parse
 
 import httpx
 import pytest
+from IPython.utils.capture import capture_output
+
 from ipyagent.kernel import extension
 from ipyagent.providers import (
     AnthropicProvider,
@@ -22,7 +24,6 @@ from ipyagent.providers import (
 )
 from ipyagent.providers.http import scrub
 from ipyagent.testing import FakeProviderServer, collect
-from IPython.utils.capture import capture_output
 from support.shell import extension_shell
 
 USER, PASSWORD = "alice-proxy", "s3cr@t/pass:word"

@@ -8,10 +8,11 @@ from __future__ import annotations
 import threading
 
 import pytest
+
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent.config import AgentConfig
-from ipyagent.hooks import HookRegistry
 from ipyagent.display.budget_widget import budget_facts, static_plain
+from ipyagent.hooks import HookRegistry
 from ipyagent.providers import OpenAIChatProvider, discovery, models, resolve_provider
 from ipyagent.testing import FakeProviderServer
 

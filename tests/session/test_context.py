@@ -76,8 +76,8 @@ def test_branch_summary_and_custom_message_become_user_messages():
     s.append({"type": "custom", "customType": "state", "data": {"x": 1}})  # never in context
     s.append({"type": "model_change", "provider": "openai", "modelId": "gpt-4.1"})
     s.append_message(user("u2"))
-    assert texts(s) == ["u1", "The following is a summary of a branch that this conversation came back from:"
-                              "\n\n<summary>\nwent elsewhere</summary>", "note", "u2"]
+    assert texts(s) == ["u1", ("The following is a summary of a branch that this conversation came back from:"
+                              "\n\n<summary>\nwent elsewhere</summary>"), "note", "u2"]
 
 
 def test_bash_execution_excluded_is_in_agent_messages_but_not_llm():

@@ -13,11 +13,12 @@ import warnings
 
 import pytest
 from genai_prices import Usage, calc_price
+
 from ipyagent import Session
 from ipyagent.agent.config import AgentConfig
-from ipyagent.hooks import HookRegistry
 from ipyagent.core import _sum_usage
 from ipyagent.display.budget_widget import budget_facts, cost_text, static_bundle
+from ipyagent.hooks import HookRegistry
 from ipyagent.providers import ModelRequest, pricing
 from ipyagent.session.costs import CostTally, cost_totals
 from ipyagent.session.tokens import normalize_usage

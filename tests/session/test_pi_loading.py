@@ -17,11 +17,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.corrupt import corrupt_pi_file
-from support.pi_oracle import ORACLE, ensure_oracle, run_oracle
 
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session
+from support.corrupt import corrupt_pi_file
+from support.pi_oracle import ORACLE, ensure_oracle, run_oracle
 
 PI_READS = ("duplicate", "missing_parent", "pi_accepts", "crlf", "blank")
 

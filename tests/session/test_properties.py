@@ -10,14 +10,15 @@
 from __future__ import annotations
 
 import pytest
-from conftest import assistant, call, tool_result, user
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
-from ipyagent.hooks import HookRegistry
+
+from conftest import assistant, call, tool_result, user
+from ipyagent.compaction.compact import CompactionRejected
 from ipyagent.compaction.settings import CompactionSettings
-from ipyagent.compaction.compact import CompactionRejected, NothingToCompact
 from ipyagent.compaction.summarizer import ScriptedSummarizer, SummaryResponse
 from ipyagent.core import NothingToCompact, Session
+from ipyagent.hooks import HookRegistry
 from ipyagent.session.context import (
     ContextState,
     context_message,

@@ -7,6 +7,7 @@ import uuid
 from datetime import datetime, timezone
 
 import pytest
+
 from conftest import assistant, new_session, user
 from ipyagent.session import ids
 from ipyagent.session.entries import (

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
+
 from conftest import assistant, new_session, user
 from ipyagent.core import Session
 from ipyagent.session.jsonl import (
@@ -141,7 +143,7 @@ def test_v1_migrates_to_v3_with_a_linear_chain_and_kept_id():
     assert header["version"] == 3 and header["id"] == "v1-session"
     assert len(entries) == 5
     assert entries[0]["parentId"] is None
-    for previous, entry in zip(entries, entries[1:]):
+    for previous, entry in itertools.pairwise(entries):
         assert entry["parentId"] == previous["id"]
         assert len(entry["id"]) == 8
     compaction = entries[3]

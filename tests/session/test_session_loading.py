@@ -8,8 +8,8 @@ import json
 
 from ipyagent.core import Session
 from ipyagent.session.deep_json import MAX_NESTING
-from ipyagent.session.jsonl import parse_pi_jsonl
 from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport, sanitize_entries
+from ipyagent.session.jsonl import parse_pi_jsonl
 from ipyagent.session.tokens import TiktokenEstimator, js_json
 
 HEADER = {"type": "session", "version": 3, "id": "s-1", "timestamp": "2026-03-01T10:00:00.000Z", "cwd": "/p"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from conftest import assistant, call, tool_result, user
 from ipyagent.session.messages import (
     BRANCH_SUMMARY_PREFIX,

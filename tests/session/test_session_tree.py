@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from conftest import assistant, ids_of, new_session, user
 from ipyagent.session.entries import label_entry, message_entry
 from ipyagent.session.tree import SessionError, SessionTree

@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import tiktoken
+
 from conftest import assistant, call, tool_result, usage, user
 from ipyagent.session.tokens import (
     Chars4Estimator,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
+from conftest import chain
 from ipyagent.core import Session
+from ipyagent.session.intake import MAX_ENTRY_CHARS
 from ipyagent.store.hydration import (
     RESET_CUSTOM_TYPE,
     RESET_NOTICE,
@@ -15,9 +17,6 @@ from ipyagent.store.hydration import (
 from ipyagent.store.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
 from ipyagent.store.journal import journal_bundle
 from ipyagent.store.schema import NotebookSessions, StoredSession
-from ipyagent.session.intake import MAX_ENTRY_CHARS
-from conftest import chain
-
 
 HEADER = {"type": "session", "version": 3, "id": "3f0c2b9e-0000-4000-a000-000000000002",
           "timestamp": "2026-01-01T00:00:00.000Z", "cwd": ""}

@@ -13,8 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO
+from conftest import REPO, chain
 from ipyagent.core import Session
+from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
+from ipyagent.session.jsonl import dump_pi_jsonl, parse_pi_jsonl
 from ipyagent.store.ipynb import (
     NotebookError,
     dumps_notebook,
@@ -29,11 +31,7 @@ from ipyagent.store.ipynb import (
 )
 from ipyagent.store.journal import JOURNAL_MIME, journal_bundle, journal_outputs, transcript_markdown
 from ipyagent.store.schema import NotebookSessions, SessionNotFound, StoredSession
-from ipyagent.session.jsonl import dump_pi_jsonl, parse_pi_jsonl
-from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
 from support.sessiongen import generate_session
-from conftest import chain
-
 
 HEADER = {"type": "session", "version": 3, "id": "3f0c2b9e-0000-4000-a000-000000000001",
           "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/work"}
@@ -138,7 +136,7 @@ def test_metadata_is_not_larger_than_the_entries_own_json():
     header, entries = generate_session(9, 1000)
     sessions = NotebookSessions("default", {"default": StoredSession(header, entries[-1]["id"], {"model": "m"}, entries)})
     md = sessions.to_dict()
-    compact = lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False)  # noqa: E731
+    compact = lambda v: json.dumps(v, separators=(",", ":"), ensure_ascii=False)
     envelope = len(compact(md)) - len(compact(entries))
     assert 0 < envelope < 600
     text = dumps_notebook(write_sessions_into_notebook(new_notebook(), sessions))
@@ -366,7 +364,7 @@ def test_a_10_mb_entry_is_set_aside_with_a_clear_message():
     entries[1]["message"]["content"] = "x" * 10_000_000
     sessions, report = NotebookSessions.from_metadata(metadata(entries))
     text = problems(report)
-    assert f"entries[1]: entry is 10,000,1" in text and f"over the {MAX_ENTRY_CHARS:,} limit (set aside)" in text
+    assert "entries[1]: entry is 10,000,1" in text and f"over the {MAX_ENTRY_CHARS:,} limit (set aside)" in text
     kept = sessions.sessions["default"].entries
     assert [e["id"] for e in kept] == ["00000000", "00000002"]
     assert kept[1]["parentId"] == "00000001"  # its parent was set aside: a root, its parentId as written

@@ -10,11 +10,12 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ipyagent.bridge import comm as bridge_mod
-from ipyagent.kernel import extension
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing import globalipapp
 from IPython.utils.capture import capture_output
+
+from ipyagent.bridge import comm as bridge_mod
+from ipyagent.kernel import extension
 
 
 def start_ipython() -> InteractiveShell:

@@ -9,13 +9,14 @@ import json
 
 import pytest
 from IPython.testing import globalipapp
-from kernel_support import SETUP, fake_provider, notebook, outputs_text
 
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
 from ipyagent.agent.tools.notebook_port import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
 from ipyagent.bridge.headless import execute_notebook, place_inserted_cells
+from ipyagent.kernel.notebook_port import KernelNotebook
+from ipyagent.kernel.notebook_port import outputs_text as saved_outputs_text
 from ipyagent.store.ipynb import write_notebook
-from ipyagent.kernel.notebook_port import KernelNotebook, outputs_text as saved_outputs_text
+from kernel_support import SETUP, fake_provider, notebook, outputs_text
 
 
 class RecordingPort:
@@ -176,8 +177,8 @@ def test_headless_run_adds_the_cells_after_the_agent_cell_not_executed(tmp_path)
     results = [e["message"] for e in outcome.nb["metadata"]["ipyagent"]["sessions"]["default"]["entries"]
                if e["type"] == "message" and e["message"]["role"] == "toolResult"]
     texts = [r["content"][0]["text"] for r in results]
-    assert texts[0] == f"Requested a markdown cell (id {cells[2]['id']}) below the running cell; the notebook adds it. " \
-                       "It is not executed."
+    assert texts[0] == (f"Requested a markdown cell (id {cells[2]['id']}) below the running cell; the notebook adds "
+                        "it. It is not executed.")
     assert f"(id {cells[3]['id']}) below the cell inserted before it" in texts[1]
     # the headless runner does not answer read_cells: the kernel's history stands in
     assert texts[2].startswith("2 cells, from this kernel's input history") and "Plan it in cells." in texts[2]

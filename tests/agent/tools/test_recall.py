@@ -19,10 +19,10 @@ from ipyagent.agent.loop import Agent
 from ipyagent.agent.tools import ToolContext, default_tools, get_tool
 from ipyagent.agent.tools.recall import EXCERPT_CHARS, MAX_EXCERPTS, _pattern
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
-from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.core import Session
+from ipyagent.hooks import HookRegistry
 from ipyagent.session.messages import COMPACTION_SUMMARY_PREFIX
 from ipyagent.testing import FakeProviderServer, Reply, ToolCallSpec
 from ipyagent.testing.accounting import default_summary_detector

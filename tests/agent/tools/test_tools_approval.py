@@ -3,6 +3,7 @@
 from typing import Any
 
 import pytest
+
 from conftest import Approver
 from ipyagent.agent.tools import (
     Tool,

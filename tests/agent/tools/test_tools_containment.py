@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import Approver
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
 from ipyagent.agent.tools import read as read_mod
@@ -323,9 +324,10 @@ def test_in_a_kernel_the_notebooks_folder_is_free_and_outside_asks(tmp_path):
 
 
 def test_the_folder_follows_agent_notebook_path_else_the_working_directory(tmp_path, monkeypatch):
-    from ipyagent.kernel import extension
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.testing import globalipapp
+
+    from ipyagent.kernel import extension
 
     globalipapp.start_ipython()
     shell = InteractiveShell.instance()

@@ -1,3 +1,5 @@
+"""Pi's output limits: 2000 lines or 50 KB, a notice saying what was cut, never half a line."""
+
 from ipyagent.agent.tools.truncate import (
     DEFAULT_MAX_BYTES,
     Truncation,
