@@ -1,19 +1,29 @@
-"""Shared test helpers: tiny builders for Pi messages and sessions (kept deliberately small).
+"""Shared test helpers: tiny builders for Pi messages and sessions (kept deliberately small), the
+fixtures several modules use (``server``, ``ip``, ``fresh_windows``, ``registry``), and the
+markers' hooks (support/markers.py).
 
 ``tests/`` is on ``sys.path`` (pytest's rootdir conftest), so ``from support.sessiongen import …``
-works in every test module.
+and ``from conftest import …`` work in every test module, whichever folder of tests/ it is in.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
-from ipyagent.hooks import HookRegistry
-from ipyagent.core import Session
 
+from ipyagent.core import Session
+from ipyagent.hooks import HookRegistry
+from ipyagent.testing import FakeProviderServer
+
+# the markers' hooks (folder markers, the check that only tests marked `kernel` start kernels)
+from support.markers import pytest_collection_modifyitems, pytest_runtest_makereport, pytest_runtest_protocol  # noqa: F401
+from support.shell import extension_shell
+
+REPO = Path(__file__).resolve().parents[1]  # the repository, whichever folder of tests/ asks
 _clock = itertools.count(1_767_225_600_000, 1000)
 
 
@@ -105,6 +115,26 @@ def fresh_windows():
 @pytest.fixture
 def registry() -> HookRegistry:
     return HookRegistry()
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """The fake provider, with ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` pointing at it (modules
+    that talk to it another way define their own ``server``)."""
+    with FakeProviderServer() as srv:
+        monkeypatch.setenv("OPENAI_BASE_URL", srv.openai_base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        yield srv
+
+
+@pytest.fixture
+def ip(monkeypatch, tmp_path):
+    """The in-process shell with the extension loaded (support/shell.py), in ``tmp_path``."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    with extension_shell() as (shell, runtime):
+        yield shell
+    assert runtime is not None
 
 
 @dataclass

@@ -17,8 +17,9 @@ import json
 import os
 import queue
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from ipyagent.bridge.headless import HeadlessFrontend, push_code
 from ipyagent.store.ipynb import new_notebook
@@ -27,6 +28,26 @@ from ipyagent.testing import FakeProviderServer
 FAKE_KEY = "sk-ipyagent-test-RECOGNISABLE-KEY-4242"
 SETUP = "%load_ext ipyagent\n%config Agent.model = 'openai:fake-model'\n"
 
+
+
+# the soak test's notebook (tests/bridge/test_headless_reliability.py, tests/benchmarks/headless.py)
+SMALL_WINDOW = ("%config Agent.context_window = 6000\n%config Agent.reserve_tokens = 1000\n"
+                "%config Agent.keep_recent_tokens = 1500\n")
+
+
+def twelve_cells() -> list[str]:
+    """A setup cell, ten ``%%agent`` cells and a ``%compact``: every one sends bridge messages."""
+    cells = [SETUP + SMALL_WINDOW]
+    for i in range(10):
+        cells.append(f"%%agent\nStep {i}: tell me about the number {i}. " + "context " * 150)
+        if i == 6:
+            cells.append("%compact keep the numbers")
+    return cells
+
+
+def chatty(body: dict) -> str:
+    """The soak test's provider policy: every reply long enough to fill the small window."""
+    return "A reply about numbers, long enough to fill the window. " * 25
 
 @contextlib.contextmanager
 def fake_provider(**server_kwargs: Any) -> Iterator[FakeProviderServer]:
@@ -269,7 +290,7 @@ class LiveKernel:
         with contextlib.suppress(Exception):
             self.km.shutdown_kernel(now=True)
 
-    def __enter__(self) -> "LiveKernel":
+    def __enter__(self) -> LiveKernel:
         return self
 
     def __exit__(self, *exc: Any) -> None:

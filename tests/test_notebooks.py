@@ -133,6 +133,7 @@ def test_committed_notebook_is_executed_and_holds_no_key(path):
                 assert "application/vnd.jupyter.widget-view+json" not in output.get("data", {}), cell["source"]
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_replays_offline(path, tmp_path):
     out = tmp_path / path.name
@@ -165,6 +166,8 @@ def test_notebook_replays_offline(path, tmp_path):
     assert BUILD_KEY not in out.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
+@pytest.mark.kernel
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_running_a_notebook_twice_leaves_its_session_byte_identical(path, tmp_path):
     """Replay is idempotent: every replayed cell reproduces its recording, so it moves along the

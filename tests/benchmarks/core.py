@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for support.sessiongen
 
-from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session
+from ipyagent.hooks import HookRegistry
 from ipyagent.session.tokens import js_json
 from support.sessiongen import generate_session
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for support.sessiongen
 
-from ipyagent.hooks import HookRegistry
 from ipyagent.core import Session
+from ipyagent.hooks import HookRegistry
 from ipyagent.providers.pricing import price_usage
 from support.sessiongen import generate_session
 

@@ -30,12 +30,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for support.sessiongen
 
-import ipyagent.agent.provider_summarizer  # noqa: F401  (imported here, not inside the first display's timing)
 import ipywidgets  # noqa: F401
-from ipyagent.hooks import HookRegistry
+
+import ipyagent.agent.provider_summarizer  # noqa: F401  (imported here, not inside the first display's timing)
 from ipyagent.core import Session
 from ipyagent.explorer.plan import ExplorerModel, ExploreSettings
 from ipyagent.explorer.widget import CompactionExplorer
+from ipyagent.hooks import HookRegistry
 from support.sessiongen import generate_session
 
 TARGET_UPDATE_MS = 50.0

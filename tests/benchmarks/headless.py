@@ -2,7 +2,7 @@
 
     python tests/benchmarks/headless.py [--runs 30]
 
-The notebook: the stress test's 12 cells (``tests/test_headless_reliability.py``: a setup cell,
+The notebook: the stress test's 12 cells (``tests/bridge/test_headless_reliability.py``: a setup cell,
 ten ``%%agent`` cells and a ``%compact``, against the loopback fake provider). Each round runs,
 as separate commands (what a user types):
 
@@ -30,8 +30,7 @@ sys.path.insert(0, str(ROOT / "extension"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from ipyagent.store.ipynb import write_notebook
-from kernel_support import fake_provider, notebook
-from test_headless_reliability import chatty, twelve_cells
+from kernel_support import chatty, fake_provider, notebook, twelve_cells
 
 
 def timed(cmd: list[str]) -> float:

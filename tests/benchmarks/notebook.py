@@ -30,16 +30,16 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "extension"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ipyagent.store.hydration import hydrate_from_disk  # noqa: E402
-from ipyagent.store.ipynb import (  # noqa: E402
+from ipyagent.store.hydration import hydrate_from_disk
+from ipyagent.store.ipynb import (
     dumps_notebook,
     new_notebook,
     write_notebook,
     write_sessions_into_notebook,
 )
-from ipyagent.store.journal import journal_bundle  # noqa: E402
-from ipyagent.store.schema import NotebookSessions, StoredSession  # noqa: E402
-from support.sessiongen import generate_session  # noqa: E402
+from ipyagent.store.journal import journal_bundle
+from ipyagent.store.schema import NotebookSessions, StoredSession
+from support.sessiongen import generate_session
 
 
 def compact(value) -> str:

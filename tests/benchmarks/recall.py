@@ -17,10 +17,10 @@ import statistics
 import time
 
 from ipyagent.agent.tools import ToolContext, get_tool
-from ipyagent.hooks import HookRegistry
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.core import Session
+from ipyagent.hooks import HookRegistry
 
 
 def build(entries: int) -> Session:

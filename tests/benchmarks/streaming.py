@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "extension"))
 
 import httpx
+
 from ipyagent.providers import (
     AnthropicProvider,
     MessageDone,

@@ -147,7 +147,7 @@ def _start_server(base: Path, module: str, extra: list[str], env_extra: dict | N
         try:
             lab.api("/api/status")
             return lab
-        except Exception:
+        except Exception:  # noqa: BLE001 - the server is not up yet: try again until the deadline
             if time.time() > deadline:
                 _stop(proc)
                 pytest.fail(f"{module} did not start:\n{log.read_text()[-3000:]}")
@@ -235,7 +235,7 @@ def context(browser, request):
         for i, page in enumerate(ctx.pages):
             try:
                 page.screenshot(path=str(ARTIFACTS / f"{request.node.name}-failed-{i}.png"))
-            except Exception:
+            except Exception:  # noqa: BLE001 - a screenshot of a page that is gone
                 pass
         (ARTIFACTS / f"{request.node.name}-console.log").write_text("\n".join(logs))
     ctx.close()

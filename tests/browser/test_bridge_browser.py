@@ -64,7 +64,7 @@ ALL_IDS = [e["id"] for e in ENTRIES]
 
 CELLS = [
     # 0: open the bridge (the notebook magics will do this on %load_ext ipyagent)
-    "import json\n"
+    ("import json\n"
     "from ipyagent.bridge.comm import KernelBridge\n"
     f"ENTRIES = json.loads({json.dumps(ENTRIES)!r})\n"
     f"EXTRA = json.loads({json.dumps(EXTRA)!r})\n"
@@ -72,19 +72,19 @@ CELLS = [
     f"HEADER = json.loads({json.dumps(HEADER)!r})\n"
     f"SETTINGS = json.loads({json.dumps(SETTINGS)!r})\n"
     "b = KernelBridge().open()\n"
-    "print('OPEN', b.connected)",
+    "print('OPEN', b.connected)"),
     # 1: the first two entries, with header and settings
-    "seq = b.send_entries('default', ENTRIES[:2], leaf=ENTRIES[1]['id'], header=HEADER, settings=SETTINGS)\n"
-    "print('SENT', seq)",
+    ("seq = b.send_entries('default', ENTRIES[:2], leaf=ENTRIES[1]['id'], header=HEADER, settings=SETTINGS)\n"
+    "print('SENT', seq)"),
     # 2: state
-    "print('STATE', json.dumps({'connected': b.connected, 'unacked': b.unacked(), "
-    "'hello_ack': b.hello_ack, 'acks': len(b.acks)}))",
+    ("print('STATE', json.dumps({'connected': b.connected, 'unacked': b.unacked(), "
+    "'hello_ack': b.hello_ack, 'acks': len(b.acks)}))"),
     # 3: all entries again (the first two are already stored: idempotent)
-    "b.send_entries('default', ENTRIES, leaf=ENTRIES[-1]['id'])\n"
-    "b.send_entries('default', ENTRIES, leaf=ENTRIES[-1]['id'])",
+    ("b.send_entries('default', ENTRIES, leaf=ENTRIES[-1]['id'])\n"
+    "b.send_entries('default', ENTRIES, leaf=ENTRIES[-1]['id'])"),
     # 4: what the frontend pushed into this kernel
-    "import json, ipyagent.bridge.comm as B\n"
-    "print('PUSH', json.dumps(B.pending_push()))",
+    ("import json, ipyagent.bridge.comm as B\n"
+    "print('PUSH', json.dumps(B.pending_push()))"),
     # 5: one more entry
     "b.send_entries('default', EXTRA, leaf=EXTRA[-1]['id'])",
     # 6: another one
@@ -490,5 +490,5 @@ def _fresh_kernels(jupyterlab):
     yield
     try:
         jupyterlab.shutdown_kernels()
-    except Exception:
+    except Exception:  # noqa: BLE001 - the kernels may be gone already
         pass

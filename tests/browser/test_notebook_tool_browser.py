@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 
-from .test_bridge_browser import HELPERS, _open, _save, _write_notebook
+from .test_bridge_browser import _open, _save, _write_notebook
 
 CELLS_JS = """(path) => {
   const p = window.__ipa.panel(path);

@@ -8,6 +8,7 @@ import threading
 import time
 
 from PIL import Image
+
 from .test_bridge_browser import ARTIFACTS, _open, _save, _write_notebook
 
 SETUP = ("%load_ext ipyagent\n%config Agent.context_window = 8000\n%config Agent.reserve_tokens = 2000\n"

@@ -29,7 +29,7 @@ CANARY = ("from IPython.display import HTML, display\n"
 
 CELLS = [
     # 0: setup; the session gets its hostile name (kept when the kernel already has it)
-    "%load_ext ipyagent\n"
+    ("%load_ext ipyagent\n"
     "%config Agent.tool_approval = 'auto'\n"
     "%config Agent.keep_recent_tokens = 50\n"
     "import json\n"
@@ -37,7 +37,7 @@ CELLS = [
     f"NAME = json.loads({json.dumps(json.dumps(HOSTILE_NAME))})\n"
     "if NAME not in get_runtime(get_ipython()).slots:\n"
     "    get_ipython().run_line_magic('agent', 'new ' + NAME)\n"
-    "print('ACTIVE', get_runtime(get_ipython()).active == NAME)",
+    "print('ACTIVE', get_runtime(get_ipython()).active == NAME)"),
     # 1: the canary: a trusted output's handler does run
     CANARY,
     # 2: the live run: a tool call, then the streamed reply with thinking
@@ -50,7 +50,7 @@ CELLS = [
     "%agent summary",
     "%agent status",
     # 7: the Markdown-only views, shown bare as text/markdown (JupyterLab renders those raw too)
-    "from ipyagent.store.journal import journal_bundle\n"
+    ("from ipyagent.store.journal import journal_bundle\n"
     "from ipyagent.display.budget_widget import budget_facts, static_markdown\n"
     "get_ipython().run_line_magic('agent', 'export --format markdown -o transcript.md')\n"
     "_rt = get_runtime(get_ipython()); _slot = _rt.slot()\n"
@@ -58,7 +58,7 @@ CELLS = [
     "                      status=_slot.session.latest_summary())\n"
     "_journal, _ = journal_bundle(_slot.name, _slot.session.header, _slot.session.leaf_id, {}, _slot.session.entries)\n"
     "for _text in (open('transcript.md').read(), static_markdown(_facts), _journal['text/markdown']):\n"
-    "    display({'text/markdown': _text, 'text/plain': 'markdown view'}, raw=True)",
+    "    display({'text/markdown': _text, 'text/plain': 'markdown view'}, raw=True)"),
     # 8: replay the recorded responses from now on
     "%agent replay on",
     # 9: the canary again (the last output rendered)

@@ -24,8 +24,8 @@ from typing import Any
 
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent.config import AgentConfig
-from ipyagent.hooks import HookRegistry
 from ipyagent.bridge.headless import execute_notebook
+from ipyagent.hooks import HookRegistry
 from ipyagent.providers import (
     ModelRequest,
     OpenAIChatProvider,

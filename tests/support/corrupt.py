@@ -24,9 +24,8 @@ from __future__ import annotations
 import json
 import random
 
-from support.sessiongen import generate_session
-
 from ipyagent.session.tokens import js_json
+from support.sessiongen import generate_session
 
 __all__ = ["KINDS", "corrupt_pi_file"]
 

@@ -1,7 +1,7 @@
 """Hostile text for the untrusted-output tests, and an auditor for the HTML it ends up in.
 
 Each payload sets ``window.__pwned`` if a browser ever runs it (tests/browser/test_xss_browser.py
-checks that sentinel in a real JupyterLab); the unit tests (tests/test_untrusted.py) audit the
+checks that sentinel in a real JupyterLab); the unit tests (tests/display/test_untrusted.py) audit the
 HTML every renderer produces, directly or through two Markdown renderers that allow raw HTML.
 """
 

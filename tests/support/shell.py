@@ -1,5 +1,8 @@
 """An in-process IPython shell with ipyagent loaded: what the magic tests drive with
-``run_line_magic``/``run_cell_magic`` (a real kernel is in tests/test_kernel_*.py)."""
+``run_line_magic``/``run_cell_magic`` (a real kernel is in tests/kernel/test_kernel_*.py).
+
+tests/conftest.py makes it the fixture ``ip``; ``rt`` and ``run`` below are what its tests use
+on it."""
 
 from __future__ import annotations
 
@@ -7,10 +10,12 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from ipyagent.bridge import comm as bridge_mod
-from ipyagent.kernel import extension
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing import globalipapp
+from IPython.utils.capture import capture_output
+
+from ipyagent.bridge import comm as bridge_mod
+from ipyagent.kernel import extension
 
 
 def start_ipython() -> InteractiveShell:
@@ -43,3 +48,19 @@ def extension_shell(model: str = "openai:fake-model") -> Iterator[tuple[Interact
         forget_extension(shell)
         if "get_parent" in shell.__dict__:
             del shell.get_parent
+
+
+def rt(shell: InteractiveShell) -> Any:
+    """The extension's runtime on ``shell``."""
+    return extension.get_runtime(shell)
+
+
+def run(shell: InteractiveShell, line: str, cell: str, cell_id: str | None = None) -> Any:
+    """Run ``%%agent line`` with body ``cell`` (as the cell ``cell_id``); its captured output."""
+    if cell_id is not None:
+        shell.get_parent = lambda: {"metadata": {"cellId": cell_id}}
+    elif "get_parent" in shell.__dict__:
+        del shell.get_parent
+    with capture_output() as cap:
+        shell.run_cell_magic("agent", line, cell)
+    return cap

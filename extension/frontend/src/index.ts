@@ -16,9 +16,11 @@
  */
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import type { ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
+import type { CellText, Entries, InsertCell, ReadCells, ToKernel } from './protocol';
 import {
   FEATURES,
   JOURNAL_MIME,
@@ -27,20 +29,44 @@ import {
   applyUpdate,
   hasSessions,
   insertPosition,
-  insertRequest,
+  isObject,
   outputsText,
   pushCode,
-  updateFromJournal,
-  updateFromMessage
+  readMessage,
+  updateFromJournal
 } from './store';
 
 const TARGET = 'ipyagent';
 const LOG = '[ipyagent-bridge]';
 
+/** What JupyterLab 4.6 added to a kernel connection (so: absent before it). */
+type SubshellFields = { supportsSubshells?: boolean; commsOverSubshells?: string };
+
 /** Whether this connection sends comm messages over a kernel subshell (JupyterLab 4.6+). */
-function commsOverSubshells(kernel: Kernel.IKernelConnection): boolean {
-  const k = kernel as any;
-  return k.supportsSubshells === true && k.commsOverSubshells !== undefined && k.commsOverSubshells !== 'disabled';
+function commsOverSubshells(kernel: SubshellFields): boolean {
+  return (
+    kernel.supportsSubshells === true &&
+    kernel.commsOverSubshells !== undefined &&
+    kernel.commsOverSubshells !== 'disabled'
+  );
+}
+
+/** Every message to the kernel goes through here, so it is one of the protocol's. */
+function send(comm: Kernel.IComm, message: ToKernel): void {
+  comm.send(message);
+}
+
+function isCode(cell: ICellModel): cell is ICodeCellModel {
+  return cell.type === 'code';
+}
+
+/** The IOPub messages with a mime bundle (where a journal output can be). A guard of our own:
+ * `KernelMessage.isDisplayDataMsg` and its kin would make @jupyterlab/services a runtime import. */
+function hasData(
+  msg: KernelMessage.IIOPubMessage
+): msg is KernelMessage.IDisplayDataMsg | KernelMessage.IUpdateDisplayDataMsg | KernelMessage.IExecuteResultMsg {
+  const type = msg.header.msg_type;
+  return type === 'display_data' || type === 'update_display_data' || type === 'execute_result';
 }
 
 /** Everything the bridge keeps for one open document (shared by all views of it). */
@@ -105,10 +131,9 @@ class DocumentBridge {
     comm: Kernel.IComm,
     msg: KernelMessage.ICommOpenMsg
   ): void {
-    const data = msg.content.data as any;
     comm.onMsg = (m: KernelMessage.ICommMsgMsg) => this.onCommMsg(comm, m);
-    if (data && data.type === 'hello') {
-      comm.send({
+    if (readMessage(msg.content.data)?.type === 'hello') {
+      send(comm, {
         type: 'hello_ack',
         protocol: PROTOCOL,
         frontend: this.frontend,
@@ -122,19 +147,26 @@ class DocumentBridge {
   }
 
   private onCommMsg(comm: Kernel.IComm, msg: KernelMessage.ICommMsgMsg): void {
-    const type = (msg.content.data as any)?.type;
-    if (type === 'insert_cell') {
-      this.onInsertCell(comm, msg.content.data);
-      return;
+    const message = readMessage(msg.content.data);
+    switch (message?.type) {
+      case 'entries':
+        this.onEntries(comm, message);
+        break;
+      case 'insert_cell':
+        this.onInsertCell(comm, message);
+        break;
+      case 'read_cells':
+        this.onReadCells(comm, message.seq);
+        break;
+      case 'invalid':
+        if (message.of === 'insert_cell') {
+          send(comm, { type: 'insert_cell_ack', seq: message.seq, error: 'not a valid insert_cell request' });
+        }
+        break;
     }
-    if (type === 'read_cells') {
-      this.onReadCells(comm, msg.content.data);
-      return;
-    }
-    const update = updateFromMessage(msg.content.data);
-    if (!update) {
-      return;
-    }
+  }
+
+  private onEntries(comm: Kernel.IComm, update: Entries): void {
     const model = this.model;
     if (!model) {
       return;
@@ -143,7 +175,7 @@ class DocumentBridge {
     if (result.changed) {
       model.setMetadata(METADATA_KEY, result.metadata);
     }
-    comm.send({
+    send(comm, {
       type: 'ack',
       seq: update.seq,
       session: update.session,
@@ -155,51 +187,45 @@ class DocumentBridge {
   // ---- the notebook tool ------------------------------------------------------------------
 
   /** A new cell below the running one (or below the cell inserted before it); acked with its id. */
-  private onInsertCell(comm: Kernel.IComm, data: unknown): void {
-    const request = insertRequest(data);
-    const seq = (data as any)?.seq ?? null;
+  private onInsertCell(comm: Kernel.IComm, request: InsertCell): void {
+    const seq = request.seq;
     const model = this.model;
-    if (!request || !model) {
-      comm.send({
-        type: 'insert_cell_ack',
-        seq,
-        error: request ? 'the notebook is not loaded' : 'not a valid insert_cell request'
-      });
+    if (!model) {
+      send(comm, { type: 'insert_cell_ack', seq, error: 'the notebook is not loaded' });
       return;
     }
     const ids: string[] = [];
     for (let i = 0; i < model.cells.length; i++) {
       ids.push(model.cells.get(i).id);
     }
-    if (request.cellId && ids.includes(request.cellId)) {
+    if (request.cell_id && ids.includes(request.cell_id)) {
       // another view or tab of this notebook inserted it already
-      comm.send({ type: 'insert_cell_ack', seq, cell_id: request.cellId, index: ids.indexOf(request.cellId) });
+      send(comm, { type: 'insert_cell_ack', seq, cell_id: request.cell_id, index: ids.indexOf(request.cell_id) });
       return;
     }
     const { index, placement } = insertPosition(ids, request.after, request.anchor);
     const cell =
-      request.cellType === 'code'
+      request.cell_type === 'code'
         ? { cell_type: 'code', source: request.source, metadata: {}, outputs: [], execution_count: null }
         : { cell_type: 'markdown', source: request.source, metadata: {} };
     const shared = model.sharedModel.insertCell(index, {
       ...cell,
-      ...(request.cellId ? { id: request.cellId } : {})
+      ...(request.cell_id ? { id: request.cell_id } : {})
     });
-    comm.send({ type: 'insert_cell_ack', seq, cell_id: shared.getId(), index, placement });
+    send(comm, { type: 'insert_cell_ack', seq, cell_id: shared.getId(), index, placement });
   }
 
   /** The cells as they are now: id, type, source, execution count, outputs as text. */
-  private onReadCells(comm: Kernel.IComm, data: unknown): void {
-    const seq = (data as any)?.seq ?? null;
+  private onReadCells(comm: Kernel.IComm, seq: ReadCells['seq']): void {
     const model = this.model;
     if (!model) {
-      comm.send({ type: 'cells', seq, error: 'the notebook is not loaded' });
+      send(comm, { type: 'cells', seq, error: 'the notebook is not loaded' });
       return;
     }
-    const cells = [];
+    const cells: CellText[] = [];
     for (let i = 0; i < model.cells.length; i++) {
-      const cell = model.cells.get(i) as any;
-      const code = cell.type === 'code';
+      const cell = model.cells.get(i);
+      const code = isCode(cell);
       cells.push({
         id: cell.id,
         cell_type: cell.type,
@@ -208,7 +234,7 @@ class DocumentBridge {
         outputs: code && cell.outputs ? outputsText(cell.outputs.toJSON()) : ''
       });
     }
-    comm.send({ type: 'cells', seq, cells, path: this.panel.context.path ?? null });
+    send(comm, { type: 'cells', seq, cells, path: this.panel.context.path ?? null });
   }
 
   // ---- the push after a kernel start --------------------------------------------------------
@@ -231,7 +257,8 @@ class DocumentBridge {
       if (!model || !hasSessions(meta)) {
         return;
       }
-      const language = (model.getMetadata('kernelspec') as any)?.language;
+      const kernelspec: unknown = model.getMetadata('kernelspec');
+      const language = isObject(kernelspec) ? kernelspec.language : undefined;
       if (typeof language === 'string' && language.toLowerCase() !== 'python') {
         return;
       }
@@ -277,8 +304,8 @@ class DocumentBridge {
     let meta: unknown = model.getMetadata(METADATA_KEY);
     let changed = false;
     for (let i = 0; i < model.cells.length; i++) {
-      const cell = model.cells.get(i) as any;
-      const outputs = cell?.type === 'code' ? cell.outputs : null;
+      const cell = model.cells.get(i);
+      const outputs = cell && isCode(cell) ? cell.outputs : null;
       if (!outputs) {
         continue;
       }
@@ -302,12 +329,10 @@ class DocumentBridge {
 
   /** A journal displayed while the notebook is open is lifted at once. */
   private onIopub(msg: KernelMessage.IIOPubMessage): void {
-    const type = msg.header.msg_type;
-    if (type !== 'display_data' && type !== 'update_display_data' && type !== 'execute_result') {
+    if (!hasData(msg)) {
       return;
     }
-    const data = (msg.content as any).data;
-    const update = updateFromJournal(data?.[JOURNAL_MIME]);
+    const update = updateFromJournal(msg.content.data?.[JOURNAL_MIME]);
     const model = this.model;
     if (!update || !model) {
       return;
@@ -321,7 +346,10 @@ class DocumentBridge {
   private readonly watched = new WeakSet<Kernel.IKernelConnection>();
   private readonly inflight = new WeakMap<
     Kernel.IKernelConnection,
-    { future: Kernel.IFuture<any, any>; started: number }
+    {
+      future: Kernel.IShellFuture<KernelMessage.IExecuteRequestMsg, KernelMessage.IExecuteReplyMsg>;
+      started: number;
+    }
   >();
 }
 

@@ -1,15 +1,15 @@
 /**
- * Pure functions over `metadata["ipyagent"]` (docs/protocol.md): applying an `entries`
- * message or a journal output, idempotently by entry id. No JupyterLab imports, so the logic
- * reads (and could be tested) on its own.
+ * Pure functions: reading the kernel's comm messages into the types of protocol.ts, and updating
+ * `metadata["ipyagent"]` (docs/protocol.md) with an `entries` message or a journal output,
+ * idempotently by entry id. No JupyterLab imports (and only type imports), so the logic reads
+ * (and is tested with Node, tests/browser/test_frontend_store.py) on its own.
  */
+
+import type { Entries, Feature, FromKernel, InsertCell, Invalid, Json, JsonObject, Placement } from './protocol';
 
 export const METADATA_KEY = 'ipyagent';
 export const JOURNAL_MIME = 'application/vnd.ipyagent.entries+json';
 export const PROTOCOL = 1;
-
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-export type JsonObject = { [key: string]: Json };
 
 export interface ISession extends JsonObject {
   entries: JsonObject[];
@@ -41,7 +41,7 @@ export interface IApplyResult {
   changed: boolean;
 }
 
-function isObject(v: unknown): v is JsonObject {
+export function isObject(v: unknown): v is JsonObject {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
@@ -124,12 +124,36 @@ export function applyUpdate(raw: unknown, update: IUpdate, onlyIfNew = false): I
   return { metadata: meta, stored, ids, changed };
 }
 
-/** Read an `entries` comm message into an update (or null when it is not one). */
-export function updateFromMessage(data: unknown): (IUpdate & { seq: Json }) | null {
+/**
+ * Read a comm message from the kernel: null when it is not an object or its type is none the
+ * protocol knows (it is ignored), `Invalid` when a known type's fields are not valid.
+ */
+export function readMessage(data: unknown): FromKernel | Invalid | null {
+  if (!isObject(data)) {
+    return null;
+  }
+  const seq = data.seq ?? null;
+  switch (data.type) {
+    case 'hello':
+      return { type: 'hello', protocol: data.protocol ?? null };
+    case 'entries':
+      return updateFromMessage(data) ?? { type: 'invalid', of: 'entries', seq };
+    case 'insert_cell':
+      return insertRequest(data) ?? { type: 'invalid', of: 'insert_cell', seq };
+    case 'read_cells':
+      return { type: 'read_cells', seq };
+    default:
+      return null;
+  }
+}
+
+/** Read an `entries` comm message (or null when it is not one); it is also the store's update. */
+export function updateFromMessage(data: unknown): Entries | null {
   if (!isObject(data) || data.type !== 'entries' || typeof data.session !== 'string') {
     return null;
   }
   return {
+    type: 'entries',
     seq: data.seq ?? null,
     session: data.session,
     entries: Array.isArray(data.entries) ? data.entries : [],
@@ -177,23 +201,14 @@ export function pushCode(meta: unknown, source: string): string {
 // ---- the notebook tool: `insert_cell` and `read_cells` requests (docs/protocol.md) -----------
 
 /** Message types this frontend answers besides `entries`, announced in `hello_ack`. */
-export const FEATURES = ['insert_cell', 'read_cells'];
+export const FEATURES: Feature[] = ['insert_cell', 'read_cells'];
 
 const CELL_ID = /^[a-zA-Z0-9_-]{1,64}$/;
 /** Characters of one output kept when the kernel reads the cells. */
 export const MAX_OUTPUT_TEXT = 10000;
 
-export interface IInsertRequest {
-  seq: Json;
-  cellId: string | null;
-  cellType: 'code' | 'markdown';
-  source: string;
-  after: string | null;
-  anchor: string | null;
-}
-
 /** Read an `insert_cell` message (or null when it is not a valid one). */
-export function insertRequest(data: unknown): IInsertRequest | null {
+function insertRequest(data: unknown): InsertCell | null {
   if (!isObject(data) || data.type !== 'insert_cell') {
     return null;
   }
@@ -204,9 +219,10 @@ export function insertRequest(data: unknown): IInsertRequest | null {
   const text = (v: Json | undefined) => (typeof v === 'string' && v ? v : null);
   const cellId = text(data.cell_id);
   return {
+    type: 'insert_cell',
     seq: data.seq ?? null,
-    cellId: cellId && CELL_ID.test(cellId) ? cellId : null,
-    cellType,
+    cell_id: cellId && CELL_ID.test(cellId) ? cellId : null,
+    cell_type: cellType,
     source: data.source,
     after: text(data.after),
     anchor: text(data.anchor)
@@ -221,7 +237,7 @@ export function insertPosition(
   ids: string[],
   after: string | null,
   anchor: string | null
-): { index: number; placement: 'after' | 'anchor' | 'end' } {
+): { index: number; placement: Placement } {
   const a = after ? ids.indexOf(after) : -1;
   if (a >= 0) {
     return { index: a + 1, placement: 'after' };

@@ -1,0 +1,111 @@
+"""A budget without usage: when no reply in the context carries usage, the trigger counts what the
+request will hold (system prompt, tool definitions, messages), exactly as the widget shows it; a
+server's tokenizer calibrates the chars/4 estimate once, and only ever upwards."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from conftest import assistant, new_session, user
+from ipyagent import Agent, CompactionSettings
+from ipyagent.agent import events as ev
+from ipyagent.agent.budget import request_tokens, system_tools_tokens, token_factor
+from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.tools import default_tools
+from ipyagent.compaction.summarizer import ScriptedSummarizer
+from ipyagent.display.budget_widget import budget_facts
+from ipyagent.providers import discovery
+from ipyagent.testing import FakeProviderServer
+
+SUMMARY = "## Goal\nEarlier questions about the table, summarised."
+
+
+pytestmark = pytest.mark.usefixtures("fresh_windows")
+
+
+def specs():
+    return [t.spec() for t in default_tools()]
+
+
+def test_without_usage_the_request_counts_system_tools_and_messages_and_the_widget_agrees():
+    session = new_session(user("a question " * 40), assistant("an answer " * 30), user("another " * 20))
+    config = AgentConfig(model="openai:local-model")
+    messages = sum(session.context_state().estimates)
+    overhead = system_tools_tokens(config.system_prompt, specs())
+    assert overhead > 1000  # the system prompt and the eight tools: what the old trigger left out
+    assert request_tokens(session, config.system_prompt, specs()) == messages + overhead
+    assert session.context_tokens() == messages  # Pi's count, as before (and in dry-run plans)
+    facts = budget_facts(session, config, window=8000, tool_specs=specs())
+    assert facts.total == messages + overhead and sum(facts.parts.values()) == facts.total
+
+
+def test_with_usage_the_count_is_pis():
+    session = new_session(user("q " * 50), assistant("a " * 50, total=4321), user("next " * 10))
+    config = AgentConfig(model="openai:local-model")
+    expected = 4321 + math.ceil(50 / 4)
+    assert request_tokens(session, config.system_prompt, specs()) == session.context_tokens() == expected
+    assert budget_facts(session, config, window=8000, tool_specs=specs()).total == 4321 + 13
+
+
+def test_the_trigger_fires_when_system_and_tools_tip_the_request_over():
+    session = new_session(user("a question " * 40), assistant("an answer " * 30), user("another " * 20),
+                          assistant("more " * 20))
+    agent = Agent(session, config=AgentConfig(model="openai:local-model", compaction=CompactionSettings(200, 50)),
+                  summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY))
+    messages = session.context_tokens()
+    window = messages + 200 + 100  # the messages alone stay under the threshold; the whole request does not
+    agent.config.context_window = window
+    assert messages <= window - 200 < agent.request_tokens()
+    assert agent.check_budget() is not None and len(session.compactions()) == 1
+
+
+@pytest.mark.parametrize("chars_per_token,factor", [(2.0, 2.0), (8.0, 1.0), (0.5, 4.0)])
+def test_a_tokenizer_calibrates_the_estimate_once(chars_per_token, factor):
+    with FakeProviderServer(server_kind="llamacpp", served_window=50_000, model="local") as server:
+        server.chars_per_token = chars_per_token
+        server.register("fake")
+        agent = Agent(new_session(), config=AgentConfig(model="fake:local"), tools=default_tools(),
+                      sleep=lambda s: None)
+        server.enqueue_text("first")
+        agent.prompt("hello " * 100)
+        assert agent.token_factor() == pytest.approx(factor, rel=0.02)
+        state = agent.session.context_state()
+        assert state.last_usage_index >= 0  # the fake server reports usage: only the trailing part is scaled
+        agent.session.append_message(user("a follow-up " * 30))
+        usage_part = agent.session.context_tokens() - agent.session.context_state().trailing
+        assert agent.request_tokens() == usage_part + math.ceil(agent.session.context_state().trailing
+                                                                * agent.token_factor())
+        tokenized = [p for m, p in server.meta_requests if p == "/tokenize"]
+        server.enqueue_text("second")
+        agent.prompt("again")
+        assert [p for m, p in server.meta_requests if p == "/tokenize"] == tokenized  # once per session
+
+
+def test_token_factor_without_a_tokenizer_is_one():
+    assert token_factor(None) == 1.0
+    assert token_factor(discovery.Discovery(sample="abcd" * 10, sample_tokens=None)) == 1.0
+
+
+def test_with_tools_and_no_usage_compaction_comes_before_the_request_outgrows_the_window():
+    window = 3000
+    with FakeProviderServer(context_window=window) as server:
+        server.stream_usage = False  # like llama-cpp-python
+        server.register("fake")
+        config = AgentConfig(model="fake:local", context_window=window, compaction=CompactionSettings(300, 250))
+        agent = Agent(new_session(), config=config, tools=default_tools(), sleep=lambda s: None,
+                      summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY))
+        counted: list[int] = []
+        compacted_at: list[int] = []
+        agent.subscribe(lambda e: counted.append(e.context_tokens) if isinstance(e, ev.RequestStart) else None)
+        agent.subscribe(lambda e: compacted_at.append(e.tokens_before) if isinstance(e, ev.CompactionStart) else None)
+        server.policy = lambda body: "A short answer about the table."
+        for i in range(8):
+            assert agent.prompt(f"Question {i}: " + "what do the columns of the table mean " * 20).error is None
+        assert len(counted) == 8 and max(counted) <= window
+        assert compacted_at and agent.session.compactions()
+        # the whole request was over the threshold; so is the entry's tokensBefore (Pi 1.6's count),
+        # since the session records the system prompt and the tools as a system message it counts
+        assert window - 300 < compacted_at[0] and window - 300 < agent.session.compactions()[0]["tokensBefore"]
+        assert not [r for r in server.requests if r.outcome == "overflow"]  # the fake counts the tools too
