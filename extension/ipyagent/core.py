@@ -17,8 +17,7 @@ from ipyagent.compaction.settings import CompactionSettings, should_compact
 from ipyagent.compaction.summarizer import Summarizer
 from ipyagent.hooks import HookRegistry
 from ipyagent.hooks import hooks as global_hooks
-from ipyagent.session import jsonl
-from ipyagent.session import masking
+from ipyagent.session import jsonl, masking
 from ipyagent.session.context import edits_by_target, summarized_away
 from ipyagent.session.costs import CostTally, CostTotals
 from ipyagent.session.entries import Entry, branch_summary_entry, compaction_entry, label_entry, message_entry

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ipyagent.session.context import Projected
-from ipyagent.session.messages import entry_messages
+
 from ipyagent.compaction.cut_point import (
     CutPoint,
     cut_at,
@@ -15,6 +14,8 @@ from ipyagent.compaction.cut_point import (
     is_cut_point,
     is_turn_start,
 )
+from ipyagent.session.context import Projected
+from ipyagent.session.messages import entry_messages
 
 
 def est(entry, message):

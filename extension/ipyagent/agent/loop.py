@@ -368,7 +368,8 @@ class Agent:
         """The plan with the oracle's cut (None: planned as usual)."""
         if ruling is None or not ruling.compact or ruling.first_kept_entry_id is None:
             return None
-        return self.session.prepare_compaction(self.compaction_settings(), first_kept_entry_id=ruling.first_kept_entry_id)
+        return self.session.prepare_compaction(self.compaction_settings(),
+                                               first_kept_entry_id=ruling.first_kept_entry_id)
 
     # ---- the loop --------------------------------------------------------------------------
 

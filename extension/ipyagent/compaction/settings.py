@@ -53,8 +53,9 @@ def for_model(settings: CompactionSettings, overrides: dict[str, dict[str, int]]
     ``provider/model`` exactly, each field falling back on its own to ``settings``; ``enabled``
     stays global."""
     override = overrides.get(f"{provider}/{model}") or {}
-    changed = {OVERRIDE_FIELDS[k]: v for k, v in override.items() if k in OVERRIDE_FIELDS}
-    return replace(settings, **changed) if changed else settings
+    reserve = override.get("reserveTokens", settings.reserve_tokens)
+    keep = override.get("keepRecentTokens", settings.keep_recent_tokens)
+    return replace(settings, reserve_tokens=reserve, keep_recent_tokens=keep) if override else settings
 
 
 def compaction_threshold(context_window: int, settings: CompactionSettings) -> int:

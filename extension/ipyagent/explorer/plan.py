@@ -313,7 +313,7 @@ class ExplorerModel:
         if changes:
             self.settings = replace(self.settings, **changes)
         settings = self.settings
-        estimator, estimate, _ = self._estimator(settings.estimator)
+        estimator, _, _ = self._estimator(settings.estimator)
         tokens = self.path_tokens(settings.estimator)
         path = tokens.path
         plan = None

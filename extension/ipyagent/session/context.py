@@ -261,5 +261,5 @@ class ContextState:
         return (self.fresh or Chars4Estimator().estimate)(current) if current is not None else 0
 
 
-__all__ = ["ContextState", "Projected", "apply_edit", "build_session_context", "context_entries", "context_message", "edits_by_target", "latest_compaction_index", "project",
-           "selected_indexes", "summarized_away"]
+__all__ = ["ContextState", "Projected", "apply_edit", "build_session_context", "context_entries", "context_message",
+           "edits_by_target", "latest_compaction_index", "project", "selected_indexes", "summarized_away"]

@@ -8,7 +8,7 @@ more edit that gives the entry its own content back (the latest edit of a target
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ipyagent.session.context import Projected
 from ipyagent.session.entries import Entry, context_edit_entry

@@ -120,8 +120,9 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
     masked = slot.session.masked_entries()
     if masked:
         listed = "\n".join(f"{e['id']}: {masking.placeholder(e)}" for e in masked if masking.is_tool_result(e))
-        parts.append((f"masked: {len(masked)} tool results sent as placeholders ({masking.masked_chars(masked):,} "
-                      "chars left out; recall returns them)", 0, listed))
+        label = (f"masked: {len(masked)} tool results sent as placeholders ({masking.masked_chars(masked):,} "
+                 "chars left out; recall returns them)")
+        parts.append((label, 0, listed))
     return parts, sum(p[1] for p in parts)
 
 
