@@ -448,8 +448,8 @@ NOTEBOOK = Notebook("how-compaction-works", [
         print(f"compaction (a summary, one model call): the context was {c['tokensBefore']:,} tokens; "
               f"the summary is {len(c['summary']) // 4:,}")
         %agent mask --tool-results-before 1"""),
-    code("tour-forget-list", """
-        %agent mask   # with no argument: what is masked, as the model sees it"""),
+    md("tour-forget-list-md", "With no argument, `%agent mask` lists what is masked, as the model sees it:"),
+    code("tour-forget-list", "%agent mask"),
     md("tour-end", """
         ## Try it yourself
 

@@ -8,8 +8,11 @@ Figures:
 - prepare_compaction: median over repeated calls on the 16,000-entry session (with the
   session's per-entry estimate cache, as the agent uses it) and cold (the first call on a freshly
   loaded session, which also walks the path and builds the context);
-- loading: time and tracemalloc peak of parsing the JSONL text into a Session.
-Targets (DESIGN.md): under 2 ms per turn, under 24 ms to prepare a compaction.
+- loading: time and tracemalloc peak of parsing the JSONL text into a Session;
+- Pi in the same run: Pi 1.6.0's (and 0.73.1's) own SessionManager and prepareCompaction on the
+  same file (tests/oracle/pi_bench.mjs; needs ``npm ci --prefix tests/oracle``), and the ratios.
+Targets (DESIGN.md): under 2 ms per turn, under 24 ms to prepare a compaction; issue 18: at 16,000
+entries the never-compacted plan takes at most half of Pi 1.6.0's time, a turn at most 0.05×.
 """
 
 from __future__ import annotations
@@ -17,9 +20,13 @@ from __future__ import annotations
 import argparse
 import gc
 import itertools
+import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -34,6 +41,22 @@ from support.sessiongen import generate_session
 
 TARGET_TURN_MS = 2.0
 TARGET_PREPARE_MS = 24.0
+ORACLE = Path(__file__).resolve().parents[1] / "oracle"
+
+
+def pi_figures(text: str, version: str) -> dict | None:
+    """Pi's own load, prepareCompaction and per-turn times on the same session (None: no node or
+    no oracle packages)."""
+    if not shutil.which("node") or not (ORACLE / "node_modules").exists():
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8", delete=False) as f:
+        f.write(text)
+    try:
+        proc = subprocess.run(["node", str(ORACLE / "pi_bench.mjs"), f.name, "--pi", version],
+                              capture_output=True, text=True, timeout=900, check=False)
+    finally:
+        os.unlink(f.name)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
 
 
 def pi_text(header, entries) -> str:
@@ -145,6 +168,15 @@ def scenario(name: str, args, **options) -> dict:
         print(f"prepare_compaction: median {warm:6.2f} ms (session's estimate cache warm), {cold:.2f} ms cold "
               f"(first call after loading: path walk, context build, estimates); {len(plan.messages_to_summarize):,} messages to summarise, "
               f"{len(plan.turn_prefix_messages)} in the turn prefix, split={plan.is_split_turn}")
+    for version, label in (("1.6", "Pi 1.6.0"), ("0.73", "Pi 0.73.1")):
+        pi = pi_figures(text, version)
+        if pi is None:
+            print(f"{label}: not measured (node or tests/oracle/node_modules missing: npm ci --prefix tests/oracle)")
+            continue
+        print(f"{label:9}: load {pi['load_ms']:7.1f} ms, prepareCompaction median {pi['prepare_ms']:6.2f} ms, turn "
+              f"(appendMessage + buildSessionContext + estimateContextTokens) median {pi['turn_ms']:6.3f} ms")
+        print(f"{'':9}  ipyagent/Pi: prepare {warm / pi['prepare_ms']:.2f}x (cold {cold / pi['prepare_ms']:.2f}x), "
+              f"turn {big_median / pi['turn_ms']:.3f}x, load {load_ms / pi['load_ms']:.2f}x")
     return {"turn": big_median, "prepare": warm, "prepare_cold": cold}
 
 

@@ -353,7 +353,7 @@ FACTS: dict[str, tuple[list[dict[str, Any]], int, dict[str, Any]]] = {
         crafted(U(T), A(T, total=7000), TR(T * 4), EDIT(2), U(T)), 1, {"tokens_before": 300}),
     "a hidden tool result weighs nothing; backward inclusion moves over it": (
         crafted(U(T), A("r", ("read", "a.py")), TR(T * 9), EDIT(2), U(T), A(T)), 150,
-        {"first_kept_entry_id": "e0000002", "tokens_before": 305, "is_split_turn": True,
+        {"first_kept_entry_id": "e0000002", "tokens_before": 100, "is_split_turn": True,
          "turn_prefix_messages": 2}),
     "a replaced user message counts as replaced": (
         crafted(U(T * 10), A(T), EDIT(0, {"content": "short"}), U(T)), 1, {"tokens_before": 2 + 100 + 100}),

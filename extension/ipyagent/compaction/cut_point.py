@@ -8,15 +8,13 @@ split decided where the cut landed, docs/pi-differences.md) it says so below.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ipyagent.session.context import Projected
 from ipyagent.session.entries import Entry
-from ipyagent.session.messages import Message, entry_messages
-
-CUT_ROLES = ("user", "assistant", "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary")
-TURN_START_ROLES = ("user", "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary")
+from ipyagent.session.messages import CUT_ROLES, TURN_START_ROLES, Message, entry_messages
 
 Weight = Callable[[int], int]  # projected index -> the estimate of the messages it contributes
 
@@ -60,7 +58,7 @@ class CutPoint:
 
 
 def find_cut_point(entries: Sequence[Projected], start: int, end: int, keep_recent_tokens: int,
-                   weight: Weight) -> CutPoint:
+                   weight: Weight, cut_points: Sequence[int] | None = None) -> CutPoint:
     """Keep about ``keep_recent_tokens`` of the newest context verbatim.
 
     Walks back from ``end`` summing the weights of the projected entries (an entry worth 0 is
@@ -69,7 +67,10 @@ def find_cut_point(entries: Sequence[Projected], start: int, end: int, keep_rece
     them (the call that produced them). Context-invisible entries just before the cut stay with
     the tail.
     """
-    cuts = [i for i in range(start, end) if _cut_point(entries[i])]
+    if cut_points is None:
+        cuts = [i for i in range(start, end) if _cut_point(entries[i])]
+    else:  # the projection's cut points, kept as it grew (ContextState.cut_points)
+        cuts = list(cut_points[bisect.bisect_left(cut_points, start):bisect.bisect_left(cut_points, end)])
     if not cuts:
         return CutPoint(start, -1, False)
     cut = cuts[0]

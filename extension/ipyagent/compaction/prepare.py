@@ -8,6 +8,7 @@ checkpoint), and the previous compaction's kept tail is where summarising starts
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from ipyagent.compaction.cut_point import cut_at, find_cut_point
 from ipyagent.compaction.file_ops import FileOperation, FileOps, file_operations
 from ipyagent.compaction.ledger import Ledger, build_ledger
 from ipyagent.compaction.settings import CompactionSettings
-from ipyagent.session.context import ContextState, Projected, latest_compaction_index
+from ipyagent.session.context import ContextState, latest_compaction_index
 from ipyagent.session.entries import Entry
 from ipyagent.session.messages import Message
 from ipyagent.session.tokens import Chars4Estimator, Estimator
@@ -77,34 +78,44 @@ def summarizing_boundary(path: Sequence[Entry], previous_index: int) -> int:
     return previous_index + 1
 
 
-def _summarized(entries: Sequence[Projected]) -> tuple[list[Message], list[str]]:
-    """The messages a range of projected entries gives the summariser (system messages and
-    compactions give none), with the id of the entry of each."""
-    messages, ids = [], []
-    for p in entries:
-        if p.entry.get("type") == "compaction":
-            continue
-        for message in p.messages:
-            if message.get("role") != "system":
-                messages.append(message)
-                ids.append(p.entry["id"])
-    return messages, ids
+def _summarized(state: ContextState, a: int, b: int) -> tuple[list[Message], list[str]]:
+    """The messages the projected entries ``a:b`` give the summariser, with the id of the entry of
+    each: the state's conversation messages (system messages are aside; an older compaction
+    inside the range contributes none)."""
+    if b <= a:
+        return [], []
+    lo, hi = state.message_range(a, b)
+    return state.agent_messages[lo:hi], state.entry_ids[lo:hi]
 
 
-def _add_file_operations(file_ops: FileOps, entries: Sequence[Projected],
-                         cache: dict[str, tuple[FileOperation, ...]] | None) -> None:
+def _scan_file_operations(state: ContextState, cache: dict[str, tuple[FileOperation, ...]] | None) -> None:
+    """Extend the state's index of the projected entries that have file operations (each entry is
+    scanned once per projection; ``cache`` keeps an unedited entry's across rebuilds)."""
     cache = {} if cache is None else cache
-    for p in entries:
+    projection = state.projection
+    for i in range(state.ops_scanned, len(projection)):
+        p = projection[i]
         if p.entry.get("type") != "message" or not p.messages:
             continue
+        operations: tuple[FileOperation, ...] | None
         if p.edited:  # the summariser sees the replacement: its calls, not the original's
-            file_ops.add(op for m in p.messages for op in file_operations(m))
-            continue
-        operations = cache.get(p.entry["id"])
-        if operations is None:
-            operations = cache[p.entry["id"]] = file_operations(p.messages[0])
+            operations = tuple(op for m in p.messages for op in file_operations(m))
+        else:
+            operations = cache.get(p.entry["id"])
+            if operations is None:
+                operations = cache[p.entry["id"]] = file_operations(p.messages[0])
         if operations:
-            file_ops.add(operations)
+            state.file_ops.append((i, operations))
+    state.ops_scanned = len(projection)
+
+
+def _add_file_operations(file_ops: FileOps, state: ContextState, a: int, b: int) -> None:
+    """The file operations of the projected entries ``a:b``."""
+    found = state.file_ops
+    lo = bisect.bisect_left(found, (a,))
+    hi = bisect.bisect_left(found, (b,))
+    for _, operations in found[lo:hi]:
+        file_ops.add(operations)
 
 
 def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | None = None, *,
@@ -131,7 +142,8 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
     weights = state.weights()
     start = 1 if projection and projection[0].entry.get("type") == "compaction" else 0
     if first_kept_entry_id is None:
-        cut = find_cut_point(projection, start, len(projection), settings.keep_recent_tokens, weights.__getitem__)
+        cut = find_cut_point(projection, start, len(projection), settings.keep_recent_tokens, weights.__getitem__,
+                             state.cut_points)
     else:
         index = next((i for i in range(start, len(projection))
                       if projection[i].entry.get("id") == first_kept_entry_id), None)
@@ -144,9 +156,9 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
     if not isinstance(first_kept.get("id"), str):
         return None
     history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_index
-    to_summarize, summarized_ids = _summarized(projection[start:history_end])
-    prefix_entries = projection[cut.turn_start_index:cut.first_kept_index] if cut.is_split_turn else []
-    prefix, prefix_ids = _summarized(prefix_entries)
+    to_summarize, summarized_ids = _summarized(state, start, history_end)
+    prefix_start = cut.turn_start_index if cut.is_split_turn else cut.first_kept_index
+    prefix, prefix_ids = _summarized(state, prefix_start, cut.first_kept_index)
     if not to_summarize and not prefix:
         return None  # nothing to summarise: no compaction (Pi 0.73.1 asked for an empty summary)
     previous = projection[0].entry if start else None
@@ -155,8 +167,9 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
     if previous is not None and not previous.get("fromHook"):
         file_ops.add_details(previous.get("details"))
         previous_details = previous.get("details") if isinstance(previous.get("details"), dict) else None
-    _add_file_operations(file_ops, projection[start:history_end], operations_cache)
-    _add_file_operations(file_ops, prefix_entries, operations_cache)
+    _scan_file_operations(state, operations_cache)
+    _add_file_operations(file_ops, state, start, history_end)
+    _add_file_operations(file_ops, state, prefix_start, cut.first_kept_index)
     return CompactionPlan(
         first_kept_entry_id=first_kept["id"],
         messages_to_summarize=to_summarize,

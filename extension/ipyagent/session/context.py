@@ -20,6 +20,7 @@ from typing import Any
 
 from ipyagent.session.entries import Entry
 from ipyagent.session.messages import (
+    CUT_ROLES,
     Message,
     current_system_message,
     entry_messages,
@@ -165,6 +166,11 @@ class ContextState:
     estimates: list[int] = field(default_factory=list)
     projection: list[Projected] = field(default_factory=list)
     entry_tokens: list[int] = field(default_factory=list)  # per projected entry: its messages' estimates
+    message_start: list[int] = field(default_factory=list)  # per projected entry: its first index in agent_messages
+    cut_points: list[int] = field(default_factory=list)  # projected indexes a compaction may cut at
+    # (projected index, file operations) of the entries with some, scanned up to ``ops_scanned``
+    file_ops: list[tuple[int, Any]] = field(default_factory=list)
+    ops_scanned: int = 0
     # (position in agent_messages it comes before, the message, its estimate)
     system_messages: list[tuple[int, Message, int]] = field(default_factory=list)
     # Usage recorded before the latest compaction or context edit describes another context: ignore it.
@@ -204,6 +210,9 @@ class ContextState:
         return (self.fresh or Chars4Estimator().estimate)(message)
 
     def _add(self, projected: Projected, estimate: Estimate) -> None:
+        if projected.entry.get("type") != "compaction" and any(m.get("role") in CUT_ROLES for m in projected.messages):
+            self.cut_points.append(len(self.projection))
+        self.message_start.append(len(self.agent_messages))
         self.projection.append(projected)
         entry = projected.entry
         weight = 0
@@ -228,6 +237,11 @@ class ContextState:
             else:
                 self.trailing += tokens
         self.entry_tokens.append(weight)
+
+    def message_range(self, a: int, b: int) -> tuple[int, int]:
+        """The agent_messages indexes the projected entries ``a:b`` contribute."""
+        end = self.message_start[b] if b < len(self.message_start) else len(self.agent_messages)
+        return (self.message_start[a] if a < len(self.message_start) else len(self.agent_messages)), end
 
     def weights(self) -> list[int]:
         """The estimate of what each projected entry contributes (the cut-point walk's weights)."""

@@ -23,6 +23,11 @@ BRANCH_SUMMARY_PREFIX = (
 )
 BRANCH_SUMMARY_SUFFIX = "</summary>"
 
+# Roles of the messages a compaction may cut at (never a tool result or a system message), and of
+# those that start a turn (Pi 1.6's isCutPointMessage / isTurnStartMessage)
+CUT_ROLES = ("user", "assistant", "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary")
+TURN_START_ROLES = ("user", "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary")
+
 STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted", "deferred")
 
 # The result a tool call gets when it was never run because the run was interrupted (an error
