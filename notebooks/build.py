@@ -93,7 +93,7 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
         if spec.check:
             spec.check(outcome.nb, policy, server)
         report = [f"{r.kind}:{r.outcome}" for r in server.requests]
-    out = outcome.nb
+        out = _without_work_dir(outcome.nb, work)
     _scrub(out)
     path = out_dir / f"{spec.name}.ipynb"
     write_notebook(path, out)
@@ -119,6 +119,18 @@ def _drop_journals(nb: dict[str, Any]) -> int:
         if "outputs" in cell:
             cell["outputs"] = kept
     return dropped
+
+
+def _without_work_dir(nb: dict[str, Any], work: str) -> dict[str, Any]:
+    """The recorded sessions with the random name of the build's work dir (in the system prompt's
+    environment section) replaced by a fixed one of the same length, so every build records the
+    same prompt (and the same token counts)."""
+    name = Path(work).name
+    fixed = str(Path(work).with_name(("work" + "-" * len(name))[:len(name)]))
+    sessions = nb["metadata"].get("ipyagent", {}).get("sessions")
+    if sessions:
+        nb["metadata"]["ipyagent"]["sessions"] = json.loads(json.dumps(sessions).replace(work, fixed))
+    return nb
 
 
 def _scrub(nb: dict[str, Any]) -> None:
