@@ -36,7 +36,7 @@ def test_cli_run_writes_sessions_and_fails_on_a_cell_error(tmp_path, capsys):
         write_notebook(src, notebook(SETUP, "%%agent\nAgain.", "1 / 0", "print('never')"))
         assert cli.main(["run", str(src), "--timeout", "120"]) == 1  # in place
         failed = read_notebook(src)
-        assert len(failed["metadata"]["ipyagent"]["sessions"]["default"]["entries"]) == 2
+        assert len(failed["metadata"]["ipyagent"]["sessions"]["default"]["entries"]) == 3  # system message, prompt, answer
         assert "ZeroDivisionError" in capsys.readouterr().err
 
 
