@@ -21,6 +21,7 @@ from ipyagent.core import Session
 from ipyagent.kernel.activity import ActivityRecorder
 from ipyagent.kernel.cell_runner import IPythonCellRunner
 from ipyagent.kernel.context import KernelNotebookContext
+from ipyagent.kernel.mcp import KernelMcp
 from ipyagent.kernel.namespace import namespace_describer
 from ipyagent.kernel.notebook_port import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
@@ -44,6 +45,7 @@ class AgentRuntime:
         self.running = False
         self.replay = ReplayController()
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
+        self.mcp = KernelMcp(self.config, self.project_mcp_servers)  # servers start at the first prompt
         self._cell_runner: IPythonCellRunner | None = None
         self._notebook_port: KernelNotebook | None = None
 
@@ -120,6 +122,7 @@ class AgentRuntime:
         for slot in self.slots.values():
             if slot.agent is not None:
                 slot.agent.cancel.set()
+        self.mcp.close()  # every MCP server stopped: no process left behind
 
     # ---- sessions ----------------------------------------------------------------------------
 
@@ -177,6 +180,10 @@ class AgentRuntime:
         else the kernel's working directory."""
         path, _ = find_notebook_path(self.shell.user_ns, os.environ, self.config.notebook_path)
         return os.path.dirname(os.path.abspath(path)) if path is not None else os.getcwd()
+
+    def project_mcp_servers(self) -> tuple[list[Any], list[str]]:
+        """The servers of the project's ``.mcp.json`` files, and one line per problem."""
+        return [], []
 
     def tool_ports(self) -> tuple[IPythonCellRunner, KernelNotebook]:
         """What the tools use in this kernel: IPython's cell machinery for ``python``, this
