@@ -515,21 +515,19 @@ class Agent:
         try:
             # inside the try: an interrupt here still closes the call
             self._emit(ev.ToolExecutionStart(call_id, name, arguments))
-            images: list[dict[str, Any]] = []
-            if tool is None:
-                output_text, is_error = f"Unknown tool {name!r}. Available: {', '.join(self.tools)}", True
-                details = None
-            else:
-                def run(tool: Tool = tool) -> ToolOutput:
-                    self.tool_context.history = self.session  # recall reads this session's history
-                    policy: ApprovalPolicy = "auto" if self.config.tool_approval == "auto" else "ask"
-                    return run_tool_call(tool, arguments, self.tool_context, policy=policy,
-                                         approve=self._ports.approve)
+            def run(tool: Tool | None = tool) -> ToolOutput:
+                if tool is None:
+                    return ToolOutput(f"Unknown tool {name!r}. Available: {', '.join(self.tools)}", is_error=True)
+                self.tool_context.history = self.session  # recall reads this session's history
+                policy: ApprovalPolicy = "auto" if self.config.tool_approval == "auto" else "ask"
+                return run_tool_call(tool, arguments, self.tool_context, policy=policy,
+                                     approve=self._ports.approve)
 
-                source = self._ports.tool_results
-                output = source(call, run) if source else run()
-                output_text, is_error, details = output.text, output.is_error, output.details
-                images = output.images
+            # a recording answers even for a tool this kernel lacks (an MCP server's, replayed)
+            source = self._ports.tool_results
+            output = source(call, run) if source else run()
+            output_text, is_error, details = output.text, output.is_error, output.details
+            images = output.images
         except KeyboardInterrupt:
             result = tool_result_message(call_id, name, "Interrupted by the user before the tool finished.",
                                          is_error=True, timestamp=now_ms())

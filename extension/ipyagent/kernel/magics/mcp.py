@@ -50,6 +50,13 @@ def mcp_report(runtime: Any, *, window: int | None) -> str:
     return "\n".join(lines)
 
 
+def replaying(runtime: Any) -> bool:
+    """Whether the active session's recorded cells replay now (then no server is needed)."""
+    config = runtime.agent_config()
+    return bool(runtime.replay.recorded_cells(runtime.active)) and runtime.replay.replays(
+        runtime.config.replay, config.model, config.provider_options)
+
+
 @command("mcp")
 @magic_arguments()
 @argument("action", nargs="?", default="list", choices=["list", "start", "restart", "stop"],
@@ -74,6 +81,9 @@ def agent_mcp(runtime: Any, rest: str) -> None:
             raise UsageError("%agent mcp restart NAME")
         mcp.hub.restart(args.name)
         mcp.hub.wait_ready([args.name], START_TIMEOUT)
+    elif args.action == "start" and replaying(runtime):
+        print("This notebook replays its recorded responses (Agent.replay): MCP servers are not started; recorded "
+              "MCP calls answer from the recording.")
     elif args.action == "start":
         from ipyagent.kernel.magics.cell_run import start_approver
 
