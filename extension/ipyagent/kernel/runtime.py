@@ -46,6 +46,7 @@ class AgentRuntime:
         self.replay = ReplayController()
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
         self.mcp = KernelMcp(self.config, self.project_mcp_servers)  # servers start at the first prompt
+        self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/context.py)
         self._cell_runner: IPythonCellRunner | None = None
         self._notebook_port: KernelNotebook | None = None
 
