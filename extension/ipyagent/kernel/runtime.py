@@ -183,8 +183,11 @@ class AgentRuntime:
         return os.path.dirname(os.path.abspath(path)) if path is not None else os.getcwd()
 
     def project_mcp_servers(self) -> tuple[list[Any], list[str]]:
-        """The servers of the project's ``.mcp.json`` files, and one line per problem."""
-        return [], []
+        """The servers of the project's ``.mcp.json`` files (from the notebook's folder up to the
+        repository root), and one line per problem; they start only once approved (kernel/mcp.py)."""
+        from ipyagent.agent.mcp.project import project_servers
+
+        return project_servers(self.notebook_folder())
 
     def tool_ports(self) -> tuple[IPythonCellRunner, KernelNotebook]:
         """What the tools use in this kernel: IPython's cell machinery for ``python``, this
