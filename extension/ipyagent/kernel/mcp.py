@@ -80,9 +80,9 @@ class KernelMcp:
             note(line)
 
     def prompt_tools(self, note: Note, *, approve_start: ApproveStart | None, window: int | None,
-                     taken: Iterable[str]) -> list[McpTool]:
-        """Start what is defined and enabled (project servers once approved), wait a little, and
-        the tools of the servers that are ready."""
+                     taken: Iterable[str], wait: float | None = None) -> list[McpTool]:
+        """Start what is defined and enabled (project servers once approved), wait a little
+        (``wait``, default ``Agent.mcp_start_wait``), and the tools of the servers that are ready."""
         servers, problems = self.definitions()
         for line in problems:
             self._say(note, f"ipyagent: {line}")
@@ -93,7 +93,7 @@ class KernelMcp:
         hub.retain({s.name for s in wanted})
         for server in wanted:
             hub.start(server)
-        waiting = hub.wait_ready([s.name for s in wanted], self.settings.mcp_start_wait)
+        waiting = hub.wait_ready([s.name for s in wanted], self.settings.mcp_start_wait if wait is None else wait)
         for name in waiting:
             note(f"MCP server {name!r} is still starting; its tools join the prompts after it is ready.")
         ready: list[tuple[ServerConfig, Any]] = []
@@ -166,6 +166,11 @@ class KernelMcp:
                                   status.error if status else "", status.startup_seconds if status else None,
                                   len(status.tools) if status else 0))
         return rows
+
+    def ready_tools(self) -> list[McpTool]:
+        """The tools the running servers offer now (nothing is started): what ``%agent status``
+        counts in the budget besides the built-ins."""
+        return [t for row in self.rows() for t in row.tools]
 
     def status(self, name: str) -> ServerStatus | None:
         return self._hub.status(name) if self._hub is not None else None

@@ -87,8 +87,7 @@ def agent_mcp(runtime: Any, rest: str) -> None:
     elif args.action == "start":
         from ipyagent.kernel.magics.cell_run import start_approver
 
-        mcp.prompt_tools(print, approve_start=start_approver(print), window=None, taken=())
-        mcp.hub.wait_ready([n for n in names if args.name in (None, n)], START_TIMEOUT)
+        mcp.prompt_tools(print, approve_start=start_approver(print), window=None, taken=(), wait=START_TIMEOUT)
     window = None
     try:
         window = runtime.agent_for(runtime.slot(), runtime.agent_config()).context_window()
