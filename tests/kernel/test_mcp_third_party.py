@@ -93,7 +93,7 @@ def test_server_everything_answers_echo_over_streamable_http(everything):
         k = LiveKernel()
         try:
             # a small local model's window (SmolLM2's): the server's many tools take more than a tenth of it
-            k.run(SETUP + "%config Agent.context_window = 8192\n" f"%config Agent.mcp_servers = {servers!r}", "setup")
+            k.run(SETUP + "%config Agent.context_window = 8192\n" + f"%config Agent.mcp_servers = {servers!r}", "setup")
             report = outputs_text(k.run("%agent mcp start", "start").outputs)
             assert "everything [http] ready" in report and "WARNING: more than 10% of the window" in report, report
             server.enqueue_tool_call("mcp__everything__echo", {"message": "hello over HTTP"})

@@ -39,7 +39,8 @@ def agent_status(runtime: Any, rest: str) -> None:
     except Exception:  # noqa: BLE001 - no window known: the status is shown without one
         window, source, factor = config.context_window, "", 1.0
     facts = budget_facts(slot.session, replace(config, system_prompt=agent.system_prompt()), window=window,
-                         tool_specs=[t.spec() for t in [*default_tools(), *runtime.mcp.ready_tools()]], session_name=slot.name,
+                         tool_specs=[t.spec() for t in [*default_tools(), *runtime.mcp.ready_tools()]],
+                         session_name=slot.name,
                          window_source=source, token_factor=factor)
     lines = [f"session {slot.name!r}: {len(slot.session)} entries, leaf {slot.session.leaf_id}",
              f"persistence: {runtime.bridge_state()}"]
