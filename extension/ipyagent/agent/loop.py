@@ -10,6 +10,7 @@ loops), compact-and-retry once on overflow, and a stop after three failed compac
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -252,7 +253,11 @@ class Agent:
     def system_prompt_parts(self) -> list[PromptPart]:
         """The system prompt's parts: base, environment, instruction files, pins (from the session)."""
         context = self.notebook.system_context(self._ports.approve) if self.notebook is not None else None
+        if context is not None and context.skills and "skill" not in self.tools:
+            context = dataclasses.replace(context, skills=())  # listed only where the skill tool is offered
         self.system_context = context
+        skills = tuple(context.skills) if context is not None else ()
+        self.tool_context.skills, self.tool_context.readable = skills, tuple(s.folder for s in skills)
         return system_prompt_parts(self.config.system_prompt, context, active_pins(self.session.entries))
 
     def system_prompt(self) -> str:

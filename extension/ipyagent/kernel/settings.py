@@ -165,6 +165,10 @@ class AgentSettings(Configurable):
     mcp_warn_share = Float(0.10, help="Warn when one MCP server's tool definitions take more than this share of "
                                       "the context window (enable only some with its \"tools\" list)."
                            ).tag(config=True)
+    skills = Bool(True, help="Offer Agent Skills (<name>/SKILL.md in .agents/skills, .claude/skills or .pi/skills "
+                             "from the notebook's folder up to the repository root, and ~/.agents/skills): their "
+                             "names and descriptions in the system prompt, their bodies through the skill tool."
+                  ).tag(config=True)
     show_widget = Bool(True, help="Show the context-budget widget under each %%agent run.").tag(config=True)
     max_updates_per_second = Float(10.0, help="Streaming display updates per second, at most.").tag(config=True)
     notebook_path = Unicode(None, allow_none=True,
