@@ -102,7 +102,7 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
     from ipyagent.providers.registry import parse_model_string
 
     config = runtime.agent_config()
-    probe = Agent(slot.session, config=config, namespace={}, tools=default_tools(),
+    probe = Agent(slot.session, config=config, namespace={}, tools=[*default_tools(), *runtime.mcp.ready_tools()],
                   notebook=KernelNotebookContext(runtime, slot.name))
     model_id = parse_model_string(config.model)[1] if config.model else "(no model)"
     request = probe.request(model_id)
