@@ -80,3 +80,26 @@ def test_an_mcp_call_asks_first_under_ask_and_a_refusal_is_a_tool_error(tmp_path
         assert failed["isError"] and "Nowhere/Atlantis" in failed["content"][0]["text"]
         k.run("%unload_ext ipyagent", "unload")
         assert processes_with(marker) == []  # unloading the extension stops its servers
+
+
+def test_a_slow_server_does_not_hold_the_prompt_and_its_tools_join_later(tmp_path):
+    marker = server_marker()
+    # a server whose start takes long (a slow package manager, a cold cache): it waits for a file
+    gate = tmp_path / "go"
+    script = f'while [ ! -e "{gate}" ]; do sleep 0.2; done; exec {python_server("mcp-server-time")}'
+    slow = {"slow": {"command": "sh", "args": ["-c", script],
+                     "env": {MARKER_VAR: marker}}}
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
+        k.run(SETUP + "%config Agent.tool_approval = 'auto'\n" + f"%config Agent.mcp_servers = {slow!r}", "setup")
+        server.enqueue_text("No clock yet.")
+        cell = k.run("%%agent\nWhat time is it?", "c1")
+        assert cell.status == "ok", outputs_text(cell.outputs)
+        assert "MCP server 'slow' is still starting" in outputs_text(cell.outputs)
+        assert not [t for t in server.requests[-1].body["tools"] if t["function"]["name"].startswith("mcp__")]
+        gate.write_text("")  # the server can start now
+        assert "slow [stdio] ready" in outputs_text(k.run("%agent mcp start", "start").outputs)
+        server.enqueue_text("Now I have one.")
+        k.run("%%agent\nAnd now?", "c2")
+        assert "mcp__slow__get_current_time" in [t["function"]["name"] for t in server.requests[-1].body["tools"]]
+        k.run("%unload_ext ipyagent", "unload")
+        assert processes_with(marker) == []
