@@ -69,6 +69,7 @@ class _Server:
     error: str = ""
     startup_seconds: float | None = None
     restarts: int = 0
+    generation: int = 0
     session: Any = None
     ready: threading.Event = field(default_factory=threading.Event)
     stop: asyncio.Event | None = None
@@ -164,6 +165,7 @@ class McpHub:
 
     def _stop(self, server: _Server) -> None:
         server.state = "stopped"
+        server.ready.set()
         loop, task = self._loop, server.task
         if loop is None or task is None:
             return
@@ -197,31 +199,41 @@ class McpHub:
     # ---- one server's life, in the loop ------------------------------------------------------
 
     async def _serve(self, server: _Server) -> None:
-        server.stop, server.gone = asyncio.Event(), asyncio.Event()
+        # one generation of the server's connection: a restart starts the next one, and what this
+        # one does when it ends no longer concerns the server if it was superseded
+        generation = server.generation
+        stop, gone = server.stop, server.gone = asyncio.Event(), asyncio.Event()
+
+        def current() -> bool:
+            return server.generation == generation
+
         started = time.monotonic()
         try:
             async with contextlib.AsyncExitStack() as stack:
                 session = await self._connect(stack, server)
                 await asyncio.wait_for(session.initialize(), self.start_timeout)
-                server.tools = await asyncio.wait_for(self._list_tools(session), self.start_timeout)
-                server.session = session
-                server.startup_seconds = time.monotonic() - started
-                server.state, server.error = "ready", ""
-                server.ready.set()
-                await server.stop.wait()
-                server.session = None
+                tools = await asyncio.wait_for(self._list_tools(session), self.start_timeout)
+                if current() and server.state != "stopped":
+                    server.tools, server.session = tools, session
+                    server.startup_seconds = time.monotonic() - started
+                    server.state, server.error = "ready", ""
+                    server.ready.set()
+                    await stop.wait()
         except ImportError:
-            server.state, server.error = "failed", f"MCP server {server.config.name!r}: {MISSING_EXTRA}"
+            if current():
+                server.state, server.error = "failed", f"MCP server {server.config.name!r}: {MISSING_EXTRA}"
         except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - any way a server can fail
-            server.session = None
-            if server.state != "stopped":
+            if current() and server.state != "stopped":
+                server.session = None
                 self._crashed(server, _why(exc, asyncio.TimeoutError, self.start_timeout))
         finally:
-            server.session = None
-            server.gone.set()
-            if server.state == "ready":  # it stopped on its own while it seemed fine
-                self._crashed(server, "the server closed the connection")
-            server.ready.set()
+            gone.set()
+            if current():
+                server.session = None
+                if server.state == "ready":  # it stopped on its own while it seemed fine
+                    self._crashed(server, "the server closed the connection")
+                if server.state != "restarting":  # else the relaunch sets it when the new start ends
+                    server.ready.set()
             if server.state in ("stopped", "failed") and server.stderr is not None:
                 server.stderr.close()
 
@@ -266,23 +278,29 @@ class McpHub:
         with self._guard:
             if self._servers.get(server.config.name) is not server or server.state in ("stopped", "failed"):
                 return
+            # this generation is over: its task ends (closing the process) and is superseded
+            server.generation += 1
+            loop, stop = self._loop, server.stop
+            if loop is not None and stop is not None:
+                loop.call_soon_threadsafe(stop.set)
             if server.restarts == 0:
                 server.restarts, server.state, server.error = 1, "restarting", detail
                 server.tools, server.session = (), None
-                loop = self._loop
+                server.ready.clear()
                 if loop is not None:
                     loop.call_soon_threadsafe(self._relaunch, server)
                 return
             server.state = "failed"
             server.error = (f"MCP server {server.config.name!r} failed: {detail} (it was restarted once and "
                             "stopped again; fix it and change Agent.mcp_servers, or %agent mcp restart NAME)")
-            server.tools = ()
+            server.tools, server.session = (), None
+            server.ready.set()
 
     def _relaunch(self, server: _Server) -> None:
-        if server.state == "restarting":
-            server.ready.clear()
-            assert self._loop is not None
+        if server.state == "restarting" and self._loop is not None:
             server.task = asyncio.run_coroutine_threadsafe(self._serve(server), self._loop)
+        else:
+            server.ready.set()  # stopped meanwhile: nobody waits for it
 
     def restart(self, name: str) -> bool:
         """Start a stopped or failed server again, with a fresh restart allowance."""
