@@ -45,9 +45,11 @@ def test_the_walk_stops_at_home_and_big_files_are_cut(tmp_path):
     (tmp_path / "AGENTS.md").write_text("outside home: not read")
     (home / "AGENTS.md").write_text("x" * 50_000)
     (work / "CLAUDE.md").write_bytes(b"caf\xe9 \xff bytes")  # not UTF-8: read with replacements
-    files = find_instruction_files(work, home=home, max_bytes=1000)
+    # no repository: home's file is outside the notebook's folder, read only when allowed
+    files = find_instruction_files(work, home=home, max_bytes=1000, allow=lambda verdict, folder: True)
     assert [len(f.text) for f in files][0] == 1000 and files[0].truncated
     assert files[1].text.startswith("caf") and not files[1].truncated
+    assert [f.path for f in find_instruction_files(work, home=home)] == [str(work.resolve() / "CLAUDE.md")]
 
 
 # ---- pins ----------------------------------------------------------------------------------------
@@ -93,7 +95,7 @@ class FakeNotebook:
         self.folder = tmp_path
         self.sent = 0
 
-    def system_context(self) -> SystemContext:
+    def system_context(self, approve=None) -> SystemContext:
         return SystemContext(str(self.folder / "nb.ipynb"), str(self.folder), "3.11.7",
                              tuple(find_instruction_files(self.folder)))
 

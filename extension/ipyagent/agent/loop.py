@@ -22,7 +22,7 @@ from ipyagent.agent.compaction_oracle import CompactionRuling
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.ports import RunPorts, ToolResultSource
 from ipyagent.agent.prompt.activity import format_activity
-from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD, NotebookContext
+from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD, NotebookContext, SystemContext
 from ipyagent.agent.prompt.pins import active_pins
 from ipyagent.agent.prompt.record import declarations, is_system_entry, sections_of, system_patch
 from ipyagent.agent.prompt.system import PromptPart, compose_system_prompt, system_prompt_parts
@@ -108,6 +108,7 @@ class Agent:
         self.cancel = threading.Event()
         self._listeners: list[Listener] = []
         self._run_entries: list[dict[str, Any]] | None = None
+        self.system_context: SystemContext | None = None  # the notebook's, as the last prompt parts read it
 
     # ---- what the agent works on, and what a run takes from outside -------------------------
 
@@ -250,11 +251,17 @@ class Agent:
 
     def system_prompt_parts(self) -> list[PromptPart]:
         """The system prompt's parts: base, environment, instruction files, pins (from the session)."""
-        context = self.notebook.system_context() if self.notebook is not None else None
+        context = self.notebook.system_context(self._ports.approve) if self.notebook is not None else None
+        self.system_context = context
         return system_prompt_parts(self.config.system_prompt, context, active_pins(self.session.entries))
 
     def system_prompt(self) -> str:
         return compose_system_prompt(self.system_prompt_parts())
+
+    def _report_context(self) -> None:
+        """A notice, in each run, for each instruction file found and not read."""
+        for skipped in self.system_context.skipped if self.system_context is not None else ():
+            self._emit(ev.Notice(f"Instruction file not read: {skipped.reason}."))
 
     def _record_system_prompt(self) -> None:
         """Record the system prompt this prompt sends as Pi 1.6's system message (the whole
@@ -385,6 +392,7 @@ class Agent:
         sent = False
         try:
             self._system_prompt = self.system_prompt()
+            self._report_context()
             self.discover(prompt=text if isinstance(text, str) else "")
             self.check_budget()
             self._record_system_prompt()

@@ -350,6 +350,10 @@ class RunRenderer:
                 self.show(note_bundle("(response interrupted; what arrived was kept)"))
             self._refresh_widget("")
 
+    def _on_notice(self, event: ev.Notice) -> None:
+        self._end_text()
+        self.show(note_bundle(event.message))
+
     def _on_error(self, event: ev.AgentError) -> None:
         self._end_text()
         self.errors.append(event.message)
@@ -382,6 +386,7 @@ class RunRenderer:
         ev.CompactionStart: _on_compaction_start,
         ev.CompactionEnd: _on_compaction_end,
         ev.EntryAppended: _on_entry,
+        ev.Notice: _on_notice,
         ev.AgentError: _on_error,
         ev.AgentEnd: _on_end,
     }

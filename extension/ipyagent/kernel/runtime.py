@@ -44,6 +44,7 @@ class AgentRuntime:
         self.running = False
         self.replay = ReplayController()
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
+        self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/context.py)
         self._cell_runner: IPythonCellRunner | None = None
         self._notebook_port: KernelNotebook | None = None
 

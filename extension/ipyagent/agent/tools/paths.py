@@ -7,6 +7,7 @@ import os
 import stat
 from typing import BinaryIO
 
+from ipyagent.agent.containment import is_within as is_within  # re-exported: the file tools use it
 from ipyagent.agent.tools.base import ToolContext
 
 SNIFF_BYTES = 8192
@@ -21,14 +22,6 @@ def resolve_path(path: str, cwd: str) -> str:
 def root_of(context: ToolContext) -> str:
     """The folder read-only tools may read without asking: the notebook's, else the working directory."""
     return os.path.realpath(context.root or context.cwd)
-
-
-def is_within(path: str, folder: str) -> bool:
-    """Whether ``path`` is ``folder`` or below it; both already resolved with realpath."""
-    try:
-        return os.path.commonpath([path, folder]) == folder
-    except ValueError:  # different drives (Windows)
-        return False
 
 
 def outside_root(path: str, context: ToolContext) -> str | None:

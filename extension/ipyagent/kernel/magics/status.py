@@ -108,6 +108,10 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
     estimator = slot.session.estimator
     specs = [t.to_dict() for t in request.tools]
     parts = [(f"system prompt: {p.label}", chars4(p.text), p.text) for p in probe.system_prompt_parts()]
+    skipped = probe.system_context.skipped if probe.system_context is not None else ()
+    if skipped:
+        parts.append((f"instruction files not read ({len(skipped)}; not sent)", 0,
+                      "\n".join(f"{s.path}: {s.reason}" for s in skipped)))
     parts.append((f"tools ({len(specs)})", chars4(specs) if specs else 0, json.dumps(specs, indent=1)))
     messages = request.messages
     for i, message in enumerate(messages):
