@@ -15,6 +15,7 @@ from typing import Any
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.ports import RunPorts
+from ipyagent.agent.redaction import Redactor
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
@@ -194,8 +195,9 @@ class AgentRuntime:
         return settings
 
     def persist(self, slot: SessionSlot, config: AgentConfig | None = None, *, force: bool = False) -> str | None:
+        config = config or self.agent_config()
         return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
-                                      force=force)
+                                      force=force, redact=Redactor.configured(config.provider_options).data)
 
     def bridge_state(self) -> str:
         if self.bridge is None:

@@ -127,7 +127,8 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
         label = (f"masked: {len(masked)} tool results sent as placeholders ({masking.masked_chars(masked):,} "
                  "chars left out; recall returns them)")
         parts.append((label, 0, listed))
-    return parts, sum(p[1] for p in parts)
+    redact = probe.redactor().text  # instruction files, pins, old entries: no key is shown
+    return [(redact(label), tokens, redact(text)) for label, tokens, text in parts], sum(p[1] for p in parts)
 
 
 @command("context")
