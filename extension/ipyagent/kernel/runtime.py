@@ -15,6 +15,7 @@ from typing import Any
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.ports import RunPorts
+from ipyagent.agent.prompt.pins import active_pins, pins_note
 from ipyagent.agent.redaction import Redactor
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
 from ipyagent.bridge import comm as bridge_mod
@@ -107,7 +108,19 @@ class AgentRuntime:
                 self.replay.capture(name, slot.session)
                 if len(self.slots) == 1 or result.active == name:
                     self.active = name
+                for line in self.pin_notes([name]):  # shown in the cell that took the push
+                    print(line)
         self.notes.extend(result.notes)
+
+    def pin_notes(self, names: Iterable[str]) -> list[str]:
+        """One line per session of ``names`` that holds pins: they are named, never applied unseen."""
+        lines = []
+        for name in names:
+            slot = self.slots.get(name)
+            pins = active_pins(slot.session.entries) if slot is not None else []
+            if pins:
+                lines.append(f"ipyagent: session {name!r} holds {pins_note(pins, ' from the notebook')}")
+        return lines
 
     def stop(self) -> None:
         self.running = False

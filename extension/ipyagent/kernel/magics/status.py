@@ -11,6 +11,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from ipyagent.agent.prompt.pins import active_pins, pins_note
 from ipyagent.display.budget_widget import budget_facts, cost_text, static_bundle
 from ipyagent.display.untrusted import escape_html, markdown_html
 from ipyagent.kernel.magics.commands import command, show
@@ -47,6 +48,7 @@ def agent_status(runtime: Any, rest: str) -> None:
     if result is not None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
     lines.append(cost_text(facts.costs) or "cost: no priced calls yet")
+    lines.append("pins: " + pins_note(active_pins(slot.session.entries)))
     # a snapshot: nothing updates it, so no widget (it would die with the kernel)
     display(static_bundle(facts), raw=True)
     print("\n".join(lines))
