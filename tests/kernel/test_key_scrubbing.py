@@ -93,3 +93,26 @@ def test_journals_scrub_and_the_cli_export_scrubs_an_old_notebook(tmp_path, caps
             assert cli.main(["export", str(old), "--format", form]) == 0
             out = capsys.readouterr().out
             assert "The key was ***." in out and _leaks(out) == [], form
+
+
+@pytest.mark.kernel
+def test_a_session_stored_with_a_key_is_shown_and_exported_without_it(tmp_path):
+    from ipyagent.core import Session
+    from ipyagent.hooks import HookRegistry
+    from ipyagent.session.entries import compaction_entry
+
+    old = Session(hooks=HookRegistry())  # saved by an ipyagent that did not scrub yet
+    old.append_message({"role": "user", "content": "What is my key?", "timestamp": 1})
+    answer = old.append_message({"role": "assistant", "content": [{"type": "text", "text": f"It is {FAKE_KEY}."}],
+                                 "api": "openai-completions", "provider": "openai", "model": "fake-model",
+                                 "usage": {"input": 10, "output": 5}, "stopReason": "stop", "timestamp": 2})
+    old.append(compaction_entry(f"## Goal\nIt is {FAKE_KEY}.", answer["id"], 100))
+    with fake_provider(), LiveKernel(cwd=str(tmp_path)) as kernel:
+        kernel.frontend.metadata = {"version": 1, "active": "default", "sessions": {"default": {
+            "header": old.header, "leaf": old.leaf_id, "settings": {}, "entries": list(old.entries)}}}
+        kernel.push()
+        assert kernel.run(SETUP).status == "ok"
+        for command in ("%agent context", "%agent summary", "%agent export --format pi",
+                        "%agent export --format markdown"):
+            shown = outputs_text(kernel.run(command).outputs)
+            assert "It is ***." in shown and _leaks(shown) == [], command
