@@ -50,6 +50,9 @@ def test_text_bytes_and_data():
     assert clean["message"]["content"][0]["text"] == "key: ***" and clean["message"]["details"]["argv"] == ("env", "***")
     assert entry["message"]["content"][0]["text"] == f"key: {KEY}"  # a copy: the original is left as it was
     assert Redactor().text(f"x {KEY}") == f"x {KEY}"  # nothing configured: nothing to scrub
+    quoted = Redactor.configured(environ={"DB_PASSWORD": 'p&ss"wörd<1>'})
+    assert quoted.text(json.dumps({"out": 'p&ss"wörd<1>'})) == '{"out": "***"}'  # as JSON escapes it
+    assert quoted.text("<pre>p&amp;ss&quot;wörd&lt;1&gt;</pre>") == "<pre>***</pre>"  # as HTML escapes it
 
 
 def test_the_loop_stores_no_key_and_neither_does_a_summary(monkeypatch):

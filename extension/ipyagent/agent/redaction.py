@@ -18,6 +18,8 @@ the credentials of every URL (``base_url``). Values shorter than 8 characters ar
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -79,7 +81,11 @@ def configured_secrets(provider_options: Mapping[str, Any] | None = None,
         if "@" in value and "://" in value:
             found.update(url_credentials(value))
     found.update(_option_secrets(provider_options or {}))
-    return tuple(sorted((s for s in found if len(s) >= MIN_SECRET_CHARS), key=lambda s: (-len(s), s)))
+    found = {s for s in found if len(s) >= MIN_SECRET_CHARS}
+    # as they appear in HTML outputs and in JSON (a password with "&" or a quote in it)
+    found |= {html.escape(s) for s in found} | {json.dumps(s)[1:-1] for s in found} | \
+        {json.dumps(s, ensure_ascii=False)[1:-1] for s in found}
+    return tuple(sorted(found, key=lambda s: (-len(s), s)))
 
 
 @dataclass(frozen=True)
