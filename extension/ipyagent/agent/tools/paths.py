@@ -7,8 +7,8 @@ import os
 import stat
 from typing import BinaryIO
 
-from ipyagent.agent.containment import check_path
 from ipyagent.agent.containment import is_within as is_within  # re-exported: the file tools use it
+from ipyagent.agent.containment import leads_to_forbidden
 from ipyagent.agent.tools.base import ToolContext
 
 SNIFF_BYTES = 8192
@@ -69,7 +69,7 @@ def open_regular(path: str) -> BinaryIO:
     mode = os.stat(path).st_mode
     if not stat.S_ISREG(mode):
         raise NotARegularFile(path, file_kind(mode))
-    if check_path(path, os.sep).forbidden:  # /proc/self/environ is "regular", and holds the keys
+    if leads_to_forbidden(path):  # /proc/self/environ is "regular", and holds the keys
         raise NotARegularFile(path, "a kernel interface (under /proc, /sys or /dev: never read)")
     nonblock = getattr(os, "O_NONBLOCK", 0)
     fd = os.open(path, os.O_RDONLY | nonblock | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
