@@ -95,3 +95,14 @@ def test_is_within():
     assert is_within("/a/b", "/a") and is_within("/a", "/a")
     assert not is_within("/ab", "/a") and not is_within("/a", "/a/b")
     assert not is_within("relative", "/a")
+
+
+def test_leads_to_forbidden_follows_links_and_folders(tmp_path):
+    from ipyagent.agent.containment import leads_to_forbidden
+
+    tmp_path = tmp_path.resolve()
+    (tmp_path / "plain.txt").write_text("x")
+    (tmp_path / "self").symlink_to("/proc/self")  # a folder link: the file below it is under /proc
+    (tmp_path / "fd").symlink_to("/dev/fd/0")
+    assert not leads_to_forbidden(tmp_path / "plain.txt")
+    assert leads_to_forbidden(tmp_path / "self" / "environ") and leads_to_forbidden(tmp_path / "fd")

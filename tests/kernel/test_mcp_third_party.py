@@ -88,7 +88,7 @@ def everything():
 
 def test_server_everything_answers_echo_over_streamable_http(everything):
     url, _ = everything
-    servers = {"everything": {"url": url, "headers": {"X-Ipyagent-Test": "header-value"}}}
+    servers = {"everything": {"url": url, "headers": {"X-Ipyagent-Test": "header-value-4e1f9a"}}}
     with fake_provider() as server:
         k = LiveKernel()
         try:
@@ -96,14 +96,15 @@ def test_server_everything_answers_echo_over_streamable_http(everything):
             k.run(SETUP + "%config Agent.context_window = 8192\n" + f"%config Agent.mcp_servers = {servers!r}", "setup")
             report = outputs_text(k.run("%agent mcp start", "start").outputs)
             assert "everything [http] ready" in report and "WARNING: more than 10% of the window" in report, report
-            server.enqueue_tool_call("mcp__everything__echo", {"message": "hello over HTTP"})
+            # a server that echoes a header's value back: the value is scrubbed from what is stored
+            server.enqueue_tool_call("mcp__everything__echo", {"message": "hello over HTTP header-value-4e1f9a"})
             server.enqueue_text("It echoed.")
             cell = k.run("%%agent\nEcho something.", "c1")
             assert cell.status == "ok", outputs_text(cell.outputs)
             shown = outputs_text(cell.outputs)
             assert "MCP server 'everything': its" in shown and "of the 8,192-token window" in shown
             [result] = _results(k)
-            assert not result["isError"] and "hello over HTTP" in result["content"][0]["text"]
+            assert not result["isError"] and "hello over HTTP ***" in result["content"][0]["text"]
             many = {t["function"]["name"] for t in server.requests[0].body["tools"]}
             assert len([n for n in many if n.startswith("mcp__everything__")]) > 5
             # only some tools: the warning goes, and only echo is offered
@@ -117,4 +118,5 @@ def test_server_everything_answers_echo_over_streamable_http(everything):
             assert [n for n in offered if n.startswith("mcp__")] == ["mcp__everything__echo"]
         finally:
             _shutdown(k)
-    assert json.dumps(k.metadata).count("header-value") == 0
+    assert "header-value-4e1f9a" not in json.dumps(k.metadata)
+    assert not any("header-value-4e1f9a" in json.dumps(c.outputs) for c in k.cells)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["FORBIDDEN_ROOTS", "PathVerdict", "ProjectScope", "Verdict", "check_path", "is_forbidden",
-           "is_within", "project_scope"]
+           "is_within", "leads_to_forbidden", "project_scope"]
 
 # Kernel interfaces, not files: /proc/self/environ holds the process's keys, /dev/zero never ends.
 FORBIDDEN_ROOTS = ("/proc", "/sys", "/dev")
@@ -133,6 +133,16 @@ def _link_chain(path: str) -> list[str]:
     return chain
 
 
+def leads_to_forbidden(path: str | Path) -> bool:
+    """Whether ``path``, any link it passes through, or its real path is under
+    :data:`FORBIDDEN_ROOTS` (the link chain is only walked when links are involved)."""
+    full = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    real = os.path.realpath(full)
+    if is_forbidden(full) or is_forbidden(real):
+        return True
+    return real != full and any(is_forbidden(p) for p in _link_chain(full))
+
+
 def check_path(path: str | Path, root: str | Path) -> PathVerdict:
     """The verdict for ``path`` (made absolute against the working directory) against ``root``:
     forbidden when the path, any link it passes through, or its real path is under
@@ -140,7 +150,7 @@ def check_path(path: str | Path, root: str | Path) -> PathVerdict:
     full = os.path.abspath(os.path.expanduser(os.fspath(path)))
     real = os.path.realpath(full)
     real_root = os.path.realpath(root)
-    if any(is_forbidden(p) for p in (*_link_chain(full), real)):
+    if leads_to_forbidden(full):
         verdict = Verdict.FORBIDDEN
     elif is_within(real, real_root):
         verdict = Verdict.INSIDE

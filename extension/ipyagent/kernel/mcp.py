@@ -74,6 +74,14 @@ class KernelMcp:
                     servers.append(server)
         return servers, problems
 
+    def secrets(self) -> tuple[str, ...]:
+        """The values of every defined server's ``env`` and ``headers``."""
+        try:
+            servers, _ = self.definitions()
+        except Exception:  # noqa: BLE001 - an unreadable project file: the user's servers alone
+            servers, _ = parse_servers(dict(self.settings.mcp_servers))
+        return tuple(v for s in servers for v in (*s.env.values(), *s.headers.values()) if v)
+
     def _say(self, note: Note, line: str) -> None:
         if line not in self._said:
             self._said.add(line)
