@@ -199,7 +199,7 @@ class AgentRuntime:
     def bridge_state(self) -> str:
         if self.bridge is None:
             return "no bridge (plain IPython): entries are saved in journal outputs"
-        if self.bridge.connected:
+        if self.bridge.wait_for_frontend():  # right after %load_ext the handshake is on its way
             frontend = self.bridge.frontend or "frontend"
             unacked = sum(len(v) for v in self.bridge.unacked().values())
             return f"bridge connected ({frontend})" + (f", {unacked} entries awaiting ack" if unacked else "")
