@@ -95,3 +95,40 @@ def test_push_code_round_trips_through_python(text):
         assert bridge_mod.pending_push() == meta
     finally:
         bridge_mod._reset_for_tests()
+
+
+@pytest.mark.parametrize("part", [1, 2, 3, 7, 64])
+def test_push_in_parts_round_trips_through_python(part):
+    """A push cut into many parts (here tiny ones, so every cut lands somewhere awkward: inside a
+    `\\uXXXX` escape, between backslashes) is taken whole once its last part arrives."""
+    text = "\\\\\\ ''' \\ 😀 é \u2028 \\'''\\"
+    meta = {"version": 1, "sessions": {"default": {"leaf": None, "entries": [e(i, None, note=text * i)
+                                                                           for i in range(1, 4)]}}}
+    codes = node(f"return S.pushCodes(input, 'jupyterlab', 'p1', {part});", meta)
+    assert len(codes) > 1
+    assert all(c.isascii() for c in codes)
+    bridge_mod._reset_for_tests()
+    try:
+        for i, code in enumerate(codes):
+            assert bridge_mod.peek_push() is None, f"taken after part {i} of {len(codes)}"
+            exec(compile(code, "<push>", "exec"), {})
+        assert bridge_mod.push_errors() == []
+        assert bridge_mod.pending_push() == meta
+    finally:
+        bridge_mod._reset_for_tests()
+
+
+def test_an_unfinished_push_is_reported_not_taken():
+    meta = {"version": 1, "sessions": {"default": {"leaf": None, "entries": [e(1, None)]}}}
+    first = node("return S.pushCodes(input, 'jupyterlab', 'old', 16);", meta)
+    second = node("return S.pushCodes(input, 'jupyterlab', 'new', 16);", meta)
+    bridge_mod._reset_for_tests()
+    try:
+        exec(compile(first[0], "<push>", "exec"), {})
+        for code in second:
+            exec(compile(code, "<push>", "exec"), {})
+        assert bridge_mod.pending_push() == meta
+        errors = bridge_mod.push_errors()
+        assert len(errors) == 1 and "incomplete" in errors[0], errors
+    finally:
+        bridge_mod._reset_for_tests()

@@ -16,6 +16,7 @@
  */
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { Notification } from '@jupyterlab/apputils';
 import type { ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
@@ -31,7 +32,7 @@ import {
   insertPosition,
   isObject,
   outputsText,
-  pushCode,
+  pushCodes,
   readMessage,
   updateFromJournal
 } from './store';
@@ -294,27 +295,51 @@ class DocumentBridge {
       if (typeof language === 'string' && language.toLowerCase() !== 'python') {
         return;
       }
-      let future: Kernel.IShellFuture<KernelMessage.IExecuteRequestMsg, KernelMessage.IExecuteReplyMsg>;
+      // One request when small, else one per part of at most 1 MiB, queued in order before any
+      // user cell: no message comes near the server's websocket limit.
+      const codes = pushCodes(meta, this.frontend, `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`);
+      let future: Kernel.IShellFuture<KernelMessage.IExecuteRequestMsg, KernelMessage.IExecuteReplyMsg> | null =
+        null;
+      const failed = (why: string) => {
+        const text = `ipyagent: the stored sessions could not be handed to the kernel (${why}); run %agent load to read them from the saved notebook.`;
+        console.warn(LOG, text);
+        Notification.warning(text, { autoClose: false });
+      };
       try {
-        future = kernel.requestExecute({
-          code: pushCode(meta, this.frontend),
-          silent: true,
-          store_history: false,
-          allow_stdin: false,
-          stop_on_error: false
-        });
+        for (const code of codes) {
+          const f = kernel.requestExecute({
+            code,
+            silent: true,
+            store_history: false,
+            allow_stdin: false,
+            stop_on_error: false
+          });
+          f.done.then(
+            reply => {
+              if (reply.content.status !== 'ok') {
+                failed(`the kernel answered ${reply.content.status}`);
+              }
+            },
+            () => undefined // disposed: the kernel restarted again, and a new push follows
+          );
+          future = f;
+        }
       } catch (e) {
-        console.warn(LOG, 'could not push the stored session into the kernel', e);
+        failed(String(e));
         return;
       }
-      this.inflight.set(kernel, { future, started: Date.now() });
+      if (!future) {
+        return;
+      }
+      const last = future;
+      this.inflight.set(kernel, { future: last, started: Date.now() });
       const done = () => {
-        if (this.inflight.get(kernel)?.future === future) {
+        if (this.inflight.get(kernel)?.future === last) {
           this.inflight.delete(kernel);
         }
       };
-      future.done.then(done, done);
-      console.debug(LOG, `pushed the stored session (${why})`);
+      last.done.then(done, done);
+      console.debug(LOG, `pushed the stored session (${why}, ${codes.length} request(s))`);
     };
     if (context.isReady) {
       // a microtask: after the connection cleared its queue on restart, before any user event

@@ -180,22 +180,73 @@ export function updateFromJournal(payload: unknown): IUpdate | null {
   };
 }
 
-/**
- * The silent execute request's code (protocol.md "Rehydration"). The JSON goes into a Python
- * raw triple-quoted string; every `'` is written `\u0027` (still the same JSON), so the string
- * can hold no `'''`, and JSON text always ends with `}`, never with a backslash.
- */
-export function pushCode(meta: unknown, source: string): string {
-  const json = JSON.stringify(meta).replace(/'/g, '\\u0027');
+/** The largest part of a push, in characters of (ASCII) JSON text: far below the server's
+ * websocket limit (tornado's 10 MiB default, which operators may lower). */
+export const PUSH_PART_CHARS = 1 << 20;
+
+/** JSON text with every non-ASCII character written as a `\uXXXX` escape (still the same JSON),
+ * so one character is one byte and the text can be cut between any two characters. */
+export function asciiJson(value: unknown): string {
+  return JSON.stringify(value).replace(
+    /[\u007f-\uffff]/g,
+    c => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0')
+  );
+}
+
+function pushRequest(call: string): string {
   return [
     'try:',
     '    import ipyagent.bridge.comm as _ipyagent_b',
-    `    _ipyagent_b.receive_push(r'''${json}''', source=${JSON.stringify(source)})`,
+    `    _ipyagent_b.${call}`,
     '    del _ipyagent_b',
-    'except ImportError:',
+    'except (ImportError, AttributeError):',
     '    pass',
     ''
   ].join('\n');
+}
+
+/**
+ * The silent execute requests' code (protocol.md "Rehydration"): one request when the JSON is
+ * small, else one per part of at most `partChars` characters (bytes: the text is ASCII), sent in
+ * order. The JSON goes into a Python raw triple-quoted string; every `'` is written `\u0027`
+ * (still the same JSON), so no part can hold three quotes, and no part ends with an odd run of
+ * backslashes (a raw string cannot end with one).
+ */
+export function pushCodes(meta: unknown, source: string, push: string, partChars = PUSH_PART_CHARS): string[] {
+  const json = asciiJson(meta).replace(/'/g, '\\u0027');
+  const src = JSON.stringify(source);
+  const q = "'''";
+  if (json.length <= partChars) {
+    return [pushRequest(`receive_push(r${q}${json}${q}, source=${src})`)];
+  }
+  const parts: string[] = [];
+  let start = 0;
+  while (start < json.length) {
+    let end = Math.min(start + partChars, json.length);
+    let slashes = 0;
+    while (end - slashes > start && json[end - 1 - slashes] === '\\') {
+      slashes++;
+    }
+    if (slashes % 2 === 1) {
+      end -= 1;
+    }
+    if (end <= start) {
+      end = start + 2; // a part of one backslash: JSON always follows it with the escaped character
+    }
+    parts.push(json.slice(start, end));
+    start = end;
+  }
+  const id = JSON.stringify(push);
+  return parts.map((part, index) =>
+    pushRequest(
+      `receive_push_part(r${q}${part}${q}, push=${id}, index=${index}, count=${parts.length}, source=${src})`
+    )
+  );
+}
+
+/** The push as one request's code (small sessions; kept for callers and tests of version 1). */
+export function pushCode(meta: unknown, source: string): string {
+  return pushCodes(meta, source, 'push', Infinity)[0];
 }
 
 // ---- the notebook tool: `insert_cell` and `read_cells` requests (docs/protocol.md) -----------

@@ -27,6 +27,7 @@ This module is light: ``comm`` is imported only when a bridge is opened.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -44,6 +45,7 @@ __all__ = [
     "pending_push",
     "push_errors",
     "receive_push",
+    "receive_push_part",
 ]
 
 TARGET = "ipyagent"
@@ -52,11 +54,15 @@ PROTOCOL = 1
 REPLY_TYPES = ("insert_cell_ack", "cells")
 # how long after opening the comm a run or ``%agent status`` waits for the frontend's ``hello_ack``
 HANDSHAKE_GRACE = 3.0
+# The largest comm message the kernel sends, and the largest part of a push the frontend sends:
+# far below the server's websocket limit (tornado's 10 MiB default, which operators may lower).
+MAX_MESSAGE_BYTES = 1 << 20
 
 _lock = threading.RLock()
 _pending: dict[str, Any] | None = None
 _pending_sources: list[str] = []
 _push_errors: list[str] = []
+_parts: dict[str, list[str | None]] = {}  # a push in parts: its id -> the parts arrived so far
 _active: KernelBridge | None = None
 
 
@@ -78,6 +84,42 @@ def receive_push(json_text: str, source: str = "unknown") -> None:
     except Exception as exc:  # noqa: BLE001 - the request is silent: say it, never raise
         with _lock:
             _push_errors.append(f"push from {source}: could not be read ({type(exc).__name__}: {exc})")
+
+
+def receive_push_part(text: str, *, push: str, index: int, count: int, source: str = "unknown") -> None:
+    """One part of a push too large for one message (docs/protocol.md, "Rehydration").
+
+    The frontend cuts the JSON text into ``count`` parts and sends them in order, each in its own
+    silent execute request; the last one completes the push (:func:`receive_push`). A push whose
+    parts stop coming (a new push started, the frontend went away) is reported in
+    :func:`push_errors`, never taken in part. Never raises.
+    """
+    try:
+        complete = _add_part(text, push, index, count, source)
+    except Exception as exc:  # noqa: BLE001 - the request is silent: say it, never raise
+        with _lock:
+            _push_errors.append(f"push from {source}: part could not be read ({type(exc).__name__}: {exc})")
+        return
+    if complete is not None:
+        receive_push(complete, source)
+
+
+def _add_part(text: str, push: str, index: int, count: int, source: str) -> str | None:
+    with _lock:
+        for other in [k for k in _parts if k != push]:
+            got = sum(1 for x in _parts.pop(other) if x is not None)
+            _push_errors.append(f"push from {source}: incomplete, {got} parts arrived before a new push "
+                                "began; that push was not taken")
+        if not (isinstance(count, int) and 0 < count and isinstance(index, int) and 0 <= index < count):
+            raise ValueError(f"part {index!r} of {count!r}")
+        parts = _parts.setdefault(push, [None] * count)
+        if len(parts) != count:
+            raise ValueError(f"part of a {count}-part push whose first part said {len(parts)}")
+        parts[index] = text
+        if any(x is None for x in parts):
+            return None
+        del _parts[push]
+        return "".join(x for x in parts if x is not None)
 
 
 def _receive_push(json_text: str, source: str) -> None:
@@ -190,7 +232,24 @@ def _reset_for_tests() -> None:
         _pending = None
         _pending_sources.clear()
         _push_errors.clear()
+        _parts.clear()
         _active = None
+
+
+def message_parts(entries: list[Mapping[str, Any]], limit: int) -> list[list[Mapping[str, Any]]]:
+    """``entries`` in consecutive groups of at most ``limit`` bytes of JSON each (one entry larger
+    than that goes alone: nothing is dropped). Always at least one group, maybe empty (a message
+    that only moves the leaf)."""
+    groups: list[list[Mapping[str, Any]]] = [[]]
+    size = 0
+    for e in entries:
+        n = len(json.dumps(e, ensure_ascii=False).encode("utf-8")) + 1
+        if groups[-1] and size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(e)
+        size += n
+    return groups
 
 
 def _answer_where_sent(c: Any) -> None:
@@ -458,23 +517,26 @@ class KernelBridge:
         if skip_empty and not batch:
             return None
         state = self._state.get(name, {})
-        self._seq += 1
-        msg: dict[str, Any] = {
-            "type": "entries",
-            "seq": self._seq,
-            "session": name,
-            "leaf": state.get("leaf"),
-            "active": state.get("active", True),
-            "entries": batch,
-        }
-        if header is not None:
-            msg["header"] = dict(header)
-        if settings is not None:
-            msg["settings"] = dict(settings)
-        self._inflight[self._seq] = (name, [e["id"] for e in batch])
-        on_comm.update(e["id"] for e in batch)
-        c.send(msg)
-        _answer_where_sent(c)
+        # No message comes near the websocket limit: many entries (a resend to a new frontend)
+        # go in several messages; each is stored and acked on its own.
+        for part in message_parts(batch, MAX_MESSAGE_BYTES):
+            self._seq += 1
+            msg: dict[str, Any] = {
+                "type": "entries",
+                "seq": self._seq,
+                "session": name,
+                "leaf": state.get("leaf"),
+                "active": state.get("active", True),
+                "entries": part,
+            }
+            if header is not None:
+                msg["header"] = dict(header)
+            if settings is not None:
+                msg["settings"] = dict(settings)
+            self._inflight[self._seq] = (name, [e["id"] for e in part])
+            on_comm.update(e["id"] for e in part)
+            c.send(msg)
+            _answer_where_sent(c)
         return self._seq
 
     # -- waiting (only useful when comms are processed on a subshell) ----------------------------
