@@ -429,6 +429,7 @@ class _FakeBridge:
         self._all: list[str] = []
 
     is_open = True
+    answers_during_cells = False
 
     def wait_for_frontend(self):
         return self.connected

@@ -158,6 +158,11 @@ def journal_output(session_name: str, header: Mapping[str, Any], leaf: str | Non
     return journal_bundle(session_name, dict(header), leaf, dict(settings), list(entries))
 
 
+# how long a run's end waits for the acks of earlier runs' entries from a frontend that answers
+# while cells run, before it writes them into a journal too
+ACK_WAIT = 3.0
+
+
 class Persister:
     """Sends what the notebook lacks after each run: the bridge if acknowledged, else a journal."""
 
@@ -211,6 +216,9 @@ class Persister:
         if bridge is not None and bridge.connected:
             earlier = self._sent_before.get(slot.name, set())
             unacked = set(bridge.unacked(slot.name).get(slot.name, ())) & earlier
+            if unacked and bridge.answers_during_cells:  # their acks are on the way (a Run All's fast cells)
+                bridge.wait_acked(ACK_WAIT)
+                unacked = set(bridge.unacked(slot.name).get(slot.name, ())) & earlier
             stale = [e for e in slot.session.entries if e["id"] in unacked]
         if bridge is not None:
             try:
