@@ -381,7 +381,9 @@ def test_agent_magic_end_to_end(jupyterlab, context):
     def roles():
         meta = page.evaluate("(p) => window.__ipa.meta(p)", name) or {}
         entries = ((meta.get("sessions") or {}).get("default") or {}).get("entries") or []
-        return [e["message"]["role"] for e in entries if e.get("type") == "message"]
+        # the recorded system prompt is an entry too (issue 18); the conversation is the rest
+        return [e["message"]["role"] for e in entries if e.get("type") == "message"
+                and e["message"]["role"] != "system"]
 
     page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
     server.enqueue_text("Hello from the model.")
