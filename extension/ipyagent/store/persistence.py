@@ -182,14 +182,18 @@ class Persister:
         display(data, raw=True, metadata=metadata)
 
     def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], settings: Mapping[str, Any], *,
-               active: bool = True) -> int | None:
+               active: bool = True, redact: Callable[[Any], Any] | None = None) -> int | None:
         """Send ``entries`` (just made by a running run) through the bridge, when a comm is open —
         also before its ``hello_ack``: a frontend stores entries on any comm of its target.
         Nothing is marked persisted: the run's end (:meth:`persist`) still decides between the
-        bridge and a journal. Returns the message's seq (None: nothing sent)."""
+        bridge and a journal. ``redact`` as for :meth:`persist` (the bridge keeps what it sent, so
+        the entries must leave redacted the first time). Returns the message's seq (None: nothing
+        sent)."""
         bridge = self.bridge
         if bridge is None or not entries or not bridge.is_open:
             return None
+        if redact is not None:
+            entries = [redact(e) for e in entries]
         try:
             seq: int | None = bridge.send_entries(slot.name, entries, leaf=slot.session.leaf_id,
                                                   header=slot.session.header, settings=dict(settings),
@@ -199,13 +203,16 @@ class Persister:
         return seq
 
     def persist(self, slot: SessionSlot, settings: Mapping[str, Any], *, active: bool = True,
-                force: bool = False) -> str | None:
+                force: bool = False, redact: Callable[[Any], Any] | None = None) -> str | None:
         """Persist ``slot``'s new entries; return "bridge", "journal" or None (nothing to do).
 
         Entries sent through the bridge in an earlier run and still not acknowledged (the
-        frontend went away, or never stores) go into this run's journal output too.
+        frontend went away, or never stores) go into this run's journal output too. ``redact``
+        (an entry -> the entry without the configured keys) is applied to every entry that
+        leaves: the agent scrubs what it appends, this catches what else was appended.
         """
-        new = slot.unpersisted()
+        unpersisted = slot.unpersisted()
+        new = [redact(e) for e in unpersisted] if redact is not None else unpersisted
         if not new and slot.session.leaf_id == slot.persisted_leaf and not force:
             return None
         header = slot.session.header
@@ -219,7 +226,7 @@ class Persister:
             if unacked and bridge.answers_during_cells:  # their acks are on the way (a Run All's fast cells)
                 bridge.wait_acked(ACK_WAIT)
                 unacked = set(bridge.unacked(slot.name).get(slot.name, ())) & earlier
-            stale = [e for e in slot.session.entries if e["id"] in unacked]
+            stale = [redact(e) if redact is not None else e for e in slot.session.entries if e["id"] in unacked]
         if bridge is not None:
             try:
                 # what this run streamed already is not sent again, unless earlier entries are
@@ -237,5 +244,5 @@ class Persister:
             how = "journal"
         else:
             self.sent += 1
-        slot.mark_persisted(new)
+        slot.mark_persisted(unpersisted)
         return how

@@ -55,16 +55,15 @@ class CellRun:
         self.interrupted_note = interrupted_note
         self.show_failures = show_failures
         self.replaying: ReplayAttachment | None = None
-        approve = make_approver(on_refusal=self.note) if ask else None
+        redact = self.agent.redactor().text  # the question stays in the saved output: no key in it
+        approve = make_approver(on_refusal=self.note, show_func=lambda text: print(redact(text))) if ask else None
         self._ports = runtime.ports_for(approve=approve)
         self._stack = contextlib.ExitStack()
         self.stream = EntryStream(lambda: slot.session.entries, self._stream_entries,
                                   already=lambda entry: entry["id"] in slot.persisted)
 
     def _stream_entries(self, entries: list[dict[str, Any]]) -> None:
-        runtime, slot = self.runtime, self.slot
-        runtime.persister.stream(slot, entries, runtime.settings_of(slot, self.config),
-                                 active=slot.name == runtime.active)
+        self.runtime.stream(self.slot, entries, self.config)
 
     def __enter__(self) -> CellRun:
         self._stack.callback(self.agent.subscribe(self.stream))
