@@ -54,9 +54,40 @@ function commsOverSubshells(kernel: SubshellFields): boolean {
   );
 }
 
-/** Every message to the kernel goes through here, so it is one of the protocol's. */
+/** How long a comm's first message waits for the comm's subshell before going to the main shell. */
+const SUBSHELL_WAIT_MS = 10000;
+
+/** Per comm: resolves once its messages can go over its subshell (or never will). */
+const subshellReady = new WeakMap<Kernel.IComm, Promise<void>>();
+
+/**
+ * JupyterLab 4.6+ gives each comm target a kernel subshell, but a comm opened by the kernel gets
+ * its subshell id only once the subshell is created; a message sent before goes to the main
+ * shell, which a Run All keeps busy until every queued cell has run (the handshake of
+ * `%load_ext` would wait for all of them). So a comm's messages wait for its subshell.
+ */
+function waitForSubshell(comm: Kernel.IComm, kernel: Kernel.IKernelConnection): void {
+  const started = (comm as { subshellStarted?: Promise<void> }).subshellStarted;
+  if (!commsOverSubshells(kernel) || !started) {
+    return;
+  }
+  const timeout = new Promise<void>(resolve => setTimeout(resolve, SUBSHELL_WAIT_MS));
+  subshellReady.set(comm, Promise.race([started.catch(() => undefined), timeout]));
+}
+
+/** Every message to the kernel goes through here, so it is one of the protocol's. Messages of one
+ * comm keep their order: each waits on the same promise. */
 function send(comm: Kernel.IComm, message: ToKernel): void {
-  comm.send(message);
+  const ready = subshellReady.get(comm);
+  if (!ready) {
+    comm.send(message);
+    return;
+  }
+  void ready.then(() => {
+    if (!comm.isDisposed) {
+      comm.send(message);
+    }
+  });
 }
 
 function isCode(cell: ICellModel): cell is ICodeCellModel {
@@ -182,6 +213,7 @@ class DocumentBridge {
     msg: KernelMessage.ICommOpenMsg
   ): void {
     comm.onMsg = (m: KernelMessage.ICommMsgMsg) => this.onCommMsg(comm, m);
+    waitForSubshell(comm, kernel);
     if (readMessage(msg.content.data)?.type === 'hello') {
       send(comm, {
         type: 'hello_ack',

@@ -52,6 +52,8 @@ TARGET = "ipyagent"
 PROTOCOL = 1
 # the frontend's answers to the kernel's requests (kept until taken with ``wait_reply``)
 REPLY_TYPES = ("insert_cell_ack", "cells")
+# how long after opening the comm a run or ``%agent status`` waits for the frontend's ``hello_ack``
+HANDSHAKE_GRACE = 3.0
 # The largest comm message the kernel sends, and the largest part of a push the frontend sends:
 # far below the server's websocket limit (tornado's 10 MiB default, which operators may lower).
 MAX_MESSAGE_BYTES = 1 << 20
@@ -123,7 +125,7 @@ def _add_part(text: str, push: str, index: int, count: int, source: str) -> str 
 def _receive_push(json_text: str, source: str) -> None:
     global _pending
     try:
-        data = deep_json.loads(json_text)
+        data = deep_json.loads(json_text, fast=True)  # JSON.stringify output: numbers are doubles already
     except (TypeError, ValueError, RecursionError) as exc:
         with _lock:
             _push_errors.append(f"push from {source}: not JSON ({exc})")
@@ -251,13 +253,14 @@ def message_parts(entries: list[Mapping[str, Any]], limit: int) -> list[list[Map
 
 
 def _answer_where_sent(c: Any) -> None:
-    """Let the frontend's answer reach the kernel while the requesting cell still runs.
+    """Let the frontend's answers reach the kernel while the sending cell still runs.
 
     ipykernel 7.4 routes a comm's incoming messages to the subshell that sent the kernel's last
-    message on it; for a request sent from a running cell that is the main shell, busy until the
-    cell ends. Dropping that route (a private attribute; absent elsewhere, then nothing changes)
-    sends the answer where the frontend addressed it — its comm subshell — so it is handled while
-    the cell waits for it.
+    message on it; for a message sent from a running cell (the ``hello`` of ``%load_ext`` in a
+    Run All, an ``entries`` message, a request) that is the main shell, busy until every queued
+    cell has ended. Dropping that route (a private attribute; absent elsewhere, then nothing
+    changes) after each message sends the frontend's answer where the frontend addressed it — its
+    comm subshell — so handshakes, acks and answers are handled while cells run.
     """
     lock = getattr(c, "_reply_subshell_lock", None)
     if lock is None:
@@ -312,6 +315,7 @@ class KernelBridge:
         self._acked: dict[str, set[str]] = {}
         self._state: dict[str, dict[str, Any]] = {}  # last leaf/header/settings per session
         self._inflight: dict[int, tuple[str, list[str]]] = {}  # seq -> (session, ids)
+        self._on_comm: dict[str, set[str]] = {}  # per session: ids sent on the current comm
         self.acks: list[dict[str, Any]] = []  # every ack received, newest last
         self.opened_at: float | None = None
         self._replies: dict[int, dict[str, Any]] = {}  # seq -> the frontend's answer to a request
@@ -415,7 +419,9 @@ class KernelBridge:
             self._hello_ack = None
             # Anything in flight on an old comm may never be acked: send it again later.
             self._inflight.clear()
+            self._on_comm.clear()
             c = self._make_comm({"type": "hello", "protocol": PROTOCOL})
+            _answer_where_sent(c)
             self._comm = c
             self.opened_at = time.time()
         c.on_msg(lambda msg, _c=c: self._handle_msg(_c, msg))
@@ -443,12 +449,21 @@ class KernelBridge:
         header: Mapping[str, Any] | None = None,
         settings: Mapping[str, Any] | None = None,
         active: bool = True,
+        resend: bool = True,
+        skip_empty: bool = False,
     ) -> int | None:
         """Send new entries of one session, with every earlier unacknowledged one.
 
+        ``resend=False`` (the entries streamed while a run goes on) leaves out the unacknowledged
+        entries already sent on the current comm: their acks may simply not have been handled yet
+        (a frontend without subshells answers after the cell), and sending them with every new
+        entry would make a run's messages grow with its square. They go again after a new
+        ``hello_ack`` and with the next message sent with ``resend=True``. ``skip_empty``: send
+        nothing when no entry is to be sent (the leaf follows with the next message).
+
         Returns the message's ``seq``, or ``None`` when no comm is open (nothing sent; the
-        entries are remembered and go out with the next message after :meth:`open`).
-        Entries must be JSON-serialisable mappings with a string ``id``.
+        entries are remembered and go out with the next message after :meth:`open`) or nothing
+        was to be sent. Entries must be JSON-serialisable mappings with a string ``id``.
         """
         with self._lock:
             sent = self._sent.setdefault(session_name, {})
@@ -466,7 +481,8 @@ class KernelBridge:
                 state["header"] = dict(header)
             if settings is not None:
                 state["settings"] = dict(settings)
-            return self._send_session(session_name, header=header, settings=settings)
+            return self._send_session(session_name, header=header, settings=settings, resend=resend,
+                                      skip_empty=skip_empty)
 
     def resend_unacked(self) -> list[int]:
         """Send one ``entries`` message per session that has unacknowledged entries."""
@@ -487,13 +503,19 @@ class KernelBridge:
         *,
         header: Mapping[str, Any] | None,
         settings: Mapping[str, Any] | None,
+        resend: bool = True,
+        skip_empty: bool = False,
     ) -> int | None:
         # caller holds self._lock
         c = self._comm
         if c is None or self._closed_by_frontend:
             return None
         acked = self._acked.get(name, set())
-        batch = [e for i, e in self._sent.get(name, {}).items() if i not in acked]
+        on_comm = self._on_comm.setdefault(name, set())
+        batch = [e for i, e in self._sent.get(name, {}).items()
+                 if i not in acked and (resend or i not in on_comm)]
+        if skip_empty and not batch:
+            return None
         state = self._state.get(name, {})
         # No message comes near the websocket limit: many entries (a resend to a new frontend)
         # go in several messages; each is stored and acked on its own.
@@ -512,7 +534,9 @@ class KernelBridge:
             if settings is not None:
                 msg["settings"] = dict(settings)
             self._inflight[self._seq] = (name, [e["id"] for e in part])
+            on_comm.update(e["id"] for e in part)
             c.send(msg)
+            _answer_where_sent(c)
         return self._seq
 
     # -- waiting (only useful when comms are processed on a subshell) ----------------------------
@@ -522,6 +546,22 @@ class KernelBridge:
         the frontend sends comm messages over a subshell; it never deadlocks."""
         with self._changed:
             return self._changed.wait_for(lambda: self._connected, timeout=timeout)
+
+    def wait_for_frontend(self, grace: float = HANDSHAKE_GRACE) -> bool:
+        """Whether a frontend acknowledged the bridge, waiting for its ``hello_ack`` until
+        ``grace`` s after the comm was opened (no wait later than that, or once connected).
+
+        In a Run All the first ``%%agent`` cell can end before a frontend that answers over a
+        subshell has answered the ``hello`` of ``%load_ext``: it is on its way (a subshell is
+        created, then the answer sent), and a short wait keeps that run from writing a journal.
+        A frontend without a bridge never answers; the wait is then bounded by ``grace`` after
+        the comm opened, so it is paid at most once, by a run that ends that early.
+        """
+        with self._lock:
+            if self._connected or self._comm is None or self._closed_by_frontend or self.opened_at is None:
+                return self._connected
+            left = self.opened_at + grace - time.time()
+        return self.wait_connected(max(0.0, left)) if left > 0 else self.connected
 
     def wait_acked(self, timeout: float = 0.0) -> bool:
         """Wait up to ``timeout`` s until every sent entry is acknowledged."""

@@ -53,11 +53,12 @@ def read_notebook(path: str | Path) -> dict[str, Any]:
     return parse_notebook(text, str(path))
 
 
-def parse_notebook(text: str, source: str = "notebook") -> dict[str, Any]:
+def parse_notebook(text: str | bytes, source: str = "notebook", *, fast: bool = False) -> dict[str, Any]:
     """The notebook in ``text``; a part nested too deeply for Python is held as a marker with its
-    text (:mod:`ipyagent.session.deep_json`), and written back as it was by :func:`dumps_notebook`."""
+    text (:mod:`ipyagent.session.deep_json`), and written back as it was by :func:`dumps_notebook`.
+    ``fast``: for reading only (hydration), see :func:`ipyagent.session.deep_json.loads`."""
     try:
-        nb = deep_json.loads(text)
+        nb = deep_json.loads(text, fast=fast)
     except (ValueError, RecursionError) as exc:
         raise NotebookError(f"{source} is not valid JSON ({exc})") from None
     if not isinstance(nb, dict):

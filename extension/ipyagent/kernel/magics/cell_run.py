@@ -6,8 +6,9 @@
         run.agent.prompt(text)
 
 On the way in: the slot's agent set up for this run, the cell's id and execution count, the
-run's outputs (:class:`~ipyagent.display.run_view.RunView`) subscribed to the agent's events, and
-the run's ports (the approver asks in this cell; a replay answers from the recording). On the way
+run's outputs (:class:`~ipyagent.display.run_view.RunView`) and the entry stream (each new entry
+sent to the notebook as it is made, ``kernel/entry_stream.py``) subscribed to the agent's events,
+and the run's ports (the approver asks in this cell; a replay answers from the recording). On the way
 out, whatever ended the run: an interrupt leaves no tool call without its result and is noted and
 re-raised, the recording is let go, the view becomes its static snapshot, and the session is
 persisted with every entry it holds.
@@ -27,6 +28,7 @@ from ipyagent.display.run_view import RunView
 from ipyagent.display.stream import error_bundle, note_bundle
 from ipyagent.display.untrusted import safe_markdown
 from ipyagent.kernel.context import cell_identity
+from ipyagent.kernel.entry_stream import EntryStream
 from ipyagent.kernel.replay_control import ReplayAttachment
 
 __all__ = ["CellRun"]
@@ -57,8 +59,14 @@ class CellRun:
         approve = make_approver(on_refusal=self.note, show_func=lambda text: print(redact(text))) if ask else None
         self._ports = runtime.ports_for(approve=approve)
         self._stack = contextlib.ExitStack()
+        self.stream = EntryStream(lambda: slot.session.entries, self._stream_entries,
+                                  already=lambda entry: entry["id"] in slot.persisted)
+
+    def _stream_entries(self, entries: list[dict[str, Any]]) -> None:
+        self.runtime.stream(self.slot, entries, self.config)
 
     def __enter__(self) -> CellRun:
+        self._stack.callback(self.agent.subscribe(self.stream))
         if self.view is not None:
             self._stack.callback(self.agent.subscribe(self.view.renderer))
         self._stack.enter_context(self.agent.using(self._ports))
