@@ -67,10 +67,10 @@ def test_two_pages_three_turns_one_writer(collaborative_lab, context):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     prompts = [f"%%agent --session work\nTurn {t}: summarise what we know so far." for t in (1, 2, 3)]
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in ["%load_ext ipyagent", *prompts,
-                "import json, ipyagent.bridge.comm as B\nb = B.active_bridge()\n"
-                "print('ACKS', json.dumps([a['seq'] for a in b.acks], separators=(',', ':')),"
-                " json.dumps(b.unacked(), separators=(',', ':')))"]]
+    acks_cell = ("import json, ipyagent.bridge.comm as B\nb = B.active_bridge()\n"
+                 "print('ACKS', json.dumps([a['seq'] for a in b.acks], separators=(',', ':')),"
+                 " json.dumps(b.unacked(), separators=(',', ':')))")
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in ["%load_ext ipyagent", *prompts, acks_cell]]
     nbformat.write(nb, str(path))
     raw = json.loads(path.read_text())
     store_value(raw["metadata"], {"version": 1, "active": "archive", "sessions": {"archive": {
