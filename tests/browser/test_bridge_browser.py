@@ -15,6 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from ipyagent.store.chunks import assemble
+
 ARTIFACTS = Path(__file__).parent / "artifacts"
 
 # ---- Pi-shaped entries ------------------------------------------------------------------------
@@ -91,7 +93,7 @@ CELLS = [
     "b.send_entries('default', EXTRA2, leaf=EXTRA2[-1]['id'])",
 ]
 
-HELPERS = """
+HELPERS = r"""
 window.__ipa = {
   panel(path) {
     const app = window.jupyterapp;
@@ -107,8 +109,20 @@ window.__ipa = {
     return !!(p && p.context.isReady && k && k.status === 'idle' && k.connectionStatus === 'connected');
   },
   meta(path) {
+    // the store as one value: layout 2's index with each session's entries from its chunks
     const p = this.panel(path);
-    return p ? p.context.model.getMetadata('ipyagent') : null;
+    if (!p) return null;
+    const m = p.context.model;
+    const index = m.getMetadata('ipyagent');
+    if (!index || !(index.version >= 2)) return index;
+    const out = {...index, sessions: {}};
+    for (const [n, s] of Object.entries(index.sessions || {})) out.sessions[n] = {...s, entries: []};
+    const keys = Object.keys(m.metadata).filter(k => /^ipyagent\/\d{6,}$/.test(k)).sort();
+    for (const k of keys) {
+      const c = m.getMetadata(k);
+      (out.sessions[c.session] ??= {leaf: null, entries: []}).entries.push(...c.entries);
+    }
+    return out;
   },
   outputs(p, i) {
     return p.content.widgets[i].model.outputs.toJSON();
@@ -185,7 +199,7 @@ def _saved_meta(path: Path, want_ids: list[str], timeout: float = 20) -> dict:
     last = None
     while time.time() < deadline:
         try:
-            last = json.loads(path.read_text()).get("metadata", {}).get("ipyagent")
+            last = assemble(json.loads(path.read_text()).get("metadata", {}))
         except (OSError, ValueError):
             last = None
         if last and _ids(last) == want_ids:
@@ -233,7 +247,7 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
 
     meta = page.evaluate("(p) => window.__ipa.meta(p)", name)
     assert _ids(meta) == ALL_IDS[:2]
-    assert meta["active"] == "default" and meta["version"] == 1
+    assert meta["active"] == "default" and meta["version"] == 2  # the chunked layout
     sess = meta["sessions"]["default"]
     assert sess["header"] == HEADER and sess["settings"] == SETTINGS and sess["leaf"] == ALL_IDS[1]
 
@@ -381,7 +395,8 @@ def test_agent_magic_end_to_end(jupyterlab, context):
     def roles():
         meta = page.evaluate("(p) => window.__ipa.meta(p)", name) or {}
         entries = ((meta.get("sessions") or {}).get("default") or {}).get("entries") or []
-        return [e["message"]["role"] for e in entries if e.get("type") == "message"]
+        roles = [e["message"]["role"] for e in entries if e.get("type") == "message"]
+        return [r for r in roles if r != "system"]  # the recorded system prompt comes first
 
     page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
     server.enqueue_text("Hello from the model.")

@@ -333,3 +333,233 @@ export function outputsText(outputs: unknown): string {
   }
   return parts.join('\n');
 }
+
+// ---- layout 2: the entries in chunks under keys of their own (docs/protocol.md) -------------
+
+/** What the chunked store needs of the notebook's metadata (the model, or a plain object). */
+export interface IMetadataAccess {
+  /** every metadata key (without copying the values) */
+  keys(): Iterable<string>;
+  /** one key's value (the model returns a copy) */
+  get(key: string): unknown;
+  set(key: string, value: JsonObject): void;
+}
+
+export const LAYOUT_CHUNKED = 2;
+export const CHUNK_PREFIX = `${METADATA_KEY}/`;
+/** A chunk holds at most this many entries, and at most about this many characters of JSON. */
+export const CHUNK_ENTRIES = 100;
+export const CHUNK_CHARS = 1 << 20;
+
+const CHUNK_KEY = /^ipyagent\/(\d{6,})$/;
+
+export function chunkKey(n: number): string {
+  return CHUNK_PREFIX + String(n).padStart(6, '0');
+}
+
+/** The chunk's number, or null when `key` is no chunk key. */
+export function chunkNumber(key: string): number | null {
+  const m = CHUNK_KEY.exec(key);
+  return m ? Number(m[1]) : null;
+}
+
+function isChunked(index: unknown): boolean {
+  return isObject(index) && typeof index.version === 'number' && index.version >= LAYOUT_CHUNKED;
+}
+
+function entryIds(entries: unknown, into: Set<string>): void {
+  for (const e of Array.isArray(entries) ? entries : []) {
+    if (isObject(e) && typeof e.id === 'string') {
+      into.add(e.id);
+    }
+  }
+}
+
+/**
+ * The session store in the notebook's metadata, written in layout 2: a small index under
+ * `ipyagent` and immutable chunks under `ipyagent/NNNNNN`, so a turn writes only its new entries
+ * (one new key per chunk) and the small index. A notebook in layout 1 is converted on its first
+ * write. The ids held are read once and then kept up to date from the chunks written (here or,
+ * through `noteChunk`, by another page): no message copies, serialises or compares the whole
+ * store.
+ */
+export class ChunkedStore {
+  constructor(private readonly access: IMetadataAccess) {}
+
+  /** Read again on the next use (the metadata was replaced: a reload from disk, a deletion). */
+  invalidate(): void {
+    this.loaded = false;
+  }
+
+  /** A chunk key was added (here or by another page): its entries are held. */
+  noteChunk(key: string, value: unknown): void {
+    const n = chunkNumber(key);
+    if (!this.loaded || n === null) {
+      return;
+    }
+    this.next = Math.max(this.next, n + 1);
+    if (isObject(value) && typeof value.session === 'string') {
+      entryIds(value.entries, this.held(value.session));
+    }
+  }
+
+  /** The store as layout 1 (`{version: 1, active, sessions: {name: {…, entries}}}`), or the
+   * stored value as it is when it is not an object. */
+  assemble(): unknown {
+    const index = this.access.get(METADATA_KEY);
+    if (!isChunked(index) || !isObject(index)) {
+      return index;
+    }
+    const out: JsonObject = { ...index, version: PROTOCOL };
+    const sessions: { [name: string]: JsonObject } = {};
+    if (isObject(index.sessions)) {
+      for (const [name, s] of Object.entries(index.sessions)) {
+        sessions[name] = { ...(isObject(s) ? s : {}), entries: [] };
+      }
+    }
+    const keys = [...this.access.keys()]
+      .map(k => [chunkNumber(k), k] as const)
+      .filter((p): p is readonly [number, string] => p[0] !== null)
+      .sort((a, b) => a[0] - b[0]);
+    for (const [, key] of keys) {
+      const chunk = this.access.get(key);
+      if (!isObject(chunk) || typeof chunk.session !== 'string' || !Array.isArray(chunk.entries)) {
+        continue;
+      }
+      const s = (sessions[chunk.session] ??= { leaf: null, entries: [] });
+      (s.entries as Json[]).push(...chunk.entries);
+    }
+    out.sessions = sessions;
+    return out;
+  }
+
+  /** Store an update (idempotent by entry id); with `onlyIfNew` (journals) leaf, header,
+   * settings and active are taken only when it added an entry. */
+  apply(update: IUpdate, onlyIfNew = false): { stored: number; ids: string[]; changed: boolean } {
+    this.load();
+    const raw = this.access.get(METADATA_KEY);
+    const before = JSON.stringify(raw ?? null);
+    const index: JsonObject = isObject(raw) ? raw : {};
+    let changed = false;
+    if (!isChunked(index)) {
+      this.convert(index);
+      changed = true;
+    }
+    if (!isObject(index.sessions)) {
+      index.sessions = {};
+    }
+    const sessions = index.sessions as JsonObject;
+    const name = update.session;
+    if (!isObject(sessions[name])) {
+      sessions[name] = { leaf: null };
+    }
+    const session = sessions[name] as JsonObject;
+    const held = this.held(name);
+    const fresh: Json[] = [];
+    const ids: string[] = [];
+    for (const e of update.entries ?? []) {
+      if (!isObject(e) || typeof e.id !== 'string') {
+        continue;
+      }
+      if (!held.has(e.id)) {
+        held.add(e.id);
+        fresh.push(e);
+      }
+      ids.push(e.id);
+    }
+    this.writeChunks(name, fresh);
+    if (!onlyIfNew || fresh.length > 0) {
+      for (const field of ['leaf', 'header', 'settings'] as const) {
+        if (update[field] !== undefined) {
+          session[field] = update[field] as Json;
+        }
+      }
+      if (update.active || (onlyIfNew && typeof index.active !== 'string')) {
+        index.active = name;
+      }
+    }
+    if (changed || JSON.stringify(index) !== before) {
+      this.access.set(METADATA_KEY, index);
+      changed = true;
+    }
+    return { stored: fresh.length, ids, changed: changed || fresh.length > 0 };
+  }
+
+  private held(name: string): Set<string> {
+    let set = this.ids.get(name);
+    if (!set) {
+      set = new Set();
+      this.ids.set(name, set);
+    }
+    return set;
+  }
+
+  private load(): void {
+    if (this.loaded) {
+      return;
+    }
+    this.ids.clear();
+    this.next = 0;
+    const index = this.access.get(METADATA_KEY);
+    const chunked = isChunked(index);
+    if (!chunked && isObject(index) && isObject(index.sessions)) {
+      for (const [name, s] of Object.entries(index.sessions)) {
+        entryIds(isObject(s) ? s.entries : null, this.held(name));
+      }
+    }
+    for (const key of this.access.keys()) {
+      const n = chunkNumber(key);
+      if (n === null) {
+        continue;
+      }
+      this.next = Math.max(this.next, n + 1);
+      const chunk = chunked ? this.access.get(key) : null;
+      if (isObject(chunk) && typeof chunk.session === 'string') {
+        entryIds(chunk.entries, this.held(chunk.session));
+      }
+    }
+    this.loaded = true;
+  }
+
+  /** Layout 1 → 2, in place on `index` (a copy): each session's entries into new chunks. */
+  private convert(index: JsonObject): void {
+    index.version = LAYOUT_CHUNKED;
+    if (!isObject(index.sessions)) {
+      return;
+    }
+    for (const [name, s] of Object.entries(index.sessions)) {
+      if (!isObject(s)) {
+        continue;
+      }
+      const entries = Array.isArray(s.entries) ? s.entries : [];
+      delete s.entries;
+      this.writeChunks(name, entries);
+    }
+  }
+
+  /** New immutable chunks for `entries`: at most CHUNK_ENTRIES each, about CHUNK_CHARS. */
+  private writeChunks(name: string, entries: Json[]): void {
+    let part: Json[] = [];
+    let size = 0;
+    const flush = () => {
+      if (part.length) {
+        this.access.set(chunkKey(this.next++), { session: name, entries: part });
+        part = [];
+        size = 0;
+      }
+    };
+    for (const e of entries) {
+      const n = JSON.stringify(e).length;
+      if (part.length >= CHUNK_ENTRIES || (part.length && size + n > CHUNK_CHARS)) {
+        flush();
+      }
+      part.push(e);
+      size += n;
+    }
+    flush();
+  }
+
+  private loaded = false;
+  private next = 0;
+  private readonly ids = new Map<string, Set<string>>();
+}
