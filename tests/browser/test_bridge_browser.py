@@ -80,7 +80,7 @@ CELLS = [
     "print('SENT', seq)"),
     # 2: state
     ("print('STATE', json.dumps({'connected': b.connected, 'unacked': b.unacked(), "
-    "'hello_ack': b.hello_ack, 'acks': len(b.acks)}))"),
+    "'hello_ack': b.hello_ack, 'acks': len(b.acks), 'sent': b.seq}))"),
     # 3: all entries again (the first two are already stored: idempotent)
     ("b.send_entries('default', ENTRIES, leaf=ENTRIES[-1]['id'])\n"
     "b.send_entries('default', ENTRIES, leaf=ENTRIES[-1]['id'])"),
@@ -343,7 +343,9 @@ def test_two_views_of_one_notebook_share_one_bridge(jupyterlab, context):
     page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
     page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 3])  # two messages
     state = _state(page, name, until=lambda s: s["connected"] and not s["unacked"])
-    assert state["unacked"] == {} and state["acks"] == 2, state  # one ack per message, not two
+    # one ack per message, not two (2 messages; 3 when the hello_ack, on its subshell, came after
+    # them and the unacknowledged entries went once more)
+    assert state["unacked"] == {} and state["acks"] == state["sent"] >= 2, state
     assert _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)) == ALL_IDS
     lab.shutdown_kernels()
 
@@ -409,8 +411,7 @@ def test_agent_magic_end_to_end(jupyterlab, context):
         f"() => ((window.__ipa.meta({json.dumps(name)}) || {{}}).sessions || {{}}).default",
         timeout=20_000,
     )
-    # the recorded system message (Pi 1.6's systemMessage entry) comes first
-    assert roles() == ["system", "user", "assistant"]
+    assert roles() == ["user", "assistant"]
     assert not [o for o in out if mime in (o.get("data") or {})], "a journal although the bridge is there"
     _save(page, name)
     first = _saved_meta(path, _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)))
@@ -428,7 +429,7 @@ def test_agent_magic_end_to_end(jupyterlab, context):
         timeout=20_000,
     )
     # the same prompt after the restart: no second system message
-    assert roles() == ["system", "user", "assistant", "user", "assistant"]
+    assert roles() == ["user", "assistant", "user", "assistant"]
     # the model saw the conversation from before the restart
     sent = json.dumps(server.requests[-1].body)
     assert "Say hello." in sent and "Hello from the model." in sent

@@ -15,6 +15,8 @@ import shutil
 import time
 from pathlib import Path
 
+from ipyagent.store.chunks import assemble
+
 from .test_bridge_browser import ARTIFACTS, _open, _save, _write_notebook
 
 MIME = "application/vnd.ipyagent.entries+json"
@@ -158,7 +160,7 @@ def test_a_kernel_killed_in_the_sixth_tool_round_leaves_the_five_before_in_the_s
         _save(page, name)
         deadline = time.time() + 30
         while True:
-            entries = (json.loads(path.read_text()).get("metadata", {}).get("ipyagent") or {}).get(
+            entries = (assemble(json.loads(path.read_text()).get("metadata", {})) or {}).get(
                 "sessions", {}).get("default", {}).get("entries", [])
             results = [b["text"] for e in entries if e.get("type") == "message"
                        and e["message"]["role"] == "toolResult" for b in e["message"]["content"]

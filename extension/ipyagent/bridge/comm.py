@@ -252,6 +252,37 @@ def message_parts(entries: list[Mapping[str, Any]], limit: int) -> list[list[Map
     return groups
 
 
+def _frontend_routed_comm_class(create_comm: Any) -> Any:
+    """ipykernel's comm class, except that the frontend's messages on it are handled on the shell
+    the frontend addressed them to (``None`` outside ipykernel, or before 7.4's routing).
+
+    ipykernel 7.4 routes a comm's incoming messages to the shell that last sent on it
+    (``_reply_subshell_for``); for this comm that is the busy main shell of a running cell or a
+    Run All, so the handshake and the acks would wait for every queued cell. Dropping the route
+    after each send (:func:`_answer_where_sent`) leaves a moment in which an answer arriving
+    during the send is still routed there; deciding the route in the comm itself leaves none.
+    """
+    if getattr(create_comm, "__module__", "") != "ipykernel.ipkernel":
+        return None  # another kernel's comms (or none): its own create_comm
+    try:
+        from ipykernel.comm.comm import BaseComm
+    except ImportError:
+        return None
+    if not hasattr(BaseComm, "_reply_subshell_for"):
+        return None
+    global _ROUTED
+    if _ROUTED is None:
+        class FrontendRoutedComm(BaseComm):
+            def _reply_subshell_for(self, data: Any, default: Any) -> Any:
+                return default
+
+        _ROUTED = FrontendRoutedComm
+    return _ROUTED
+
+
+_ROUTED: Any = None
+
+
 def _answer_where_sent(c: Any) -> None:
     """Let the frontend's answers reach the kernel while the sending cell still runs.
 
@@ -410,6 +441,9 @@ class KernelBridge:
             return self._comm_factory(target_name=self.target, data=data)
         import comm  # provided by ipykernel; imported lazily to keep ``import ipyagent`` light
 
+        routed = _frontend_routed_comm_class(comm.create_comm)
+        if routed is not None:
+            return routed(target_name=self.target, data=data)
         return comm.create_comm(target_name=self.target, data=data)
 
     def _open_comm(self) -> None:
