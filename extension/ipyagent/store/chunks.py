@@ -64,7 +64,8 @@ def assemble(metadata: Mapping[str, Any]) -> Any:
     if layout_of(metadata) != LAYOUT_CHUNKED or not isinstance(index, Mapping):
         return index
     out: dict[str, Any] = {k: v for k, v in index.items() if k not in ("version", "sessions", "next_chunk")}
-    leaves_from = index.get("next_chunk") if isinstance(index.get("next_chunk"), int) else 0
+    next_chunk = index.get("next_chunk")
+    leaves_from = next_chunk if isinstance(next_chunk, int) else 0
     out["version"] = 1
     raw_sessions = index.get("sessions")
     sessions: dict[str, Any] = {}
