@@ -103,6 +103,10 @@ def test_the_persister_scrubs_entries_appended_outside_the_loop():
 
     class Bridge:
         connected = True
+        is_open = True
+
+        def wait_for_frontend(self):
+            return True
 
         def unacked(self, name):
             return {}
@@ -116,3 +120,8 @@ def test_the_persister_scrubs_entries_appended_outside_the_loop():
     assert Persister(Bridge()).persist(slot, {}, redact=Redactor((KEY,)).data) == "bridge"
     assert json.dumps(sent).count("my key is ***") == 1 and KEY not in json.dumps(sent)
     assert not slot.unpersisted()
+    # what a run streams as it goes is scrubbed the same way
+    sent.clear()
+    entry = session.append({"type": "custom", "customType": "ipyagent.pin", "data": {"text": f"again {KEY}"}})
+    Persister(Bridge()).stream(slot, [entry], {}, redact=Redactor((KEY,)).data)
+    assert json.dumps(sent).count("again ***") == 1 and KEY not in json.dumps(sent)

@@ -412,3 +412,30 @@ def test_merge_metadata_dedupes_by_id():
     assert bridge_mod.pending_push() is None
     bridge_mod.receive_push("[1, 2]")
     assert "expected an object" in bridge_mod.push_errors(clear=True)[0]
+
+
+@pytest.mark.kernel
+def test_many_entries_go_in_messages_far_below_the_websocket_limit(frontend):
+    """15 MB of entries at once (a resend to a new frontend): several ``entries`` messages, none
+    over 1 MiB of JSON, every entry once and in order, each message acked on its own."""
+    fe = frontend
+    fe.execute("from ipyagent.bridge.comm import KernelBridge\n_b = KernelBridge().open()")
+    cid = fe.latest_comm()
+    fe.hello_ack(cid)
+    _print_state(fe)
+    fe.execute(textwrap.dedent("""
+        _big = [{"type": "message", "id": f"{i:08x}", "parentId": None, "timestamp": "t",
+                 "message": {"role": "user", "content": "é" * 1500 + str(i), "timestamp": 0}}
+                for i in range(5000)]
+        _b.send_entries('default', _big, leaf=_big[-1]['id'])
+    """), timeout=120)
+    fe.drain(1.0)
+    msgs = fe.comms[cid]["msgs"]
+    assert len(msgs) > 10
+    assert max(len(json.dumps(m, ensure_ascii=False).encode()) for m in msgs) < (1 << 20) + 4096
+    ids = [e["id"] for m in msgs for e in m["entries"]]
+    assert ids == [f"{i:08x}" for i in range(5000)]
+    assert len({m["seq"] for m in msgs}) == len(msgs)
+    for m in msgs:
+        fe.send_comm(cid, fe.store(m))
+    assert _print_state(fe)["unacked"] == {}

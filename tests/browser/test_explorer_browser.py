@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import time
 
+from ipyagent.store.chunks import assemble
+
 from .test_bridge_browser import ARTIFACTS, _line, _open, _save, _write_notebook
 
 SETUP = ("%load_ext ipyagent\n%config Agent.context_window = 8000\n%config Agent.reserve_tokens = 2000\n"
@@ -139,5 +141,5 @@ def test_keep_recent_slider_moves_the_cut_and_the_view_is_saved(jupyterlab, cont
     saved = _saved_outputs(path, lambda nb: any(
         e["type"] == "compaction" for e in nb["metadata"].get("ipyagent", {}).get("sessions", {})
         .get("default", {}).get("entries", [])))
-    assert saved["metadata"]["ipyagent"]["sessions"]["default"]["entries"][-1]["type"] == "compaction"
+    assert assemble(saved["metadata"])["sessions"]["default"]["entries"][-1]["type"] == "compaction"
     lab.shutdown_kernels()

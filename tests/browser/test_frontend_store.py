@@ -95,3 +95,73 @@ def test_push_code_round_trips_through_python(text):
         assert bridge_mod.pending_push() == meta
     finally:
         bridge_mod._reset_for_tests()
+
+
+@pytest.mark.parametrize("part", [1, 2, 3, 7, 64])
+def test_push_in_parts_round_trips_through_python(part):
+    """A push cut into many parts (here tiny ones, so every cut lands somewhere awkward: inside a
+    `\\uXXXX` escape, between backslashes) is taken whole once its last part arrives."""
+    text = "\\\\\\ ''' \\ 😀 é \u2028 \\'''\\"
+    meta = {"version": 1, "sessions": {"default": {"leaf": None, "entries": [e(i, None, note=text * i)
+                                                                           for i in range(1, 4)]}}}
+    codes = node(f"return S.pushCodes(input, 'jupyterlab', 'p1', {part});", meta)
+    assert len(codes) > 1
+    assert all(c.isascii() for c in codes)
+    bridge_mod._reset_for_tests()
+    try:
+        for i, code in enumerate(codes):
+            assert bridge_mod.peek_push() is None, f"taken after part {i} of {len(codes)}"
+            exec(compile(code, "<push>", "exec"), {})
+        assert bridge_mod.push_errors() == []
+        assert bridge_mod.pending_push() == meta
+    finally:
+        bridge_mod._reset_for_tests()
+
+
+def test_an_unfinished_push_is_reported_not_taken():
+    meta = {"version": 1, "sessions": {"default": {"leaf": None, "entries": [e(1, None)]}}}
+    first = node("return S.pushCodes(input, 'jupyterlab', 'old', 16);", meta)
+    second = node("return S.pushCodes(input, 'jupyterlab', 'new', 16);", meta)
+    bridge_mod._reset_for_tests()
+    try:
+        exec(compile(first[0], "<push>", "exec"), {})
+        for code in second:
+            exec(compile(code, "<push>", "exec"), {})
+        assert bridge_mod.pending_push() == meta
+        errors = bridge_mod.push_errors()
+        assert len(errors) == 1 and "incomplete" in errors[0], errors
+    finally:
+        bridge_mod._reset_for_tests()
+
+
+def test_chunked_store_writes_only_new_chunks_and_reads_back():
+    """Layout 2 over a plain object: a layout-1 store is converted on the first write; then each
+    update writes one new chunk (carrying the leaf) and leaves the index alone; the store reads
+    back as layout 1 with the newest leaf."""
+    old = {"version": 1, "active": "s", "sessions": {"s": {"header": {"id": "h"}, "leaf": "00000002",
+                                                          "entries": [e(1), e(2)]}}}
+    out = node(
+        "const md = {ipyagent: input}; const writes = [];"
+        "const access = {keys: () => Object.keys(md), get: k => md[k] === undefined ? undefined :"
+        " JSON.parse(JSON.stringify(md[k])), set: (k, v) => { writes.push(k); md[k] = JSON.parse(JSON.stringify(v)); }};"
+        "const st = new S.ChunkedStore(access);"
+        "const a = st.apply({session: 's', entries: [input.sessions.s.entries[1]], leaf: '00000002'});"
+        "const w1 = writes.splice(0);"
+        f"const b = st.apply({{session: 's', entries: [{json.dumps(e(3, '00000002'))}], leaf: '00000003'}});"
+        "const w2 = writes.splice(0);"
+        f"const c = st.apply({{session: 's', entries: [{json.dumps(e(3, '00000002'))}], leaf: '00000003'}});"
+        "const w3 = writes.splice(0);"
+        "const d = st.apply({session: 's', entries: [], leaf: '00000001'});"
+        "const w4 = writes.splice(0);"
+        "return {a, b, c, d, w1, w2, w3, w4, md, view: st.assemble(), fresh: new S.ChunkedStore(access).assemble()};",
+        old,
+    )
+    assert out["w1"] == ["ipyagent/000000", "ipyagent"]  # the conversion
+    assert out["a"]["stored"] == 0 and out["md"]["ipyagent"]["version"] == 2
+    assert out["w2"] == ["ipyagent/000001"] and out["b"]["stored"] == 1  # one chunk, index untouched
+    assert out["w3"] == [] and out["c"]["stored"] == 0 and out["c"]["ids"] == ["00000003"]
+    assert out["w4"] == ["ipyagent"]  # a leaf moved without entries: the index
+    for view in (out["view"], out["fresh"]):
+        sess = view["sessions"]["s"]
+        assert [x["id"] for x in sess["entries"]] == ["00000001", "00000002", "00000003"]
+        assert sess["leaf"] == "00000001" and sess["header"] == {"id": "h"}

@@ -428,7 +428,14 @@ class _FakeBridge:
         self._acked: set[str] = set()
         self._all: list[str] = []
 
-    def send_entries(self, name, entries, *, leaf, header=None, settings=None, active=True):
+    is_open = True
+    answers_during_cells = False
+
+    def wait_for_frontend(self):
+        return self.connected
+
+    def send_entries(self, name, entries, *, leaf, header=None, settings=None, active=True, resend=True,
+                     skip_empty=False):
         ids = [e["id"] for e in entries]
         self.sent.append(ids)
         self._all += [i for i in ids if i not in self._all]
@@ -446,7 +453,10 @@ def test_bridge_when_acked_journal_for_what_was_never_acked(ip, server):
     rt(ip).bridge = rt(ip).persister.bridge = bridge
     server.enqueue_text("one")
     cap = run(ip, "", "first")
-    assert not [o for o in cap.outputs if JOURNAL_MIME in o.data] and len(bridge.sent) == 1
+    assert not [o for o in cap.outputs if JOURNAL_MIME in o.data]
+    # the entries went as they were made (user, then assistant), and once more with the run's end
+    ids = [e["id"] for e in rt(ip).slot().session.entries]  # system prompt, user, assistant
+    assert bridge.sent[:3] == [[i] for i in ids]  # each entry as it was made; then the run's end
     bridge.ack_all()
     server.enqueue_text("two")
     cap = run(ip, "", "second")

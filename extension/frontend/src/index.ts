@@ -16,22 +16,25 @@
  */
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { Notification } from '@jupyterlab/apputils';
 import type { ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
 import type { CellText, Entries, InsertCell, ReadCells, ToKernel } from './protocol';
 import {
+  ChunkedStore,
   FEATURES,
+  IMetadataAccess,
   JOURNAL_MIME,
   METADATA_KEY,
   PROTOCOL,
-  applyUpdate,
+  chunkNumber,
   hasSessions,
   insertPosition,
   isObject,
   outputsText,
-  pushCode,
+  pushCodes,
   readMessage,
   updateFromJournal
 } from './store';
@@ -51,9 +54,40 @@ function commsOverSubshells(kernel: SubshellFields): boolean {
   );
 }
 
-/** Every message to the kernel goes through here, so it is one of the protocol's. */
+/** How long a comm's first message waits for the comm's subshell before going to the main shell. */
+const SUBSHELL_WAIT_MS = 10000;
+
+/** Per comm: resolves once its messages can go over its subshell (or never will). */
+const subshellReady = new WeakMap<Kernel.IComm, Promise<void>>();
+
+/**
+ * JupyterLab 4.6+ gives each comm target a kernel subshell, but a comm opened by the kernel gets
+ * its subshell id only once the subshell is created; a message sent before goes to the main
+ * shell, which a Run All keeps busy until every queued cell has run (the handshake of
+ * `%load_ext` would wait for all of them). So a comm's messages wait for its subshell.
+ */
+function waitForSubshell(comm: Kernel.IComm, kernel: Kernel.IKernelConnection): void {
+  const started = (comm as { subshellStarted?: Promise<void> }).subshellStarted;
+  if (!commsOverSubshells(kernel) || !started) {
+    return;
+  }
+  const timeout = new Promise<void>(resolve => setTimeout(resolve, SUBSHELL_WAIT_MS));
+  subshellReady.set(comm, Promise.race([started.catch(() => undefined), timeout]));
+}
+
+/** Every message to the kernel goes through here, so it is one of the protocol's. Messages of one
+ * comm keep their order: each waits on the same promise. */
 function send(comm: Kernel.IComm, message: ToKernel): void {
-  comm.send(message);
+  const ready = subshellReady.get(comm);
+  if (!ready) {
+    comm.send(message);
+    return;
+  }
+  void ready.then(() => {
+    if (!comm.isDisposed) {
+      comm.send(message);
+    }
+  });
 }
 
 function isCode(cell: ICellModel): cell is ICodeCellModel {
@@ -69,6 +103,22 @@ function hasData(
   return type === 'display_data' || type === 'update_display_data' || type === 'execute_result';
 }
 
+/** The notebook model's metadata, one key at a time: the keys come from the shared document's
+ * metadata map without copying any value (`model.metadata` would copy all of them). */
+function metadataAccess(model: INotebookModel): IMetadataAccess {
+  type Shared = { ymeta?: { get(key: string): unknown } };
+  return {
+    keys: () => {
+      const ymetadata = (model.sharedModel as unknown as Shared).ymeta?.get('metadata') as
+        | { keys(): Iterable<string> }
+        | undefined;
+      return ymetadata && typeof ymetadata.keys === 'function' ? ymetadata.keys() : Object.keys(model.metadata);
+    },
+    get: key => model.getMetadata(key),
+    set: (key, value) => model.setMetadata(key, value)
+  };
+}
+
 /** Everything the bridge keeps for one open document (shared by all views of it). */
 class DocumentBridge {
   constructor(
@@ -81,7 +131,39 @@ class DocumentBridge {
     if (sc.session?.kernel) {
       this.onKernel(sc.session.kernel, 'kernel');
     }
-    void panel.context.ready.then(() => this.liftJournals());
+    void panel.context.ready.then(() => {
+      panel.context.model.metadataChanged.connect((_, change) => this.onMetadataChanged(change), this);
+      this.liftJournals();
+    });
+  }
+
+  /** The session store over this document's metadata (layout 2: chunks under their own keys). */
+  private get store(): ChunkedStore | null {
+    const model = this.model;
+    if (!model) {
+      return null;
+    }
+    if (!this._store || this._storeModel !== model) {
+      this._storeModel = model;
+      this._store = new ChunkedStore(metadataAccess(model));
+    }
+    return this._store;
+  }
+
+  /** Chunks written by another page (collaboration) are held at once; anything else touching
+   * our keys (a reload from disk, a deletion, a rewrite) makes the store read them again. */
+  private onMetadataChanged(change: { key: string; type: string; newValue?: unknown }): void {
+    const store = this._store;
+    if (!store) {
+      return;
+    }
+    if (chunkNumber(change.key) !== null && change.type === 'add') {
+      store.noteChunk(change.key, change.newValue);
+    } else if (change.key === METADATA_KEY && change.type === 'change') {
+      store.noteIndex(change.newValue);
+    } else if (chunkNumber(change.key) !== null || (change.key === METADATA_KEY && change.type !== 'change')) {
+      store.invalidate();
+    }
   }
 
   private get model(): INotebookModel | null {
@@ -95,6 +177,7 @@ class DocumentBridge {
       return;
     }
     this.registerTarget(kernel);
+    void this.panel.context.ready.then(() => this.announce());
     if (!this.watched.has(kernel)) {
       this.watched.add(kernel);
       kernel.iopubMessage.connect((_, msg) => this.onIopub(msg), this);
@@ -132,6 +215,7 @@ class DocumentBridge {
     msg: KernelMessage.ICommOpenMsg
   ): void {
     comm.onMsg = (m: KernelMessage.ICommMsgMsg) => this.onCommMsg(comm, m);
+    waitForSubshell(comm, kernel);
     if (readMessage(msg.content.data)?.type === 'hello') {
       send(comm, {
         type: 'hello_ack',
@@ -150,7 +234,7 @@ class DocumentBridge {
     const message = readMessage(msg.content.data);
     switch (message?.type) {
       case 'entries':
-        this.onEntries(comm, message);
+        this.onEntries(comm, message, msg);
         break;
       case 'insert_cell':
         this.onInsertCell(comm, message);
@@ -166,15 +250,12 @@ class DocumentBridge {
     }
   }
 
-  private onEntries(comm: Kernel.IComm, update: Entries): void {
-    const model = this.model;
-    if (!model) {
+  private onEntries(comm: Kernel.IComm, update: Entries, msg: KernelMessage.ICommMsgMsg): void {
+    const store = this.store;
+    if (!store || !this.writesFor(msg)) {
       return;
     }
-    const result = applyUpdate(model.getMetadata(METADATA_KEY), update);
-    if (result.changed) {
-      model.setMetadata(METADATA_KEY, result.metadata);
-    }
+    const result = store.apply(update);
     send(comm, {
       type: 'ack',
       seq: update.seq,
@@ -182,6 +263,59 @@ class DocumentBridge {
       stored: result.stored,
       ids: result.ids
     });
+  }
+
+  // ---- one writer per message under collaboration ---------------------------------------------
+
+  /**
+   * With real-time collaboration every page of the notebook gets the kernel's messages, and all
+   * of them write into one shared document: exactly one page stores (and acks) each message. It
+   * is the page whose kernel connection sent the request the message answers (its parent header's
+   * session is that connection's client id, which each page announces in its awareness state);
+   * for a message no page asked for (a resend after a push, a message from a kernel thread) the
+   * page with the smallest awareness client id among those running this bridge. Without
+   * collaboration each page has a model of its own, and each stores every message.
+   */
+  private writesFor(msg: KernelMessage.IMessage): boolean {
+    const model = this.model;
+    if (!model || !model.collaborative) {
+      return true;
+    }
+    const awareness = model.sharedModel.awareness;
+    this.announce();
+    const parent = (msg.parent_header as { session?: unknown }).session;
+    const mine = this.panel.sessionContext.session?.kernel?.clientId;
+    if (typeof parent === 'string' && parent === mine) {
+      return true;
+    }
+    let writer: number | null = null;
+    for (const [id, state] of awareness.getStates()) {
+      const field: unknown = state?.[TARGET];
+      if (!isObject(field)) {
+        continue;
+      }
+      if (typeof parent === 'string' && field.kernelClient === parent) {
+        return id === awareness.clientID; // another page asked: it writes
+      }
+      if (writer === null || id < writer) {
+        writer = id;
+      }
+    }
+    return writer === null || writer === awareness.clientID;
+  }
+
+  /** Tell the other pages (awareness) that this page runs the bridge, and on which connection. */
+  private announce(): void {
+    const model = this.model;
+    const kernel = this.panel.sessionContext.session?.kernel;
+    if (!model || !model.collaborative || !kernel) {
+      return;
+    }
+    const awareness = model.sharedModel.awareness;
+    const field: unknown = awareness.getLocalState()?.[TARGET];
+    if (!isObject(field) || field.kernelClient !== kernel.clientId) {
+      awareness.setLocalStateField(TARGET, { kernelClient: kernel.clientId });
+    }
   }
 
   // ---- the notebook tool ------------------------------------------------------------------
@@ -253,7 +387,7 @@ class DocumentBridge {
         return;
       }
       const model = this.model;
-      const meta = model?.getMetadata(METADATA_KEY);
+      const meta = this.store?.assemble();
       if (!model || !hasSessions(meta)) {
         return;
       }
@@ -262,27 +396,51 @@ class DocumentBridge {
       if (typeof language === 'string' && language.toLowerCase() !== 'python') {
         return;
       }
-      let future: Kernel.IShellFuture<KernelMessage.IExecuteRequestMsg, KernelMessage.IExecuteReplyMsg>;
+      // One request when small, else one per part of at most 1 MiB, queued in order before any
+      // user cell: no message comes near the server's websocket limit.
+      const codes = pushCodes(meta, this.frontend, `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`);
+      let future: Kernel.IShellFuture<KernelMessage.IExecuteRequestMsg, KernelMessage.IExecuteReplyMsg> | null =
+        null;
+      const failed = (why: string) => {
+        const text = `ipyagent: the stored sessions could not be handed to the kernel (${why}); run %agent load to read them from the saved notebook.`;
+        console.warn(LOG, text);
+        Notification.warning(text, { autoClose: false });
+      };
       try {
-        future = kernel.requestExecute({
-          code: pushCode(meta, this.frontend),
-          silent: true,
-          store_history: false,
-          allow_stdin: false,
-          stop_on_error: false
-        });
+        for (const code of codes) {
+          const f = kernel.requestExecute({
+            code,
+            silent: true,
+            store_history: false,
+            allow_stdin: false,
+            stop_on_error: false
+          });
+          f.done.then(
+            reply => {
+              if (reply.content.status !== 'ok') {
+                failed(`the kernel answered ${reply.content.status}`);
+              }
+            },
+            () => undefined // disposed: the kernel restarted again, and a new push follows
+          );
+          future = f;
+        }
       } catch (e) {
-        console.warn(LOG, 'could not push the stored session into the kernel', e);
+        failed(String(e));
         return;
       }
-      this.inflight.set(kernel, { future, started: Date.now() });
+      if (!future) {
+        return;
+      }
+      const last = future;
+      this.inflight.set(kernel, { future: last, started: Date.now() });
       const done = () => {
-        if (this.inflight.get(kernel)?.future === future) {
+        if (this.inflight.get(kernel)?.future === last) {
           this.inflight.delete(kernel);
         }
       };
-      future.done.then(done, done);
-      console.debug(LOG, `pushed the stored session (${why})`);
+      last.done.then(done, done);
+      console.debug(LOG, `pushed the stored session (${why}, ${codes.length} request(s))`);
     };
     if (context.isReady) {
       // a microtask: after the connection cleared its queue on restart, before any user event
@@ -298,11 +456,10 @@ class DocumentBridge {
   /** Lift every journal output of the notebook into the metadata (cell order, by id). */
   liftJournals(): void {
     const model = this.model;
-    if (!model) {
+    const store = this.store;
+    if (!model || !store) {
       return;
     }
-    let meta: unknown = model.getMetadata(METADATA_KEY);
-    let changed = false;
     for (let i = 0; i < model.cells.length; i++) {
       const cell = model.cells.get(i);
       const outputs = cell && isCode(cell) ? cell.outputs : null;
@@ -310,20 +467,11 @@ class DocumentBridge {
         continue;
       }
       for (let j = 0; j < outputs.length; j++) {
-        const payload = outputs.get(j)?.data?.[JOURNAL_MIME];
-        const update = updateFromJournal(payload);
-        if (!update) {
-          continue;
-        }
-        const result = applyUpdate(meta, update, true);
-        if (result.changed) {
-          meta = result.metadata;
-          changed = true;
+        const update = updateFromJournal(outputs.get(j)?.data?.[JOURNAL_MIME]);
+        if (update) {
+          store.apply(update, true);
         }
       }
-    }
-    if (changed) {
-      model.setMetadata(METADATA_KEY, meta);
     }
   }
 
@@ -333,16 +481,14 @@ class DocumentBridge {
       return;
     }
     const update = updateFromJournal(msg.content.data?.[JOURNAL_MIME]);
-    const model = this.model;
-    if (!update || !model) {
-      return;
-    }
-    const result = applyUpdate(model.getMetadata(METADATA_KEY), update, true);
-    if (result.changed) {
-      model.setMetadata(METADATA_KEY, result.metadata);
+    const store = this.store;
+    if (update && store && this.writesFor(msg)) {
+      store.apply(update, true);
     }
   }
 
+  private _store: ChunkedStore | null = null;
+  private _storeModel: INotebookModel | null = null;
   private readonly watched = new WeakSet<Kernel.IKernelConnection>();
   private readonly inflight = new WeakMap<
     Kernel.IKernelConnection,

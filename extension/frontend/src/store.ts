@@ -180,22 +180,73 @@ export function updateFromJournal(payload: unknown): IUpdate | null {
   };
 }
 
-/**
- * The silent execute request's code (protocol.md "Rehydration"). The JSON goes into a Python
- * raw triple-quoted string; every `'` is written `\u0027` (still the same JSON), so the string
- * can hold no `'''`, and JSON text always ends with `}`, never with a backslash.
- */
-export function pushCode(meta: unknown, source: string): string {
-  const json = JSON.stringify(meta).replace(/'/g, '\\u0027');
+/** The largest part of a push, in characters of (ASCII) JSON text: far below the server's
+ * websocket limit (tornado's 10 MiB default, which operators may lower). */
+export const PUSH_PART_CHARS = 1 << 20;
+
+/** JSON text with every non-ASCII character written as a `\uXXXX` escape (still the same JSON),
+ * so one character is one byte and the text can be cut between any two characters. */
+export function asciiJson(value: unknown): string {
+  return JSON.stringify(value).replace(
+    /[\u007f-\uffff]/g,
+    c => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0')
+  );
+}
+
+function pushRequest(call: string): string {
   return [
     'try:',
     '    import ipyagent.bridge.comm as _ipyagent_b',
-    `    _ipyagent_b.receive_push(r'''${json}''', source=${JSON.stringify(source)})`,
+    `    _ipyagent_b.${call}`,
     '    del _ipyagent_b',
-    'except ImportError:',
+    'except (ImportError, AttributeError):',
     '    pass',
     ''
   ].join('\n');
+}
+
+/**
+ * The silent execute requests' code (protocol.md "Rehydration"): one request when the JSON is
+ * small, else one per part of at most `partChars` characters (bytes: the text is ASCII), sent in
+ * order. The JSON goes into a Python raw triple-quoted string; every `'` is written `\u0027`
+ * (still the same JSON), so no part can hold three quotes, and no part ends with an odd run of
+ * backslashes (a raw string cannot end with one).
+ */
+export function pushCodes(meta: unknown, source: string, push: string, partChars = PUSH_PART_CHARS): string[] {
+  const json = asciiJson(meta).replace(/'/g, '\\u0027');
+  const src = JSON.stringify(source);
+  const q = "'''";
+  if (json.length <= partChars) {
+    return [pushRequest(`receive_push(r${q}${json}${q}, source=${src})`)];
+  }
+  const parts: string[] = [];
+  let start = 0;
+  while (start < json.length) {
+    let end = Math.min(start + partChars, json.length);
+    let slashes = 0;
+    while (end - slashes > start && json[end - 1 - slashes] === '\\') {
+      slashes++;
+    }
+    if (slashes % 2 === 1) {
+      end -= 1;
+    }
+    if (end <= start) {
+      end = start + 2; // a part of one backslash: JSON always follows it with the escaped character
+    }
+    parts.push(json.slice(start, end));
+    start = end;
+  }
+  const id = JSON.stringify(push);
+  return parts.map((part, index) =>
+    pushRequest(
+      `receive_push_part(r${q}${part}${q}, push=${id}, index=${index}, count=${parts.length}, source=${src})`
+    )
+  );
+}
+
+/** The push as one request's code (small sessions; kept for callers and tests of version 1). */
+export function pushCode(meta: unknown, source: string): string {
+  return pushCodes(meta, source, 'push', Infinity)[0];
 }
 
 // ---- the notebook tool: `insert_cell` and `read_cells` requests (docs/protocol.md) -----------
@@ -281,4 +332,300 @@ export function outputsText(outputs: unknown): string {
     parts.push(text.replace(/\n+$/, ''));
   }
   return parts.join('\n');
+}
+
+// ---- layout 2: the entries in chunks under keys of their own (docs/protocol.md) -------------
+
+/** What the chunked store needs of the notebook's metadata (the model, or a plain object). */
+export interface IMetadataAccess {
+  /** every metadata key (without copying the values) */
+  keys(): Iterable<string>;
+  /** one key's value (the model returns a copy) */
+  get(key: string): unknown;
+  set(key: string, value: JsonObject): void;
+}
+
+export const LAYOUT_CHUNKED = 2;
+export const CHUNK_PREFIX = `${METADATA_KEY}/`;
+/** A chunk holds at most this many entries, and at most about this many characters of JSON. */
+export const CHUNK_ENTRIES = 100;
+export const CHUNK_CHARS = 1 << 20;
+
+const CHUNK_KEY = /^ipyagent\/(\d{6,})$/;
+
+export function chunkKey(n: number): string {
+  return CHUNK_PREFIX + String(n).padStart(6, '0');
+}
+
+/** The chunk's number, or null when `key` is no chunk key. */
+export function chunkNumber(key: string): number | null {
+  const m = CHUNK_KEY.exec(key);
+  return m ? Number(m[1]) : null;
+}
+
+function isChunked(index: unknown): boolean {
+  return isObject(index) && typeof index.version === 'number' && index.version >= LAYOUT_CHUNKED;
+}
+
+function entryIds(entries: unknown, into: Set<string>): void {
+  for (const e of Array.isArray(entries) ? entries : []) {
+    if (isObject(e) && typeof e.id === 'string') {
+      into.add(e.id);
+    }
+  }
+}
+
+/**
+ * The session store in the notebook's metadata, written in layout 2: a small index under
+ * `ipyagent` and immutable chunks under `ipyagent/NNNNNN`, so a turn writes only its new entries
+ * (one new key per chunk) and the small index. A notebook in layout 1 is converted on its first
+ * write. The ids held are read once and then kept up to date from the chunks written (here or,
+ * through `noteChunk`, by another page): no message copies, serialises or compares the whole
+ * store.
+ */
+export class ChunkedStore {
+  constructor(private readonly access: IMetadataAccess) {}
+
+  /** Read again on the next use (the metadata was replaced: a reload from disk, a deletion). */
+  invalidate(): void {
+    this.loaded = false;
+  }
+
+  /** A chunk key was added (here or by another page): its entries are held. */
+  noteChunk(key: string, value: unknown): void {
+    const n = chunkNumber(key);
+    if (!this.loaded || n === null) {
+      return;
+    }
+    this.next = Math.max(this.next, n + 1);
+    if (isObject(value) && typeof value.session === 'string') {
+      entryIds(value.entries, this.held(value.session));
+      if (n >= this.leavesFrom && 'leaf' in value) {
+        this.chunkLeaf.set(value.session, value.leaf as Json);
+      }
+    }
+  }
+
+  /** The index was written (here or by another page): chunk leaves before its `next_chunk` are
+   * older than its own. */
+  noteIndex(value: unknown): void {
+    if (!this.loaded || !isObject(value)) {
+      return;
+    }
+    const from = typeof value.next_chunk === 'number' ? value.next_chunk : 0;
+    if (from !== this.leavesFrom) {
+      this.leavesFrom = from;
+      this.chunkLeaf.clear();
+    }
+  }
+
+  /** The store as layout 1 (`{version: 1, active, sessions: {name: {…, entries}}}`), or the
+   * stored value as it is when it is not an object. */
+  assemble(): unknown {
+    const index = this.access.get(METADATA_KEY);
+    if (!isChunked(index) || !isObject(index)) {
+      return index;
+    }
+    const out: JsonObject = { ...index, version: PROTOCOL };
+    const sessions: { [name: string]: JsonObject } = {};
+    if (isObject(index.sessions)) {
+      for (const [name, s] of Object.entries(index.sessions)) {
+        sessions[name] = { ...(isObject(s) ? s : {}), entries: [] };
+      }
+    }
+    const keys = [...this.access.keys()]
+      .map(k => [chunkNumber(k), k] as const)
+      .filter((p): p is readonly [number, string] => p[0] !== null)
+      .sort((a, b) => a[0] - b[0]);
+    const leavesFrom = typeof index.next_chunk === 'number' ? index.next_chunk : 0;
+    for (const [n, key] of keys) {
+      const chunk = this.access.get(key);
+      if (!isObject(chunk) || typeof chunk.session !== 'string' || !Array.isArray(chunk.entries)) {
+        continue;
+      }
+      const s = (sessions[chunk.session] ??= { leaf: null, entries: [] });
+      (s.entries as Json[]).push(...chunk.entries);
+      if (n >= leavesFrom && 'leaf' in chunk) {
+        s.leaf = chunk.leaf; // written after the index: newer than its leaf
+      }
+    }
+    delete out.next_chunk;
+    out.sessions = sessions;
+    return out;
+  }
+
+  /** Store an update (idempotent by entry id); with `onlyIfNew` (journals) leaf, header,
+   * settings and active are taken only when it added an entry. */
+  apply(update: IUpdate, onlyIfNew = false): { stored: number; ids: string[]; changed: boolean } {
+    this.load();
+    const raw = this.access.get(METADATA_KEY);
+    let before = JSON.stringify(raw ?? null);
+    const index: JsonObject = isObject(raw) ? raw : {};
+    let changed = false;
+    if (!isChunked(index)) {
+      this.convert(index);
+      changed = true;
+    }
+    if (!isObject(index.sessions)) {
+      index.sessions = {};
+    }
+    const sessions = index.sessions as JsonObject;
+    const name = update.session;
+    if (!isObject(sessions[name])) {
+      sessions[name] = { leaf: null };
+    }
+    // compare with the leaves in effect (the newest chunk leaf wins over the index's)
+    for (const [n, leaf] of this.chunkLeaf) {
+      if (isObject(sessions[n])) {
+        (sessions[n] as JsonObject).leaf = leaf;
+      }
+    }
+    before = JSON.stringify(index);
+    const session = sessions[name] as JsonObject;
+    const held = this.held(name);
+    const fresh: Json[] = [];
+    const ids: string[] = [];
+    for (const e of update.entries ?? []) {
+      if (!isObject(e) || typeof e.id !== 'string') {
+        continue;
+      }
+      if (!held.has(e.id)) {
+        held.add(e.id);
+        fresh.push(e);
+      }
+      ids.push(e.id);
+    }
+    const oldLeaf = session.leaf;
+    if (!onlyIfNew || fresh.length > 0) {
+      for (const field of ['leaf', 'header', 'settings'] as const) {
+        if (update[field] !== undefined) {
+          session[field] = update[field] as Json;
+        }
+      }
+      if (update.active || (onlyIfNew && typeof index.active !== 'string')) {
+        index.active = name;
+      }
+    }
+    // The usual turn changes only the leaf: it goes into the new chunk, and the index stays.
+    let leafOnly = false;
+    if (!changed && fresh.length > 0) {
+      const leaf = session.leaf;
+      session.leaf = oldLeaf;
+      leafOnly = JSON.stringify(index) === before;
+      session.leaf = leaf;
+    }
+    if (leafOnly) {
+      this.writeChunks(name, fresh, session.leaf ?? null);
+    } else {
+      this.writeChunks(name, fresh);
+      if (changed || JSON.stringify(index) !== before) {
+        index.next_chunk = this.next; // the index now holds every session's leaf in effect
+        this.leavesFrom = this.next;
+        this.chunkLeaf.clear();
+        this.access.set(METADATA_KEY, index);
+        changed = true;
+      }
+    }
+    return { stored: fresh.length, ids, changed: changed || fresh.length > 0 };
+  }
+
+  private held(name: string): Set<string> {
+    let set = this.ids.get(name);
+    if (!set) {
+      set = new Set();
+      this.ids.set(name, set);
+    }
+    return set;
+  }
+
+  private load(): void {
+    if (this.loaded) {
+      return;
+    }
+    this.ids.clear();
+    this.chunkLeaf.clear();
+    this.next = 0;
+    const index = this.access.get(METADATA_KEY);
+    const chunked = isChunked(index);
+    this.leavesFrom = isObject(index) && typeof index.next_chunk === 'number' ? index.next_chunk : 0;
+    if (!chunked && isObject(index) && isObject(index.sessions)) {
+      for (const [name, s] of Object.entries(index.sessions)) {
+        entryIds(isObject(s) ? s.entries : null, this.held(name));
+      }
+    }
+    const leaves: [number, string, Json][] = [];
+    for (const key of this.access.keys()) {
+      const n = chunkNumber(key);
+      if (n === null) {
+        continue;
+      }
+      this.next = Math.max(this.next, n + 1);
+      const chunk = chunked ? this.access.get(key) : null;
+      if (isObject(chunk) && typeof chunk.session === 'string') {
+        entryIds(chunk.entries, this.held(chunk.session));
+      }
+      if (isObject(chunk) && typeof chunk.session === 'string' && n >= this.leavesFrom && 'leaf' in chunk) {
+        leaves.push([n, chunk.session, chunk.leaf as Json]);
+      }
+    }
+    for (const [, name, leaf] of leaves.sort((a, b) => a[0] - b[0])) {
+      this.chunkLeaf.set(name, leaf);
+    }
+    this.loaded = true;
+  }
+
+  /** Layout 1 → 2, in place on `index` (a copy): each session's entries into new chunks. */
+  private convert(index: JsonObject): void {
+    index.version = LAYOUT_CHUNKED;
+    index.next_chunk = 0;
+    if (!isObject(index.sessions)) {
+      return;
+    }
+    for (const [name, s] of Object.entries(index.sessions)) {
+      if (!isObject(s)) {
+        continue;
+      }
+      const entries = Array.isArray(s.entries) ? s.entries : [];
+      delete s.entries;
+      this.writeChunks(name, entries);
+    }
+  }
+
+  /** New immutable chunks for `entries`: at most CHUNK_ENTRIES each, about CHUNK_CHARS; the
+   * last one carries `leaf` when given. */
+  private writeChunks(name: string, entries: Json[], leaf?: Json): void {
+    let part: Json[] = [];
+    let size = 0;
+    let left = entries.length;
+    const flush = () => {
+      if (part.length) {
+        left -= part.length;
+        const chunk: JsonObject = { session: name, entries: part };
+        if (leaf !== undefined && left === 0) {
+          chunk.leaf = leaf;
+          this.chunkLeaf.set(name, leaf);
+        }
+        this.access.set(chunkKey(this.next++), chunk);
+        part = [];
+        size = 0;
+      }
+    };
+    for (const e of entries) {
+      const n = JSON.stringify(e).length;
+      if (part.length >= CHUNK_ENTRIES || (part.length && size + n > CHUNK_CHARS)) {
+        flush();
+      }
+      part.push(e);
+      size += n;
+    }
+    flush();
+  }
+
+  private loaded = false;
+  private next = 0;
+  /** chunks numbered from here carry leaves newer than the index's */
+  private leavesFrom = 0;
+  /** per session, the leaf of its newest chunk numbered from `leavesFrom` */
+  private readonly chunkLeaf = new Map<string, Json>();
+  private readonly ids = new Map<string, Set<string>>();
 }

@@ -27,6 +27,7 @@ This module is light: ``comm`` is imported only when a bridge is opened.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -44,17 +45,24 @@ __all__ = [
     "pending_push",
     "push_errors",
     "receive_push",
+    "receive_push_part",
 ]
 
 TARGET = "ipyagent"
 PROTOCOL = 1
 # the frontend's answers to the kernel's requests (kept until taken with ``wait_reply``)
 REPLY_TYPES = ("insert_cell_ack", "cells")
+# how long after opening the comm a run or ``%agent status`` waits for the frontend's ``hello_ack``
+HANDSHAKE_GRACE = 3.0
+# The largest comm message the kernel sends, and the largest part of a push the frontend sends:
+# far below the server's websocket limit (tornado's 10 MiB default, which operators may lower).
+MAX_MESSAGE_BYTES = 1 << 20
 
 _lock = threading.RLock()
 _pending: dict[str, Any] | None = None
 _pending_sources: list[str] = []
 _push_errors: list[str] = []
+_parts: dict[str, list[str | None]] = {}  # a push in parts: its id -> the parts arrived so far
 _active: KernelBridge | None = None
 
 
@@ -78,10 +86,46 @@ def receive_push(json_text: str, source: str = "unknown") -> None:
             _push_errors.append(f"push from {source}: could not be read ({type(exc).__name__}: {exc})")
 
 
+def receive_push_part(text: str, *, push: str, index: int, count: int, source: str = "unknown") -> None:
+    """One part of a push too large for one message (docs/protocol.md, "Rehydration").
+
+    The frontend cuts the JSON text into ``count`` parts and sends them in order, each in its own
+    silent execute request; the last one completes the push (:func:`receive_push`). A push whose
+    parts stop coming (a new push started, the frontend went away) is reported in
+    :func:`push_errors`, never taken in part. Never raises.
+    """
+    try:
+        complete = _add_part(text, push, index, count, source)
+    except Exception as exc:  # noqa: BLE001 - the request is silent: say it, never raise
+        with _lock:
+            _push_errors.append(f"push from {source}: part could not be read ({type(exc).__name__}: {exc})")
+        return
+    if complete is not None:
+        receive_push(complete, source)
+
+
+def _add_part(text: str, push: str, index: int, count: int, source: str) -> str | None:
+    with _lock:
+        for other in [k for k in _parts if k != push]:
+            got = sum(1 for x in _parts.pop(other) if x is not None)
+            _push_errors.append(f"push from {source}: incomplete, {got} parts arrived before a new push "
+                                "began; that push was not taken")
+        if not (isinstance(count, int) and 0 < count and isinstance(index, int) and 0 <= index < count):
+            raise ValueError(f"part {index!r} of {count!r}")
+        parts = _parts.setdefault(push, [None] * count)
+        if len(parts) != count:
+            raise ValueError(f"part of a {count}-part push whose first part said {len(parts)}")
+        parts[index] = text
+        if any(x is None for x in parts):
+            return None
+        del _parts[push]
+        return "".join(x for x in parts if x is not None)
+
+
 def _receive_push(json_text: str, source: str) -> None:
     global _pending
     try:
-        data = deep_json.loads(json_text)
+        data = deep_json.loads(json_text, fast=True)  # JSON.stringify output: numbers are doubles already
     except (TypeError, ValueError, RecursionError) as exc:
         with _lock:
             _push_errors.append(f"push from {source}: not JSON ({exc})")
@@ -188,17 +232,66 @@ def _reset_for_tests() -> None:
         _pending = None
         _pending_sources.clear()
         _push_errors.clear()
+        _parts.clear()
         _active = None
 
 
+def message_parts(entries: list[Mapping[str, Any]], limit: int) -> list[list[Mapping[str, Any]]]:
+    """``entries`` in consecutive groups of at most ``limit`` bytes of JSON each (one entry larger
+    than that goes alone: nothing is dropped). Always at least one group, maybe empty (a message
+    that only moves the leaf)."""
+    groups: list[list[Mapping[str, Any]]] = [[]]
+    size = 0
+    for e in entries:
+        n = len(json.dumps(e, ensure_ascii=False).encode("utf-8")) + 1
+        if groups[-1] and size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(e)
+        size += n
+    return groups
+
+
+def _frontend_routed_comm_class(create_comm: Any) -> Any:
+    """ipykernel's comm class, except that the frontend's messages on it are handled on the shell
+    the frontend addressed them to (``None`` outside ipykernel, or before 7.4's routing).
+
+    ipykernel 7.4 routes a comm's incoming messages to the shell that last sent on it
+    (``_reply_subshell_for``); for this comm that is the busy main shell of a running cell or a
+    Run All, so the handshake and the acks would wait for every queued cell. Dropping the route
+    after each send (:func:`_answer_where_sent`) leaves a moment in which an answer arriving
+    during the send is still routed there; deciding the route in the comm itself leaves none.
+    """
+    if getattr(create_comm, "__module__", "") != "ipykernel.ipkernel":
+        return None  # another kernel's comms (or none): its own create_comm
+    try:
+        from ipykernel.comm.comm import BaseComm
+    except ImportError:
+        return None
+    if not hasattr(BaseComm, "_reply_subshell_for"):
+        return None
+    global _ROUTED
+    if _ROUTED is None:
+        class FrontendRoutedComm(BaseComm):
+            def _reply_subshell_for(self, data: Any, default: Any) -> Any:
+                return default
+
+        _ROUTED = FrontendRoutedComm
+    return _ROUTED
+
+
+_ROUTED: Any = None
+
+
 def _answer_where_sent(c: Any) -> None:
-    """Let the frontend's answer reach the kernel while the requesting cell still runs.
+    """Let the frontend's answers reach the kernel while the sending cell still runs.
 
     ipykernel 7.4 routes a comm's incoming messages to the subshell that sent the kernel's last
-    message on it; for a request sent from a running cell that is the main shell, busy until the
-    cell ends. Dropping that route (a private attribute; absent elsewhere, then nothing changes)
-    sends the answer where the frontend addressed it — its comm subshell — so it is handled while
-    the cell waits for it.
+    message on it; for a message sent from a running cell (the ``hello`` of ``%load_ext`` in a
+    Run All, an ``entries`` message, a request) that is the main shell, busy until every queued
+    cell has ended. Dropping that route (a private attribute; absent elsewhere, then nothing
+    changes) after each message sends the frontend's answer where the frontend addressed it — its
+    comm subshell — so handshakes, acks and answers are handled while cells run.
     """
     lock = getattr(c, "_reply_subshell_lock", None)
     if lock is None:
@@ -253,6 +346,7 @@ class KernelBridge:
         self._acked: dict[str, set[str]] = {}
         self._state: dict[str, dict[str, Any]] = {}  # last leaf/header/settings per session
         self._inflight: dict[int, tuple[str, list[str]]] = {}  # seq -> (session, ids)
+        self._on_comm: dict[str, set[str]] = {}  # per session: ids sent on the current comm
         self.acks: list[dict[str, Any]] = []  # every ack received, newest last
         self.opened_at: float | None = None
         self._replies: dict[int, dict[str, Any]] = {}  # seq -> the frontend's answer to a request
@@ -347,6 +441,9 @@ class KernelBridge:
             return self._comm_factory(target_name=self.target, data=data)
         import comm  # provided by ipykernel; imported lazily to keep ``import ipyagent`` light
 
+        routed = _frontend_routed_comm_class(comm.create_comm)
+        if routed is not None:
+            return routed(target_name=self.target, data=data)
         return comm.create_comm(target_name=self.target, data=data)
 
     def _open_comm(self) -> None:
@@ -356,7 +453,9 @@ class KernelBridge:
             self._hello_ack = None
             # Anything in flight on an old comm may never be acked: send it again later.
             self._inflight.clear()
+            self._on_comm.clear()
             c = self._make_comm({"type": "hello", "protocol": PROTOCOL})
+            _answer_where_sent(c)
             self._comm = c
             self.opened_at = time.time()
         c.on_msg(lambda msg, _c=c: self._handle_msg(_c, msg))
@@ -384,12 +483,21 @@ class KernelBridge:
         header: Mapping[str, Any] | None = None,
         settings: Mapping[str, Any] | None = None,
         active: bool = True,
+        resend: bool = True,
+        skip_empty: bool = False,
     ) -> int | None:
         """Send new entries of one session, with every earlier unacknowledged one.
 
+        ``resend=False`` (the entries streamed while a run goes on) leaves out the unacknowledged
+        entries already sent on the current comm: their acks may simply not have been handled yet
+        (a frontend without subshells answers after the cell), and sending them with every new
+        entry would make a run's messages grow with its square. They go again after a new
+        ``hello_ack`` and with the next message sent with ``resend=True``. ``skip_empty``: send
+        nothing when no entry is to be sent (the leaf follows with the next message).
+
         Returns the message's ``seq``, or ``None`` when no comm is open (nothing sent; the
-        entries are remembered and go out with the next message after :meth:`open`).
-        Entries must be JSON-serialisable mappings with a string ``id``.
+        entries are remembered and go out with the next message after :meth:`open`) or nothing
+        was to be sent. Entries must be JSON-serialisable mappings with a string ``id``.
         """
         with self._lock:
             sent = self._sent.setdefault(session_name, {})
@@ -407,7 +515,8 @@ class KernelBridge:
                 state["header"] = dict(header)
             if settings is not None:
                 state["settings"] = dict(settings)
-            return self._send_session(session_name, header=header, settings=settings)
+            return self._send_session(session_name, header=header, settings=settings, resend=resend,
+                                      skip_empty=skip_empty)
 
     def resend_unacked(self) -> list[int]:
         """Send one ``entries`` message per session that has unacknowledged entries."""
@@ -428,29 +537,40 @@ class KernelBridge:
         *,
         header: Mapping[str, Any] | None,
         settings: Mapping[str, Any] | None,
+        resend: bool = True,
+        skip_empty: bool = False,
     ) -> int | None:
         # caller holds self._lock
         c = self._comm
         if c is None or self._closed_by_frontend:
             return None
         acked = self._acked.get(name, set())
-        batch = [e for i, e in self._sent.get(name, {}).items() if i not in acked]
+        on_comm = self._on_comm.setdefault(name, set())
+        batch = [e for i, e in self._sent.get(name, {}).items()
+                 if i not in acked and (resend or i not in on_comm)]
+        if skip_empty and not batch:
+            return None
         state = self._state.get(name, {})
-        self._seq += 1
-        msg: dict[str, Any] = {
-            "type": "entries",
-            "seq": self._seq,
-            "session": name,
-            "leaf": state.get("leaf"),
-            "active": state.get("active", True),
-            "entries": batch,
-        }
-        if header is not None:
-            msg["header"] = dict(header)
-        if settings is not None:
-            msg["settings"] = dict(settings)
-        self._inflight[self._seq] = (name, [e["id"] for e in batch])
-        c.send(msg)
+        # No message comes near the websocket limit: many entries (a resend to a new frontend)
+        # go in several messages; each is stored and acked on its own.
+        for part in message_parts(batch, MAX_MESSAGE_BYTES):
+            self._seq += 1
+            msg: dict[str, Any] = {
+                "type": "entries",
+                "seq": self._seq,
+                "session": name,
+                "leaf": state.get("leaf"),
+                "active": state.get("active", True),
+                "entries": part,
+            }
+            if header is not None:
+                msg["header"] = dict(header)
+            if settings is not None:
+                msg["settings"] = dict(settings)
+            self._inflight[self._seq] = (name, [e["id"] for e in part])
+            on_comm.update(e["id"] for e in part)
+            c.send(msg)
+            _answer_where_sent(c)
         return self._seq
 
     # -- waiting (only useful when comms are processed on a subshell) ----------------------------
@@ -460,6 +580,22 @@ class KernelBridge:
         the frontend sends comm messages over a subshell; it never deadlocks."""
         with self._changed:
             return self._changed.wait_for(lambda: self._connected, timeout=timeout)
+
+    def wait_for_frontend(self, grace: float = HANDSHAKE_GRACE) -> bool:
+        """Whether a frontend acknowledged the bridge, waiting for its ``hello_ack`` until
+        ``grace`` s after the comm was opened (no wait later than that, or once connected).
+
+        In a Run All the first ``%%agent`` cell can end before a frontend that answers over a
+        subshell has answered the ``hello`` of ``%load_ext``: it is on its way (a subshell is
+        created, then the answer sent), and a short wait keeps that run from writing a journal.
+        A frontend without a bridge never answers; the wait is then bounded by ``grace`` after
+        the comm opened, so it is paid at most once, by a run that ends that early.
+        """
+        with self._lock:
+            if self._connected or self._comm is None or self._closed_by_frontend or self.opened_at is None:
+                return self._connected
+            left = self.opened_at + grace - time.time()
+        return self.wait_connected(max(0.0, left)) if left > 0 else self.connected
 
     def wait_acked(self, timeout: float = 0.0) -> bool:
         """Wait up to ``timeout`` s until every sent entry is acknowledged."""

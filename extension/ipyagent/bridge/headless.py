@@ -72,6 +72,7 @@ class HeadlessFrontend:
     metadata: dict[str, Any] = field(default_factory=lambda: {"version": 1, "sessions": {}})
     comms: list[str] = field(default_factory=list)
     received: int = 0  # entries messages
+    entries_received: int = 0  # entries in them, repeats included
     stored: int = 0  # entries newly stored
     inserted: list[dict[str, Any]] = field(default_factory=list)  # {"cell", "after", "anchor"}, in order
 
@@ -96,6 +97,7 @@ class HeadlessFrontend:
         self.received += 1
         name = data["session"]
         entries = [e for e in data.get("entries") or [] if isinstance(e, dict) and isinstance(e.get("id"), str)]
+        self.entries_received += len(entries)
         session = self.metadata["sessions"].get(name) or {"entries": []}
         have = {e.get("id") for e in session.get("entries", [])}
         new = [e for e in entries if e["id"] not in have]
@@ -342,7 +344,8 @@ def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_na
     """
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
+    from nbclient.exceptions import CellExecutionComplete, CellExecutionError, DeadKernelError
+    from nbclient.util import ensure_async
 
     node = nbformat.reads(json.dumps(nb), as_version=4)  # also joins multi-line sources
     stored, report = sessions_from_notebook(nb)
@@ -356,6 +359,31 @@ def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_na
             if msg.get("msg_type") == "status" and content.get("execution_state") == "idle":
                 watchdog.saw_idle((msg.get("parent_header") or {}).get("msg_id", ""))
             return super().process_message(msg, cell, cell_index)
+
+        async def async_execute_cell(self, cell: Any, cell_index: int, execution_count: int | None = None,
+                                     store_history: bool = True) -> Any:
+            try:
+                return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            except DeadKernelError:
+                await self._read_what_the_dead_kernel_sent(cell, cell_index)
+                raise
+
+        async def _read_what_the_dead_kernel_sent(self, cell: Any, cell_index: int) -> None:
+            """nbclient stops reading a cell's messages when it sees the kernel dead; what the
+            kernel sent before it died (the entries of the steps it finished, its last outputs)
+            may still wait in the socket: read it all."""
+            kc = self.kc
+            if kc is None:
+                return
+            while True:
+                try:
+                    msg = await ensure_async(kc.iopub_channel.get_msg(timeout=0))
+                except Exception:  # noqa: BLE001 - Empty (nothing more), or the channel is gone
+                    return
+                if (msg.get("parent_header") or {}).get("msg_id") != watchdog.pending:
+                    continue
+                with contextlib.suppress(CellExecutionComplete):
+                    self.process_message(msg, cell, cell_index)
 
     def on_notebook_start(notebook: Any) -> None:
         kc = client.kc

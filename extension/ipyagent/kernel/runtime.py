@@ -224,10 +224,17 @@ class AgentRuntime:
         return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
                                       force=force, redact=Redactor.configured(config.provider_options).data)
 
+    def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], config: AgentConfig | None = None) -> None:
+        """Send entries a running run just made (``kernel/entry_stream.py``), redacted like
+        :meth:`persist`'s."""
+        config = config or self.agent_config()
+        self.persister.stream(slot, entries, self.settings_of(slot, config), active=slot.name == self.active,
+                              redact=Redactor.configured(config.provider_options).data)
+
     def bridge_state(self) -> str:
         if self.bridge is None:
             return "no bridge (plain IPython): entries are saved in journal outputs"
-        if self.bridge.connected:
+        if self.bridge.wait_for_frontend():  # right after %load_ext the handshake is on its way
             frontend = self.bridge.frontend or "frontend"
             unacked = sum(len(v) for v in self.bridge.unacked().values())
             return f"bridge connected ({frontend})" + (f", {unacked} entries awaiting ack" if unacked else "")

@@ -12,15 +12,28 @@ a Pi session file). Everything read from outside goes through these helpers:
   ``{"$ipyagent.too_deep": "<its original text>"}``, so the rest loads and the part is kept;
 - :func:`dumps` writes a value as compact JSON without recursion, and writes each marker back as
   the original text it holds (:func:`restore_markers` does the same on JSON text).
+
+``loads(..., fast=True)`` parses with orjson when it is installed (about twice as fast as
+``json.loads`` on a 30 MB notebook; anything orjson refuses — nesting beyond its limit, NaN,
+lone surrogates, invalid UTF-8 — goes the ``json`` way, so the result is the same). One
+difference is accepted, so it is only used for what came through a browser: an integer beyond
+64 bits becomes a float (JupyterLab's ``JSON.parse`` already holds every number as a double).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from types import ModuleType
 from typing import Any
 
-__all__ = ["MAX_NESTING", "TOO_DEEP", "dumps", "loads", "nesting", "restore_markers"]
+_orjson: ModuleType | None
+try:
+    import orjson as _orjson
+except ImportError:  # optional speed-up: everything works without it
+    _orjson = None
+
+__all__ = ["MAX_NESTING", "TOO_DEEP", "dumps", "loads", "measure", "nesting", "restore_markers"]
 
 MAX_NESTING = 200  # an entry nested deeper than this is set aside (Pi's own entries nest about 10 deep)
 TOO_DEEP = "$ipyagent.too_deep"
@@ -50,16 +63,57 @@ def nesting(value: Any, limit: int = MAX_NESTING) -> int:
     return depth
 
 
+def measure(value: Any, limit: int = MAX_NESTING) -> tuple[int, int]:
+    """``(size, depth)`` in one walk: about the length of ``value`` as compact JSON (escapes not
+    counted, a number or literal as 5), and how deeply it nests as :func:`nesting` counts it.
+    Above ``limit`` levels the walk stops (the size is then a lower bound)."""
+    size = 0
+    depth = 0
+    level = [value]
+    while level:
+        below: list[Any] = []
+        extend = below.extend
+        containers = False
+        for item in level:
+            kind = type(item)
+            if kind is str:
+                size += len(item) + 2
+            elif kind is dict:
+                containers = True
+                size += 1 + len(item) * 2  # braces, colons and commas
+                for key in item:
+                    size += len(key) + 2
+                extend(item.values())
+            elif kind is list:
+                containers = True
+                size += 1 + len(item)
+                extend(item)
+            else:
+                size += 5
+        if containers:
+            depth += 1
+            if depth > limit:
+                return size, depth
+        level = below
+    return size, depth
+
+
 # A JSON string (unrolled, so long strings cost no backtracking) or one bracket.
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 
 
-def loads(text: str | bytes, max_nesting: int = DOCUMENT_NESTING) -> Any:
+def loads(text: str | bytes, max_nesting: int = DOCUMENT_NESTING, *, fast: bool = False) -> Any:
     """``json.loads``, except that containers nested deeper than ``max_nesting`` become markers
     holding their original text (only when ``json.loads`` itself gives up with a RecursionError).
 
     Raises ``ValueError`` (``json.JSONDecodeError``) for text that is not JSON, as ``json.loads``.
+    ``fast``: orjson first (see the module's docstring).
     """
+    if fast and _orjson is not None:
+        try:
+            return _orjson.loads(text)
+        except _orjson.JSONDecodeError:
+            pass  # the json way decides (and says what is wrong)
     try:
         return json.loads(text)
     except RecursionError:

@@ -61,10 +61,10 @@ class LoadReport:
 _TOO_DEEP = f"entry nests more than {deep_json.MAX_NESTING} levels deep"
 
 
-def _entry_problem(entry: Any, size: int) -> str | None:
+def _entry_problem(entry: Any, size: int, depth: int | None) -> str | None:
     if size > MAX_ENTRY_CHARS:
         return f"entry is {size:,} characters, over the {MAX_ENTRY_CHARS:,} limit"
-    if deep_json.nesting(entry) > deep_json.MAX_NESTING:
+    if (deep_json.nesting(entry) if depth is None else depth) > deep_json.MAX_NESTING:
         return _TOO_DEEP
     return shape_problem(entry)
 
@@ -72,6 +72,7 @@ def _entry_problem(entry: Any, size: int) -> str | None:
 def sanitize_entries(raw_entries: list[Any], report: LoadReport,
                      where: Callable[[int], str] = lambda i: f"entry {i + 1}",
                      sizes: list[int] | None = None,
+                     depths: list[int] | None = None,
                      aside: Callable[[int], dict[str, Any]] | None = None) -> list[Entry]:
     """Check sizes, nesting, shapes, ids, parents and cycles; return the usable entries, in order.
 
@@ -83,7 +84,8 @@ def sanitize_entries(raw_entries: list[Any], report: LoadReport,
         fields = aside(i) if aside is not None else {"raw": entry}
         report.add(label, message, kept=False, **fields)
 
-    problems: list[str | None] = [_entry_problem(entry, sizes[i] if sizes is not None else 0)
+    problems: list[str | None] = [_entry_problem(entry, sizes[i] if sizes is not None else 0,
+                                                 depths[i] if depths is not None else None)
                                   for i, entry in enumerate(raw_entries)]
     # Pi indexes entries by id as it reads them, so of several entries with one id the last one counts.
     last: dict[str, int] = {}

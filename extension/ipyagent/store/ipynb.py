@@ -18,6 +18,7 @@ from typing import Any
 
 from ipyagent.session import deep_json
 from ipyagent.session.intake import LoadReport
+from ipyagent.store.chunks import CHUNK_PREFIX, assemble, store_value
 from ipyagent.store.journal import JOURNAL_MIME, journal_outputs
 from ipyagent.store.schema import DEFAULT_SESSION, METADATA_KEY, NotebookSessions
 from ipyagent.store.validation import Gather
@@ -52,11 +53,12 @@ def read_notebook(path: str | Path) -> dict[str, Any]:
     return parse_notebook(text, str(path))
 
 
-def parse_notebook(text: str, source: str = "notebook") -> dict[str, Any]:
+def parse_notebook(text: str | bytes, source: str = "notebook", *, fast: bool = False) -> dict[str, Any]:
     """The notebook in ``text``; a part nested too deeply for Python is held as a marker with its
-    text (:mod:`ipyagent.session.deep_json`), and written back as it was by :func:`dumps_notebook`."""
+    text (:mod:`ipyagent.session.deep_json`), and written back as it was by :func:`dumps_notebook`.
+    ``fast``: for reading only (hydration), see :func:`ipyagent.session.deep_json.loads`."""
     try:
-        nb = deep_json.loads(text)
+        nb = deep_json.loads(text, fast=fast)
     except (ValueError, RecursionError) as exc:
         raise NotebookError(f"{source} is not valid JSON ({exc})") from None
     if not isinstance(nb, dict):
@@ -76,7 +78,7 @@ def sessions_from_notebook(nb: dict[str, Any], source: str = "", *, check_sizes:
     report = LoadReport(source=source)
     gather = Gather(report, check_sizes=check_sizes)
     metadata = nb.get("metadata")
-    gather.add_metadata(metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None)
+    gather.add_metadata(assemble(metadata) if isinstance(metadata, dict) else None)
     for cell_index, output_index, payload in journal_outputs(nb, positions=True):
         gather.add_journal(cell_index, payload, f"cell {cell_index + 1} output {output_index + 1} (journal)")
     return NotebookSessions.from_gathered(gather.result()), report
@@ -93,12 +95,15 @@ def session_from_notebook_file(path: str | Path, name: str | None = None, **kwar
 # writing
 
 
-def write_sessions_into_notebook(nb: dict[str, Any], sessions: NotebookSessions) -> dict[str, Any]:
-    """Set ``nb["metadata"]["ipyagent"]``; nothing else is touched. Returns ``nb``."""
+def write_sessions_into_notebook(nb: dict[str, Any], sessions: NotebookSessions, layout: int | None = None
+                                 ) -> dict[str, Any]:
+    """Set ``nb["metadata"]["ipyagent"]`` (and its chunk keys, in layout 2); nothing else is
+    touched. ``layout`` 1 or 2 (:mod:`ipyagent.store.chunks`); by default the one the notebook
+    holds (a notebook the labextension wrote stays chunked). Returns ``nb``."""
     metadata = nb.get("metadata")
     if not isinstance(metadata, dict):
         metadata = nb["metadata"] = {}
-    metadata[METADATA_KEY] = sessions.to_dict()
+    store_value(metadata, sessions.to_dict(), layout)
     return nb
 
 
@@ -183,7 +188,8 @@ def _canonical(nb: dict[str, Any]) -> dict[str, Any]:
     for key in sorted(nb):
         value = nb[key]
         if key == "metadata" and isinstance(value, dict):
-            out[key] = {k: value[k] if k == METADATA_KEY else _sorted(value[k]) for k in sorted(value)}
+            out[key] = {k: value[k] if k == METADATA_KEY or k.startswith(CHUNK_PREFIX) else _sorted(value[k])
+                        for k in sorted(value)}
         elif key == "cells" and isinstance(value, list):
             out[key] = [_canonical_cell(cell) for cell in value]
         else:
@@ -263,16 +269,17 @@ def lift_notebook_report(src: str | Path, dst: str | Path | None = None
     nb = read_notebook(src)
     found = nb.get("metadata")
     metadata = found if isinstance(found, dict) else {}
-    before, _ = NotebookSessions.from_metadata(metadata.get(METADATA_KEY), source=str(src))
+    stored = assemble(metadata)
+    before, _ = NotebookSessions.from_metadata(stored, source=str(src))
     held = sum(len(s.entries) for s in before.sessions.values())
     merged, report = sessions_from_notebook(nb, source=str(src))
     added = sum(len(s.entries) for s in merged.sessions.values()) - held
     journals = sum(1 for _ in journal_outputs(nb))
     new_md = merged.to_dict()
-    if not merged.sessions and not merged.set_aside and metadata.get(METADATA_KEY) is None:
+    if not merged.sessions and not merged.set_aside and stored is None:
         changed = False  # nothing to lift and nothing stored: leave the notebook as it is
     else:
-        changed = new_md != metadata.get(METADATA_KEY)
+        changed = new_md != stored
     target = Path(dst) if dst is not None else src
     written = False
     if changed or (dst is not None and target.resolve() != src.resolve()):

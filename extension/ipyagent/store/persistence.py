@@ -8,9 +8,11 @@ path holding such entries, one ``kernel_reset`` entry is appended there (:func:`
 so the model knows the kernel's namespace is new. A replayed cell that reproduces its recording
 adds none: no model reads it, and the session stays as it was.
 
-After every ``%%agent`` / ``%compact`` run, the entries the notebook has not stored yet go through
-the bridge if a frontend acknowledged it; otherwise the run ends with ONE journal output that
-carries them. The kernel never writes the notebook file.
+While a ``%%agent`` / ``%compact`` run goes on, each new entry goes through the bridge as it is
+made (:meth:`Persister.stream`, batched by ``kernel/entry_stream.py``), so a kernel that dies
+mid-run leaves what it made in the frontend's notebook. After every run, the entries the notebook
+has not stored yet go through the bridge if a frontend acknowledged it; otherwise the run ends
+with ONE journal output that carries them. The kernel never writes the notebook file.
 
 The formats and the reading live in ``store/schema.py`` (metadata), ``store/validation.py``
 (checking it), ``store/ipynb.py`` (notebook files), ``store/journal.py`` (journal outputs)
@@ -156,6 +158,11 @@ def journal_output(session_name: str, header: Mapping[str, Any], leaf: str | Non
     return journal_bundle(session_name, dict(header), leaf, dict(settings), list(entries))
 
 
+# how long a run's end waits for the acks of earlier runs' entries from a frontend that answers
+# while cells run, before it writes them into a journal too
+ACK_WAIT = 3.0
+
+
 class Persister:
     """Sends what the notebook lacks after each run: the bridge if acknowledged, else a journal."""
 
@@ -174,6 +181,27 @@ class Persister:
 
         display(data, raw=True, metadata=metadata)
 
+    def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], settings: Mapping[str, Any], *,
+               active: bool = True, redact: Callable[[Any], Any] | None = None) -> int | None:
+        """Send ``entries`` (just made by a running run) through the bridge, when a comm is open —
+        also before its ``hello_ack``: a frontend stores entries on any comm of its target.
+        Nothing is marked persisted: the run's end (:meth:`persist`) still decides between the
+        bridge and a journal. ``redact`` as for :meth:`persist` (the bridge keeps what it sent, so
+        the entries must leave redacted the first time). Returns the message's seq (None: nothing
+        sent)."""
+        bridge = self.bridge
+        if bridge is None or not entries or not bridge.is_open:
+            return None
+        if redact is not None:
+            entries = [redact(e) for e in entries]
+        try:
+            seq: int | None = bridge.send_entries(slot.name, entries, leaf=slot.session.leaf_id,
+                                                  header=slot.session.header, settings=dict(settings),
+                                                  active=active, resend=False, skip_empty=True)
+        except Exception:  # noqa: BLE001 - the run's end sends them again (or writes a journal)
+            return None
+        return seq
+
     def persist(self, slot: SessionSlot, settings: Mapping[str, Any], *, active: bool = True,
                 force: bool = False, redact: Callable[[Any], Any] | None = None) -> str | None:
         """Persist ``slot``'s new entries; return "bridge", "journal" or None (nothing to do).
@@ -190,14 +218,21 @@ class Persister:
         header = slot.session.header
         bridge = self.bridge
         stale: list[dict[str, Any]] = []
+        if bridge is not None:  # in a Run All the handshake may still be on its way
+            bridge.wait_for_frontend()
         if bridge is not None and bridge.connected:
             earlier = self._sent_before.get(slot.name, set())
             unacked = set(bridge.unacked(slot.name).get(slot.name, ())) & earlier
+            if unacked and bridge.answers_during_cells:  # their acks are on the way (a Run All's fast cells)
+                bridge.wait_acked(ACK_WAIT)
+                unacked = set(bridge.unacked(slot.name).get(slot.name, ())) & earlier
             stale = [redact(e) if redact is not None else e for e in slot.session.entries if e["id"] in unacked]
         if bridge is not None:
             try:
+                # what this run streamed already is not sent again, unless earlier entries are
+                # still unacknowledged (then everything unacknowledged goes once more)
                 bridge.send_entries(slot.name, new, leaf=slot.session.leaf_id, header=header,
-                                    settings=dict(settings), active=active)
+                                    settings=dict(settings), active=active, resend=bool(stale))
                 self._sent_before.setdefault(slot.name, set()).update(e["id"] for e in new)
             except Exception:  # noqa: BLE001 - the journal below still carries the entries
                 bridge = None

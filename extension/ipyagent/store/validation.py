@@ -158,6 +158,7 @@ class _Pending:
         self.raw: list[Any] = []
         self.labels: list[str] = []
         self.sizes: list[int] = []
+        self.depths: list[int] = []
         self.by_id: dict[str, Any] = {}
         self.newest = ""
 
@@ -290,8 +291,10 @@ class Gather:
                 by_id[entry_id] = (entry, len(pending.raw))
             pending.raw.append(entry)
             pending.labels.append(label)
-            if self.check_sizes:
-                pending.sizes.append(json_size(entry))
+            if self.check_sizes:  # size and nesting in one walk (sanitize_entries checks both)
+                size, depth = deep_json.measure(entry)
+                pending.sizes.append(size)
+                pending.depths.append(depth)
             added.append(entry)
         return added
 
@@ -326,8 +329,9 @@ class Gather:
                 self._note(f"{where} header", "the header has no id; a new one was made")
             labels = pending.labels
             before = len(self.report.set_aside)
-            sizes = pending.sizes if self.check_sizes else None
-            entries = sanitize_entries(pending.raw, self.report, where=labels.__getitem__, sizes=sizes)
+            sizes, depths = (pending.sizes, pending.depths) if self.check_sizes else (None, None)
+            entries = sanitize_entries(pending.raw, self.report, where=labels.__getitem__, sizes=sizes,
+                                       depths=depths)
             self._names.extend([name] * (len(self.report.set_aside) - before))
             leaf = pending.leaf
             ids = {e["id"] for e in entries}

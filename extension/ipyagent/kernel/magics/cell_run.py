@@ -6,8 +6,9 @@
         run.agent.prompt(text)
 
 On the way in: the slot's agent set up for this run, the cell's id and execution count, the
-run's outputs (:class:`~ipyagent.display.run_view.RunView`) subscribed to the agent's events, and
-the run's ports (the approver asks in this cell; a replay answers from the recording). On the way
+run's outputs (:class:`~ipyagent.display.run_view.RunView`) and the entry stream (each new entry
+sent to the notebook as it is made, ``kernel/entry_stream.py``) subscribed to the agent's events,
+and the run's ports (the approver asks in this cell; a replay answers from the recording). On the way
 out, whatever ended the run: an interrupt leaves no tool call without its result and is noted and
 re-raised, the recording is let go, the view becomes its static snapshot, and the session is
 persisted with every entry it holds.
@@ -30,6 +31,7 @@ from ipyagent.display.run_view import RunView
 from ipyagent.display.stream import error_bundle, note_bundle
 from ipyagent.display.untrusted import safe_markdown
 from ipyagent.kernel.context import cell_identity
+from ipyagent.kernel.entry_stream import EntryStream
 from ipyagent.kernel.mcp import replayed_tools
 from ipyagent.kernel.replay_control import ReplayAttachment
 
@@ -80,8 +82,14 @@ class CellRun:
         self.approve_start = start_approver(self.note)  # project MCP servers, whatever tool_approval is
         self._ports = runtime.ports_for(approve=approve)
         self._stack = contextlib.ExitStack()
+        self.stream = EntryStream(lambda: slot.session.entries, self._stream_entries,
+                                  already=lambda entry: entry["id"] in slot.persisted)
+
+    def _stream_entries(self, entries: list[dict[str, Any]]) -> None:
+        self.runtime.stream(self.slot, entries, self.config)
 
     def __enter__(self) -> CellRun:
+        self._stack.callback(self.agent.subscribe(self.stream))
         if self.view is not None:
             self._stack.callback(self.agent.subscribe(self.view.renderer))
         self._stack.enter_context(self.agent.using(self._ports))

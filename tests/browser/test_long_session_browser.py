@@ -1,0 +1,147 @@
+"""Long sessions in a real JupyterLab: the push of a 15 MB and a 50 MB session into the kernel (in
+parts, each far below the server's 10 MiB websocket limit), after the first start and after a
+restart; and a turn that was run but never saved, which the kernel must still know after a restart
+(it continues from the page's model, not from the older file on disk).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from support.sessiongen import generate_session
+
+HELPERS = """
+window.__ipa = {
+  panel(path) {
+    if (!window.jupyterapp) return null;
+    for (const w of window.jupyterapp.shell.widgets('main')) {
+      if (w.context && w.context.path === path && !w.isDisposed) return w;
+    }
+    return null;
+  },
+  ready(path) {
+    const p = this.panel(path);
+    const k = p && p.sessionContext.session && p.sessionContext.session.kernel;
+    return !!(p && p.context.isReady && k && k.status === 'idle' && k.connectionStatus === 'connected');
+  },
+  async run(path, i) {
+    const p = this.panel(path);
+    window.jupyterapp.shell.activateById(p.id);
+    p.content.activeCellIndex = i;
+    await window.jupyterapp.commands.execute('notebook:run-cell');
+    return p.content.widgets[i].model.outputs.toJSON();
+  }
+};
+"""
+
+
+def _text(outputs) -> str:
+    out = []
+    for o in outputs:
+        if o.get("output_type") == "stream":
+            t = o.get("text", "")
+            out.append("".join(t) if isinstance(t, list) else t)
+        elif o.get("output_type") == "error":
+            out.append("ERROR " + o.get("ename", "") + ": " + o.get("evalue", ""))
+    return "".join(out)
+
+
+def _notebook(path: Path, cells: list[str], sessions: dict | None = None) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    if sessions:
+        nb.metadata["ipyagent"] = {"version": 1, "active": next(iter(sessions)), "sessions": sessions}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    nbformat.write(nb, str(path))
+
+
+def _archive(n: int) -> dict:
+    header, entries = generate_session(21, n)
+    return {"header": header, "leaf": entries[-1]["id"], "settings": {}, "entries": entries}
+
+
+def _open(page, lab, name: str) -> None:
+    page.add_init_script(HELPERS)
+    page.goto(lab.url(f"/lab/tree/{name}?reset"))
+    page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=180_000)
+
+
+def _run(page, name: str, i: int) -> str:
+    return _text(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, i]))
+
+
+def _restart(page, name: str) -> None:
+    page.evaluate("(p) => window.__ipa.panel(p).sessionContext.restartKernel()", name)
+    page.wait_for_function(f"() => window.__ipa.ready({json.dumps(name)})", timeout=180_000)
+
+
+@pytest.mark.parametrize("entries", [5000, pytest.param(17500, marks=pytest.mark.slow)],
+                         ids=["5000-entries-15MB", "17500-entries-50MB"])
+def test_a_long_session_is_pushed_into_the_kernel(jupyterlab, context, entries):
+    lab = jupyterlab
+    name = f"long-{entries}.ipynb"
+    archive = _archive(entries)
+    size = len(json.dumps(archive))
+    assert size > 14e6 if entries == 5000 else size > 45e6  # either is over the 10 MiB limit
+    _notebook(lab.root / name, ["%load_ext ipyagent", "print('STILL', 1 + 1)"], {"archive": archive})
+    page = context.new_page()
+    _open(page, lab, name)
+    for attempt in ("first start", "restart"):
+        out = _run(page, name, 0)
+        assert f"resumed archive ({entries} entries, from push)" in out, (attempt, out)
+        assert "could not" not in out and "incomplete" not in out, (attempt, out)
+        assert "STILL 2" in _run(page, name, 1)  # the kernel's connection survived the push
+        if attempt == "first start":
+            # (a restart itself reconnects the kernel's websocket: only the first start can tell)
+            assert not [line for line in context.logs if "Connection lost" in line]
+            _restart(page, name)
+    lab.shutdown_kernels()
+
+
+def test_a_turn_run_but_not_saved_survives_a_restart(jupyterlab, context):
+    """The notebook holds a 15 MB session (so the push is large); a turn in another session is
+    run and not saved; after a restart the model's next request carries that turn."""
+    lab = jupyterlab
+    server = lab.fake
+    name = "unsaved.ipynb"
+    path = lab.root / name
+    _notebook(path, ["%load_ext ipyagent", "%%agent --session work\nRemember the word PELICAN.",
+                     "%%agent --session work\nWhat was the word?"], {"archive": _archive(5000)})
+    on_disk = path.read_text()
+    page = context.new_page()
+    _open(page, lab, name)
+    assert "from push" in _run(page, name, 0)
+    server.enqueue_text("Noted: the word is in my notes.")
+    out = _run(page, name, 1)
+    assert "ERROR" not in out, out
+    page.wait_for_function(
+        f"() => !!(window.__ipa.panel({json.dumps(name)}).context.model.getMetadata('ipyagent')"
+        ".sessions || {}).work",
+        timeout=30_000,
+    )
+    assert path.read_text() == on_disk  # not saved: the turn is only in the page's model
+
+    _restart(page, name)
+    out = _run(page, name, 0)
+    assert "work (" in out and "from push" in out, out
+    server.enqueue_text("PELICAN.")
+    out = _run(page, name, 2)
+    assert "ERROR" not in out, out
+    sent = json.dumps(server.requests[-1].body)
+    assert "Remember the word PELICAN." in sent and "Noted: the word is in my notes." in sent
+    assert "What was the word?" in sent
+    lab.shutdown_kernels()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_kernels(jupyterlab):
+    yield
+    try:
+        jupyterlab.shutdown_kernels()
+    except Exception:  # noqa: BLE001 - the kernels may be gone already
+        pass

@@ -1,0 +1,109 @@
+"""The chunked layout of the session store (layout 2, docs/protocol.md): written, read back,
+read next to the old layout, malformed chunks kept aside, and kept by every rewrite."""
+
+from __future__ import annotations
+
+import json
+
+from ipyagent.store.chunks import CHUNK_ENTRIES, assemble, chunk_keys, layout_of, store_value
+from ipyagent.store.hydration import hydrate_from_disk
+from ipyagent.store.ipynb import (
+    lift_notebook,
+    new_notebook,
+    read_notebook,
+    sessions_from_notebook,
+    write_notebook,
+    write_sessions_into_notebook,
+)
+from support.sessiongen import generate_session
+
+
+def _value(n: int, name: str = "default") -> dict:
+    header, entries = generate_session(7, n)
+    return {"version": 1, "active": name, "sessions": {name: {
+        "header": header, "leaf": entries[-1]["id"], "settings": {"model": "openai:m"}, "entries": entries}}}
+
+
+def test_written_chunked_and_read_back():
+    value = _value(250)
+    nb = new_notebook()
+    store_value(nb["metadata"], value, 2)
+    meta = nb["metadata"]
+    assert layout_of(meta) == 2
+    assert meta["ipyagent"]["version"] == 2
+    assert "entries" not in meta["ipyagent"]["sessions"]["default"]
+    keys = chunk_keys(meta)
+    assert keys == ["ipyagent/000000", "ipyagent/000001", "ipyagent/000002"]
+    assert [len(meta[k]["entries"]) for k in keys] == [CHUNK_ENTRIES, CHUNK_ENTRIES, 50]
+    assert assemble(meta) == value
+    sessions, report = sessions_from_notebook(nb)
+    assert not report.problems
+    assert [e["id"] for e in sessions.sessions["default"].entries] == \
+        [e["id"] for e in value["sessions"]["default"]["entries"]]
+
+
+def test_the_old_layout_is_read_and_kept():
+    value = _value(30)
+    nb = new_notebook()
+    nb["metadata"]["ipyagent"] = value
+    assert layout_of(nb["metadata"]) == 1 and assemble(nb["metadata"]) is value
+    sessions, _ = sessions_from_notebook(nb)
+    write_sessions_into_notebook(nb, sessions)
+    assert layout_of(nb["metadata"]) == 1 and not chunk_keys(nb["metadata"])
+
+
+def test_a_rewrite_keeps_the_chunked_layout_and_its_chunks_are_renumbered(tmp_path):
+    value = _value(120)
+    nb = new_notebook()
+    store_value(nb["metadata"], value, 2)
+    nb["metadata"]["ipyagent/000007"] = {"session": "default", "entries": []}  # a writer's later chunk
+    path = tmp_path / "x.ipynb"
+    write_notebook(path, nb)
+    sessions, report = hydrate_from_disk(path)
+    assert not report.problems
+    assert len(sessions.sessions["default"].entries) == 120
+    write_sessions_into_notebook(nb, sessions)
+    assert layout_of(nb["metadata"]) == 2
+    assert chunk_keys(nb["metadata"]) == ["ipyagent/000000", "ipyagent/000001"]
+    assert lift_notebook(path) == 0  # nothing to lift: the file stays as it is
+    assert layout_of(read_notebook(path)["metadata"]) == 2
+
+
+def test_chunks_of_two_sessions_and_entries_in_chunk_order():
+    a, b = _value(3, "a"), _value(2, "b")
+    meta = {"ipyagent": {"version": 2, "active": "b", "sessions": {
+        "a": {k: v for k, v in a["sessions"]["a"].items() if k != "entries"},
+        "b": {k: v for k, v in b["sessions"]["b"].items() if k != "entries"}}},
+        "ipyagent/000010": {"session": "a", "entries": a["sessions"]["a"]["entries"][2:]},
+        "ipyagent/000002": {"session": "b", "entries": b["sessions"]["b"]["entries"]},
+        "ipyagent/000001": {"session": "a", "entries": a["sessions"]["a"]["entries"][:2]}}
+    out = assemble(meta)
+    assert out["active"] == "b"
+    assert out["sessions"]["a"]["entries"] == a["sessions"]["a"]["entries"]
+    assert out["sessions"]["b"]["entries"] == b["sessions"]["b"]["entries"]
+
+
+def test_a_malformed_chunk_is_kept_aside_and_reported():
+    value = _value(5)
+    nb = new_notebook()
+    store_value(nb["metadata"], value, 2)
+    nb["metadata"]["ipyagent/000003"] = ["not", "a", "chunk"]
+    sessions, report = sessions_from_notebook(nb)
+    assert len(sessions.sessions["default"].entries) == 5
+    assert [item["where"] for item in sessions.set_aside] == ["ipyagent/000003"]
+    assert report.problems
+    write_sessions_into_notebook(nb, sessions)
+    assert json.dumps(["not", "a", "chunk"]) in json.dumps(nb["metadata"]["ipyagent"]["set_aside"])
+
+
+def test_a_leaf_in_a_chunk_written_after_the_index_wins():
+    value = _value(4)
+    nb = new_notebook()
+    store_value(nb["metadata"], value, 2)
+    meta = nb["metadata"]
+    ids = [e["id"] for e in value["sessions"]["default"]["entries"]]
+    assert meta["ipyagent"]["next_chunk"] == 1
+    meta["ipyagent/000000"]["leaf"] = ids[0]  # older than the index: ignored
+    assert assemble(meta)["sessions"]["default"]["leaf"] == ids[-1]
+    meta["ipyagent/000001"] = {"session": "default", "entries": [], "leaf": ids[1]}  # a later turn's
+    assert assemble(meta)["sessions"]["default"]["leaf"] == ids[1]
