@@ -29,6 +29,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = Path(__file__).parent / "artifacts"
+# jupyter-collaboration (a test dependency) turns real-time collaboration on in every server of
+# the environment; the servers of the other tests run without it (a no-op where it is absent)
+NO_RTC = "--YDocExtension.disable_rtc=True"
 
 
 def _free_port() -> int:
@@ -184,7 +187,7 @@ def jupyterlab(tmp_path_factory, labextension_installed, fake_provider) -> Jupyt
     lab = _start_server(
         tmp_path_factory.mktemp("jlab"),
         "jupyterlab",
-        ["--LabApp.expose_app_in_browser=True"],
+        ["--LabApp.expose_app_in_browser=True", NO_RTC],
         env_extra={
             "OPENAI_BASE_URL": fake_provider.openai_base_url,
             "OPENAI_API_KEY": FAKE_KEY,
@@ -197,6 +200,33 @@ def jupyterlab(tmp_path_factory, labextension_installed, fake_provider) -> Jupyt
 
 
 @pytest.fixture(scope="session")
+def collaborative_lab(tmp_path_factory, labextension_installed, fake_provider) -> JupyterLab:
+    """JupyterLab with real-time collaboration (jupyter-collaboration): its Y store in a file of
+    its own (``lab.ystore``), the rest as ``jupyterlab``."""
+    try:
+        import jupyter_server_ydoc  # noqa: F401
+    except ImportError:
+        pytest.fail("jupyter-collaboration is not installed: pip install -e '.[test]'", pytrace=False)
+    base = tmp_path_factory.mktemp("rtc")
+    ystore = base / "ystore.db"
+    lab = _start_server(
+        base,
+        "jupyterlab",
+        ["--LabApp.expose_app_in_browser=True", "--YDocExtension.disable_rtc=False",
+         f"--SQLiteYStore.db_path={ystore}"],
+        env_extra={
+            "OPENAI_BASE_URL": fake_provider.openai_base_url,
+            "OPENAI_API_KEY": FAKE_KEY,
+            "IPYAGENT_MODEL": "openai:fake-model",
+        },
+    )
+    lab.fake = fake_provider
+    lab.ystore = ystore
+    yield lab
+    _stop(lab.proc)
+
+
+@pytest.fixture(scope="session")
 def notebook7(tmp_path_factory, labextension_installed) -> JupyterLab:
     """Jupyter Notebook 7, started the same way."""
     try:
@@ -204,7 +234,7 @@ def notebook7(tmp_path_factory, labextension_installed) -> JupyterLab:
     except ImportError:
         pytest.fail("notebook (Jupyter Notebook 7) is not installed: pip install -e '.[test]'", pytrace=False)
     nb = _start_server(
-        tmp_path_factory.mktemp("nb7"), "notebook", ["--JupyterNotebookApp.expose_app_in_browser=True"]
+        tmp_path_factory.mktemp("nb7"), "notebook", ["--JupyterNotebookApp.expose_app_in_browser=True", NO_RTC]
     )
     yield nb
     _stop(nb.proc)

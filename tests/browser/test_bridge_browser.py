@@ -120,8 +120,11 @@ window.__ipa = {
     const keys = Object.keys(m.metadata).filter(k => /^ipyagent\/\d{6,}$/.test(k)).sort();
     for (const k of keys) {
       const c = m.getMetadata(k);
-      (out.sessions[c.session] ??= {leaf: null, entries: []}).entries.push(...c.entries);
+      const s = (out.sessions[c.session] ??= {leaf: null, entries: []});
+      s.entries.push(...c.entries);
+      if ('leaf' in c && Number(k.slice(9)) >= (index.next_chunk || 0)) s.leaf = c.leaf;
     }
+    delete out.next_chunk;
     return out;
   },
   outputs(p, i) {

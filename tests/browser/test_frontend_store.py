@@ -132,3 +132,36 @@ def test_an_unfinished_push_is_reported_not_taken():
         assert len(errors) == 1 and "incomplete" in errors[0], errors
     finally:
         bridge_mod._reset_for_tests()
+
+
+def test_chunked_store_writes_only_new_chunks_and_reads_back():
+    """Layout 2 over a plain object: a layout-1 store is converted on the first write; then each
+    update writes one new chunk (carrying the leaf) and leaves the index alone; the store reads
+    back as layout 1 with the newest leaf."""
+    old = {"version": 1, "active": "s", "sessions": {"s": {"header": {"id": "h"}, "leaf": "00000002",
+                                                          "entries": [e(1), e(2)]}}}
+    out = node(
+        "const md = {ipyagent: input}; const writes = [];"
+        "const access = {keys: () => Object.keys(md), get: k => md[k] === undefined ? undefined :"
+        " JSON.parse(JSON.stringify(md[k])), set: (k, v) => { writes.push(k); md[k] = JSON.parse(JSON.stringify(v)); }};"
+        "const st = new S.ChunkedStore(access);"
+        "const a = st.apply({session: 's', entries: [input.sessions.s.entries[1]], leaf: '00000002'});"
+        "const w1 = writes.splice(0);"
+        f"const b = st.apply({{session: 's', entries: [{json.dumps(e(3, '00000002'))}], leaf: '00000003'}});"
+        "const w2 = writes.splice(0);"
+        f"const c = st.apply({{session: 's', entries: [{json.dumps(e(3, '00000002'))}], leaf: '00000003'}});"
+        "const w3 = writes.splice(0);"
+        "const d = st.apply({session: 's', entries: [], leaf: '00000001'});"
+        "const w4 = writes.splice(0);"
+        "return {a, b, c, d, w1, w2, w3, w4, md, view: st.assemble(), fresh: new S.ChunkedStore(access).assemble()};",
+        old,
+    )
+    assert out["w1"] == ["ipyagent/000000", "ipyagent"]  # the conversion
+    assert out["a"]["stored"] == 0 and out["md"]["ipyagent"]["version"] == 2
+    assert out["w2"] == ["ipyagent/000001"] and out["b"]["stored"] == 1  # one chunk, index untouched
+    assert out["w3"] == [] and out["c"]["stored"] == 0 and out["c"]["ids"] == ["00000003"]
+    assert out["w4"] == ["ipyagent"]  # a leaf moved without entries: the index
+    for view in (out["view"], out["fresh"]):
+        sess = view["sessions"]["s"]
+        assert [x["id"] for x in sess["entries"]] == ["00000001", "00000002", "00000003"]
+        assert sess["leaf"] == "00000001" and sess["header"] == {"id": "h"}

@@ -94,3 +94,16 @@ def test_a_malformed_chunk_is_kept_aside_and_reported():
     assert report.problems
     write_sessions_into_notebook(nb, sessions)
     assert json.dumps(["not", "a", "chunk"]) in json.dumps(nb["metadata"]["ipyagent"]["set_aside"])
+
+
+def test_a_leaf_in_a_chunk_written_after_the_index_wins():
+    value = _value(4)
+    nb = new_notebook()
+    store_value(nb["metadata"], value, 2)
+    meta = nb["metadata"]
+    ids = [e["id"] for e in value["sessions"]["default"]["entries"]]
+    assert meta["ipyagent"]["next_chunk"] == 1
+    meta["ipyagent/000000"]["leaf"] = ids[0]  # older than the index: ignored
+    assert assemble(meta)["sessions"]["default"]["leaf"] == ids[-1]
+    meta["ipyagent/000001"] = {"session": "default", "entries": [], "leaf": ids[1]}  # a later turn's
+    assert assemble(meta)["sessions"]["default"]["leaf"] == ids[1]

@@ -159,6 +159,8 @@ class DocumentBridge {
     }
     if (chunkNumber(change.key) !== null && change.type === 'add') {
       store.noteChunk(change.key, change.newValue);
+    } else if (change.key === METADATA_KEY && change.type === 'change') {
+      store.noteIndex(change.newValue);
     } else if (chunkNumber(change.key) !== null || (change.key === METADATA_KEY && change.type !== 'change')) {
       store.invalidate();
     }

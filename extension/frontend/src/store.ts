@@ -400,6 +400,22 @@ export class ChunkedStore {
     this.next = Math.max(this.next, n + 1);
     if (isObject(value) && typeof value.session === 'string') {
       entryIds(value.entries, this.held(value.session));
+      if (n >= this.leavesFrom && 'leaf' in value) {
+        this.chunkLeaf.set(value.session, value.leaf as Json);
+      }
+    }
+  }
+
+  /** The index was written (here or by another page): chunk leaves before its `next_chunk` are
+   * older than its own. */
+  noteIndex(value: unknown): void {
+    if (!this.loaded || !isObject(value)) {
+      return;
+    }
+    const from = typeof value.next_chunk === 'number' ? value.next_chunk : 0;
+    if (from !== this.leavesFrom) {
+      this.leavesFrom = from;
+      this.chunkLeaf.clear();
     }
   }
 
@@ -421,14 +437,19 @@ export class ChunkedStore {
       .map(k => [chunkNumber(k), k] as const)
       .filter((p): p is readonly [number, string] => p[0] !== null)
       .sort((a, b) => a[0] - b[0]);
-    for (const [, key] of keys) {
+    const leavesFrom = typeof index.next_chunk === 'number' ? index.next_chunk : 0;
+    for (const [n, key] of keys) {
       const chunk = this.access.get(key);
       if (!isObject(chunk) || typeof chunk.session !== 'string' || !Array.isArray(chunk.entries)) {
         continue;
       }
       const s = (sessions[chunk.session] ??= { leaf: null, entries: [] });
       (s.entries as Json[]).push(...chunk.entries);
+      if (n >= leavesFrom && 'leaf' in chunk) {
+        s.leaf = chunk.leaf; // written after the index: newer than its leaf
+      }
     }
+    delete out.next_chunk;
     out.sessions = sessions;
     return out;
   }
@@ -438,7 +459,7 @@ export class ChunkedStore {
   apply(update: IUpdate, onlyIfNew = false): { stored: number; ids: string[]; changed: boolean } {
     this.load();
     const raw = this.access.get(METADATA_KEY);
-    const before = JSON.stringify(raw ?? null);
+    let before = JSON.stringify(raw ?? null);
     const index: JsonObject = isObject(raw) ? raw : {};
     let changed = false;
     if (!isChunked(index)) {
@@ -453,6 +474,13 @@ export class ChunkedStore {
     if (!isObject(sessions[name])) {
       sessions[name] = { leaf: null };
     }
+    // compare with the leaves in effect (the newest chunk leaf wins over the index's)
+    for (const [n, leaf] of this.chunkLeaf) {
+      if (isObject(sessions[n])) {
+        (sessions[n] as JsonObject).leaf = leaf;
+      }
+    }
+    before = JSON.stringify(index);
     const session = sessions[name] as JsonObject;
     const held = this.held(name);
     const fresh: Json[] = [];
@@ -467,7 +495,7 @@ export class ChunkedStore {
       }
       ids.push(e.id);
     }
-    this.writeChunks(name, fresh);
+    const oldLeaf = session.leaf;
     if (!onlyIfNew || fresh.length > 0) {
       for (const field of ['leaf', 'header', 'settings'] as const) {
         if (update[field] !== undefined) {
@@ -478,9 +506,25 @@ export class ChunkedStore {
         index.active = name;
       }
     }
-    if (changed || JSON.stringify(index) !== before) {
-      this.access.set(METADATA_KEY, index);
-      changed = true;
+    // The usual turn changes only the leaf: it goes into the new chunk, and the index stays.
+    let leafOnly = false;
+    if (!changed && fresh.length > 0) {
+      const leaf = session.leaf;
+      session.leaf = oldLeaf;
+      leafOnly = JSON.stringify(index) === before;
+      session.leaf = leaf;
+    }
+    if (leafOnly) {
+      this.writeChunks(name, fresh, session.leaf ?? null);
+    } else {
+      this.writeChunks(name, fresh);
+      if (changed || JSON.stringify(index) !== before) {
+        index.next_chunk = this.next; // the index now holds every session's leaf in effect
+        this.leavesFrom = this.next;
+        this.chunkLeaf.clear();
+        this.access.set(METADATA_KEY, index);
+        changed = true;
+      }
     }
     return { stored: fresh.length, ids, changed: changed || fresh.length > 0 };
   }
@@ -499,14 +543,17 @@ export class ChunkedStore {
       return;
     }
     this.ids.clear();
+    this.chunkLeaf.clear();
     this.next = 0;
     const index = this.access.get(METADATA_KEY);
     const chunked = isChunked(index);
+    this.leavesFrom = isObject(index) && typeof index.next_chunk === 'number' ? index.next_chunk : 0;
     if (!chunked && isObject(index) && isObject(index.sessions)) {
       for (const [name, s] of Object.entries(index.sessions)) {
         entryIds(isObject(s) ? s.entries : null, this.held(name));
       }
     }
+    const leaves: [number, string, Json][] = [];
     for (const key of this.access.keys()) {
       const n = chunkNumber(key);
       if (n === null) {
@@ -517,6 +564,12 @@ export class ChunkedStore {
       if (isObject(chunk) && typeof chunk.session === 'string') {
         entryIds(chunk.entries, this.held(chunk.session));
       }
+      if (isObject(chunk) && typeof chunk.session === 'string' && n >= this.leavesFrom && 'leaf' in chunk) {
+        leaves.push([n, chunk.session, chunk.leaf as Json]);
+      }
+    }
+    for (const [, name, leaf] of leaves.sort((a, b) => a[0] - b[0])) {
+      this.chunkLeaf.set(name, leaf);
     }
     this.loaded = true;
   }
@@ -524,6 +577,7 @@ export class ChunkedStore {
   /** Layout 1 → 2, in place on `index` (a copy): each session's entries into new chunks. */
   private convert(index: JsonObject): void {
     index.version = LAYOUT_CHUNKED;
+    index.next_chunk = 0;
     if (!isObject(index.sessions)) {
       return;
     }
@@ -537,13 +591,21 @@ export class ChunkedStore {
     }
   }
 
-  /** New immutable chunks for `entries`: at most CHUNK_ENTRIES each, about CHUNK_CHARS. */
-  private writeChunks(name: string, entries: Json[]): void {
+  /** New immutable chunks for `entries`: at most CHUNK_ENTRIES each, about CHUNK_CHARS; the
+   * last one carries `leaf` when given. */
+  private writeChunks(name: string, entries: Json[], leaf?: Json): void {
     let part: Json[] = [];
     let size = 0;
+    let left = entries.length;
     const flush = () => {
       if (part.length) {
-        this.access.set(chunkKey(this.next++), { session: name, entries: part });
+        left -= part.length;
+        const chunk: JsonObject = { session: name, entries: part };
+        if (leaf !== undefined && left === 0) {
+          chunk.leaf = leaf;
+          this.chunkLeaf.set(name, leaf);
+        }
+        this.access.set(chunkKey(this.next++), chunk);
         part = [];
         size = 0;
       }
@@ -561,5 +623,9 @@ export class ChunkedStore {
 
   private loaded = false;
   private next = 0;
+  /** chunks numbered from here carry leaves newer than the index's */
+  private leavesFrom = 0;
+  /** per session, the leaf of its newest chunk numbered from `leavesFrom` */
+  private readonly chunkLeaf = new Map<string, Json>();
   private readonly ids = new Map<string, Set<string>>();
 }

@@ -8,7 +8,10 @@ Layout 2 (``version == 2``): ``metadata["ipyagent"]`` is a small index (``active
 ``header``, ``leaf``, ``settings``), and the entries are in chunks, each under a key of its own,
 ``metadata["ipyagent/000000"]``, ``"ipyagent/000001"``, … = ``{"session": name, "entries": [...]}``.
 A chunk is written once and never changed (at most :data:`CHUNK_ENTRIES` entries); new entries go
-into new chunks, so what a turn writes grows with its new entries, not with the session.
+into new chunks, so what a turn writes grows with its new entries, not with the session. A chunk
+may carry its session's ``leaf`` as of its writing; it counts when the chunk's number is at least
+the index's ``next_chunk`` (written after the index), so a turn that only moves the leaf along
+its new entries leaves the index alone.
 
 Everything else reads layout 1: :func:`assemble` turns either layout into its layout-1 value,
 and :func:`store_value` writes a layout-1 value in the layout asked for.
@@ -34,10 +37,13 @@ def chunk_key(number: int) -> str:
     return f"{CHUNK_PREFIX}{number:06d}"
 
 
+def _numbered(metadata: Mapping[str, Any]) -> list[tuple[int, str]]:
+    return sorted((int(m.group(1)), k) for k in metadata if isinstance(k, str) and (m := _CHUNK.fullmatch(k)))
+
+
 def chunk_keys(metadata: Mapping[str, Any]) -> list[str]:
     """The chunk keys in ``metadata`` (a notebook's metadata), in chunk order."""
-    found = [(int(m.group(1)), k) for k in metadata if isinstance(k, str) and (m := _CHUNK.fullmatch(k))]
-    return [k for _, k in sorted(found)]
+    return [k for _, k in _numbered(metadata)]
 
 
 def layout_of(metadata: Mapping[str, Any]) -> int:
@@ -57,7 +63,9 @@ def assemble(metadata: Mapping[str, Any]) -> Any:
     index = metadata.get(METADATA_KEY)
     if layout_of(metadata) != LAYOUT_CHUNKED or not isinstance(index, Mapping):
         return index
-    out: dict[str, Any] = {k: v for k, v in index.items() if k not in ("version", "sessions")}
+    out: dict[str, Any] = {k: v for k, v in index.items() if k not in ("version", "sessions", "next_chunk")}
+    next_chunk = index.get("next_chunk")
+    leaves_from = next_chunk if isinstance(next_chunk, int) else 0
     out["version"] = 1
     raw_sessions = index.get("sessions")
     sessions: dict[str, Any] = {}
@@ -68,7 +76,7 @@ def assemble(metadata: Mapping[str, Any]) -> Any:
         out["sessions"] = raw_sessions  # malformed: left for the validation to report
         return out
     aside = list(out.get("set_aside") or []) if isinstance(out.get("set_aside", []), list) else []
-    for key in chunk_keys(metadata):
+    for number, key in _numbered(metadata):
         chunk = metadata[key]
         name = chunk.get("session") if isinstance(chunk, Mapping) else None
         entries = chunk.get("entries") if isinstance(chunk, Mapping) else None
@@ -79,6 +87,8 @@ def assemble(metadata: Mapping[str, Any]) -> Any:
         sess = sessions.setdefault(name, {"leaf": None, "entries": []})
         if isinstance(sess, dict):
             sess["entries"].extend(entries)
+            if number >= leaves_from and "leaf" in chunk:
+                sess["leaf"] = chunk["leaf"]  # written after the index: newer than its leaf
     if aside:
         out["set_aside"] = aside
     out["sessions"] = sessions
@@ -110,4 +120,5 @@ def store_value(metadata: dict[str, Any], value: Mapping[str, Any], layout: int 
             metadata[chunk_key(number)] = {"session": name, "entries": entries[start:start + CHUNK_ENTRIES]}
             number += 1
     index["sessions"] = sessions
+    index["next_chunk"] = number
     metadata[METADATA_KEY] = index

@@ -1,0 +1,145 @@
+"""Real-time collaboration (jupyter-collaboration) with a long session: two pages on one notebook
+holding 2,000 entries (layout 2), three ``%%agent`` turns run from one page. One page writes each
+entry (no duplicate acks, no entry in two chunks), nothing is lost or duplicated in the saved
+file, and the server's Y store grows per turn by at most twice the new entries' JSON together
+with the cell's outputs (which any notebook stores; the store's own part is about 1x the entries).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import nbformat
+
+from ipyagent.store.chunks import assemble, chunk_keys, store_value
+from support.sessiongen import generate_session
+
+from .test_long_session_browser import HELPERS, _run, _text
+
+VIEW = """
+window.__ipaView = (path) => {
+  const p = window.__ipa.panel(path);
+  if (!p) return null;
+  const m = p.context.model;
+  const keys = Object.keys(m.metadata).filter(k => /^ipyagent\\/\\d{6,}$/.test(k)).sort();
+  const out = {};
+  for (const k of keys) {
+    const c = m.getMetadata(k);
+    (out[c.session] ??= []).push(...c.entries);
+  }
+  return out;
+};
+"""
+
+
+def _ystore_bytes(db: Path) -> int:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return conn.execute("SELECT COALESCE(SUM(LENGTH(yupdate)), 0) FROM yupdates").fetchone()[0]
+
+
+def _settled(db: Path, timeout: float = 30) -> int:
+    """The Y store's size once the server has written what it received (unchanged over 1 s)."""
+    deadline = time.time() + timeout
+    last, same_since = -1, time.time()
+    while time.time() < deadline:
+        now = _ystore_bytes(db)
+        if now != last:
+            last, same_since = now, time.time()
+        elif time.time() - same_since >= 1.0:
+            return now
+        time.sleep(0.2)
+    return last
+
+
+def _compact(v) -> str:
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_two_pages_three_turns_one_writer(collaborative_lab, context):
+    lab = collaborative_lab
+    server = lab.fake
+    name = "shared.ipynb"
+    path = lab.root / name
+    header, entries = generate_session(5, 2000)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    prompts = [f"%%agent --session work\nTurn {t}: summarise what we know so far." for t in (1, 2, 3)]
+    acks_cell = ("import json, ipyagent.bridge.comm as B\nb = B.active_bridge()\n"
+                 "print('ACKS', json.dumps([a['seq'] for a in b.acks], separators=(',', ':')),"
+                 " json.dumps(b.unacked(), separators=(',', ':')))")
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in ["%load_ext ipyagent", *prompts, acks_cell]]
+    nbformat.write(nb, str(path))
+    raw = json.loads(path.read_text())
+    store_value(raw["metadata"], {"version": 1, "active": "archive", "sessions": {"archive": {
+        "header": header, "leaf": entries[-1]["id"], "settings": {}, "entries": entries}}}, 2)
+    path.write_text(json.dumps(raw))
+
+    pages = []
+    for _ in range(2):
+        page = context.new_page()
+        page.add_init_script(HELPERS)
+        page.add_init_script(VIEW)
+        page.goto(lab.url(f"/lab/tree/{name}"))
+        page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=180_000)
+        pages.append(page)
+    one, two = pages
+    assert page_collaborative(one, name) and page_collaborative(two, name)
+    assert "from push" in _run(one, name, 0)
+
+    seen: list[str] = []
+    for turn in (1, 2, 3):
+        before = _settled(lab.ystore)
+        answer = f"ANSWER-{turn} " + " ".join(f"finding {i} of turn {turn} holds." for i in range(80))
+        server.enqueue_text(answer)
+        out = _run(one, name, turn)
+        assert "ERROR" not in out, out
+        # the other page sees the answer through the shared document
+        two.wait_for_function(
+            f"() => JSON.stringify((window.__ipaView({json.dumps(name)}) || {{}}).work || []).includes('ANSWER-{turn} ')",
+            timeout=60_000,
+        )
+        grown = _settled(lab.ystore) - before
+        work = one.evaluate("(p) => window.__ipaView(p).work", name)
+        new = [e for e in work if e["id"] not in seen]
+        seen += [e["id"] for e in new]
+        new_json = len(_compact(new).encode())
+        # the cell's own outputs (the reply as displayed) go into the shared document too
+        shown = len(_compact(one.evaluate("([p, i]) => window.__ipa.panel(p).content.widgets[i].model"
+                                          ".outputs.toJSON()", [name, turn])).encode())
+        print(f"turn {turn}: {len(new)} new entries, {new_json} bytes of JSON; the cell's outputs "
+              f"{shown} bytes; Y store +{grown} bytes")
+        assert new and grown <= 2 * (new_json + shown), (turn, grown, new_json, shown)
+
+    acks = _text(one.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 4]))
+    line = next(x for x in acks.splitlines() if x.startswith("ACKS "))
+    seqs = json.loads(line.split(" ", 2)[1])
+    assert seqs and len(seqs) == len(set(seqs)), line  # each message acked by one page only
+    assert json.loads(line.split(" ", 2)[2]) == {}, line
+
+    # both pages hold the same entries, each written once (no entry in two chunks)
+    for page in pages:
+        view = page.evaluate("(p) => window.__ipaView(p)", name)
+        assert [e["id"] for e in view["work"]] == seen
+        assert len(view["archive"]) == 2000
+
+    one.evaluate("(p) => window.__ipa.panel(p).context.save()", name)
+    deadline = time.time() + 60
+    while True:
+        saved = json.loads(path.read_text())["metadata"]
+        held = assemble(saved)
+        work_ids = [e["id"] for e in (held["sessions"].get("work") or {}).get("entries", [])]
+        if work_ids == seen or time.time() > deadline:
+            break
+        time.sleep(0.3)
+    assert work_ids == seen
+    all_ids = [e["id"] for k in chunk_keys(saved) for e in saved[k]["entries"]]
+    assert len(all_ids) == len(set(all_ids)) == 2000 + len(seen)  # nothing duplicated, nothing lost
+    assert [e["id"] for e in held["sessions"]["archive"]["entries"]] == [e["id"] for e in entries]
+    lab.shutdown_kernels()
+
+
+def page_collaborative(page, name: str) -> bool:
+    return page.evaluate("(p) => window.__ipa.panel(p).context.model.collaborative", name)
