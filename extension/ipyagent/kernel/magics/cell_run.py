@@ -53,7 +53,9 @@ class CellRun:
         self.interrupted_note = interrupted_note
         self.show_failures = show_failures
         self.replaying: ReplayAttachment | None = None
-        approve = make_approver(on_refusal=self.note) if ask else None
+        renderer = self.view.renderer if self.view is not None else None
+        approve = make_approver(on_refusal=self.note, show_func=renderer.show_question if renderer else None,
+                                on_decision=renderer.record_decision if renderer else None) if ask else None
         self._ports = runtime.ports_for(approve=approve)
         self._stack = contextlib.ExitStack()
 
