@@ -408,8 +408,8 @@ def explore(path_or_session: Any, *, session: str | None = None, window: int | N
     else:
         raise TypeError(f"explore() takes a notebook or Pi session file path, or a Session, "
                         f"not {type(path_or_session).__name__}")
-    model_name = saved.get("model") if isinstance(saved.get("model"), str) else ""
-    summary_model = saved.get("summary_model") if isinstance(saved.get("summary_model"), str) else None
+    model_name = str(saved["model"]) if isinstance(saved.get("model"), str) else ""
+    summary_model = str(saved["summary_model"]) if isinstance(saved.get("summary_model"), str) else None
     notes: list[str] = []
     settings, known = _settings_from(saved, _model_window(model_name), window=window, reserve=reserve,
                                      keep=keep_recent, estimator=estimator, focus=focus, session=target, notes=notes)
