@@ -13,7 +13,7 @@ from IPython.testing import globalipapp
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
 from ipyagent.agent.tools.notebook_port import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
 from ipyagent.bridge.headless import execute_notebook, place_inserted_cells
-from ipyagent.kernel.notebook_port import KernelNotebook
+from ipyagent.kernel.notebook_port import MAX_OUTPUT_TEXT, KernelNotebook
 from ipyagent.kernel.notebook_port import outputs_text as saved_outputs_text
 from ipyagent.store.ipynb import write_notebook
 from kernel_support import SETUP, fake_provider, notebook, outputs_text
@@ -134,6 +134,24 @@ def test_read_without_a_live_notebook_is_the_saved_file_and_the_history(shell, t
     history = [c for c in view.cells if c.id.startswith("In[")]
     probe = next(c for c in history if "history_probe" in c.source)
     assert probe.outputs == "42" and probe.id == f"In[{probe.execution_count}]"
+
+
+def test_read_shows_the_values_as_they_were_shown_and_runs_no_repr_again(shell):
+    """A value's __repr__ may be slow (it held a cell for 30 s) or change: the history's text is the
+    one the cell showed when it ran, cut to the output limit (issue 19)."""
+    shell.run_cell("class CountedRepr:\n"
+                   "    calls = 0\n"
+                   "    def __repr__(self):\n"
+                   "        CountedRepr.calls += 1\n"
+                   "        return f'counted #{CountedRepr.calls} ' + 'x' * 20000\n", store_history=True)
+    shell.run_cell("CountedRepr()", store_history=True)
+    counted = shell.user_ns["CountedRepr"]
+    assert counted.calls == 1  # the cell showed it once
+    view = KernelNotebook(shell, bridge=lambda: None).read_cells()
+    cell = next(c for c in view.cells if c.source == "CountedRepr()")
+    assert counted.calls == 1  # and reading the notebook did not run it again
+    assert cell.outputs.startswith("counted #1 xxx") and cell.outputs.endswith("\n… (cut)")
+    assert len(cell.outputs) == MAX_OUTPUT_TEXT + len("\n… (cut)")
 
 
 def test_saved_outputs_as_text():
