@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ipyagent.agent.tools.notebook_port import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
+from ipyagent.display.untrusted import safe_markdown
 from ipyagent.kernel.context import cell_identity
 from ipyagent.store.hydration import find_notebook_path
 from ipyagent.store.ipynb import NotebookError, read_notebook
@@ -210,9 +211,12 @@ def _bounded(text: Any) -> str:
 
 def _joined(pending: list[tuple[str, str]]) -> str:
     """The cells of one run as the single next input: code as it is, Markdown as a ``%%markdown``
-    cell when alone, else as comment lines."""
+    cell when alone, else as comment lines. The Markdown came from a model: the ``%%markdown``
+    output is trusted, and a frontend renders raw HTML in it (``<img onerror>`` would run), so
+    the source goes in with no raw HTML, unsafe link or image that can take effect
+    (``safe_markdown``)."""
     if len(pending) == 1 and pending[0][0] == "markdown":
-        return "%%markdown\n" + pending[0][1]
+        return "%%markdown\n" + safe_markdown(pending[0][1])
     parts = []
     for cell_type, source in pending:
         if cell_type == "markdown":

@@ -116,6 +116,33 @@ def test_without_a_bridge_cells_go_to_set_next_input_in_order(shell):
     assert shell.rl_next_input == "%%markdown\n# Heading"
 
 
+def test_a_markdown_note_without_a_bridge_renders_no_raw_html_when_run(shell):
+    """The ``%%markdown`` next input is run by the user into a trusted output, which the frontend
+    renders with raw HTML: the model's note goes in with none that can take effect (issue 19)."""
+    from IPython.utils.capture import capture_output
+
+    from support.hostile import HOSTILE, audit_html, markdown_oracles
+
+    markdown_tags = {"p", "em", "strong", "code", "pre", "ul", "ol", "li", "blockquote", "h1", "h2", "h3", "h4",
+                     "h5", "h6", "hr", "br", "a", "table", "thead", "tbody", "tr", "th", "td", "del", "s"}
+    shell.run_cell("pass", store_history=True)
+    KernelNotebook(shell, bridge=lambda: None).insert_cell("markdown", "A note.\n\n" + HOSTILE)
+    source = shell.rl_next_input
+    assert source.startswith("%%markdown\nA note.")
+    formats = shell.display_formatter.active_types
+    shell.display_formatter.active_types = [*formats, "text/markdown"]  # as a kernel formats it
+    try:
+        with capture_output() as cap:
+            shell.run_cell(source)  # what the user does with the inserted cell
+    finally:
+        shell.display_formatter.active_types = formats
+    markdown = "".join(o.data["text/markdown"] for o in cap.outputs if "text/markdown" in o.data)
+    assert "A note." in markdown and "window.__pwned" in markdown  # the text is all there, shown
+    for name, render in markdown_oracles().items():
+        rendered = render(markdown)
+        assert not audit_html(rendered, markdown_tags), (name, rendered)
+
+
 def test_read_without_a_live_notebook_is_the_saved_file_and_the_history(shell, tmp_path):
     path = tmp_path / "analysis.ipynb"
     nb = notebook("print('hi')", "%%agent\nLook at my notebook.")
