@@ -57,6 +57,13 @@ class CompactionEnd:
 
 
 @dataclass
+class Notice:
+    """Something the user should know about the run that is no error (an instruction file not read)."""
+
+    message: str
+
+
+@dataclass
 class AgentError:
     message: str
     kind: str = "provider"  # "provider", "overflow", "compaction", "interrupted"

@@ -54,8 +54,12 @@ class CellRun:
         self.show_failures = show_failures
         self.replaying: ReplayAttachment | None = None
         renderer = self.view.renderer if self.view is not None else None
-        approve = make_approver(on_refusal=self.note, show_func=renderer.show_question if renderer else None,
-                                on_decision=renderer.record_decision if renderer else None) if ask else None
+        redact = self.agent.redactor().text  # the question stays in the saved output: no key in it
+        show = renderer.show_question if renderer is not None else print
+        approve = make_approver(
+            on_refusal=self.note, show_func=lambda text: show(redact(text)),
+            on_decision=(lambda line, question: renderer.record_decision(line, redact(question)))
+            if renderer is not None else None) if ask else None
         self._ports = runtime.ports_for(approve=approve)
         self._stack = contextlib.ExitStack()
 
