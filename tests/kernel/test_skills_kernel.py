@@ -1,0 +1,64 @@
+"""Agent Skills in a REAL kernel (``ipyagent run``, headless): the first request's system prompt
+lists a skill's name and description and not its body; the ``skill`` tool returns the body; ``read``
+opens a file of the user's own skill (outside the notebook's folder) without asking; a skill
+symlinked out of the repository is refused; ``%agent skills`` lists them with origin and size."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ipyagent import cli
+from ipyagent.session.messages import text_of
+from ipyagent.store.ipynb import read_notebook, write_notebook
+from kernel_support import fake_provider, notebook, outputs_text
+
+pytestmark = pytest.mark.kernel
+
+BODY = "To build the CSV report: load the file with pandas, then run scripts/report.py. BODY-MARKER-31c7"
+
+
+def _skill(folder, name, description, body):
+    (folder / name / "scripts").mkdir(parents=True)
+    (folder / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n{body}\n")
+    (folder / name / "scripts" / "report.py").write_text(f"# the {name} script\n")
+    return folder / name
+
+
+def test_skills_in_a_headless_run(tmp_path, monkeypatch, capsys):
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    (repo / ".git").mkdir(parents=True)
+    _skill(repo / ".agents" / "skills", "csv-report", "Builds the team's CSV report.", BODY)
+    mine = _skill(home / ".agents" / "skills", "my-style", "The user's plotting style.", "Use large fonts.")
+    outside = _skill(tmp_path / "elsewhere", "stranger", "A skill from outside the repository.", "STRANGER-BODY")
+    os.symlink(outside, repo / ".agents" / "skills" / "stranger")
+    monkeypatch.setenv("HOME", str(home))  # the kernel's home: its ~/.agents/skills
+    src = repo / "report.ipynb"
+    write_notebook(src, notebook("%load_ext ipyagent\n%config Agent.model = 'openai:fake-model'\n%agent skills",
+                                 "%%agent\nMake the CSV report."))
+    script = str(mine.resolve() / "scripts" / "report.py")
+    with fake_provider() as server:
+        server.enqueue_tool_call("skill", {"name": "csv-report"})
+        server.enqueue_tool_call("read", {"path": script})
+        server.enqueue_text("Done.")
+        assert cli.main(["run", str(src), "--timeout", "120"]) == 0, capsys.readouterr().err
+        system = server.requests[0].body["messages"][0]
+        assert system["role"] == "system"
+        prompt = system["content"] if isinstance(system["content"], str) else text_of(system["content"])
+        offered = {t["function"]["name"] for t in server.requests[0].body["tools"]}
+    assert "- csv-report: Builds the team's CSV report." in prompt and "- my-style: The user's plotting style." in prompt
+    assert "BODY-MARKER-31c7" not in prompt and "stranger" not in prompt  # no body; the linked skill refused
+    assert "skill" in offered
+    nb = read_notebook(src)
+    entries = nb["metadata"]["ipyagent"]["sessions"]["default"]["entries"]
+    skill_result, read_result = [e["message"] for e in entries
+                                 if e["type"] == "message" and e["message"]["role"] == "toolResult"]
+    assert not skill_result["isError"] and BODY in text_of(skill_result["content"])
+    assert "scripts/report.py" in text_of(skill_result["content"])
+    # tool_approval is "ask" and nobody can answer here: the read ran because it is in a skill's folder
+    assert not read_result["isError"] and "the my-style script" in text_of(read_result["content"])
+    listed = outputs_text(nb["cells"][0]["outputs"])
+    assert "csv-report (project, " in listed and "my-style (user, " in listed
+    assert "not used: " in listed and "stranger" in listed and "outside" in listed
+    assert "STRANGER-BODY" not in src.read_text()
