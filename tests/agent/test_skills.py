@@ -1,6 +1,7 @@
 """Agent Skills found and parsed (pure, on real folders): front matter, the nearest skill of a name
 wins, the user's own skills, a skill linked out of the repository needs approval, the ``skill``
-tool returns the body and the files, and ``read`` opens a skill's files without asking."""
+tool returns the body and the files, ``read`` opens a skill's files without asking, a link to
+``/proc`` is never followed and a malformed skill is named."""
 
 from __future__ import annotations
 
@@ -74,3 +75,19 @@ def test_the_skill_tool_returns_the_body_and_files_and_read_opens_them(tmp_path)
     read = get_tool("read")
     assert read.approval_reason({"path": script}, context) is None  # inside the skill's folder: no asking
     assert read.approval_reason({"path": script}, ToolContext(cwd=str(tmp_path), root=str(tmp_path / "project")))
+
+
+def test_a_link_to_proc_is_never_followed_and_a_malformed_skill_is_named(tmp_path):
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    (repo / ".git").mkdir(parents=True)
+    skills = repo / ".agents" / "skills"
+    (skills / "environ").mkdir(parents=True)
+    (skills / "environ" / "SKILL.md").symlink_to("/proc/self/environ")
+    (skills / "plain").mkdir()
+    (skills / "plain" / "SKILL.md").write_text("# no front matter, only text\n")
+    write_skill(skills, "good", "Works.")
+    asked = []
+    found = find_skills(repo, home=home, allow=lambda verdict, folder: asked.append(verdict.real) or True)
+    assert [s.name for s in found.skills] == ["good"] and asked == []  # /proc: never even asked about
+    reasons = {os.path.basename(os.path.dirname(s.path)): s.reason for s in found.skipped}
+    assert "never read" in reasons["environ"] and "lacks a name or a description" in reasons["plain"]
