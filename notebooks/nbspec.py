@@ -42,19 +42,13 @@ def raises(cell: Cell) -> Cell:
     return cell
 
 
-def provenance(title: str, intro: str) -> str:
-    """The first cell's text: the title, the introduction, and how the recorded responses were made."""
-    return f"""
-    # {title}
-
-    {textwrap.dedent(intro).strip()}
-
+_RECORDED_NOTE = textwrap.dedent("""\
     > **About the recorded responses.** The model responses stored in this notebook were produced
     > by ipyagent itself running against its fake provider (`ipyagent.testing.FakeProviderServer`)
     > with **scripted responses** (`notebooks/build.py`): the agent loop, the tools, the budget and
     > every compaction decision are ipyagent's real code, only the model's words were written in
     > advance. Without a provider configured, re-running the notebook **replays** those responses
-    > offline, with no key (`ipyagent run {{path}} --replay`, or simply *Run All*), and recorded tool
+    > offline, with no key (`ipyagent run {path} --replay`, or simply *Run All*), and recorded tool
     > calls are not run again.
     >
     > **To run it live**, configure a real provider before `%load_ext ipyagent` — e.g.
@@ -62,8 +56,15 @@ def provenance(title: str, intro: str) -> str:
     > `ANTHROPIC_API_KEY` with `anthropic:claude-sonnet-4-5`, or a local OpenAI-compatible server with
     > `OPENAI_BASE_URL=http://localhost:11434/v1` and `IPYAGENT_MODEL=openai:qwen2.5-coder` — then
     > *Restart & Run All*. A real model will say different things (and compact at different
-    > moments) than the recording.
-    """
+    > moments) than the recording.""")
+
+
+def provenance(title: str, intro: str) -> str:
+    """The first cell's text: the title, the introduction, and how the recorded responses were made.
+
+    Each part is dedented on its own and joined at the margin: an indented line in Markdown is a
+    code block, so a template indented around an already-dedented text would show as code."""
+    return f"# {title}\n\n{textwrap.dedent(intro).strip()}\n\n{_RECORDED_NOTE}"
 
 
 # ---- a notebook --------------------------------------------------------------------------------

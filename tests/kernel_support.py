@@ -6,7 +6,8 @@
 * :class:`LiveKernel` is a jupyter_client kernel plus a frontend that behaves like the
   labextension: it answers the ``ipyagent`` comm, stores entries in its own copy of the
   notebook metadata, keeps every cell's outputs (applying ``update_display_data`` by display id,
-  across cells, as JupyterLab does), pushes the stored sessions after a restart, and can
+  across cells, and writing an answered ``input()`` prompt as a ``stdin`` stream, as JupyterLab
+  does), pushes the stored sessions after a restart, and can
   interrupt a running cell.
 """
 
@@ -129,6 +130,7 @@ class LiveKernel:
         self.frontend = HeadlessFrontend()
         self.answers: list[str] = []  # replies to input() (approval questions), in order
         self.prompts: list[str] = []  # the input() prompts seen
+        self._questions = 0  # approval questions seen on IOPub
         self.cells: list[CellRun] = []
         self._display: dict[str, list[tuple[int, int]]] = {}  # display_id -> [(cell, output)]
         self._by_msg: dict[str, int] = {}
@@ -154,6 +156,9 @@ class LiveKernel:
         if kind == "comm_msg" and content.get("comm_id") in self._comms:
             self._comms[content["comm_id"]].handle_msg(msg)
             return
+        shown = (content.get("data") or {}).get("text/plain", content.get("text", ""))
+        if isinstance(shown, str) and shown.startswith("ipyagent: approve this"):
+            self._questions += 1
         parent = msg["parent_header"].get("msg_id")
         index = self._by_msg.get(parent)
         display_id = (content.get("transient") or {}).get("display_id")
@@ -228,8 +233,22 @@ class LiveKernel:
         except queue.Empty:
             return
         if request["msg_type"] == "input_request":
-            self.prompts.append(request["content"]["prompt"])
-            self.kc.input(self.answers.pop(0) if self.answers else "")
+            # a person answers once the question is on screen: its output comes on IOPub, the
+            # request on the stdin channel, in no fixed order
+            deadline = time.time() + 30
+            while self._questions <= len(self.prompts) and time.time() < deadline:
+                with contextlib.suppress(queue.Empty):
+                    self._handle(self.kc.get_iopub_msg(timeout=0.1))
+            prompt = request["content"]["prompt"]
+            self.prompts.append(prompt)
+            answer = self.answers.pop(0) if self.answers else ""
+            # as JupyterLab and Notebook 7 do: the prompt and the answer become a `stdin` stream
+            # output at the end of the cell's outputs, saved with the notebook
+            index = self._by_msg.get(request["parent_header"].get("msg_id"))
+            if index is not None:
+                self.cells[index].outputs.append({"output_type": "stream", "name": "stdin",
+                                                  "text": f"{prompt} {answer}\n"})
+            self.kc.input(answer)
 
     def _reply(self, msg_id: str, timeout: float) -> dict[str, Any] | None:
         deadline = time.time() + timeout

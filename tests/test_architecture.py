@@ -16,7 +16,7 @@ MAX_MODULES = 16
 
 # lower rank = inner layer; a module may import its own rank and below (README "Layout")
 RANKS = {
-    "text": 0,
+    "text": 0, "patterns": 0,
     "session": 1,
     "hooks": 2, "compaction": 2,
     "core": 3, "providers": 3,

@@ -108,6 +108,20 @@ def test_the_teaching_notebooks_are_all_there():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_the_first_markdown_cell_opens_with_the_title_and_renders_no_code_block(path):
+    """An indented line in Markdown is a code block: the first page once showed its title and
+    introduction as code. CommonMark (markdown-it) must see a title, then prose."""
+    from markdown_it import MarkdownIt
+
+    first = next(c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "markdown")
+    text = "".join(first["source"])
+    assert text.startswith("# ")
+    tokens = MarkdownIt("commonmark").parse(text)
+    assert (tokens[0].type, tokens[0].tag) == ("heading_open", "h1")
+    assert [t.type for t in tokens if t.type in ("code_block", "fence")] == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_committed_notebook_is_executed_and_holds_no_key(path):
     raw = path.read_text(encoding="utf-8")
     assert BUILD_KEY not in raw

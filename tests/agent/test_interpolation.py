@@ -57,6 +57,16 @@ def test_missing_cells_stay_as_written_and_are_reported():
     assert "left as written (nothing recorded): {Err[9]}, {Out[1]}" in result.text
 
 
+def test_a_cell_number_of_thousands_of_digits_is_left_as_written_and_reported():
+    """Python refuses int() of a string over 4,300 digits: such a reference is no cell (issue 19)."""
+    huge = "9" * 5000
+    result = interpolate(f"explain {{Out[{huge}]}} and {{In[3]}}", LOOKUP)
+    assert result.text.startswith(f"explain {{Out[{huge}]}} and df = load()")
+    assert [i.ref for i in result.items] == ["{In[3]}"]
+    assert result.missing == ["{Out[999999999999999…]}"] and len(result.note()) < 200
+    assert interpolate("{Err[1234567890]}", LOOKUP).missing == ["{Err[1234567890]}"]
+
+
 def test_long_and_multiline_values():
     lookup = Lookup({2: "for i in range(3):\n    print(i)"}, variables={"big": "x" * 10_000})
     result = interpolate("explain {In[2]} and {big}", lookup, max_chars=500)

@@ -1,5 +1,6 @@
 """The approval question in a real JupyterLab: the whole call is on screen (wrapped, nothing cut
-or scrolled away, hidden spaces marked) above a short y/N input, and "n" runs nothing."""
+or scrolled away, hidden spaces marked) above a short y/N input, "n" runs nothing, and the saved
+outputs record each decision in one line before the call's result."""
 
 from __future__ import annotations
 
@@ -61,4 +62,23 @@ def test_the_whole_call_is_shown_before_the_question(jupyterlab, context):
     assert [r["isError"] for r in results] == [True, True]
     assert all("declined" in json.dumps(r) for r in results)
     assert not (lab.root / "pwned.txt").exists()
+
+    # the saved record reads question, answer, result: each decision in one line before its call's
+    # block (JupyterLab wrote the prompt and the typed "n" in between), no question left below
+    outputs_js = "([p, i]) => window.__ipa.panel(p).content.widgets[i].model.outputs.toJSON()"
+    page.wait_for_function(f"(a) => JSON.stringify(({outputs_js})(a)).includes('Nothing was run.')",
+                           arg=[name, 1], timeout=30_000)
+    outputs = page.evaluate(outputs_js, [name, 1])
+    plain = [(o.get("data") or {}).get("text/plain", "") if "data" in o else "".join(o.get("text", ""))
+             for o in outputs]
+    plain = ["".join(t) if isinstance(t, list) else t for t in plain]
+    for tool in ("bash", "python"):
+        decision = [i for i, t in enumerate(plain) if t.startswith(f"declined: {tool} (")]
+        answer = [i for i, o in enumerate(outputs) if o.get("name") == "stdin" and f"Allow `{tool}`" in plain[i]]
+        result = [i for i, t in enumerate(plain) if t.startswith(f"✗ {tool}(")]
+        assert len(decision) == len(answer) == len(result) == 1, plain
+        assert decision[0] < answer[0] < result[0], plain
+        assert "<details class='ipyagent-approval'>" in outputs[decision[0]]["data"]["text/html"]
+    last = max(i for i, t in enumerate(plain) if t.startswith("✗ python("))
+    assert not any("approve this" in t for t in plain[last:]), plain
     lab.shutdown_kernels()

@@ -158,3 +158,53 @@ def test_no_stdin_still_refuses_clearly(tmp_path):
     again = run_tool_call(get_tool("bash"), {"command": "touch y"}, ToolContext(cwd=str(tmp_path)), approve=approve)
     assert out.is_error and again.is_error and "nobody can answer" in again.text
     assert len(refusals) == 1 and not any(tmp_path.iterdir())
+
+
+# ---- the record of an answered question --------------------------------------------------------
+
+
+def test_the_answer_is_recorded_in_one_line():
+    decisions: list[tuple[str, str]] = []
+    approve = make_approver(input_func=lambda prompt: "y", show_func=lambda text: None,
+                            on_decision=lambda line, question: decisions.append((line, question)))
+    code = "x = 1\n" * 385  # 2,310 characters of code
+    assert approve("python", {"code": code})
+    assert decisions[0][0] == "approved: python (2,314 chars)"
+    assert decisions[0][1].startswith("ipyagent: approve this `python` call?")
+    refuse = make_approver(input_func=lambda prompt: "n", show_func=lambda text: None,
+                           on_decision=lambda line, question: decisions.append((line, question)))
+    assert not refuse("bash", {"command": "rm -rf build"})
+    assert decisions[1][0] == "declined: bash (19 chars)"
+
+
+@pytest.mark.kernel
+def test_the_saved_output_reads_question_answer_result_in_that_order(tmp_path):
+    """In a real kernel, with a frontend that writes the answered prompt into the outputs as
+    JupyterLab does: the decision is one line before the result (the question collapsed in it),
+    and neither the question nor the typed "y" is left below the result."""
+    from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
+
+    code = "total = 0\n" + "".join(f"total += {i}  # step {i:04d} of the long calculation\n" for i in range(60)) \
+        + "print(total)"
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
+        k.run(SETUP, "setup")
+        server.enqueue_tool_call("python", {"code": code})
+        server.enqueue_text("The total is 1770.")
+        k.answers = ["y"]
+        cell = k.run("%%agent\nAdd the numbers up.", "c1")
+        assert cell.status == "ok", outputs_text(cell.outputs)
+    outputs = cell.outputs
+    plain = [(o.get("data") or {}).get("text/plain", "") if "data" in o else o.get("text", "") for o in outputs]
+    size = len("code") + len(code)
+    decision = [i for i, text in enumerate(plain) if text.startswith(f"approved: python ({size:,} chars)\n")]
+    answer = [i for i, o in enumerate(outputs) if o.get("name") == "stdin"]
+    result = [i for i, text in enumerate(plain) if text.startswith("✓ python(")]
+    assert len(decision) == len(answer) == len(result) == 1, plain
+    assert decision[0] < answer[0] < result[0], plain
+    assert "1770" in plain[result[0]]
+    # nothing of the question below the result; in HTML it is collapsed under the one line
+    assert not any("approve this" in text for text in plain[result[0]:])
+    html = outputs[decision[0]]["data"]["text/html"]
+    assert html.startswith("<details class='ipyagent-approval'><summary")
+    assert f"approved: python ({size:,} chars)</summary>" in html and "step 0059" in html
+    assert sum("approve this `python` call?" in text for text in plain) == 1  # the record, not a leftover

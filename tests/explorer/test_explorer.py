@@ -415,6 +415,30 @@ def test_explore_a_saved_notebook_with_its_settings(tmp_path):
     assert ipyagent.explore is explore
 
 
+@pytest.mark.parametrize("window", ["abc", [1], "1e9", 1e9, -5, True, 10**30, {"a": 1}])
+def test_hostile_stored_settings_are_reported_not_raised(tmp_path, window):
+    """The settings come from the notebook's metadata: a value that is no number of tokens is left
+    out and the explorer says so, where it used to raise ValueError / TypeError (issue 19)."""
+    import ipyagent
+    from ipyagent.explorer.widget import ASSUMED_WINDOW
+    from ipyagent.store.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
+    from ipyagent.store.schema import NotebookSessions
+
+    settings = {"model": ["not", "a", "name"], "context_window": window,
+                "compaction": {"reserve_tokens": "lots", "keep_recent_tokens": 518}}
+    nb = write_sessions_into_notebook(new_notebook(), NotebookSessions.from_session("main", four_turns(), settings))
+    path = tmp_path / "hostile.ipynb"
+    write_notebook(path, nb)
+    explorer = ipyagent.explore(str(path))
+    x = explorer.exploration
+    assert (x.settings.window, x.settings.reserve_tokens, x.settings.keep_recent_tokens) == (ASSUMED_WINDOW, 16384, 518)
+    assert not x.window_known
+    assert any(n.startswith("The stored context_window ") and "is not a number of tokens" in n for n in x.notes)
+    assert any(n.startswith("The stored reserve_tokens 'lots' is not a number of tokens") for n in x.notes)
+    shown = static_bundle(x, [])["text/plain"]
+    assert "The stored context_window" in shown
+
+
 # ---- a real kernel -------------------------------------------------------------------------------
 
 

@@ -553,3 +553,32 @@ def test_close_dangling_calls_after_an_interrupt():
     assert agent.close_dangling_calls() == 1
     assert s.path()[-1]["message"]["toolCallId"] == "b" and s.path()[-1]["message"]["isError"]
     assert agent.close_dangling_calls() == 0
+
+
+@pytest.mark.slow
+def test_a_tree_of_200000_entries_is_capped_and_says_how_to_see_the_rest(ip, capsys):
+    from ipyagent.core import Session
+    from ipyagent.kernel.magics.sessions import TREE_LIMIT
+    from ipyagent.session.messages import user_message
+
+    entries, parent = [], None
+    for i in range(200_000):
+        entries.append({"type": "message", "id": f"{i:08x}", "parentId": parent,
+                        "timestamp": "2026-12-01T00:00:00.000Z", "message": user_message(f"step {i}: " + "words " * 5)})
+        parent = entries[-1]["id"]
+    big = Session(None, entries, parent)
+    rt(ip).slot().session = big
+    ip.run_line_magic("agent", "tree")
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) == TREE_LIMIT + 1 and len(out) < 100_000  # it was 6.8 MB
+    assert "… 199,600 entries not shown (`%agent tree --all` shows all 200,000, `--limit N` about N lines) …" in out
+    assert lines[-1].endswith("← leaf") and "step 199999" in lines[-1] and "step 0:" in lines[0]
+    ip.run_line_magic("agent", "tree --limit 40")
+    assert len(capsys.readouterr().out.splitlines()) == 41
+    big.branch(big.entries[1000]["id"])  # the leaf inside the part left out: its line is shown anyway
+    ip.run_line_magic("agent", "tree --limit 40")
+    shown = capsys.readouterr().out.splitlines()
+    assert len(shown) == 42 and shown[11].endswith("← leaf") and "step 1000:" in shown[11]
+    ip.run_line_magic("agent", "tree --all")
+    assert len(capsys.readouterr().out.splitlines()) == 200_000

@@ -5,7 +5,11 @@ URL and model; a slow server never blocks a prompt; the widget says where the wi
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -162,6 +166,8 @@ def test_an_overflow_error_caps_a_discovered_window():
 
 def test_a_slow_server_never_blocks_the_prompt(monkeypatch):
     monkeypatch.setattr(discovery, "PROBE_TIMEOUT", 60.0)
+    monkeypatch.setattr(discovery, "REQUEST_DEADLINE", 120.0)
+    monkeypatch.setattr(discovery, "PROBE_DEADLINE", 120.0)
     monkeypatch.setattr(discovery, "DEFAULT_WAIT", 0.05)
     with FakeProviderServer(server_kind="vllm", served_window=SERVED, model="my-model") as fake:
         fake.meta_gate = gate = threading.Event()  # every metadata request waits for the gate
@@ -194,3 +200,166 @@ def test_url_credentials_never_reach_a_url_or_a_message():
     assert found.window is None and ("GET", "/v1/models") in fake.meta_requests
     assert "s3cret-pass" not in found.error and "someone" not in found.error
     assert f"{clean} publishes no context window" in found.error
+
+
+# ---- hostile servers (issue 19, section 5) ----------------------------------------------------
+
+
+@contextmanager
+def loopback(answer: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[tuple[str, list[str]]]:
+    """A real HTTP server on loopback whose every request ``answer`` handles; yields its OpenAI
+    base URL and the paths asked."""
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            asked.append(self.path)
+            answer(self)
+
+        do_POST = do_GET
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def trickling(paths: tuple[str, ...], stop: threading.Event) -> Callable[[BaseHTTPRequestHandler], None]:
+    """Headers at once, then a JSON body one byte a second, never finished (for ``paths``); 404 else."""
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        if not handler.path.startswith(paths):
+            handler.send_response(404)
+            handler.send_header("content-length", "0")
+            handler.end_headers()
+            return
+        handler.send_response(200)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", "100000")
+        handler.end_headers()
+        body = b'{"data": [' + b" " * 99_990
+        try:
+            for byte in body:
+                handler.wfile.write(bytes([byte]))
+                handler.wfile.flush()
+                if stop.wait(1.0):
+                    return
+        except OSError:
+            return  # the client hung up: what the deadline is for
+    return answer
+
+
+def json_routes(routes: dict[str, object]) -> Callable[[BaseHTTPRequestHandler], None]:
+    def answer(handler: BaseHTTPRequestHandler) -> None:
+        path = handler.path.split("?")[0]
+        found = path in routes
+        body = json.dumps(routes[path]).encode() if found else b""
+        handler.send_response(200 if found else 404)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    return answer
+
+
+def _discovery_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "ipyagent-window-discovery"]
+
+
+def test_a_server_trickling_its_models_one_byte_a_second_is_cut_off_and_remembered():
+    before = set(_discovery_threads())
+    stop = threading.Event()
+    with loopback(trickling(("/v1/models",), stop)) as (base, asked):
+        provider = OpenAIChatProvider(base_url=base, api_key="k")
+        discovery.discover(provider, "m", wait=0.0)  # what a prompt starts
+        probe_threads = set(_discovery_threads()) - before
+        assert len(probe_threads) == 1
+        for thread in probe_threads:
+            thread.join(60)  # the probe's own deadline ends it (a safety net for the test only)
+            assert not thread.is_alive()
+        found = discovery.cached(provider, "m")
+        assert found is not None and found.window is None
+        assert "no whole answer within 3 s" in found.error and found.error.startswith(f"{base} publishes no")
+        assert asked.count("/v1/models") == 1
+        # remembered: the next prompts neither ask nor wait
+        assert discovery.discover(provider, "m") is found
+        assert discovery.discover(provider, "m") is found
+        assert asked.count("/v1/models") == 1
+    stop.set()
+
+
+def test_a_server_trickling_every_answer_ends_the_probe_at_its_deadline():
+    stop = threading.Event()
+    with loopback(trickling(("/",), stop)) as (base, asked):
+        found = discovery.probe(OpenAIChatProvider(base_url=base, api_key="k"), "m", sample="count me")
+    stop.set()
+    assert found.window is None and found.sample_tokens is None
+    # 3 s a request, 8 s in all: the first three requests are cut off, the rest not asked
+    assert len(asked) == 3, asked
+    assert "no whole answer within 3 s" in found.error
+
+
+@pytest.mark.parametrize("published", [1, 255, 1e308, 10**18, "9" * 31, "²", "1e9", -4096, True, [8192], "abc",
+                                       float("nan")])
+def test_a_value_that_is_no_window_is_skipped_with_a_note_and_the_next_field_read(published):
+    listing = {"data": [{"id": "m", "context_length": published, "max_context_length": 16384}]}
+    with loopback(json_routes({"/v1/models": listing})) as (base, asked):
+        found = discovery.probe(OpenAIChatProvider(base_url=base, api_key="k"), "m")
+    # the model's own window (the next field) is what is left; the bad value is named
+    assert found.window == 16384 and found.where.startswith("GET /v1/models max_context_length (")
+    assert "GET /v1/models context_length = " in found.where and "skipped" in found.where
+    assert found.notes and "256–100,000,000 tokens" in found.notes[0]
+
+
+@pytest.mark.parametrize("published", [256, 100_000_000, 131072.0, " 32768 "])
+def test_windows_between_256_and_100_million_tokens_are_taken(published):
+    listing = {"data": [{"id": "m", "context_length": published}]}
+    with loopback(json_routes({"/v1/models": listing})) as (base, asked):
+        found = discovery.probe(OpenAIChatProvider(base_url=base, api_key="k"), "m")
+    assert found.window == int(published) and found.where == "GET /v1/models context_length" and not found.notes
+
+
+def test_a_bad_field_in_one_source_does_not_abort_the_probe():
+    routes = {"/v1/models": {"data": [{"id": "m", "meta": {"n_ctx": "²"}}]},
+              "/props": {"default_generation_settings": {"n_ctx": 1}},
+              "/api/ps": {"models": [{"name": "m:latest", "context_length": 6144}]}}
+    with loopback(json_routes(routes)) as (base, asked):
+        found = discovery.probe(OpenAIChatProvider(base_url=base, api_key="k"), "m")
+    assert found.window == 6144 and found.where.startswith("GET /api/ps context_length (")
+    assert len(found.notes) == 2 and "'²'" in found.notes[0] and "= 1 skipped" in found.notes[1]
+
+
+def test_a_probe_stuck_past_its_deadline_is_given_up_and_remembered(monkeypatch):
+    """A server trickling even its status line holds the request below any read timeout; the
+    prompts stop waiting for that probe once it overran its deadline (made short here: the
+    deadline is what this test is about)."""
+    monkeypatch.setattr(discovery, "PROBE_DEADLINE", 0.5)
+    stop = threading.Event()
+
+    def status_line_by_the_byte(handler: BaseHTTPRequestHandler) -> None:
+        try:
+            for byte in b"HTTP/1.1 200 OK\r\n" * 100:
+                handler.wfile.write(bytes([byte]))
+                handler.wfile.flush()
+                if stop.wait(0.2):  # faster than any read timeout
+                    return
+        except OSError:
+            return
+
+    with loopback(status_line_by_the_byte) as (base, asked):
+        provider = OpenAIChatProvider(base_url=base, api_key="k")
+        found = None
+        for _ in range(300):  # each call waits at most 0.2 s, as a prompt would wait its 2 s
+            found = discovery.discover(provider, "m", wait=0.2)
+            if found is not None:
+                break
+        assert found is not None and found.window is None
+        assert found.error == f"{base} did not answer within 0.5 s"
+        assert discovery.discover(provider, "m") is found and asked == ["/v1/models"]
+    stop.set()

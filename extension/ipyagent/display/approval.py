@@ -17,8 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ipyagent.agent.tools import get_tool
+from ipyagent.display.untrusted import escape_html
 
-__all__ = ["MAX_SHOWN_CHARS", "NobodyToAsk", "TooLongToShow", "approval_text", "make_approver", "visible_lines"]
+__all__ = ["MAX_SHOWN_CHARS", "NobodyToAsk", "TooLongToShow", "approval_text", "decision_bundle", "make_approver",
+           "visible_lines"]
 
 MAX_SHOWN_CHARS = 20_000  # of argument text; a longer call is refused rather than asked about
 WIDTH = 100
@@ -145,11 +147,25 @@ def _argument_text(value: Any) -> tuple[str, bool]:
     return json.dumps(value, ensure_ascii=False, default=str), False
 
 
+def _call_size(arguments: dict[str, Any]) -> int:
+    """The characters of a call's arguments as the question shows them (names and values)."""
+    return sum(len(str(key)) + len(_argument_text(value)[0]) for key, value in arguments.items())
+
+
+def decision_bundle(line: str, question: str) -> dict[str, str]:
+    """The record of an answered question: one line ("approved: python (2,314 chars)"), the
+    question itself collapsed under it in HTML (after it in plain text)."""
+    return {"text/plain": f"{line}\n{question}",
+            "text/html": ("<details class='ipyagent-approval'><summary style='cursor:pointer;font-family:monospace'>"
+                          f"{escape_html(line)}</summary><pre style='margin:2px 0;white-space:pre-wrap'>"
+                          f"{escape_html(question)}</pre></details>")}
+
+
 def approval_text(tool: str, arguments: dict[str, Any], *, note: str = "",
                   max_chars: int = MAX_SHOWN_CHARS, width: int = WIDTH) -> str:
     """The whole call, made visible, for the user to approve; raises :class:`TooLongToShow`."""
     texts = {key: _argument_text(value) for key, value in arguments.items()}
-    size = sum(len(str(key)) + len(text) for key, (text, _) in texts.items())
+    size = _call_size(arguments)
     if size > max_chars:
         raise TooLongToShow(
             f"the call's arguments are {size:,} characters long, more than the {max_chars:,} an approval question "
@@ -186,16 +202,19 @@ def _approval_note(tool: str) -> str:
 
 def make_approver(input_func: Callable[[str], str] | None = None,
                   on_refusal: Callable[[str], None] | None = None,
-                  show_func: Callable[[str], None] | None = None) -> Callable[[str, dict[str, Any]], bool]:
+                  show_func: Callable[[str], None] | None = None,
+                  on_decision: Callable[[str, str], None] | None = None) -> Callable[[str, dict[str, Any]], bool]:
     """The approval callback for ``tool_approval == "ask"``: shows the whole call, then asks
     through ``input()``.
 
     The call is shown by ``show_func`` (default ``print``: a stream output, which every frontend
     shows whole, where an input prompt may be cut to one line), made visible by
     :func:`~ipyagent.display.approval.approval_text`; a call too long to show is refused
-    without asking. Where nobody can answer (``StdinNotImplementedError``: nbclient, ``ipyagent
-    run``), the call is refused with a clear message, and later calls in the same run are refused
-    without asking.
+    without asking. Once answered, ``on_decision(line, question)`` records the outcome in one
+    line ("approved: python (2,314 chars)", "declined: …", "refused: … nobody can answer here"),
+    so the cell's record can put it before the result (``RunRenderer.record_decision``). Where
+    nobody can answer (``StdinNotImplementedError``: nbclient, ``ipyagent run``), the call is
+    refused with a clear message, and later calls in the same run are refused without asking.
     """
     state = {"headless": False}
     from IPython.core.error import StdinNotImplementedError
@@ -216,15 +235,21 @@ def make_approver(input_func: Callable[[str], str] | None = None,
                 on_refusal(f"Refused `{tool}` without asking: {exc}.")
             raise
         (show_func or print)(question)
+        size = f"{tool} ({_call_size(arguments):,} chars)"
         try:
             answer = ask(f"Allow `{tool}` as shown above? [y/N] ")
         except (StdinNotImplementedError, EOFError, OSError) as exc:
             state["headless"] = True
+            if on_decision is not None:
+                on_decision(f"refused: {size}, nobody can answer here", question)
             if on_refusal is not None:
                 on_refusal(f"Refused `{tool}`: nobody can answer approval questions here ({type(exc).__name__}). "
                            'Set %config Agent.tool_approval = "auto" to let tools run without asking.')
             raise NobodyToAsk("nobody can answer approval questions in this run (no stdin, e.g. a headless run); "
                               'set %config Agent.tool_approval = "auto" to let tools run without asking') from None
-        return str(answer).strip().lower() in ("y", "yes", "ok", "run", "allow")
+        approved = str(answer).strip().lower() in ("y", "yes", "ok", "run", "allow")
+        if on_decision is not None:
+            on_decision(f"{'approved' if approved else 'declined'}: {size}", question)
+        return approved
 
     return approve

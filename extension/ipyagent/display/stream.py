@@ -24,6 +24,7 @@ from IPython.display import display
 
 from ipyagent.agent import events as ev
 from ipyagent.agent.tools.images import decode_image
+from ipyagent.display.approval import decision_bundle
 from ipyagent.display.untrusted import escape_html, markdown_html, sanitize_html
 from ipyagent.providers import base as pb
 from ipyagent.session.messages import text_of
@@ -227,6 +228,7 @@ class RunRenderer:
         self._compaction_before: int | None = None
         self._tools: dict[str, tuple[Any, str, dict[str, Any]]] = {}
         self._streaming_calls: dict[int, str] = {}
+        self._question: Any = None  # the output an approval question is shown in, until it is answered
         self.updates = 0  # display updates sent (for tests and benchmarks)
         self.errors: list[str] = []
 
@@ -286,6 +288,32 @@ class RunRenderer:
         self._text, self._thinking, self._handle, self._dirty = "", "", None, False
         self._text_view, self._thinking_view = StreamedMarkdown(), StreamedMarkdown()
         self._sent, self._partial = None, False
+
+    # ---- approval questions ------------------------------------------------------------------
+
+    def show_question(self, question: str) -> None:
+        """An approval question, shown whole as plain text, in the place of the block of the call
+        it asks about (a call is announced before it is approved)."""
+        bundle = {"text/plain": question}
+        pending = next(reversed(self._tools), None)
+        if pending is not None:
+            self._tools[pending][0].update(bundle, raw=True)
+            self._question = self._tools[pending][0]
+        else:
+            self._question = self.show(bundle, display_id=True)
+
+    def record_decision(self, line: str, question: str) -> None:
+        """Once answered: the question becomes its one-line record (the question collapsed under
+        it), and the call's block starts again below what the frontend wrote for the answer (the
+        prompt and the typed "y"), so the cell reads question, answer, result, in that order."""
+        if self._question is None:
+            return
+        self._question.update(decision_bundle(line, question), raw=True)
+        self._question = None
+        pending = next(reversed(self._tools), None)
+        if pending is not None:
+            _, name, arguments = self._tools[pending]
+            self._tools[pending] = (self.show(tool_bundle(name, arguments, None), display_id=True), name, arguments)
 
     # ---- events ------------------------------------------------------------------------------
 

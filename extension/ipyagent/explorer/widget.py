@@ -322,18 +322,39 @@ class CompactionExplorer:
 
 
 def _settings_from(saved: dict[str, Any], model_window: int | None, *, window: int | None, reserve: int | None,
-                   keep: int | None, estimator: str | None, focus: str, session: Any) -> tuple[ExploreSettings, bool]:
+                   keep: int | None, estimator: str | None, focus: str, session: Any,
+                   notes: list[str] | None = None) -> tuple[ExploreSettings, bool]:
+    """The controls' starting values. Stored settings come from the notebook: a value that is not
+    a whole number of tokens (``"abc"``, ``[1]``, ``"1e9"``) is left out, with a note."""
+    notes = [] if notes is None else notes
     stored = saved.get("compaction")
     compaction = stored if isinstance(stored, dict) else {}
-    known = window or saved.get("context_window") or model_window
+    known = window or _stored_tokens(saved, "context_window", notes) or model_window
+    stored_reserve = _stored_tokens(compaction, "reserve_tokens", notes, low=0)
+    stored_keep = _stored_tokens(compaction, "keep_recent_tokens", notes, low=0)
     settings = ExploreSettings(
         window=int(known or ASSUMED_WINDOW),
-        reserve_tokens=int(reserve if reserve is not None else compaction.get("reserve_tokens", 16384)),
-        keep_recent_tokens=int(keep if keep is not None else compaction.get("keep_recent_tokens", 20000)),
+        reserve_tokens=int(reserve if reserve is not None else 16384 if stored_reserve is None else stored_reserve),
+        keep_recent_tokens=int(keep if keep is not None else 20000 if stored_keep is None else stored_keep),
         estimator=estimator or session.estimator.name,
         focus=focus,
     )
     return settings, bool(known)
+
+
+MAX_STORED_TOKENS = 100_000_000
+
+
+def _stored_tokens(stored: dict[str, Any], key: str, notes: list[str], *, low: int = 1) -> int | None:
+    value = stored.get(key)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_STORED_TOKENS:
+        return value
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+    notes.append(f"The stored {key} {shown} is not a number of tokens ({low:,}–{MAX_STORED_TOKENS:,}): "
+                 "left out, the default used.")
+    return None
 
 
 def _model_window(model: str) -> int | None:
@@ -387,11 +408,14 @@ def explore(path_or_session: Any, *, session: str | None = None, window: int | N
     else:
         raise TypeError(f"explore() takes a notebook or Pi session file path, or a Session, "
                         f"not {type(path_or_session).__name__}")
-    model_name = str(saved.get("model") or "")
+    model_name = str(saved["model"]) if isinstance(saved.get("model"), str) else ""
+    summary_model = str(saved["summary_model"]) if isinstance(saved.get("summary_model"), str) else None
+    notes: list[str] = []
     settings, known = _settings_from(saved, _model_window(model_name), window=window, reserve=reserve,
-                                     keep=keep_recent, estimator=estimator, focus=focus, session=target)
+                                     keep=keep_recent, estimator=estimator, focus=focus, session=target, notes=notes)
     model = ExplorerModel(target, settings, name=name, source=source, model=model_name,
-                          summary_model=saved.get("summary_model") or None, window_known=known)
+                          summary_model=summary_model or None, window_known=known)
+    model.notes.extend(notes)
     return CompactionExplorer(model)
 
 

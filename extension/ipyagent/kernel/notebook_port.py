@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ipyagent.agent.tools.notebook_port import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
+from ipyagent.display.untrusted import safe_markdown
 from ipyagent.kernel.context import cell_identity
 from ipyagent.store.hydration import find_notebook_path
 from ipyagent.store.ipynb import NotebookError, read_notebook
@@ -65,8 +66,7 @@ def outputs_text(outputs: Any) -> str:
                 parts.append(_text(data["text/plain"]))
             elif data:
                 parts.append(f"[{', '.join(sorted(data))} output]")
-    text = "\n".join(p.rstrip("\n") for p in parts)
-    return text if len(text) <= MAX_OUTPUT_TEXT else text[:MAX_OUTPUT_TEXT] + "\n… (cut)"
+    return _bounded("\n".join(p.rstrip("\n") for p in parts))
 
 
 def _live_cells(reply: dict[str, Any]) -> list[NotebookCell]:
@@ -186,33 +186,37 @@ class KernelNotebook:
         return path if path is not None and path.is_file() else None
 
     def _history(self) -> list[NotebookCell]:
+        """The latest inputs, with the text their values showed when they ran (IPython's
+        ``output_hist_reprs``): a value's ``__repr__`` is never run again, it may be slow or
+        change, and what the user saw is what counts."""
         manager = getattr(self.shell, "history_manager", None)
         inputs = list(getattr(manager, "input_hist_raw", None) or [])
-        values = getattr(manager, "output_hist", None) or {}
+        shown_values = getattr(manager, "output_hist_reprs", None) or {}
         cells = []
         for count in range(max(1, len(inputs) - HISTORY_CELLS), len(inputs)):
             source = inputs[count]
             if not source.strip():
                 continue
-            value = values.get(count)
-            shown = "" if value is None else _safe_repr(value)
-            cells.append(NotebookCell(f"In[{count}]", "code", source, shown, count))
+            shown = shown_values.get(count)
+            cells.append(NotebookCell(f"In[{count}]", "code", source, _bounded(shown), count))
         return cells
 
 
-def _safe_repr(value: Any) -> str:
-    try:
-        text = repr(value)
-    except Exception as exc:  # noqa: BLE001 - the user's __repr__ may raise anything
-        return f"(repr failed: {type(exc).__name__})"
-    return text if len(text) <= MAX_OUTPUT_TEXT else text[:MAX_OUTPUT_TEXT] + "… (cut)"
+def _bounded(text: Any) -> str:
+    """An output's text cut to ``MAX_OUTPUT_TEXT`` ("" for none)."""
+    if not isinstance(text, str):
+        return ""
+    return text if len(text) <= MAX_OUTPUT_TEXT else text[:MAX_OUTPUT_TEXT] + "\n… (cut)"
 
 
 def _joined(pending: list[tuple[str, str]]) -> str:
     """The cells of one run as the single next input: code as it is, Markdown as a ``%%markdown``
-    cell when alone, else as comment lines."""
+    cell when alone, else as comment lines. The Markdown came from a model: the ``%%markdown``
+    output is trusted, and a frontend renders raw HTML in it (``<img onerror>`` would run), so
+    the source goes in with no raw HTML, unsafe link or image that can take effect
+    (``safe_markdown``)."""
     if len(pending) == 1 and pending[0][0] == "markdown":
-        return "%%markdown\n" + pending[0][1]
+        return "%%markdown\n" + safe_markdown(pending[0][1])
     parts = []
     for cell_type, source in pending:
         if cell_type == "markdown":

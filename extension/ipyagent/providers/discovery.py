@@ -18,25 +18,37 @@ truncate or fail. Ollama with its model not loaded yet gets its default ``num_ct
 and is asked again at the next prompt.
 
 Discovery runs in a thread with short timeouts; a caller waits at most ``wait`` seconds, so a slow
-or dead server never blocks a prompt. Answers, failures included, are cached per base URL and
-model for the life of the process. The same thread counts a sample text with the server's
-tokenizer where it has one (``POST /tokenize`` of llama.cpp and vLLM, ``POST /extras/tokenize`` of
-llama-cpp-python), for calibrating the chars/4 estimate.
+or dead server never blocks a prompt. Each request has an overall deadline (``REQUEST_DEADLINE``:
+a server trickling its answer a byte a second is cut off, not waited for read by read) and so has
+the whole probe (``PROBE_DEADLINE``); a probe still under way after that counts as failed, so no
+later prompt waits for it. A window is taken only between ``MIN_WINDOW`` and ``MAX_WINDOW``
+tokens; any other value (``1``, ``1e308``, ``"²"``) is skipped with a note and the next field is
+read. Answers, failures included, are cached per base URL and model for the life of the process.
+The same thread counts a sample text with the server's tokenizer where it has one (``POST
+/tokenize`` of llama.cpp and vLLM, ``POST /extras/tokenize`` of llama-cpp-python), for calibrating
+the chars/4 estimate.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from ipyagent.providers.http import new_client, strip_url_credentials
 
-PROBE_TIMEOUT = 1.5  # seconds per request
+PROBE_TIMEOUT = 1.5  # seconds one connect or read may wait
+REQUEST_DEADLINE = 3.0  # seconds one request may take in all, its answer read to the end
+PROBE_DEADLINE = 8.0  # seconds one probe may take in all, every request included
+MAX_ANSWER_BYTES = 16 * 1024 * 1024  # a model listing larger than this is not read
 DEFAULT_WAIT = 2.0  # seconds a prompt waits for a discovery under way
+MIN_WINDOW, MAX_WINDOW = 256, 100_000_000  # tokens: any other published value is no window
 OLLAMA_DEFAULT_NUM_CTX = 4096  # Ollama's default num_ctx (docs/context-length.mdx), when nothing says more
 
 # (path in the model's entry, runtime?) in order of preference
@@ -69,18 +81,33 @@ class Discovery:
     sample: str = ""  # the text counted with the server's tokenizer
     sample_tokens: int | None = None
     tokenizer: str = ""  # the endpoint that counted it
+    notes: list[str] = field(default_factory=list)  # published values skipped as no window
 
 
 # ---- reading each server's answer (pure) ---------------------------------------------------------
 
 
-def _positive_int(value: Any) -> int | None:
-    if isinstance(value, bool):
+_DIGITS = re.compile(r"\s*([0-9]{1,12})\s*")
+
+
+def window_value(value: Any, where: str, notes: list[str] | None = None) -> int | None:
+    """``value`` as a window: a whole number of tokens between ``MIN_WINDOW`` and ``MAX_WINDOW``
+    (an integer, an integral float, or a string of ASCII digits). Anything else present is skipped,
+    with a note in ``notes`` naming ``where`` and the value; None also when it is absent."""
+    if value is None:
         return None
-    if isinstance(value, (int, float)) and value > 0:
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip()) or None
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value) if abs(value) < 1e15 else None
+    elif isinstance(value, str) and (digits := _DIGITS.fullmatch(value)) is not None:
+        number = int(digits.group(1))  # at most 12 digits: no huge-integer conversion
+    if number is not None and MIN_WINDOW <= number <= MAX_WINDOW:
+        return number
+    if notes is not None:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+        notes.append(f"{where} = {shown} skipped (a window is {MIN_WINDOW:,}–{MAX_WINDOW:,} tokens)")
     return None
 
 
@@ -113,38 +140,41 @@ def model_entry(listing: Any, model: str) -> dict[str, Any] | None:
     return entries[0] if len(entries) == 1 else None
 
 
-def window_from_entry(entry: dict[str, Any], where: str) -> Found | None:
-    """The best window field of one model entry (``where`` names the endpoint)."""
+def window_from_entry(entry: dict[str, Any], where: str, notes: list[str] | None = None) -> Found | None:
+    """The best window field of one model entry (``where`` names the endpoint); a field whose
+    value is no window is skipped (noted in ``notes``) and the next one read."""
     for path, runtime in _LISTING_FIELDS:
-        value = _positive_int(_dig(entry, path))
+        value = window_value(_dig(entry, path), f"{where} {'.'.join(path)}", notes)
         if value:
             return Found(value, f"{where} {'.'.join(path)}", runtime)
     return None
 
 
-def window_from_props(props: Any) -> Found | None:
-    value = _positive_int(_dig(props, ("default_generation_settings", "n_ctx")))
-    return Found(value, "GET /props default_generation_settings.n_ctx") if value else None
+def window_from_props(props: Any, notes: list[str] | None = None) -> Found | None:
+    where = "GET /props default_generation_settings.n_ctx"
+    value = window_value(_dig(props, ("default_generation_settings", "n_ctx")), where, notes)
+    return Found(value, where) if value else None
 
 
 def _ollama_names(model: str) -> set[str]:
     return {model, model if ":" in model else f"{model}:latest"}
 
 
-def window_from_ollama_ps(ps: Any, model: str) -> Found | None:
+def window_from_ollama_ps(ps: Any, model: str, notes: list[str] | None = None) -> Found | None:
     names = _ollama_names(model)
-    for entry in _dig(ps, ("models",)) or []:
+    models = _dig(ps, ("models",))
+    for entry in models if isinstance(models, list) else []:
         if isinstance(entry, dict) and (entry.get("name") in names or entry.get("model") in names):
-            value = _positive_int(entry.get("context_length"))
+            value = window_value(entry.get("context_length"), "GET /api/ps context_length", notes)
             if value:
                 return Found(value, "GET /api/ps context_length")
     return None
 
 
-_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
+_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\S+)\s*$", re.MULTILINE)
 
 
-def window_from_ollama_show(show: Any) -> Found | None:
+def window_from_ollama_show(show: Any, notes: list[str] | None = None) -> Found | None:
     """``num_ctx`` from the model's parameters (what the server will run it with), else the
     model's own window from ``model_info`` (capped later at Ollama's default ``num_ctx``)."""
     if not isinstance(show, dict):
@@ -152,13 +182,17 @@ def window_from_ollama_show(show: Any) -> Found | None:
     parameters = show.get("parameters")
     if isinstance(parameters, str):
         found = _NUM_CTX.search(parameters)
-        if found and int(found.group(1)) > 0:
-            return Found(int(found.group(1)), "POST /api/show parameters num_ctx")
+        where = "POST /api/show parameters num_ctx"
+        value = window_value(found.group(1), where, notes) if found else None
+        if value:
+            return Found(value, where)
     info = show.get("model_info")
     if isinstance(info, dict):
-        for key, value in info.items():
-            if isinstance(key, str) and key.endswith(".context_length") and _positive_int(value):
-                return Found(int(value), f"POST /api/show model_info {key}", runtime=False)
+        for key, raw in info.items():
+            if isinstance(key, str) and key.endswith(".context_length"):
+                value = window_value(raw, f"POST /api/show model_info {key}", notes)
+                if value:
+                    return Found(value, f"POST /api/show model_info {key}", runtime=False)
     return None
 
 
@@ -186,19 +220,41 @@ class _Prober:
     def __init__(self, client: httpx.Client, base_url: str, headers: dict[str, str]):
         self.client, self.base, self.root, self.headers = client, base_url.rstrip("/"), server_root(base_url), headers
         self.failures: list[str] = []
+        self.notes: list[str] = []  # published values skipped as no window
+        self.deadline = time.monotonic() + PROBE_DEADLINE
 
     def json(self, method: str, url: str, body: Any = None) -> Any:
+        """The JSON answer, or None (and why, in ``failures``). The answer is read as it comes,
+        against the request's overall deadline: a timeout per read alone lets a server that sends
+        a byte a second hold the request forever."""
+        now = time.monotonic()
+        if now >= self.deadline:
+            self.failures.append(f"{method} {url}: not asked, the probe's {PROBE_DEADLINE:g} s were up")
+            return None
+        until = min(now + REQUEST_DEADLINE, self.deadline)
+        chunks: list[bytes] = []
         try:
-            response = self.client.request(method, url, json=body, headers=self.headers, timeout=PROBE_TIMEOUT)
+            with self.client.stream(method, url, json=body, headers=self.headers,
+                                    timeout=min(PROBE_TIMEOUT, until - now)) as response:
+                if response.status_code >= 400:
+                    self.failures.append(f"{method} {url}: HTTP {response.status_code}")
+                    return None
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        self.failures.append(f"{method} {url}: answer over {MAX_ANSWER_BYTES // 2**20} MB")
+                        return None
+                    if time.monotonic() > until:
+                        self.failures.append(f"{method} {url}: no whole answer within {REQUEST_DEADLINE:g} s")
+                        return None
+                    chunks.append(chunk)
         except httpx.HTTPError as exc:
             self.failures.append(f"{method} {url}: {type(exc).__name__}")
             return None
-        if response.status_code >= 400:
-            self.failures.append(f"{method} {url}: HTTP {response.status_code}")
-            return None
         try:
-            return response.json()
-        except ValueError:
+            return json.loads(b"".join(chunks))
+        except (ValueError, RecursionError):
             self.failures.append(f"{method} {url}: not JSON")
             return None
 
@@ -207,23 +263,24 @@ class _Prober:
         fallback: Found | None = None
         path = self.base[len(self.root):] or ""
         entry = model_entry(self.json("GET", f"{self.base}/models"), model)
-        found = window_from_entry(entry, f"GET {path}/models") if entry else None
+        found = window_from_entry(entry, f"GET {path}/models", self.notes) if entry else None
         if found and found.runtime:
             return found, False
         fallback = fallback or found
-        found = window_from_props(self.json("GET", f"{self.root}/props"))
+        found = window_from_props(self.json("GET", f"{self.root}/props"), self.notes)
         if found:
             return found, False
         studio = self.json("GET", f"{self.root}/api/v0/models/{model}")
-        found = window_from_entry(studio, f"GET /api/v0/models/{model}") if isinstance(studio, dict) else None
+        found = (window_from_entry(studio, f"GET /api/v0/models/{model}", self.notes) if isinstance(studio, dict)
+                 else None)
         if found and found.runtime:
             return found, False
         fallback = fallback or found
-        found = window_from_ollama_ps(self.json("GET", f"{self.root}/api/ps"), model)
+        found = window_from_ollama_ps(self.json("GET", f"{self.root}/api/ps"), model, self.notes)
         if found:
             return found, False
         show = self.json("POST", f"{self.root}/api/show", {"model": model, "name": model})  # "name": older Ollama
-        found = window_from_ollama_show(show)
+        found = window_from_ollama_show(show, self.notes)
         if found and found.runtime:
             return found, False
         if found:  # Ollama runs a model that is not loaded yet with its default num_ctx
@@ -262,11 +319,14 @@ def probe(provider: Any, model: str, sample: str = "") -> Discovery:
     try:
         prober = _Prober(client, base, headers)
         found, provisional = prober.window(model)
-        result = Discovery(provisional=provisional, sample=sample)
+        result = Discovery(provisional=provisional, sample=sample, notes=prober.notes)
+        skipped = f" ({'; '.join(prober.notes[:3])})" if prober.notes else ""
         if found:
-            result.window, result.where = found.window, found.where
+            result.window, result.where = found.window, found.where + skipped
         else:
-            result.error = f"{base} publishes no context window for {model!r}"
+            late = [f for f in prober.failures if "within" in f or "were up" in f]
+            result.error = f"{base} publishes no context window for {model!r}{skipped}" + (
+                f"; {late[0]}" if late else "")
         counted = prober.count(model, sample) if sample else None
         if counted:
             result.sample_tokens, result.tokenizer = counted
@@ -279,7 +339,7 @@ def probe(provider: Any, model: str, sample: str = "") -> Discovery:
 
 _lock = threading.Lock()
 _cache: dict[tuple[str, str], Discovery] = {}
-_running: dict[tuple[str, str], threading.Thread] = {}
+_running: dict[tuple[str, str], tuple[threading.Thread, float]] = {}  # and when it started
 
 
 def supports_discovery(provider: Any) -> bool:
@@ -296,7 +356,9 @@ def cached(provider: Any, model: str) -> Discovery | None:
 
 def discover(provider: Any, model: str, *, sample: str = "", wait: float = DEFAULT_WAIT) -> Discovery | None:
     """Start asking unless the answer is cached (or being fetched); wait at most ``wait`` seconds.
-    Returns the answer, or None while it is still on its way."""
+    Returns the answer, or None while it is still on its way. A probe still running well past
+    ``PROBE_DEADLINE`` (a server stuck in a way no read timeout sees) is given up: its failure is
+    remembered, and nobody waits for it again."""
     if not supports_discovery(provider):
         return None
     key = (provider.base_url, model)
@@ -304,15 +366,20 @@ def discover(provider: Any, model: str, *, sample: str = "", wait: float = DEFAU
         known = _cache.get(key)
         if known is not None and not known.provisional:
             return known
-        thread = _running.get(key)
-        if thread is None:
+        running = _running.get(key)
+        if running is not None and time.monotonic() - running[1] > PROBE_DEADLINE + 2 * PROBE_TIMEOUT:
+            _running.pop(key)
+            _cache[key] = known = Discovery(error=f"{strip_url_credentials(provider.base_url)} did not answer "
+                                                  f"within {PROBE_DEADLINE:g} s")
+            return known
+        if running is None:
             if known is not None:
                 known.provisional = False  # ask again once, then keep whatever comes
             thread = threading.Thread(target=_run, args=(key, provider, model, sample),
                                       name="ipyagent-window-discovery", daemon=True)
-            _running[key] = thread
+            running = _running[key] = (thread, time.monotonic())
             thread.start()
-    thread.join(max(0.0, wait))
+    running[0].join(max(0.0, wait))
     with _lock:
         return _cache.get(key) if key not in _running else None
 
@@ -323,11 +390,15 @@ def _run(key: tuple[str, str], provider: Any, model: str, sample: str) -> None:
     except Exception as exc:  # noqa: BLE001 - discovery never breaks a prompt
         result = Discovery(error=f"discovery failed: {type(exc).__name__}: {strip_url_credentials(str(exc))}")
     with _lock:
+        mine = key in _running and _running[key][0] is threading.current_thread()
+        if mine:
+            _running.pop(key)
+        elif not result.window:
+            return  # given up on already: its failure is remembered
         previous = _cache.get(key)
         if previous is not None and previous.window and not result.window:
             result.window, result.where = previous.window, previous.where
         _cache[key] = result
-        _running.pop(key, None)
 
 
 def clear() -> None:

@@ -42,6 +42,16 @@ class NetworkError(ProviderError):
     retryable = True
 
 
+class StreamDeadlineError(NetworkError):
+    """A stream that went on too long: nothing but keep-alive comments (or nothing at all) for
+    the provider's ``no_content_timeout`` (retried, like a dropped connection), or longer than
+    its ``total_timeout`` in all (not retried). The message names which."""
+
+    def __init__(self, message: str, *, retryable: bool):
+        super().__init__(message)
+        self.retryable = retryable
+
+
 class EmptyStreamError(NetworkError):
     """A ``200`` whose stream closed before its first event. Some servers overflow that way
     (llama-cpp-python): the provider asks again without streaming, so the real error shows."""

@@ -1,5 +1,14 @@
 """The request/stream lifecycle shared by the HTTP providers: keys and base URLs, sending,
-error responses, cancel, kernel interrupts and closing the connection."""
+error responses, cancel, kernel interrupts, the stream's deadlines and closing the connection.
+
+A read timeout alone never ends a stream that sends only keep-alive comments (``: ping`` every
+few seconds): each read gets its bytes. So a stream also has two deadlines, checked as bytes
+arrive and by a watcher that shuts the socket down when nothing arrives: no content (an SSE
+event with data) for ``no_content_timeout`` seconds (default :data:`NO_CONTENT_TIMEOUT`), and
+``total_timeout`` seconds in all (default :data:`TOTAL_TIMEOUT`); both are provider options
+(``%config Agent.provider_options = {"openai": {"no_content_timeout": 300}}``). A complete
+(non-streamed) answer, which sends nothing until it is done, has only the total one.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,7 @@ import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -20,6 +30,7 @@ from ipyagent.providers.errors import (
     EmptyStreamError,
     MalformedStreamError,
     NetworkError,
+    StreamDeadlineError,
     StreamInterrupted,
 )
 from ipyagent.providers.http import (
@@ -40,6 +51,9 @@ from ipyagent.providers.sse import SSEEvent, iter_sse
 # The inner event loop of a protocol: yields events, returns the final stop reason ("aborted" on cancel).
 EventLoop = Generator[StreamEvent, None, str]
 
+NO_CONTENT_TIMEOUT = 120.0  # seconds a stream may go without an event that carries data
+TOTAL_TIMEOUT = 3600.0  # seconds one reply may take in all (a slow local model writing a long one)
+
 
 class HTTPProvider:
     """Base of the wire protocols. Explicit arguments win over the environment, which is read at
@@ -56,7 +70,8 @@ class HTTPProvider:
                  label: str | None = None, key_env: str | None = None, base_url_env: str | None = None,
                  default_base_url: str | None = None, headers: dict[str, str] | None = None,
                  timeout: httpx.Timeout | float | None = None, client: httpx.Client | None = None,
-                 require_key: bool | None = None):
+                 require_key: bool | None = None, no_content_timeout: float | None = None,
+                 total_timeout: float | None = None):
         self._api_key = api_key
         self._base_url = base_url
         if name:
@@ -73,6 +88,8 @@ class HTTPProvider:
         self.require_key = require_key
         self._client = client
         self._timeout = timeout
+        self.no_content_timeout = float(no_content_timeout) if no_content_timeout else NO_CONTENT_TIMEOUT
+        self.total_timeout = float(total_timeout) if total_timeout else TOTAL_TIMEOUT
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:  # never shows the key, nor the base URL's credentials
@@ -158,20 +175,23 @@ class HTTPProvider:
         response: httpx.Response | None = None
         spare: httpx.Client | None = None
         finished = threading.Event()
+        deadlines = _Deadlines(self.no_content_timeout, self.total_timeout)
         try:
             if cancel is not None and cancel.is_set():
                 yield MessageDone(builder.build("aborted"))
                 return
             try:
                 streamed = body.get("stream") is not False
-                events = _Seen()
+                deadlines.streamed = streamed
+                events = _Seen(deadlines)
                 try:
                     response = self._open(url, body, headers, ctx)
-                    if cancel is not None:
-                        _watch(cancel, finished, response)
-                    source = events.of(iter_sse(response.iter_bytes())) if streamed else self._unstreamed(response, ctx)
+                    _watch(cancel, finished, response, deadlines)
+                    source = (events.of(iter_sse(deadlines.bytes(response.iter_bytes()))) if streamed
+                              else self._unstreamed(response, ctx))
                     stop = yield from self.events(source, builder, ctx, cancel)
                 except (EmptyStreamError, httpx.RemoteProtocolError, httpx.ReadError):
+                    deadlines.raise_if_expired(ctx)  # the watcher cut a stream that overran a deadline
                     # No event at all: the server closed the stream, or the connection, at once.
                     # llama-cpp-python does that on an overflow; asked without streaming, it says so.
                     plain = self.unstreamed(body) if streamed and not events.seen else None
@@ -182,9 +202,9 @@ class HTTPProvider:
                         response = None
                     # on a new connection: the server may still be closing the pooled one
                     spare = new_client(self._timeout)
+                    deadlines.streamed = False
                     response = self._open(url, plain, headers, ctx, client=spare)
-                    if cancel is not None:
-                        _watch(cancel, finished, response)
+                    _watch(cancel, finished, response, deadlines)
                     stop = yield from self.events(self._unstreamed(response, ctx), builder, ctx, cancel)
             except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # configuration, not bad luck
                 raise BadRequestError(f"{self.label}: invalid base URL {self.shown_base_url!r} "
@@ -193,9 +213,11 @@ class HTTPProvider:
             except (httpx.TransportError, NetworkError) as exc:
                 if cancel is not None and cancel.is_set():
                     stop = "aborted"  # the watcher cut the connection
-                elif isinstance(exc, NetworkError):
-                    raise
                 else:
+                    if not isinstance(exc, StreamDeadlineError):
+                        deadlines.raise_if_expired(ctx)  # what the cut connection looked like is beside the point
+                    if isinstance(exc, NetworkError):
+                        raise
                     raise network_error(ctx, exc) from None
             yield MessageDone(builder.build(stop))
         except StreamInterrupted:
@@ -264,28 +286,73 @@ class HTTPProvider:
             body, repaired = fixed, True
 
 
+class _Deadlines:
+    """The two deadlines of one reply (see the module's docstring). ``check`` names the one
+    passed, if any; the stream's bytes, its events and the watcher all consult it."""
+
+    def __init__(self, no_content: float, total: float):
+        self.no_content, self.total = no_content, total
+        self.streamed = True  # a complete answer has only the total deadline
+        self.start = self.last_content = time.monotonic()
+        self.expired: StreamDeadlineError | None = None
+
+    def content(self) -> None:
+        self.last_content = time.monotonic()
+
+    def check(self) -> StreamDeadlineError | None:
+        if self.expired is None:
+            now = time.monotonic()
+            if now - self.start > self.total:
+                self.expired = StreamDeadlineError(
+                    f"the reply took longer than {self.total:g} s in all, the provider's total_timeout; the "
+                    "stream was closed", retryable=False)
+            elif self.streamed and now - self.last_content > self.no_content:
+                self.expired = StreamDeadlineError(
+                    f"no content for {self.no_content:g} s (only keep-alive comments, or nothing), the provider's "
+                    "no_content_timeout; the stream was closed", retryable=True)
+        return self.expired
+
+    def raise_if_expired(self, ctx: ErrorContext) -> None:
+        if self.expired is not None:
+            raise StreamDeadlineError(f"{ctx.label}: {self.expired} ({ctx.scrub(ctx.url)})",
+                                      retryable=self.expired.retryable) from None
+
+    def bytes(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            if self.check() is not None:
+                raise httpx.ReadError("deadline")  # reported by raise_if_expired
+            yield chunk
+
+
 class _Seen:
-    """Passes stream events through and remembers whether any came."""
+    """Passes stream events through, remembers whether any came, and counts each as content."""
 
     seen = False
+
+    def __init__(self, deadlines: _Deadlines):
+        self.deadlines = deadlines
 
     def of(self, events: Iterator[SSEEvent]) -> Iterator[SSEEvent]:
         for event in events:
             self.seen = True
+            self.deadlines.content()
             yield event
 
 
-def _watch(cancel: threading.Event, finished: threading.Event, response: httpx.Response) -> None:
-    """Make ``cancel`` stop a read that is waiting for the server (a slow first token): shutting
-    the socket down wakes the blocked read at once, where closing it would not."""
+def _watch(cancel: threading.Event | None, finished: threading.Event, response: httpx.Response,
+           deadlines: _Deadlines) -> None:
+    """Make ``cancel``, or a deadline passed, stop a read that is waiting for the server (a slow
+    first token, a server gone quiet): shutting the socket down wakes the blocked read at once,
+    where closing it would not."""
     stream = response.extensions.get("network_stream")
     sock = stream.get_extra_info("socket") if stream is not None else None
     if sock is None:
-        return  # cancel is then noticed when the next chunk arrives
+        return  # cancel and the deadlines are then noticed when the next chunk arrives
+    event = cancel if cancel is not None else threading.Event()
 
     def wait() -> None:
         while not finished.is_set():
-            if cancel.wait(0.05):
+            if event.wait(0.05) or deadlines.check() is not None:
                 if not finished.is_set():
                     with contextlib.suppress(OSError):
                         sock.shutdown(socket.SHUT_RDWR)

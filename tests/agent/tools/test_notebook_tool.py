@@ -13,7 +13,7 @@ from IPython.testing import globalipapp
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
 from ipyagent.agent.tools.notebook_port import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
 from ipyagent.bridge.headless import execute_notebook, place_inserted_cells
-from ipyagent.kernel.notebook_port import KernelNotebook
+from ipyagent.kernel.notebook_port import MAX_OUTPUT_TEXT, KernelNotebook
 from ipyagent.kernel.notebook_port import outputs_text as saved_outputs_text
 from ipyagent.store.ipynb import write_notebook
 from kernel_support import SETUP, fake_provider, notebook, outputs_text
@@ -116,6 +116,33 @@ def test_without_a_bridge_cells_go_to_set_next_input_in_order(shell):
     assert shell.rl_next_input == "%%markdown\n# Heading"
 
 
+def test_a_markdown_note_without_a_bridge_renders_no_raw_html_when_run(shell):
+    """The ``%%markdown`` next input is run by the user into a trusted output, which the frontend
+    renders with raw HTML: the model's note goes in with none that can take effect (issue 19)."""
+    from IPython.utils.capture import capture_output
+
+    from support.hostile import HOSTILE, audit_html, markdown_oracles
+
+    markdown_tags = {"p", "em", "strong", "code", "pre", "ul", "ol", "li", "blockquote", "h1", "h2", "h3", "h4",
+                     "h5", "h6", "hr", "br", "a", "table", "thead", "tbody", "tr", "th", "td", "del", "s"}
+    shell.run_cell("pass", store_history=True)
+    KernelNotebook(shell, bridge=lambda: None).insert_cell("markdown", "A note.\n\n" + HOSTILE)
+    source = shell.rl_next_input
+    assert source.startswith("%%markdown\nA note.")
+    formats = shell.display_formatter.active_types
+    shell.display_formatter.active_types = [*formats, "text/markdown"]  # as a kernel formats it
+    try:
+        with capture_output() as cap:
+            shell.run_cell(source)  # what the user does with the inserted cell
+    finally:
+        shell.display_formatter.active_types = formats
+    markdown = "".join(o.data["text/markdown"] for o in cap.outputs if "text/markdown" in o.data)
+    assert "A note." in markdown and "window.__pwned" in markdown  # the text is all there, shown
+    for name, render in markdown_oracles().items():
+        rendered = render(markdown)
+        assert not audit_html(rendered, markdown_tags), (name, rendered)
+
+
 def test_read_without_a_live_notebook_is_the_saved_file_and_the_history(shell, tmp_path):
     path = tmp_path / "analysis.ipynb"
     nb = notebook("print('hi')", "%%agent\nLook at my notebook.")
@@ -134,6 +161,24 @@ def test_read_without_a_live_notebook_is_the_saved_file_and_the_history(shell, t
     history = [c for c in view.cells if c.id.startswith("In[")]
     probe = next(c for c in history if "history_probe" in c.source)
     assert probe.outputs == "42" and probe.id == f"In[{probe.execution_count}]"
+
+
+def test_read_shows_the_values_as_they_were_shown_and_runs_no_repr_again(shell):
+    """A value's __repr__ may be slow (it held a cell for 30 s) or change: the history's text is the
+    one the cell showed when it ran, cut to the output limit (issue 19)."""
+    shell.run_cell("class CountedRepr:\n"
+                   "    calls = 0\n"
+                   "    def __repr__(self):\n"
+                   "        CountedRepr.calls += 1\n"
+                   "        return f'counted #{CountedRepr.calls} ' + 'x' * 20000\n", store_history=True)
+    shell.run_cell("CountedRepr()", store_history=True)
+    counted = shell.user_ns["CountedRepr"]
+    assert counted.calls == 1  # the cell showed it once
+    view = KernelNotebook(shell, bridge=lambda: None).read_cells()
+    cell = next(c for c in view.cells if c.source == "CountedRepr()")
+    assert counted.calls == 1  # and reading the notebook did not run it again
+    assert cell.outputs.startswith("counted #1 xxx") and cell.outputs.endswith("\n… (cut)")
+    assert len(cell.outputs) == MAX_OUTPUT_TEXT + len("\n… (cut)")
 
 
 def test_saved_outputs_as_text():

@@ -17,7 +17,7 @@ from ipyagent.agent import events as ev
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.tools import ToolContext, default_tools, get_tool
-from ipyagent.agent.tools.recall import EXCERPT_CHARS, MAX_EXCERPTS, _pattern
+from ipyagent.agent.tools.recall import EXCERPT_CHARS, MAX_EXCERPTS
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
@@ -144,19 +144,6 @@ def test_a_huge_entry_stays_within_the_tool_limits_and_continues_with_offset():
     second = recall(s, entry_id=entry_id, offset=offset)
     assert second.text.splitlines()[1].startswith(f"line {offset - 1} ")  # the entry's lines count from 1
     assert len(second.text.encode()) <= DEFAULT_MAX_BYTES
-
-
-def test_a_catastrophic_regex_is_searched_as_plain_text():
-    s = new_session()
-    s.append_message(user("a" * 5000 + "!"))
-    s.append_message(assistant("x" * 800))
-    s.append_message(user("y" * 800))
-    s.append_message(assistant("z" * 800))
-    s.compact(summarizer(), KEEP)
-    assert _pattern("(a+)+$").pattern == re.escape("(a+)+$")  # nested quantifiers: literal text
-    assert _pattern(r"south=\d+").pattern == r"south=\d+"
-    out = recall(s, query="(a+)+$")  # returns at once, with what the words find
-    assert not out.is_error and "No entry holds every word" not in out.text
 
 
 def test_other_branches_are_never_searched():

@@ -16,7 +16,17 @@ from ipyagent.agent.tools.cell import CellOutput, CellRun, cell_tool_output
 from ipyagent.agent.tools.images import ImageCollector, decode_image, valid_image_block
 from ipyagent.kernel.cell_runner import TOOL_CELL_ID, IPythonCellRunner
 
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
+
+def picture(fmt: str, size: tuple[int, int] = (4, 3), **options) -> bytes:
+    """A real image file made by Pillow."""
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB" if fmt == "JPEG" else "P", size).save(out, fmt, **options)
+    return out.getvalue()
+
+
+PNG = picture("PNG")
 
 
 def b64(raw: bytes) -> str:
@@ -34,20 +44,21 @@ def test_only_allowed_types_with_matching_bytes_decode():
     assert decode_image("image/jpeg", b64(PNG)) is None  # the bytes are not a JPEG
     assert decode_image("image/svg+xml", b64(b"<svg/>")) is None  # not an allowed type
     assert decode_image("image/png", 'AAAA"><script>') is None
-    assert decode_image("image/webp", b64(b"RIFF\x00\x00\x00\x00WEBPVP8 ")) is not None
+    assert decode_image("image/webp", b64(picture("WEBP"))) is not None
     assert decode_image("image/webp", b64(b"RIFF\x00\x00\x00\x00WAVEfmt ")) is None
     assert valid_image_block({"type": "image", "mimeType": "image/png", "data": b64(PNG)})
     assert not valid_image_block({"type": "image", "mimeType": "text/html", "data": b64(PNG)})
 
 
 def test_caps_per_image_and_per_result_drop_with_a_notice():
-    images = ImageCollector(max_image=100, max_total=120)
-    assert images.add("image/png", b64(PNG), "output 1")  # 48 bytes
-    assert not images.add("image/png", b64(PNG + b"\x00" * 100), "output 2")  # 148 > 100
-    assert images.add("image/png", b64(PNG + b"\x00" * 20), "output 3")  # 68: total 116
-    assert not images.add("image/png", b64(PNG), "output 4")  # 164 > 120
+    n = len(PNG)
+    images = ImageCollector(max_image=n + 50, max_total=2 * n + 30)
+    assert images.add("image/png", b64(PNG), "output 1")
+    assert not images.add("image/png", b64(PNG + b"\x00" * 100), "output 2")  # n + 100 > n + 50
+    assert images.add("image/png", b64(PNG + b"\x00" * 20), "output 3")  # total 2n + 20
+    assert not images.add("image/png", b64(PNG), "output 4")  # 3n + 20 > 2n + 30
     assert not images.add("image/gif", "not base64!", "output 5")
-    assert len(images.blocks) == 2 and images.total == 116
+    assert len(images.blocks) == 2 and images.total == 2 * n + 20
     assert images.blocks[0] == {"type": "image", "data": b64(PNG), "mimeType": "image/png"}
     assert images.notices == [
         "[output 2 (image/png) dropped: 0 KB is over the 0 KB limit per image]",
@@ -82,6 +93,74 @@ def test_an_error_run_and_a_dropped_image():
     text, is_error, details, images = cell_tool_output(run)
     assert is_error and images == []
     assert text == "NameError: name 'x' is not defined\n[output 1 (image/png) dropped: not a valid image/png image]"
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG's signature, IHDR (1-bit grey, checksum right) and IEND: how big it says it is."""
+    import struct
+    import zlib
+
+    body = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    ihdr = struct.pack(">I", 13) + b"IHDR" + body + struct.pack(">I", zlib.crc32(b"IHDR" + body))
+    return b"\x89PNG\r\n\x1a\n" + ihdr + b"\x00\x00\x00\x00IEND\xaeB`\x82"
+
+
+def _huge_png(side: int) -> bytes:
+    """A complete, decodable 1-bit PNG of side × side pixels: all black, so it compresses to little."""
+    import struct
+    import zlib
+
+    row = b"\x00" * (1 + (side + 7) // 8)
+    packer = zlib.compressobj(9)
+    data = b"".join(packer.compress(row * 1000) for _ in range(side // 1000)) + packer.flush()
+    idat = struct.pack(">I", len(data)) + b"IDAT" + data + struct.pack(">I", zlib.crc32(b"IDAT" + data))
+    head = _png_header(side, side)
+    return head[:33] + idat + head[33:]
+
+
+@pytest.mark.parametrize("fmt, mime, options", [
+    ("PNG", "image/png", {}), ("JPEG", "image/jpeg", {}), ("JPEG", "image/jpeg", {"progressive": True}),
+    ("GIF", "image/gif", {}), ("WEBP", "image/webp", {}), ("WEBP", "image/webp", {"lossless": True}),
+])
+def test_real_images_of_each_format_pass_their_header_check(fmt, mime, options):
+    from ipyagent.agent.tools.images import image_problem
+
+    raw = picture(fmt, (640, 480), **options)
+    assert image_problem(mime, raw) is None and decode_image(mime, b64(raw)) == raw
+
+
+@pytest.mark.parametrize("mime, magic", [
+    ("image/png", b"\x89PNG\r\n\x1a\n"), ("image/jpeg", b"\xff\xd8\xff"), ("image/gif", b"GIF89a"),
+    ("image/webp", b"RIFF\x10\x00\x00\x00WEBP"),
+])
+def test_the_magic_bytes_followed_by_garbage_are_no_image(mime, magic):
+    import random
+
+    garbage = magic + random.Random(19).randbytes(4000)
+    images = ImageCollector()
+    assert decode_image(mime, b64(garbage)) is None and not images.add(mime, b64(garbage), "output 1")
+    assert images.notices == [f"[output 1 ({mime}) dropped: not a valid {mime} image]"]
+
+
+def test_an_image_of_too_many_pixels_is_dropped_whatever_its_file_size():
+    from PIL import Image
+
+    bomb = _huge_png(10_000)  # 100 megapixels in a file of a few kilobytes
+    assert len(bomb) < 100_000
+    Image.MAX_IMAGE_PIXELS = None
+    try:
+        assert Image.open(io.BytesIO(bomb)).size == (10_000, 10_000)  # a real PNG, not a fake header
+    finally:
+        Image.MAX_IMAGE_PIXELS = 89_478_485
+    images = ImageCollector()
+    assert not images.add("image/png", b64(bomb), "output 1")
+    assert not images.add("image/png", b64(_png_header(80_000, 80_000)), "output 2")  # the issue's 6.4 gigapixels
+    assert images.notices == [
+        "[output 1 (image/png) dropped: 10,000 × 10,000 pixels is over the 50 megapixel limit]",
+        "[output 2 (image/png) dropped: 80,000 × 80,000 pixels is over the 50 megapixel limit]",
+    ]
+    assert decode_image("image/png", b64(bomb)) is None  # the renderer draws nothing of it either
+    assert valid_image_block({"type": "image", "mimeType": "image/png", "data": b64(_png_header(7_000, 7_000))})
 
 
 # ---- IPython's machinery, in-process -------------------------------------------------------------
@@ -135,6 +214,15 @@ def test_a_figure_left_open_on_agg_becomes_an_image(py):
     assert out.text == "<Figure size 640x480 with 1 Axes>"
     assert py("fig.axes[0].get_lines()[0].get_ydata().tolist()").images == []  # shown once, when new
     py("plt.close('all')")
+
+
+def test_the_python_tool_drops_an_image_of_billions_of_pixels(py):
+    code = ("from IPython.display import Image, display\n"
+            f"display(Image(data={_png_header(80_000, 80_000)!r}))\n"
+            f"display(Image(data={PNG!r}))")
+    out = py(code)
+    assert [i["mimeType"] for i in out.images] == ["image/png"] and decode_image("image/png", out.images[0]["data"])
+    assert "dropped: 80,000 × 80,000 pixels is over the 50 megapixel limit" in out.text
 
 
 def test_errors_are_text_and_the_shell_is_restored(shell, py):

@@ -82,6 +82,10 @@ def interpolate(prompt: str, lookup: Lookup, *, max_chars: int = MAX_VALUE_CHARS
             result.escaped += 1
             continue
         if match.group("kind"):
+            if len(match.group("count")) > 9 or not match.group("count").isascii():  # no such cell, and no
+                result.missing.append(token[:20] + "…]}" if len(token) > 24 else token)  # huge int() either
+                out.append(token)
+                continue
             kind, count = match.group("kind"), int(match.group("count"))
             value = {"In": lookup.source, "Out": lookup.output, "Err": lookup.error}[kind](count)
             what = _WHAT[kind].format(n=count)

@@ -5,7 +5,8 @@ entries of the current path that are no longer in the model's context (everythin
 latest compaction's first kept entry) and never returns one that is still in it:
 
 * ``query`` — words (every word must appear, in any order, case-insensitive) or a regular
-  expression: up to :data:`MAX_EXCERPTS` excerpts, each with its entry id, role, notebook cell and
+  expression, searched in bounded time (a pattern that backtracks falls back to its words, and the
+  result says so): up to :data:`MAX_EXCERPTS` excerpts, each with its entry id, role, notebook cell and
   a few hundred characters around the hit;
 * ``entry_id`` — one entry in full (an assistant entry with the results of its tool calls;
   ``offset`` continues a long one), within Pi's output limits.
@@ -21,14 +22,13 @@ from typing import Any, ClassVar
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.registry import register_tool
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
+from ipyagent.patterns import BoundedPattern, PatternInvalid, PatternTooCostly, compile_bounded, pattern_words
 from ipyagent.session.messages import call_arguments, text_of
 
 MAX_EXCERPTS = 5
 EXCERPT_CHARS = 360  # around each hit
 MAX_QUERY_CHARS = 300
 REGEX_LINE_CHARS = 2000
-# A quantified group that itself holds a quantifier, e.g. (a+)+ : catastrophic backtracking.
-_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)(?:[+*]|\{\d)")
 _REGEX_CHARS = set(".^$*+?{}[]\\|()")
 
 
@@ -142,18 +142,29 @@ def _search(query: str, documents: list[_Document]) -> ToolOutput:
     if len(query) > MAX_QUERY_CHARS:
         return ToolOutput(f"The query is too long ({len(query)} characters; at most {MAX_QUERY_CHARS}).",
                           is_error=True)
-    pattern = _pattern(query)
-    literal = query.lower() if pattern.pattern == re.escape(query) else None  # a plain phrase: str.find will do
     words = list(dict.fromkeys(w.lower() for w in re.findall(r"\w+", query)))
+    try:
+        return _ranked(query, documents, _pattern(query), words, "")
+    except PatternTooCostly as e:  # a pattern that backtracks: its words, and a note saying so
+        words = pattern_words(query)
+        return _ranked(query, documents, None, words, e.note(words) + "\n\n", literal=False)
+
+
+def _ranked(query: str, documents: list[_Document], pattern: BoundedPattern | None, words: list[str],
+            note: str, *, literal: bool = True) -> ToolOutput:
+    """Entries matching the pattern (or, without one, the query as a phrase) first, then those
+    holding every word, then those holding most of them; newest first within each rank."""
+    phrase = query.lower() if pattern is None and literal else None
     finders = {w: re.compile(rf"(?<!\w){re.escape(w)}(?!\w)") for w in words}  # whole words: "0" is not in "20"
     hits: list[tuple[int, int, _Document, int, int]] = []  # (rank, newest first, document, start, end)
     partial: list[tuple[int, int, _Document, int, int]] = []
     for order, document in enumerate(documents):
         lowered = document.text.lower()
-        if literal is not None:
-            at = lowered.find(literal)
-            span = (at, at + len(literal)) if at >= 0 and literal else None
-        else:
+        span = None
+        if phrase is not None:
+            at = lowered.find(phrase)
+            span = (at, at + len(phrase)) if at >= 0 and phrase else None
+        elif pattern is not None:
             span = _first_match(pattern, document.text)
         if span is not None:
             hits.append((0, -order, document, *span))
@@ -166,12 +177,11 @@ def _search(query: str, documents: list[_Document]) -> ToolOutput:
         elif present and len(present) * 2 >= len(words):
             w = present[0]
             partial.append((2 + len(words) - len(present), -order, document, found[w][0], found[w][0] + len(w)))
-    note = ""
     if not hits:
         if not partial:
-            return ToolOutput(f"No summarised entry matches {query!r}. Try other words, a shorter query or a "
+            return ToolOutput(f"{note}No summarised entry matches {query!r}. Try other words, a shorter query or a "
                               "regular expression.")
-        hits, note = partial, "No entry holds every word; entries with most of them:\n\n"
+        hits, note = partial, note + "No entry holds every word; entries with most of them:\n\n"
     hits.sort(key=lambda h: (h[0], h[1]))
     shown = hits[:MAX_EXCERPTS]
     parts = [f"[{document.label}]\n{_excerpt(document.text, start, end)}" for _, _, document, start, end in shown]
@@ -181,19 +191,20 @@ def _search(query: str, documents: list[_Document]) -> ToolOutput:
                       details={"entryIds": [h[2].entry.get("id") for h in shown], "matches": len(hits)})
 
 
-def _pattern(query: str) -> re.Pattern[str]:
-    """The query as a case-insensitive regular expression when it reads as one, else as a phrase."""
-    if set(query) & _REGEX_CHARS and not _NESTED_QUANTIFIER.search(query):
-        try:
-            return re.compile(query, re.IGNORECASE)
-        except re.error:
-            pass
-    return re.compile(re.escape(query), re.IGNORECASE)
+def _pattern(query: str) -> BoundedPattern | None:
+    """The query as a case-insensitive regular expression when it reads as one; None for a
+    phrase (no pattern characters, or not a valid pattern)."""
+    if not set(query) & _REGEX_CHARS:
+        return None
+    try:
+        return compile_bounded(query, ignore_case=True)
+    except PatternInvalid:
+        return None
 
 
-def _first_match(pattern: re.Pattern[str], text: str) -> tuple[int, int] | None:
+def _first_match(pattern: BoundedPattern, text: str) -> tuple[int, int] | None:
     """The first non-empty match, line by line (as grep does; a line is searched up to
-    ``REGEX_LINE_CHARS``), so a model's pattern cannot backtrack across a whole long output."""
+    ``REGEX_LINE_CHARS``), each search bounded in time (:mod:`ipyagent.patterns`)."""
     offset = 0
     for line in text.split("\n"):
         match = pattern.search(line[:REGEX_LINE_CHARS])

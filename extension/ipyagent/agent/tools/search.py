@@ -7,6 +7,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
@@ -27,6 +28,14 @@ from ipyagent.agent.tools.truncate import (
     format_size,
     truncate_head,
     truncate_line,
+)
+from ipyagent.patterns import (
+    BoundedPattern,
+    PatternInvalid,
+    PatternTooCostly,
+    compile_bounded,
+    has_words,
+    pattern_words,
 )
 
 LS_LIMIT = 500
@@ -121,10 +130,17 @@ class GrepTool(_PathTool):
     }
 
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
+        pattern = str(arguments["pattern"])
         try:
-            regex = re.compile(arguments["pattern"])
-        except re.error as e:
-            return ToolOutput(f"Invalid regular expression {arguments['pattern']!r}: {e}", is_error=True)
+            return self._grep(compile_bounded(pattern), arguments, context, "")
+        except PatternInvalid as e:
+            return ToolOutput(f"Invalid regular expression {pattern!r}: {e}", is_error=True)
+        except PatternTooCostly as e:  # backtracks: every line holding all of its words, said so
+            words = pattern_words(pattern)
+            return self._grep(_Words(words), arguments, context, e.note(words))
+
+    def _grep(self, matcher: BoundedPattern | _Words, arguments: dict[str, Any], context: ToolContext,
+              fallback: str) -> ToolOutput:
         path = arguments.get("path") or "."
         full = resolve_path(path, context.cwd)
         skipped_links: list[str] = []
@@ -138,7 +154,7 @@ class GrepTool(_PathTool):
         out: list[str] = []
         cut_lines = limit_hit = False
         for file_path, shown in files:
-            for lineno, line in _matching_lines(file_path, regex):
+            for lineno, line in _matching_lines(file_path, matcher):
                 if len(out) == GREP_LIMIT:
                     limit_hit = True
                     break
@@ -147,8 +163,8 @@ class GrepTool(_PathTool):
                 out.append(f"{shown}:{lineno}: {text}")
             if limit_hit:
                 break
-        notices: list[str] = []
-        details: dict[str, Any] = {}
+        notices: list[str] = [fallback] if fallback else []
+        details: dict[str, Any] = {"pattern_fallback": fallback} if fallback else {}
         if skipped_links:
             notices.append(f"Skipped {len(skipped_links)} symlink(s) leading outside the searched folder and the "
                            f"notebook's folder: {', '.join(skipped_links[:5])}")
@@ -165,6 +181,18 @@ class GrepTool(_PathTool):
         return _finish(out, notices, details)
 
 
+@dataclass
+class _Words:
+    """The fallback matcher: a line matches when it holds every word, case-insensitive."""
+
+    words: list[str]
+
+    def search(self, line: str) -> bool:
+        return has_words(line, self.words)
+
+    fullmatch = search  # find: a path holding every word of the glob
+
+
 def _files_within(base: str, allowed: tuple[str, ...], skipped: list[str]) -> Iterator[tuple[str, str]]:
     """The files under ``base`` (os.walk does not follow directory symlinks), without file symlinks
     that lead outside every folder in ``allowed`` (those are listed in ``skipped``)."""
@@ -177,7 +205,7 @@ def _files_within(base: str, allowed: tuple[str, ...], skipped: list[str]) -> It
             yield p, os.path.relpath(p, base)
 
 
-def _matching_lines(path: str, regex: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+def _matching_lines(path: str, matcher: BoundedPattern | _Words) -> Iterator[tuple[int, str]]:
     try:
         # FIFOs, devices and sockets are skipped: reading them may block or never end.
         with open_regular(path) as raw:
@@ -197,7 +225,7 @@ def _matching_lines(path: str, regex: re.Pattern[str]) -> Iterator[tuple[int, st
                     rest = f.readline(GREP_LINE_CAP)  # the rest of an over-long line: counted, not searched
                     seen += len(rest)
                 line = line.rstrip("\r\n")
-                if regex.search(line):
+                if matcher.search(line):
                     yield lineno, line
     except OSError:
         return  # unreadable files (permissions, vanished) are skipped, like grep -s
@@ -264,30 +292,36 @@ class FindTool(_PathTool):
             return _missing(path)
         if not os.path.isdir(full):
             return ToolOutput(f"Not a directory: {path}", is_error=True)
+        glob = arguments["pattern"]
         try:
             # Like fd: a bare name pattern matches at any depth.
-            regex = re.compile(glob_to_regex(pattern if "/" in pattern else "**/" + pattern))
-        except re.error as e:
-            return ToolOutput(f"Invalid glob pattern {arguments['pattern']!r}: {e}", is_error=True)
+            return self._find(compile_bounded(glob_to_regex(pattern if "/" in pattern else "**/" + pattern)),
+                              full, glob, "")
+        except PatternInvalid as e:
+            return ToolOutput(f"Invalid glob pattern {glob!r}: {e}", is_error=True)
+        except PatternTooCostly as e:  # `*a*a*a*a*b` over long names backtracks: the glob's words
+            words = pattern_words(pattern)
+            return self._find(_Words(words), full, glob, e.note(words))
 
+    def _find(self, matcher: BoundedPattern | _Words, full: str, glob: str, fallback: str) -> ToolOutput:
         found: list[str] = []
         limit_hit = False
         for root, dirs, files in _walk(full):
             rel_root = os.path.relpath(root, full).replace(os.sep, "/")
             prefix = "" if rel_root == "." else rel_root + "/"
             for name, suffix in [(d, "/") for d in dirs] + [(f, "") for f in files]:
-                if regex.fullmatch(prefix + name):
+                if matcher.fullmatch(prefix + name):
                     if len(found) == FIND_LIMIT:
                         limit_hit = True
                         break
                     found.append(prefix + name + suffix)
             if limit_hit:
                 break
+        notices: list[str] = [fallback] if fallback else []
+        details: dict[str, Any] = {"pattern_fallback": fallback} if fallback else {}
         if not found:
-            return ToolOutput(f"No files found matching pattern {arguments['pattern']!r}")
-
-        notices: list[str] = []
-        details: dict[str, Any] = {}
+            return ToolOutput(f"No files found matching pattern {glob!r}" + (f"\n\n[{fallback}]" if fallback else ""),
+                              details=details)
         if limit_hit:
             notices.append(f"{FIND_LIMIT} results limit reached. Refine the pattern or narrow the path")
             details["result_limit_reached"] = FIND_LIMIT

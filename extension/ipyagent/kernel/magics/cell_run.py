@@ -77,8 +77,13 @@ class CellRun:
         self.interrupted_note = interrupted_note
         self.show_failures = show_failures
         self.replaying: ReplayAttachment | None = None
+        renderer = self.view.renderer if self.view is not None else None
         redact = self.agent.redactor().text  # the question stays in the saved output: no key in it
-        approve = make_approver(on_refusal=self.note, show_func=lambda text: print(redact(text))) if ask else None
+        show = renderer.show_question if renderer is not None else print
+        approve = make_approver(
+            on_refusal=self.note, show_func=lambda text: show(redact(text)),
+            on_decision=(lambda line, question: renderer.record_decision(line, redact(question)))
+            if renderer is not None else None) if ask else None
         self.approve_start = start_approver(self.note)  # project MCP servers, whatever tool_approval is
         self._ports = runtime.ports_for(approve=approve)
         self._stack = contextlib.ExitStack()

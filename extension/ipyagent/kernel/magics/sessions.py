@@ -96,8 +96,13 @@ def _entry_line(entry: dict[str, Any]) -> str:
     return str(kind)
 
 
-def tree_lines(session: Session) -> list[str]:
-    """The session tree, one entry a line; ``*`` marks the current path, ``←`` the leaf."""
+TREE_LIMIT = 400  # lines %agent tree prints unless asked for more
+
+
+def tree_lines(session: Session, limit: int | None = None) -> list[str]:
+    """The session tree, one entry a line; ``*`` marks the current path, ``←`` the leaf. With
+    ``limit``, a longer tree shows its first quarter and its end, the leaf's line always, and a line
+    saying how many were left out and how to see them (only the lines shown are formatted)."""
     on_path = {e["id"] for e in session.path()}
     labels = session.labels()
     children: dict[str | None, list[dict[str, Any]]] = {}
@@ -105,27 +110,43 @@ def tree_lines(session: Session) -> list[str]:
         if entry.get("type") == "label":
             continue
         children.setdefault(session.parent_id(entry), []).append(entry)  # a missing parent: a root
-    lines: list[str] = []
+    order: list[tuple[dict[str, Any], int]] = []
     stack: list[tuple[dict[str, Any], int]] = [(e, 0) for e in reversed(children.get(None, []))]
     while stack:
         entry, depth = stack.pop()
+        order.append((entry, depth))
         kids = children.get(entry["id"], [])
+        step = 1 if len(kids) > 1 else 0
+        stack.extend((k, depth + step) for k in reversed(kids))
+
+    def line(entry: dict[str, Any], depth: int) -> str:
         mark = "*" if entry["id"] in on_path else " "
         leaf = "  ← leaf" if entry["id"] == session.leaf_id else ""
         label = f" [{labels[entry['id']]}]" if entry["id"] in labels else ""
-        lines.append(f"{mark} {'  ' * depth}{entry['id']} {_entry_line(entry)}{label}{leaf}")
-        step = 1 if len(kids) > 1 else 0
-        stack.extend((k, depth + step) for k in reversed(kids))
-    return lines
+        return f"{mark} {'  ' * depth}{entry['id']} {_entry_line(entry)}{label}{leaf}"
+
+    if limit is None or len(order) <= limit:
+        return [line(e, d) for e, d in order]
+    head, tail = limit // 4, limit - limit // 4
+    hidden = order[head:len(order) - tail]
+    middle = [(f"  … {len(hidden):,} entries not shown (`%agent tree --all` shows all {len(order):,}, "
+               "`--limit N` about N lines) …")]
+    leaf = next((i for i, (e, _) in enumerate(hidden) if e["id"] == session.leaf_id), None)
+    if leaf is not None:
+        middle.append(line(*hidden[leaf]))
+    return [line(e, d) for e, d in order[:head]] + middle + [line(e, d) for e, d in order[len(order) - tail:]]
 
 
 @command("tree")
 @magic_arguments()
+@argument("--all", action="store_true", help="every entry, however many")
+@argument("--limit", type=int, default=TREE_LIMIT, metavar="N",
+          help=f"at most about N lines: the first quarter and the end (default {TREE_LIMIT})")
 def agent_tree(runtime: Any, rest: str) -> None:
     """The session's tree of entries (branches indented; * the current path)."""
-    parse_argstring(agent_tree, rest)
+    args = parse_argstring(agent_tree, rest)
     slot = runtime.slot()
-    lines = tree_lines(slot.session)
+    lines = tree_lines(slot.session, None if args.all else max(4, args.limit))
     print("\n".join(lines) if lines else "(empty session)")
 
 

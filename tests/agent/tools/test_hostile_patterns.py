@@ -1,0 +1,169 @@
+"""Patterns that backtrack do not hang `grep`, `find` or `recall` (issue 19, section 3).
+
+The patterns are the ones the issue found: nested quantifiers the old screen missed, and the
+`error(.|\\s)*timeout` that models write by habit, which ran over 20 s on one 1,250-character log
+line. Each tool call over 1 MB of text returns within 5 s (the issue's bound), with the result
+saying when the pattern was searched for as words instead.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import assistant, call, new_session, tool_result, user
+from ipyagent.agent.tools import ToolContext, get_tool
+from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.compaction.summarizer import ScriptedSummarizer
+from ipyagent.patterns import (
+    MAX_EXPANSION,
+    PatternInvalid,
+    PatternTooCostly,
+    compile_bounded,
+    has_words,
+    pattern_words,
+)
+
+HOSTILE = [r"((a+))+b", r"(a|a)+b", r"(a|aa)+b", r"a*a*a*a*a*b", r".*.*.*.*.*b", r"((?:a+))+b",
+           r"error(.|\s)*timeout"]
+BOUND = 5.0  # seconds: the issue's bound for each call
+FELL_BACK = "searched for its words instead"
+
+# one ordinary 1,250-character log line: an error, no timeout
+LOG_LINE = ("2026-11-30T12:00:00.123Z ERROR worker-3 job=ingest-7781 status=failed "
+            "error=ConnectionResetError(104, 'Connection reset by peer') retry=3 backoff=2.5s "
+            "upstream=http://10.0.0.7:8080/api/v2/jobs/7781 " * 10)[:1250]
+NEEDLES = ["aaaab", "error: connect timeout after 30 s"]  # what a working search of these finds
+
+
+def megabyte() -> str:
+    """1 MB of lines: the needles first, then runs of `a` and log lines, one after the other."""
+    lines = list(NEEDLES)
+    while sum(len(line) + 1 for line in lines) < 1 << 20:
+        lines += ["a" * 1249, LOG_LINE]
+    return "\n".join(lines)
+
+
+def timed(tool: str, arguments: dict, context: ToolContext):
+    start = time.monotonic()
+    out = get_tool(tool).run(arguments, context)
+    return out, time.monotonic() - start
+
+
+def expected_needle(pattern: str) -> str:
+    return NEEDLES[1] if "timeout" in pattern else NEEDLES[0]
+
+
+@pytest.mark.parametrize("pattern", HOSTILE)
+def test_grep_with_a_backtracking_pattern_returns_within_five_seconds(tmp_path, pattern):
+    (tmp_path / "app.log").write_text(megabyte())
+    out, seconds = timed("grep", {"pattern": pattern}, ToolContext(cwd=str(tmp_path)))
+    assert seconds < BOUND, f"{pattern!r} took {seconds:.1f} s"
+    assert not out.is_error
+    assert f"app.log:{NEEDLES.index(expected_needle(pattern)) + 1}: {expected_needle(pattern)}" in out.text
+    # said so exactly when it fell back
+    assert (FELL_BACK in out.text) == ("pattern_fallback" in out.details)
+
+
+def test_grep_says_it_searched_the_words_of_a_pattern_that_backtracks(tmp_path):
+    (tmp_path / "app.log").write_text(megabyte())
+    out, seconds = timed("grep", {"pattern": r"error(.|\s)*timeout"}, ToolContext(cwd=str(tmp_path)))
+    assert seconds < BOUND
+    assert out.text.splitlines()[0] == f"app.log:2: {NEEDLES[1]}"  # the only line holding both words
+    assert len([line for line in out.text.splitlines() if line.startswith("app.log:")]) == 1
+    assert "The regular expression took longer than" in out.text
+    assert "searched for its words instead: error, timeout (case-insensitive)" in out.text
+
+
+def test_grep_refuses_to_compile_repeats_that_unroll_past_the_limit(tmp_path):
+    (tmp_path / "notes.txt").write_text("aaaa\nbbbb\n")
+    out, seconds = timed("grep", {"pattern": "((?:a{1000}){1000}){1000}"}, ToolContext(cwd=str(tmp_path)))
+    assert seconds < BOUND
+    assert not out.is_error and "notes.txt:1: aaaa" in out.text
+    assert f"repeats expand to over {MAX_EXPANSION:,} characters" in out.text and FELL_BACK in out.text
+
+
+def test_grep_still_reports_an_invalid_pattern(tmp_path):
+    (tmp_path / "notes.txt").write_text("x\n")
+    out = get_tool("grep").run({"pattern": "(unclosed"}, ToolContext(cwd=str(tmp_path)))
+    assert out.is_error and out.text.startswith("Invalid regular expression '(unclosed'")
+
+
+def test_find_with_a_backtracking_glob_returns_within_five_seconds(tmp_path):
+    (tmp_path / ("a" * 200)).write_text("")
+    (tmp_path / "aaaaab").write_text("")
+    out, seconds = timed("find", {"pattern": "*a*a*a*a*a*b"}, ToolContext(cwd=str(tmp_path)))
+    assert seconds < BOUND
+    assert out.text.splitlines()[0] == "aaaaab"
+
+
+def _compacted_with(text: str):
+    s = new_session()
+    s.append_message(user("Why did the ingest fail?"))
+    s.append_message(assistant("Reading the log.", call("c1", "bash", command="cat app.log")))
+    s.append_message(tool_result("c1", text, name="bash"))
+    s.append_message(assistant("x" * 800))
+    s.append_message(user("y" * 800))
+    s.append_message(assistant("z" * 800))
+    summarizer = ScriptedSummarizer(fn=lambda request: "## Goal\nwork" if request.kind == "history" else "prefix")
+    s.compact(summarizer, CompactionSettings(keep_recent_tokens=60))
+    assert s.summarized_entries()
+    return s
+
+
+@pytest.mark.parametrize("pattern", HOSTILE)
+def test_recall_with_a_backtracking_pattern_returns_within_five_seconds(pattern):
+    session = _compacted_with(megabyte())
+    out, seconds = timed("recall", {"query": pattern}, ToolContext(history=session))
+    assert seconds < BOUND, f"{pattern!r} took {seconds:.1f} s"
+    assert not out.is_error
+    assert (FELL_BACK in out.text) == out.text.startswith("The regular expression")
+
+
+def test_recall_says_it_searched_the_words_of_a_pattern_that_backtracks():
+    session = _compacted_with("\n".join([LOG_LINE] * 800))
+    session_needle = _compacted_with("\n".join([LOG_LINE] * 800 + [NEEDLES[1]]))  # the log lines come first
+    out, seconds = timed("recall", {"query": r"error(.|\s)*timeout"}, ToolContext(history=session_needle))
+    assert seconds < BOUND
+    assert out.text.startswith("The regular expression took longer than")
+    assert "searched for its words instead: error, timeout (case-insensitive)" in out.text
+    assert "toolResult bash" in out.text and "connect timeout" in out.text  # the entry holding both words
+    out, _ = timed("recall", {"query": r"error(.|\s)*timeout"}, ToolContext(history=session))
+    assert out.text.startswith("The regular expression took longer than")  # no entry holds both words
+    assert "No entry holds every word" in out.text
+
+
+def test_an_ordinary_pattern_is_still_a_regular_expression():
+    session = _compacted_with(megabyte())
+    out = get_tool("recall").run({"query": r"connect \w+ after \d+ s"}, ToolContext(history=session))
+    assert "connect timeout after 30 s" in out.text and FELL_BACK not in out.text
+
+
+# ---- the helper ----------------------------------------------------------------------------------
+
+
+def test_the_words_of_a_pattern_leave_out_escapes_and_counts():
+    assert pattern_words(r"error(.|\s)*timeout") == ["error", "timeout"]
+    assert pattern_words(r"((a+))+b") == ["a", "b"]
+    assert pattern_words(r"\d{3}-Foo\.py") == ["foo", "py"]
+    assert has_words("Error: connect TIMEOUT", ["error", "timeout"])
+    assert not has_words("anything", [])
+
+
+def test_a_backtracking_search_raises_instead_of_running_on():
+    pattern = compile_bounded(r"(a|aa)+b")
+    with pytest.raises(PatternTooCostly) as raised:
+        pattern.search("a" * 5000)
+    assert "backtracks" in raised.value.reason
+    with pytest.raises(PatternTooCostly):  # the budget of this call is spent: the next search raises at once
+        pattern.search("ab")
+    assert compile_bounded(r"(a|aa)+b").search("aab") is not None
+
+
+def test_invalid_and_oversized_patterns():
+    with pytest.raises(PatternInvalid):
+        compile_bounded("(unclosed")
+    with pytest.raises(PatternTooCostly):
+        compile_bounded("(a{60000}){60000}")
+    assert compile_bounded(r"\d{1,65535}").search("123") is not None
