@@ -375,7 +375,11 @@ def test_push_into_a_running_bridge_reopens_and_resends_what_the_file_lacks(fron
         "import ipyagent.bridge.comm as b\nb.receive_push(%r, source='jupyterlab')" % json.dumps(saved)
     )
     fe.drain(0.3)
-    assert old in fe.closed
+    # the old comm is dropped without a comm_close: every page gets a close, and one that never
+    # knew the comm logs "Comm not found"; the kernel no longer knows it
+    assert old not in fe.closed
+    known = fe.execute("import comm\nprint('KNOWN', %r in comm.get_comm_manager().comms)" % old)
+    assert "KNOWN False" in known["stdout"]
     new = fe.latest_comm()
     assert new != old and fe.comms[new]["open"]["type"] == "hello"
     state = _print_state(fe)

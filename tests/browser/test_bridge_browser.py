@@ -236,6 +236,8 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
     path = lab.root / name
     _write_notebook(path, CELLS)
     page = context.new_page()
+    console: list[str] = []  # what the pages log: the kernel must not close a comm a page never knew
+    page.on("console", lambda m: console.append(m.text))
     _open(page, lab, name)
 
     out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
@@ -281,6 +283,7 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
     # the restarted kernel opens a new bridge; a second tab of the same notebook connects
     page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
     page2 = context.new_page()
+    page2.on("console", lambda m: console.append(m.text))
     _open(page2, lab, name, reset=False)
     meta2 = page2.evaluate("(p) => window.__ipa.meta(p)", name)
     assert _ids(meta2) == ALL_IDS
@@ -324,6 +327,7 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
     _saved_meta(path, want2)
     page.screenshot(path=str(ARTIFACTS / "bridge-reopened.png"))
     lab.shutdown_kernels()
+    assert not [line for line in console if "Comm not found" in line], console
 
 
 def test_two_views_of_one_notebook_share_one_bridge(jupyterlab, context):
@@ -394,6 +398,8 @@ def test_agent_magic_end_to_end(jupyterlab, context):
     path = lab.root / name
     _write_notebook(path, ["%load_ext ipyagent", "%%agent\nSay hello.", "%%agent\nAgain."])
     page = context.new_page()
+    console: list[str] = []  # the kernel closes no comm a page never knew (no "Comm not found")
+    page.on("console", lambda m: console.append(m.text))
     _open(page, lab, name)
     mime = "application/vnd.ipyagent.entries+json"
 
@@ -416,6 +422,17 @@ def test_agent_magic_end_to_end(jupyterlab, context):
     _save(page, name)
     first = _saved_meta(path, _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)))
     assert first["active"] == "default"
+
+    # a second tab of the running kernel: the bridge says hello again (a new comm)
+    page2 = context.new_page()
+    page2.on("console", lambda m: console.append(m.text))
+    _open(page2, lab, name, reset=False)
+    page2.wait_for_function(  # the kernel's new hello comm reached this tab
+        f"() => {{ const k = window.__ipa.panel({json.dumps(name)}).sessionContext.session.kernel;"
+        " return [...k._comms.values()].some(c => c.targetName === 'ipyagent'); }",
+        timeout=20_000,
+    )
+    page2.close()
 
     page.evaluate("(p) => window.__ipa.panel(p).sessionContext.restartKernel()", name)
     page.wait_for_function(f"() => window.__ipa.ready({json.dumps(name)})", timeout=60_000)
@@ -440,6 +457,7 @@ def test_agent_magic_end_to_end(jupyterlab, context):
     assert not [o for c in cells for o in c.get("outputs", []) if mime in (o.get("data") or {})]
     page.screenshot(path=str(ARTIFACTS / "agent-end-to-end.png"))
     lab.shutdown_kernels()
+    assert not [line for line in console if "Comm not found" in line], console
 
 
 def test_journal_outputs_lifted_on_open(jupyterlab, context):

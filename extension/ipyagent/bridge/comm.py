@@ -283,6 +283,36 @@ def _frontend_routed_comm_class(create_comm: Any) -> Any:
 _ROUTED: Any = None
 
 
+def _drop_quietly(c: Any) -> None:
+    """Forget a comm without sending ``comm_close``.
+
+    A ``comm_close`` goes to every page on the kernel, and a page that never knew the comm (a
+    second tab, a page that connected after it opened) logs "Comm not found for comm id …". No
+    page needs the close: each comm's handler only answers what the kernel sends on it, and a new
+    ``hello`` comm replaces the old one. A comm that is not ipykernel's (a test's) is closed.
+    """
+    try:
+        from comm.base_comm import BaseComm
+    except ImportError:
+        base: Any = None
+    else:
+        base = BaseComm
+    if base is not None and isinstance(c, base):
+        if not c._closed:
+            c._closed = True
+            try:
+                import comm
+
+                comm.get_comm_manager().unregister_comm(c)
+            except Exception:  # noqa: BLE001 - already unregistered (the frontend closed it)
+                pass
+        return
+    try:
+        c.close()
+    except Exception:  # noqa: BLE001 - closing a comm the frontend already dropped
+        pass
+
+
 def _answer_where_sent(c: Any) -> None:
     """Let the frontend's answers reach the kernel while the sending cell still runs.
 
@@ -467,10 +497,7 @@ class KernelBridge:
             self._connected = False
             self._changed.notify_all()
         if c is not None:
-            try:
-                c.close()
-            except Exception:  # noqa: BLE001 - closing a comm the frontend already dropped
-                pass
+            _drop_quietly(c)
 
     # -- sending --------------------------------------------------------------------------------
 

@@ -33,11 +33,26 @@ def load(ipython: Any) -> AgentRuntime:
 
     register_magics(ipython, runtime)
     if fresh:
+        _register_widget_control()
         runtime.start()
         _announce(runtime)
     elif not runtime.running:  # %reload_ext: the sessions stay, the bridge opens again
         runtime.start(hydrate=False)
     return runtime
+
+
+def _register_widget_control() -> None:
+    """Import ipywidgets now, so the kernel has its ``jupyter.widget.control`` comm target.
+
+    JupyterLab's widget manager opens that comm from every page that connects. A kernel without
+    the target answers with a ``comm_close`` that reaches every page, and each page that did not
+    open it logs "Comm not found for comm id …" (a second tab, a page reopened on a running
+    kernel). The budget widget needs ipywidgets anyway; importing it registers the target.
+    """
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:  # the budget widget degrades to text without it
+        pass
 
 
 def _announce(runtime: AgentRuntime) -> None:
