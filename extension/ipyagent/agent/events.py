@@ -63,6 +63,14 @@ class AgentError:
 
 
 @dataclass
+class Notice:
+    """Something the user should know that stops nothing (a budget replaced to fit the window)."""
+
+    message: str
+    kind: str = "budget"
+
+
+@dataclass
 class TurnEnd:
     message: dict[str, Any]
     tool_results: list[dict[str, Any]] = field(default_factory=list)

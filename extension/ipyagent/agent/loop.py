@@ -34,7 +34,7 @@ from ipyagent.agent.tools.notebook_port import NotebookPort
 from ipyagent.agent.tools.registry import default_tools
 from ipyagent.compaction.compact import FailureTracker
 from ipyagent.compaction.prepare import CompactionPlan
-from ipyagent.compaction.settings import CompactionSettings, for_model, should_compact
+from ipyagent.compaction.settings import Budget, CompactionSettings, fit_budget, for_model, should_compact
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact, Session
 from ipyagent.providers import discovery, models
@@ -108,6 +108,7 @@ class Agent:
         self.cancel = threading.Event()
         self._listeners: list[Listener] = []
         self._run_entries: list[dict[str, Any]] | None = None
+        self._said: set[str] = set()  # notices given once (budgets that do not fit the window)
 
     # ---- what the agent works on, and what a run takes from outside -------------------------
 
@@ -337,8 +338,9 @@ class Agent:
         ruling = oracle.rule(self.session, manual=False) if oracle else None
         if ruling is not None:
             return self.compact(reason="threshold", plan=self._ruled_plan(ruling)) if ruling.compact else None
-        settings = self.compaction_settings()
-        window = self.context_window()
+        budget = self.budget()
+        self._tell_budget_problem(budget)
+        settings, window = budget.settings(self.config.compaction.enabled), budget.window
         if not should_compact(self.request_tokens(), window, settings):
             return None
         if self.config.auto_mask_turns is not None and self._auto_mask(self.config.auto_mask_turns) \
@@ -356,13 +358,29 @@ class Agent:
         return len(targets)
 
     def compaction_settings(self) -> CompactionSettings:
-        """The budgets for the session model: ``Agent.model_overrides["provider/model"]`` where it
-        sets one (Pi 1.6's ``compaction.modelOverrides``), else ``Agent.reserve_tokens`` /
-        ``keep_recent_tokens``. Both count as set by the user."""
-        if not self.config.model or not self.config.model_overrides:
-            return self.config.compaction
-        provider_name, model_id = self._model()
-        return for_model(self.config.compaction, self.config.model_overrides, provider_name, model_id)
+        """The budgets compaction uses now: :meth:`budget`'s, as settings."""
+        return self.budget().settings(self.config.compaction.enabled)
+
+    def budget(self) -> Budget:
+        """The reserve and kept tail for the session model and its window (``compaction/settings.py``'s
+        :func:`fit_budget`): ``Agent.model_overrides["provider/model"]`` where it sets one (Pi 1.6's
+        ``compaction.modelOverrides``), else ``Agent.reserve_tokens`` / ``keep_recent_tokens``, both
+        counting as set by the user; what is not set is derived from the window. Set values that
+        cannot work with the window are replaced, and said once (a notice)."""
+        settings = self.config.compaction
+        if self.config.model and self.config.model_overrides:
+            provider_name, model_id = self._model()
+            settings = for_model(settings, self.config.model_overrides, provider_name, model_id)
+        try:
+            window = self.context_window()
+        except ValueError:  # a model string the registry does not know: the call will say so
+            window = None
+        return fit_budget(settings, window)
+
+    def _tell_budget_problem(self, budget: Budget) -> None:
+        if budget.problem and budget.problem not in self._said:
+            self._said.add(budget.problem)
+            self._emit(ev.Notice(budget.problem, kind="budget"))
 
     def _ruled_plan(self, ruling: CompactionRuling | None) -> CompactionPlan | None:
         """The plan with the oracle's cut (None: planned as usual)."""

@@ -357,6 +357,10 @@ class RunRenderer:
                  "interrupted": "Interrupted"}.get(event.kind, "Model error")
         self.show(error_bundle(event.message, title=title))
 
+    def _on_notice(self, event: ev.Notice) -> None:
+        self._end_text()
+        self.show(note_bundle(event.message))
+
     def _on_end(self, event: ev.AgentEnd) -> None:
         self._end_text()
         for handle, name, arguments in self._tools.values():
@@ -383,5 +387,6 @@ class RunRenderer:
         ev.CompactionEnd: _on_compaction_end,
         ev.EntryAppended: _on_entry,
         ev.AgentError: _on_error,
+        ev.Notice: _on_notice,
         ev.AgentEnd: _on_end,
     }
