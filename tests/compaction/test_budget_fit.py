@@ -97,8 +97,8 @@ def test_set_values_that_cannot_fit_the_window_are_replaced_and_said():
     assert (budget.reserve_tokens, budget.keep_recent_tokens) == (512, 625)
     assert (budget.reserve_from, budget.keep_from) == ("replaced", "replaced")
     assert budget.threshold == 1536
-    assert "Agent.reserve_tokens = 16,384 and Agent.keep_recent_tokens = 20,000 cannot work with a 2,048-token " \
-           "window" in budget.problem
+    assert ("Agent.reserve_tokens = 16,384 and Agent.keep_recent_tokens = 20,000 cannot work with a 2,048-token "
+            "window") in budget.problem
     assert "reserve 512 and keep-recent 625" in budget.problem
     # only the value that is too large is replaced
     budget = fit_budget(CompactionSettings(reserve_tokens=300, keep_recent_tokens=6000), 6000)

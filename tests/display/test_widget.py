@@ -68,8 +68,9 @@ def test_with_no_budget_set_the_details_say_the_budgets_were_scaled_and_no_thres
         assert "compacts above -" not in view and "above -" not in view
     plain = static_bundle(facts)["text/plain"]
     if window < 65_536:
-        assert f"compacts above {window - window // 4:,} · reserve {window // 4:,} (scaled to the {window:,}-token " \
-               "window) · keep-recent" in plain
+        expected = (f"compacts above {window - window // 4:,} · reserve {window // 4:,} (scaled to the {window:,}-token "
+                    "window) · keep-recent")
+        assert expected in plain
     else:
         assert "compacts above 111,616 (reserve 16,384)" in plain
 
