@@ -17,6 +17,7 @@ Markdown is rendered to safe HTML; the Markdown view gets it as :func:`safe_mark
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -104,10 +105,16 @@ def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_
     # covers everything; without it the system prompt and tools are estimated too.
     total = agent_budget.request_tokens(session, config.system_prompt, tool_specs, token_factor)
     usage = last_usage(messages)
-    estimated = system + summary + history + tail
-    if estimated and total > 0 and total != estimated:  # scale the estimated parts to the total for the bar
-        scale = total / estimated
-        system, summary, history, tail = (round(x * scale) for x in (system, summary, history, tail))
+    # The fixed part is counted one way everywhere (Agent.fixed_tokens, the trigger's own count):
+    # chars/4 of the system prompt and tools, times the server's token factor. Where the total is a
+    # provider's count, the difference from the estimates is the messages', so only they are scaled
+    # to it (scaling the fixed part too made it drift from turn to turn with the usage).
+    system = min(math.ceil(system * token_factor), total) if total > 0 else system
+    estimated = summary + history + tail
+    rest = total - system
+    if estimated and total > 0 and rest != estimated:  # scale the message parts to the rest of the total
+        scale = max(0, rest) / estimated
+        summary, history, tail = (round(x * scale) for x in (summary, history, tail))
     compactions = session.compactions()
     return BudgetFacts(
         session_name=session_name, model=config.model, window=window,
