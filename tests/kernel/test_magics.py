@@ -543,3 +543,23 @@ def test_close_dangling_calls_after_an_interrupt():
     assert agent.close_dangling_calls() == 1
     assert s.path()[-1]["message"]["toolCallId"] == "b" and s.path()[-1]["message"]["isError"]
     assert agent.close_dangling_calls() == 0
+
+
+def test_status_shows_the_budgets_derived_from_the_window_and_set_ones_that_cannot_fit(ip):
+    ip.run_line_magic("config", "Agent.context_window = 2048")
+    assert rt(ip).config.reserve_tokens is None and rt(ip).config.keep_recent_tokens is None  # not set
+
+    def status() -> str:
+        with capture_output() as captured:
+            ip.run_line_magic("agent", "status")
+        shown = [o.data.get("text/plain", "") for o in captured.outputs]
+        return "\n".join(shown) + captured.stdout
+
+    text = status()
+    assert "compacts above 1,536 · reserve 512 (scaled to the 2,048-token window)" in text
+    assert "above -" not in text
+    ip.run_line_magic("config", "Agent.reserve_tokens = 16384")
+    ip.run_line_magic("config", "Agent.keep_recent_tokens = 20000")
+    text = status()
+    assert "compacts above 1,536" in text and "above -" not in text
+    assert text.count("cannot work with a 2,048-token window") == 1
