@@ -45,9 +45,11 @@ def test_the_walk_stops_at_home_and_big_files_are_cut(tmp_path):
     (tmp_path / "AGENTS.md").write_text("outside home: not read")
     (home / "AGENTS.md").write_text("x" * 50_000)
     (work / "CLAUDE.md").write_bytes(b"caf\xe9 \xff bytes")  # not UTF-8: read with replacements
-    files = find_instruction_files(work, home=home, max_bytes=1000)
+    # no repository: home's file is outside the notebook's folder, read only when allowed
+    files = find_instruction_files(work, home=home, max_bytes=1000, allow=lambda verdict, folder: True)
     assert [len(f.text) for f in files][0] == 1000 and files[0].truncated
     assert files[1].text.startswith("caf") and not files[1].truncated
+    assert [f.path for f in find_instruction_files(work, home=home)] == [str(work.resolve() / "CLAUDE.md")]
 
 
 # ---- pins ----------------------------------------------------------------------------------------
@@ -93,7 +95,7 @@ class FakeNotebook:
         self.folder = tmp_path
         self.sent = 0
 
-    def system_context(self) -> SystemContext:
+    def system_context(self, approve=None) -> SystemContext:
         return SystemContext(str(self.folder / "nb.ipynb"), str(self.folder), "3.11.7",
                              tuple(find_instruction_files(self.folder)))
 
@@ -185,3 +187,20 @@ def test_pin_magics_and_a_rerun_that_forks(monkeypatch, tmp_path):
                 except UsageError:
                     continue
                 raise AssertionError(f"%agent {bad} should be a usage error")
+
+
+def test_each_pin_is_cut_at_32_kb_and_named_shortened():
+    from ipyagent.agent.prompt.pins import MAX_PIN_BYTES, Pin, pins_note
+    from ipyagent.agent.prompt.system import pins_text
+
+    wide = Pin("p2", "é" * 20_000)  # 40,000 bytes of UTF-8: cut between whole characters
+    pins = [Pin("p1", "Use polars.\x1b[2J"), wide, Pin("p3", "x" * MAX_PIN_BYTES)]
+    assert not pins[0].cut and wide.cut and not pins[2].cut
+    assert len(wide.prompt_text.encode()) == MAX_PIN_BYTES and set(wide.prompt_text) == {"é"}
+    text = pins_text(pins)
+    assert "[ipyagent: pin 2 was cut at 32 KB]" in text and "pin 1 was cut" not in text
+    assert text.count("é") == MAX_PIN_BYTES // 2
+    note = pins_note(pins, " from the notebook")
+    assert note.startswith("3 pins from the notebook, in the system prompt of every request: 1. Use polars.?[2J; 2. ééé")
+    assert note.endswith("cut to 32 KB in the system prompt: #2 (20,000 characters)") and len(note) < 400
+    assert pins_note([]) == "no pins"

@@ -57,17 +57,17 @@ class CompactionEnd:
 
 
 @dataclass
-class AgentError:
+class Notice:
+    """Something the user should know about the run that is no error (an instruction file not read,
+    a budget set by hand replaced to fit the window)."""
+
     message: str
-    kind: str = "provider"  # "provider", "overflow", "compaction", "interrupted"
 
 
 @dataclass
-class Notice:
-    """Something the user should know that stops nothing (a budget replaced to fit the window)."""
-
+class AgentError:
     message: str
-    kind: str = "budget"
+    kind: str = "provider"  # "provider", "overflow", "compaction", "interrupted"
 
 
 @dataclass

@@ -30,11 +30,12 @@ from ipyagent.agent.compaction_oracle import CompactionRuling
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.ports import RunPorts, ToolResultSource
 from ipyagent.agent.prompt.activity import format_activity
-from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD, NotebookContext
+from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD, NotebookContext, SystemContext
 from ipyagent.agent.prompt.pins import active_pins
 from ipyagent.agent.prompt.record import declarations, is_system_entry, sections_of, system_patch
 from ipyagent.agent.prompt.system import PromptPart, compose_system_prompt, system_prompt_parts
 from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget
+from ipyagent.agent.redaction import RedactedSummaries, Redactor
 from ipyagent.agent.tools.approval import ApprovalPolicy, run_tool_call
 from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.cell import CellRunner
@@ -117,6 +118,7 @@ class Agent:
         self._listeners: list[Listener] = []
         self._run_entries: list[dict[str, Any]] | None = None
         self._said: set[str] = set()  # notices given once (budgets that do not fit the window)
+        self.system_context: SystemContext | None = None  # the notebook's, as the last prompt parts read it
 
     # ---- what the agent works on, and what a run takes from outside -------------------------
 
@@ -168,7 +170,13 @@ class Agent:
         for listener in list(self._listeners):
             listener(event)
 
+    def redactor(self) -> Redactor:
+        """What scrubs the configured keys from what the session stores (agent/redaction.py)."""
+        return Redactor.configured(self.config.provider_options)
+
     def _append(self, entry: dict[str, Any], *, message: bool = True) -> dict[str, Any]:
+        """Store ``entry`` (a message, or a whole entry), the configured keys scrubbed from it."""
+        entry = self.redactor().data(entry)
         stored = self.session.append_message(entry) if message else self.session.append(entry)
         if self._run_entries is not None:
             self._run_entries.append(stored)
@@ -259,11 +267,17 @@ class Agent:
 
     def system_prompt_parts(self) -> list[PromptPart]:
         """The system prompt's parts: base, environment, instruction files, pins (from the session)."""
-        context = self.notebook.system_context() if self.notebook is not None else None
+        context = self.notebook.system_context(self._ports.approve) if self.notebook is not None else None
+        self.system_context = context
         return system_prompt_parts(self.config.system_prompt, context, active_pins(self.session.entries))
 
     def system_prompt(self) -> str:
         return compose_system_prompt(self.system_prompt_parts())
+
+    def _report_context(self) -> None:
+        """A notice, in each run, for each instruction file found and not read."""
+        for skipped in self.system_context.skipped if self.system_context is not None else ():
+            self._emit(ev.Notice(f"Instruction file not read: {skipped.reason}."))
 
     def _record_system_prompt(self) -> None:
         """Record the system prompt this prompt sends as Pi 1.6's system message (the whole
@@ -277,7 +291,7 @@ class Agent:
                 assert recorded is not None
                 self._append(dict(recorded["message"]))  # the same entry: the path is followed
             return
-        sections = sections_of(self.system_prompt_parts())
+        sections = self.redactor().data(sections_of(self.system_prompt_parts()))  # as the record stores them
         tools = declarations(t.spec() for t in self.tools.values())
         patch = system_patch(session.system_message(), sections, tools)
         if patch is not None:
@@ -315,8 +329,8 @@ class Agent:
         self._emit(ev.CompactionStart(reason, tokens_before))
         budget = self.budget()
         try:
-            entry = self.session.compact(self.summarizer(), budget.settings(self.config.compaction.enabled),
-                                         focus=focus, reason=reason,
+            entry = self.session.compact(RedactedSummaries(self.summarizer(), self.redactor()),
+                                         budget.settings(self.config.compaction.enabled), focus=focus, reason=reason,
                                          summary_input_tokens=self._summary_input_tokens(), extra=extra,
                                          describe=self._ports.describe_namespace, plan=plan,
                                          fits=self._room_under(budget.threshold))
@@ -460,7 +474,7 @@ class Agent:
     def _tell_budget_problem(self, budget: Budget) -> None:
         if budget.problem and budget.problem not in self._said:
             self._said.add(budget.problem)
-            self._emit(ev.Notice(budget.problem, kind="budget"))
+            self._emit(ev.Notice(budget.problem))
 
     def _ruled_plan(self, ruling: CompactionRuling | None) -> CompactionPlan | None:
         """The plan with the oracle's cut (None: planned as usual)."""
@@ -483,6 +497,7 @@ class Agent:
         sent = False
         try:
             self._system_prompt = self.system_prompt()
+            self._report_context()
             self.discover(prompt=text if isinstance(text, str) else "")
             self.check_budget()
             self._record_system_prompt()
@@ -493,8 +508,8 @@ class Agent:
             self.close_dangling_calls()  # wherever it landed, no tool call is left without a result
             raise
         except AgentRunError as exc:
-            result.error = str(exc)
-            self._emit(ev.AgentError(str(exc)))
+            result.error = self.redactor().text(str(exc))
+            self._emit(ev.AgentError(result.error))
         finally:
             self._run_entries = None
             self._system_prompt = None
@@ -530,16 +545,16 @@ class Agent:
                 overflow_retried = True
                 self._recover_from_overflow("the provider silently truncated the request")
                 continue
-            self._append(message)
+            stored: dict[str, Any] = self._append(message)["message"]  # keys scrubbed; calls run as written
             if message.get("stopReason") == "aborted":
                 raise AgentRunError("The response was cancelled.")
             calls = tool_calls_of(message)
             results = [self._run_tool(call) for call in calls]
-            self.session.hooks.emit("turn_end", message=message, tool_results=results, session=self.session)
-            self._emit(ev.TurnEnd(message, results))
+            self.session.hooks.emit("turn_end", message=stored, tool_results=results, session=self.session)
+            self._emit(ev.TurnEnd(stored, results))
             rounds += 1
             if not calls:
-                return message
+                return stored
             if self.config.max_tool_rounds and rounds >= self.config.max_tool_rounds:
                 raise AgentRunError(f"Stopped after {rounds} tool rounds (Agent.max_tool_rounds).")
 
@@ -632,12 +647,12 @@ class Agent:
         except KeyboardInterrupt:
             result = tool_result_message(call_id, name, "Interrupted by the user before the tool finished.",
                                          is_error=True, timestamp=now_ms())
-            self._append(result)
+            result = dict(self._append(result)["message"])
             self._emit(ev.ToolExecutionEnd(call_id, name, result))
             raise
         result = tool_result_message(call_id, name, output_text, is_error=is_error, details=details or None,
                                      timestamp=now_ms(), images=images)
-        self._append(result)
+        result = dict(self._append(result)["message"])  # what the model and the notebook see: keys scrubbed
         self._emit(ev.ToolExecutionEnd(call_id, name, result))
         return result
 

@@ -94,6 +94,7 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
 @command("export", _configure_export)
 def run_export(args: argparse.Namespace) -> int:
     """Export a notebook's session as a Pi session file or a Markdown transcript."""
+    from ipyagent.agent.redaction import Redactor
     from ipyagent.store.journal import transcript_markdown
     from ipyagent.store.schema import SessionNotFound
 
@@ -127,6 +128,7 @@ def run_export(args: argparse.Namespace) -> int:
                   f"file at its last entry ({session.entries[-1]['id']})", file=sys.stderr)
     else:
         data = transcript_markdown(session, name, settings).encode("utf-8")
+    data = Redactor.configured().bytes(data)  # the keys of this environment never leave in an export
     kept = f" and {len(session.set_aside)} set-aside line(s) in their places" if args.format == "pi" \
         and session.set_aside else ""
     if args.output:

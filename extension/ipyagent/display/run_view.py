@@ -33,7 +33,8 @@ class RunView:
             except Exception:  # noqa: BLE001 - no ipywidgets: the static view is shown at the end
                 self.widget = None
         self.renderer = RunRenderer(widget=self.widget, facts=self.facts,
-                                    max_updates_per_second=runtime.config.max_updates_per_second)
+                                    max_updates_per_second=runtime.config.max_updates_per_second,
+                                    redact=agent.redactor().text)
 
     def facts(self, status: str) -> Any:
         try:

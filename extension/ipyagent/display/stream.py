@@ -208,8 +208,9 @@ class RunRenderer:
 
     def __init__(self, *, widget: Any = None, facts: Callable[[str], Any] | None = None,
                  max_updates_per_second: float = 10.0, display_func: Callable[..., Any] = display,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, redact: Callable[[str], str] | None = None):
         self.widget = widget
+        self._redact = redact  # scrubs the configured keys from every output (agent/redaction.py)
         self._facts = facts  # status -> BudgetFacts
         self.interval = 1.0 / max_updates_per_second if max_updates_per_second > 0 else 0.0
         self._display = display_func
@@ -237,7 +238,16 @@ class RunRenderer:
             kwargs["metadata"] = metadata
         if display_id:
             kwargs["display_id"] = True
-        return self._display(data, **kwargs)
+        return self._display(self._scrubbed(data), **kwargs)
+
+    def _scrubbed(self, data: dict[str, Any]) -> dict[str, Any]:
+        redact = self._redact
+        if redact is None:
+            return data
+        return {mime: redact(value) if isinstance(value, str) else value for mime, value in data.items()}
+
+    def _update(self, handle: Any, data: dict[str, Any]) -> None:
+        handle.update(self._scrubbed(data), raw=True)
 
     def _refresh_widget(self, status: str = "") -> None:
         if self.widget is not None and self._facts is not None:
@@ -263,7 +273,7 @@ class RunRenderer:
         if self._handle is None:
             self._handle = self.show(data, display_id=True)
         else:
-            self._handle.update(data, raw=True)
+            self._update(self._handle, data)
         self._sent, self._partial = data, not force
         self.updates += 1
         self._last_update = now
@@ -314,7 +324,7 @@ class RunRenderer:
         handle, name, arguments = self._tools.pop(event.call_id, (None, event.name, {}))
         data = tool_bundle(name, arguments, event.result)
         if handle is not None:
-            handle.update(data, raw=True)
+            self._update(handle, data)
         else:
             self.show(data)
 
@@ -350,6 +360,10 @@ class RunRenderer:
                 self.show(note_bundle("(response interrupted; what arrived was kept)"))
             self._refresh_widget("")
 
+    def _on_notice(self, event: ev.Notice) -> None:
+        self._end_text()
+        self.show(note_bundle(event.message))
+
     def _on_error(self, event: ev.AgentError) -> None:
         self._end_text()
         self.errors.append(event.message)
@@ -357,15 +371,11 @@ class RunRenderer:
                  "interrupted": "Interrupted"}.get(event.kind, "Model error")
         self.show(error_bundle(event.message, title=title))
 
-    def _on_notice(self, event: ev.Notice) -> None:
-        self._end_text()
-        self.show(note_bundle(event.message))
-
     def _on_end(self, event: ev.AgentEnd) -> None:
         self._end_text()
         for handle, name, arguments in self._tools.values():
-            handle.update(tool_bundle(name, arguments, {"content": [{"type": "text", "text": "(not finished)"}],
-                                                        "isError": True}), raw=True)
+            self._update(handle, tool_bundle(name, arguments, {"content": [{"type": "text", "text": "(not finished)"}],
+                                                               "isError": True}))
         self._tools.clear()
         self._refresh_widget("")
 
@@ -386,7 +396,7 @@ class RunRenderer:
         ev.CompactionStart: _on_compaction_start,
         ev.CompactionEnd: _on_compaction_end,
         ev.EntryAppended: _on_entry,
-        ev.AgentError: _on_error,
         ev.Notice: _on_notice,
+        ev.AgentError: _on_error,
         ev.AgentEnd: _on_end,
     }

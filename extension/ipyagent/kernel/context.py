@@ -12,9 +12,11 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from ipyagent.agent.containment import PathVerdict
 from ipyagent.agent.prompt.activity import format_error
-from ipyagent.agent.prompt.instructions import find_instruction_files
+from ipyagent.agent.prompt.instructions import AllowRead, InstructionSearch, search_instruction_files
 from ipyagent.agent.prompt.notebook_context import NotebookActivity, SystemContext
+from ipyagent.agent.tools.base import ApprovalCallback
 from ipyagent.kernel.activity import ActivityRecorder
 from ipyagent.kernel.namespace import bounded_repr, type_name
 from ipyagent.store.hydration import find_notebook_path
@@ -51,15 +53,40 @@ def notebook_path(runtime: Any) -> Path | None:
     return Path(path).resolve() if path is not None else None
 
 
-def system_context(runtime: Any) -> SystemContext:
+def instruction_approver(decisions: dict[str, bool], approve: ApprovalCallback | None) -> AllowRead:
+    """Whether to read an instruction file outside the project: the user's answer, asked once per
+    real path and kept for the kernel's life in ``decisions`` (never in the notebook, which anyone
+    may have written). Asked through the run's approver as a ``read`` of that path; without one
+    (``%agent context``, ``tool_approval = "auto"``) or where nobody can answer (a headless run),
+    the file is not read."""
+
+    def allow(verdict: PathVerdict, folder: Path) -> bool:
+        if verdict.real in decisions:
+            return decisions[verdict.real]
+        if approve is None:
+            return False  # not decided: asked at the next run that can ask
+        purpose = (f"the system prompt: the instruction file {verdict.path} leads to {verdict.real}, "
+                   f"outside {verdict.root}")
+        try:
+            decisions[verdict.real] = bool(approve("read", {"path": verdict.real, "for": purpose}))
+        except Exception:  # noqa: BLE001 - nobody to ask (headless), or the approver failed: not read
+            decisions[verdict.real] = False
+        return decisions[verdict.real]
+
+    return allow
+
+
+def system_context(runtime: Any, approve: ApprovalCallback | None = None) -> SystemContext:
     cwd = os.getcwd()
     path = notebook_path(runtime)
     names = [n for n in runtime.config.instruction_files if isinstance(n, str) and n.strip()]
     try:
-        files = tuple(find_instruction_files(path.parent if path else cwd, names=names)) if names else ()
+        allow = instruction_approver(runtime.instruction_reads, approve)
+        found = search_instruction_files(path.parent if path else cwd, names=names, allow=allow) if names \
+            else InstructionSearch()
     except OSError:
-        files = ()
-    return SystemContext(str(path) if path else None, cwd, platform.python_version(), files)
+        found = InstructionSearch()
+    return SystemContext(str(path) if path else None, cwd, platform.python_version(), found.files, found.skipped)
 
 
 class KernelNotebookContext:
@@ -73,8 +100,8 @@ class KernelNotebookContext:
     def recorder(self) -> ActivityRecorder:
         return self.runtime.activity
 
-    def system_context(self) -> SystemContext:
-        return system_context(self.runtime)
+    def system_context(self, approve: ApprovalCallback | None = None) -> SystemContext:
+        return system_context(self.runtime, approve)
 
     def activity(self) -> NotebookActivity:
         try:

@@ -15,6 +15,8 @@ from typing import Any
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.ports import RunPorts
+from ipyagent.agent.prompt.pins import active_pins, pins_note
+from ipyagent.agent.redaction import Redactor
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
@@ -44,6 +46,7 @@ class AgentRuntime:
         self.running = False
         self.replay = ReplayController()
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
+        self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/context.py)
         self._cell_runner: IPythonCellRunner | None = None
         self._notebook_port: KernelNotebook | None = None
 
@@ -105,7 +108,19 @@ class AgentRuntime:
                 self.replay.capture(name, slot.session)
                 if len(self.slots) == 1 or result.active == name:
                     self.active = name
+                for line in self.pin_notes([name]):  # shown in the cell that took the push
+                    print(line)
         self.notes.extend(result.notes)
+
+    def pin_notes(self, names: Iterable[str]) -> list[str]:
+        """One line per session of ``names`` that holds pins: they are named, never applied unseen."""
+        lines = []
+        for name in names:
+            slot = self.slots.get(name)
+            pins = active_pins(slot.session.entries) if slot is not None else []
+            if pins:
+                lines.append(f"ipyagent: session {name!r} holds {pins_note(pins, ' from the notebook')}")
+        return lines
 
     def stop(self) -> None:
         self.running = False
@@ -193,8 +208,9 @@ class AgentRuntime:
         return settings
 
     def persist(self, slot: SessionSlot, config: AgentConfig | None = None, *, force: bool = False) -> str | None:
+        config = config or self.agent_config()
         return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
-                                      force=force)
+                                      force=force, redact=Redactor.configured(config.provider_options).data)
 
     def bridge_state(self) -> str:
         if self.bridge is None:

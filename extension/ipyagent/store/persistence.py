@@ -175,13 +175,16 @@ class Persister:
         display(data, raw=True, metadata=metadata)
 
     def persist(self, slot: SessionSlot, settings: Mapping[str, Any], *, active: bool = True,
-                force: bool = False) -> str | None:
+                force: bool = False, redact: Callable[[Any], Any] | None = None) -> str | None:
         """Persist ``slot``'s new entries; return "bridge", "journal" or None (nothing to do).
 
         Entries sent through the bridge in an earlier run and still not acknowledged (the
-        frontend went away, or never stores) go into this run's journal output too.
+        frontend went away, or never stores) go into this run's journal output too. ``redact``
+        (an entry -> the entry without the configured keys) is applied to every entry that
+        leaves: the agent scrubs what it appends, this catches what else was appended.
         """
-        new = slot.unpersisted()
+        unpersisted = slot.unpersisted()
+        new = [redact(e) for e in unpersisted] if redact is not None else unpersisted
         if not new and slot.session.leaf_id == slot.persisted_leaf and not force:
             return None
         header = slot.session.header
@@ -190,7 +193,7 @@ class Persister:
         if bridge is not None and bridge.connected:
             earlier = self._sent_before.get(slot.name, set())
             unacked = set(bridge.unacked(slot.name).get(slot.name, ())) & earlier
-            stale = [e for e in slot.session.entries if e["id"] in unacked]
+            stale = [redact(e) if redact is not None else e for e in slot.session.entries if e["id"] in unacked]
         if bridge is not None:
             try:
                 bridge.send_entries(slot.name, new, leaf=slot.session.leaf_id, header=header,
@@ -206,5 +209,5 @@ class Persister:
             how = "journal"
         else:
             self.sent += 1
-        slot.mark_persisted(new)
+        slot.mark_persisted(unpersisted)
         return how

@@ -340,3 +340,17 @@ def test_the_folder_follows_agent_notebook_path_else_the_working_directory(tmp_p
     assert runtime.notebook_folder() == str(tmp_path / "nb")
     agent = runtime.agent_for(runtime.slot(), runtime.agent_config(model="openai:m"))
     assert (agent.tool_context.cwd, agent.tool_context.root) == (str(tmp_path), str(tmp_path / "nb"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/environ"), reason="needs /proc")
+def test_nothing_under_proc_is_read_even_when_allowed(tmp_path):
+    (tmp_path / "notes.md").symlink_to("/proc/self/environ")  # a repository's trap
+    (tmp_path / "a.txt").write_text("needle here\n")
+    context = ToolContext(cwd=str(tmp_path), root=str(tmp_path))
+    for path in ("notes.md", "/proc/self/environ"):
+        out = call("read", {"path": path}, context, policy="auto")
+        assert out.is_error and "a kernel interface (under /proc, /sys or /dev: never read)" in out.text, path
+    grep = call("grep", {"pattern": "PATH|needle"}, context, policy="auto")
+    assert grep.text.startswith("a.txt:1: needle here\n") and "PATH=" not in grep.text
+    direct = call("grep", {"pattern": "PATH", "path": "/proc/self/environ"}, context, policy="auto")
+    assert "PATH=" not in direct.text

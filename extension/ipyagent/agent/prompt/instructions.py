@@ -1,16 +1,29 @@
 """Project instruction files (``AGENTS.md``, ``CLAUDE.md``) found from a folder up to the
-repository root or home, as Pi and Codex find theirs. They go into the system prompt on every
-request, so compaction never summarises them away.
+repository root or home, as Pi and Codex find theirs (:func:`ipyagent.agent.containment.project_scope`:
+with neither on the way, only the folder itself). They go into the system prompt on every request,
+so compaction never summarises them away.
+
+A file whose real path leaves the project (the repository, or the notebook's folder when there
+is no repository) — a link to ``../secret.txt``, or a file in the home folder above a folder with
+no repository — is read only when ``allow`` says so (the user approved it); nothing under
+``/proc``, ``/sys`` or ``/dev`` is ever read. What is not read is reported, never silently dropped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ipyagent.agent.containment import PathVerdict, check_path, project_scope
+from ipyagent.agent.tools.paths import open_regular
+
 INSTRUCTION_NAMES = ("AGENTS.md", "CLAUDE.md")
 MAX_FILE_BYTES = 32 * 1024  # per file, as Codex's project_doc_max_bytes
+
+_ASK = ' (read only when the user approves it: a %%agent run asks when tool_approval is "ask")'
+# (the verdict of a file outside the project, the folder it was found in) -> read it?
+AllowRead = Callable[[PathVerdict, Path], bool]
 
 
 @dataclass(frozen=True)
@@ -20,45 +33,71 @@ class InstructionFile:
     truncated: bool = False
 
 
+@dataclass(frozen=True)
+class SkippedFile:
+    """An instruction file that was found and not read, and why."""
+
+    path: str
+    reason: str
+    needs_approval: bool = False  # outside the project: an approval would read it
+
+
+@dataclass(frozen=True)
+class InstructionSearch:
+    files: tuple[InstructionFile, ...] = ()
+    skipped: tuple[SkippedFile, ...] = ()
+
+
 def instruction_dirs(start: str | Path, home: str | Path | None = None) -> list[Path]:
-    """``start`` and its parents, nearest first, up to and including the first one that is a
-    repository root (holds ``.git``) or the home folder; the filesystem root otherwise."""
-    home_dir = Path(home).resolve() if home is not None else Path.home().resolve()
-    folder = Path(start).resolve()
-    dirs: list[Path] = []
-    while True:
-        dirs.append(folder)
-        if folder == home_dir or (folder / ".git").exists() or folder.parent == folder:
-            return dirs
-        folder = folder.parent
+    """The folders searched, nearest first: ``start`` up to the repository root or the home
+    folder; only ``start`` with neither on the way."""
+    return list(project_scope(start, home).dirs)
 
 
-def find_instruction_files(start: str | Path, *, names: Sequence[str] = INSTRUCTION_NAMES,
-                           home: str | Path | None = None, max_bytes: int = MAX_FILE_BYTES) -> list[InstructionFile]:
+def search_instruction_files(start: str | Path, *, names: Sequence[str] = INSTRUCTION_NAMES,
+                             home: str | Path | None = None, max_bytes: int = MAX_FILE_BYTES,
+                             allow: AllowRead | None = None) -> InstructionSearch:
     """The instruction files from the outermost folder to ``start`` (general first, the most
-    specific last), every name found in each folder; a file reached twice (a symlink) or with the
-    same text as one already taken is taken once. Unreadable files are skipped."""
+    specific last), every name found in each folder, and the ones not read. A file reached twice
+    (a symlink) or with the same text as one already taken is taken once; unreadable files and
+    anything but regular files are skipped. ``allow`` decides for files outside the project
+    (None: they are not read)."""
+    scope = project_scope(start, home)
     found: list[InstructionFile] = []
-    seen_paths: set[Path] = set()
+    skipped: list[SkippedFile] = []
+    seen_paths: set[str] = set()
     seen_texts: set[str] = set()
-    for folder in reversed(instruction_dirs(start, home)):
+    for folder in scope.outermost_first:
         for name in names:
             path = folder / name
-            try:
-                if not path.is_file():
-                    continue
-                real = path.resolve()
-                if real in seen_paths:
-                    continue
-                with open(real, "rb") as handle:
-                    data = handle.read(max_bytes + 1)
-            except OSError:
+            if not path.is_symlink() and not path.exists():
                 continue
-            seen_paths.add(real)
+            verdict = check_path(path, scope.root)
+            if verdict.real in seen_paths:
+                continue
+            if verdict.forbidden:
+                skipped.append(SkippedFile(str(path), verdict.reason()))
+                continue
+            if verdict.outside and not (allow is not None and allow(verdict, folder)):
+                skipped.append(SkippedFile(str(path), verdict.reason() + _ASK, needs_approval=True))
+                continue
+            try:
+                with open_regular(verdict.real) as handle:
+                    data = handle.read(max_bytes + 1)
+            except OSError:  # gone, unreadable, a folder, a FIFO or a device
+                continue
+            seen_paths.add(verdict.real)
             truncated = len(data) > max_bytes
             text = data[:max_bytes].decode("utf-8", errors="replace").strip()
             if not text or text in seen_texts:
                 continue
             seen_texts.add(text)
             found.append(InstructionFile(str(path), text, truncated))
-    return found
+    return InstructionSearch(tuple(found), tuple(skipped))
+
+
+def find_instruction_files(start: str | Path, *, names: Sequence[str] = INSTRUCTION_NAMES,
+                           home: str | Path | None = None, max_bytes: int = MAX_FILE_BYTES,
+                           allow: AllowRead | None = None) -> list[InstructionFile]:
+    """The files :func:`search_instruction_files` reads."""
+    return list(search_instruction_files(start, names=names, home=home, max_bytes=max_bytes, allow=allow).files)

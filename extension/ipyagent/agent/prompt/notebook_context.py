@@ -7,7 +7,7 @@ implements it from IPython's events and the kernel's namespace. Nothing here imp
   their values, output and errors, and the namespace's changes. The loop formats it
   (:func:`ipyagent.agent.prompt.activity.format_activity`) into the user message, before the prompt.
 * :class:`SystemContext` — the environment (notebook path, working directory, Python version)
-  and the project's instruction files, for the system prompt.
+  and the project's instruction files, for the system prompt (and the ones found but not read).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ipyagent.agent.prompt.instructions import InstructionFile
+from ipyagent.agent.prompt.instructions import InstructionFile, SkippedFile
+from ipyagent.agent.tools.base import ApprovalCallback
 from ipyagent.session.messages import text_of
 
 # A user message whose content is more than what the user typed (the notebook-activity block, or
@@ -71,11 +72,13 @@ class SystemContext:
     cwd: str = ""
     python_version: str = ""
     files: Sequence[InstructionFile] = field(default_factory=tuple)
+    skipped: Sequence[SkippedFile] = field(default_factory=tuple)  # found, not read (never sent)
 
 
 class NotebookContext(Protocol):
-    def system_context(self) -> SystemContext:
-        """The environment and the instruction files, read now."""
+    def system_context(self, approve: ApprovalCallback | None = None) -> SystemContext:
+        """The environment and the instruction files, read now; ``approve`` (the run's approver)
+        is asked before a file outside the project is read (None: it is not read)."""
 
     def activity(self) -> NotebookActivity:
         """What happened in the notebook since this session's previous prompt."""

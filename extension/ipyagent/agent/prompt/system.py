@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ipyagent.agent.prompt.notebook_context import SystemContext
-from ipyagent.agent.prompt.pins import Pin
+from ipyagent.agent.prompt.pins import MAX_PIN_BYTES, Pin
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,10 @@ def instructions_text(context: SystemContext) -> str:
 def pins_text(pins: Sequence[Pin]) -> str:
     lines = ["## Pinned instructions",
              "The user pinned these with %agent pin; they hold for the whole session."]
-    lines += [f"{n}. {pin.text}" for n, pin in enumerate(pins, 1)]
+    for n, pin in enumerate(pins, 1):
+        lines.append(f"{n}. {pin.prompt_text}")
+        if pin.cut:
+            lines.append(f"[ipyagent: pin {n} was cut at {MAX_PIN_BYTES // 1024} KB]")
     return "\n".join(lines)
 
 

@@ -7,6 +7,8 @@ import os
 import stat
 from typing import BinaryIO
 
+from ipyagent.agent.containment import is_within as is_within  # re-exported: the file tools use it
+from ipyagent.agent.containment import leads_to_forbidden
 from ipyagent.agent.tools.base import ToolContext
 
 SNIFF_BYTES = 8192
@@ -21,14 +23,6 @@ def resolve_path(path: str, cwd: str) -> str:
 def root_of(context: ToolContext) -> str:
     """The folder read-only tools may read without asking: the notebook's, else the working directory."""
     return os.path.realpath(context.root or context.cwd)
-
-
-def is_within(path: str, folder: str) -> bool:
-    """Whether ``path`` is ``folder`` or below it; both already resolved with realpath."""
-    try:
-        return os.path.commonpath([path, folder]) == folder
-    except ValueError:  # different drives (Windows)
-        return False
 
 
 def outside_root(path: str, context: ToolContext) -> str | None:
@@ -69,11 +63,14 @@ def open_regular(path: str) -> BinaryIO:
 
     A FIFO would block ``open`` until a writer appears and ``/dev/zero`` never ends, so the file
     is checked before opening and again on the descriptor (it may have been swapped in between),
-    which is opened non-blocking.
+    which is opened non-blocking. Nothing under ``/proc``, ``/sys`` or ``/dev`` is opened, links
+    followed (``agent/containment.py``).
     """
     mode = os.stat(path).st_mode
     if not stat.S_ISREG(mode):
         raise NotARegularFile(path, file_kind(mode))
+    if leads_to_forbidden(path):  # /proc/self/environ is "regular", and holds the keys
+        raise NotARegularFile(path, "a kernel interface (under /proc, /sys or /dev: never read)")
     nonblock = getattr(os, "O_NONBLOCK", 0)
     fd = os.open(path, os.O_RDONLY | nonblock | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
     try:

@@ -53,7 +53,8 @@ class CellRun:
         self.interrupted_note = interrupted_note
         self.show_failures = show_failures
         self.replaying: ReplayAttachment | None = None
-        approve = make_approver(on_refusal=self.note) if ask else None
+        redact = self.agent.redactor().text  # the question stays in the saved output: no key in it
+        approve = make_approver(on_refusal=self.note, show_func=lambda text: print(redact(text))) if ask else None
         self._ports = runtime.ports_for(approve=approve)
         self._stack = contextlib.ExitStack()
 

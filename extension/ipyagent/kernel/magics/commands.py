@@ -16,6 +16,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from ipyagent.agent.redaction import Redactor
+
 __all__ = ["COMMANDS", "command", "dispatch", "help_text", "show", "usage"]
 
 Command = Callable[[Any, str], Any]
@@ -57,10 +59,12 @@ def dispatch(runtime: Any, line: str) -> Any:
 
 def show(text: str, html_view: str | None = None) -> None:
     """``text/plain`` and, if given, ``text/html`` — built only with ``ipyagent.display.untrusted``
-    (session names, labels, entry text and summaries all come from metadata or a model)."""
-    data = {"text/plain": text}
+    (session names, labels, entry text and summaries all come from metadata or a model), with the
+    keys of this environment scrubbed (a session stored before they were is shown without them)."""
+    redactor = Redactor.configured()
+    data = {"text/plain": redactor.text(text)}
     if html_view is not None:
-        data["text/html"] = html_view
+        data["text/html"] = redactor.text(html_view)
     display(data, raw=True)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ipyagent.agent.prompt.pins import PIN_TYPE, Pin, active_pins, pin_entry, unpin_entry
+from ipyagent.agent.prompt.pins import MAX_PIN_BYTES, PIN_TYPE, Pin, active_pins, pin_entry, unpin_entry
 from ipyagent.kernel.magics.commands import command
 from ipyagent.text import chars4
 
@@ -42,8 +42,10 @@ def agent_pin(runtime: Any, rest: str) -> None:
     # (each re-run %%agent cell forks) rebuilds the path the visible cells describe.
     slot.session.append(pin_entry(text))
     runtime.persist(slot)
+    cut = (f"; it is cut to {MAX_PIN_BYTES // 1024} KB there, as instruction files are"
+           if Pin("", text).cut else "")
     print(f"pinned #{number or len(pins) + 1} ({chars4(text)} tokens) in session {slot.name!r}; "
-          "it goes into the system prompt of every request")
+          f"it goes into the system prompt of every request{cut}")
 
 
 def _pinned_on_path(session: Any) -> set[str]:
@@ -62,7 +64,8 @@ def agent_pins(runtime: Any, rest: str) -> None:
         print(f"no pinned instructions in session {slot.name!r} (%agent pin TEXT adds one)")
         return
     for number, pin in enumerate(pins, 1):
-        print(f"{number}. {pin.text}  ({chars4(pin.text)} tokens, entry {pin.id})")
+        cut = f"; cut to {MAX_PIN_BYTES // 1024} KB in the system prompt" if pin.cut else ""
+        print(f"{number}. {pin.text}  ({chars4(pin.text)} tokens, entry {pin.id}{cut})")
 
 
 @command("unpin")

@@ -11,6 +11,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from ipyagent.agent.prompt.notebook_context import prompt_text
+from ipyagent.agent.redaction import Redactor
 from ipyagent.core import Session
 from ipyagent.display.stream import error_bundle, short_args
 from ipyagent.kernel.magics.commands import command
@@ -178,11 +179,12 @@ def agent_export(runtime: Any, rest: str) -> None:
     """The active session as a Pi session file or Markdown."""
     args = parse_argstring(agent_export, rest)
     slot = runtime.slot()
-    text = (slot.session.to_pi_jsonl() if args.format == "pi"
-            else session_markdown(slot.name, slot.session, slot.settings))
+    redactor = Redactor.configured(runtime.agent_config().provider_options)  # no key leaves in an export
+    text = redactor.text(slot.session.to_pi_jsonl() if args.format == "pi"
+                         else session_markdown(slot.name, slot.session, slot.settings))
     if args.output:
         if args.format == "pi":  # bytes: a set-aside line that is not UTF-8 goes back as it was
-            Path(args.output).write_bytes(slot.session.to_pi_jsonl_bytes())
+            Path(args.output).write_bytes(redactor.bytes(slot.session.to_pi_jsonl_bytes()))
         else:
             Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote {args.output} ({len(slot.session)} entries, {args.format})")

@@ -11,6 +11,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from ipyagent.agent.prompt.pins import active_pins, pins_note
 from ipyagent.display.budget_widget import budget_facts, cost_text, static_bundle
 from ipyagent.display.untrusted import escape_html, markdown_html
 from ipyagent.kernel.magics.commands import command, show
@@ -48,6 +49,7 @@ def agent_status(runtime: Any, rest: str) -> None:
     if result is not None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
     lines.append(cost_text(facts.costs) or "cost: no priced calls yet")
+    lines.append("pins: " + pins_note(active_pins(slot.session.entries)))
     if facts.budget is not None and facts.budget.problem:
         lines.append(facts.budget.problem)
     # a snapshot: nothing updates it, so no widget (it would die with the kernel)
@@ -111,6 +113,10 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
     estimator = slot.session.estimator
     specs = [t.to_dict() for t in request.tools]
     parts = [(f"system prompt: {p.label}", chars4(p.text), p.text) for p in probe.system_prompt_parts()]
+    skipped = probe.system_context.skipped if probe.system_context is not None else ()
+    if skipped:
+        parts.append((f"instruction files not read ({len(skipped)}; not sent)", 0,
+                      "\n".join(f"{s.path}: {s.reason}" for s in skipped)))
     parts.append((f"tools ({len(specs)})", chars4(specs) if specs else 0, json.dumps(specs, indent=1)))
     messages = request.messages
     for i, message in enumerate(messages):
@@ -126,7 +132,8 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
         label = (f"masked: {len(masked)} tool results sent as placeholders ({masking.masked_chars(masked):,} "
                  "chars left out; recall returns them)")
         parts.append((label, 0, listed))
-    return parts, sum(p[1] for p in parts)
+    redact = probe.redactor().text  # instruction files, pins, old entries: no key is shown
+    return [(redact(label), tokens, redact(text)) for label, tokens, text in parts], sum(p[1] for p in parts)
 
 
 @command("context")

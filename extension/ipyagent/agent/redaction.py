@@ -1,0 +1,139 @@
+"""Keys out of everything ipyagent keeps, shows, sends to the frontend or exports.
+
+A model that runs ``print(os.environ['OPENAI_API_KEY'])`` or ``env | grep OPENAI``, or a prompt
+with ``{environ}``, would otherwise put the key into the session, and so into the notebook's
+metadata (which "Clear all outputs" does not touch), the outputs and every export. So before an
+entry is stored, and before anything is shown, sent to the bridge or exported, each configured
+secret in it becomes ``***`` and every URL loses its ``user:password@`` — with the scrubber the
+providers' error messages use (:func:`ipyagent.providers.http.scrub`), the one there is.
+
+The configured secrets (:func:`configured_secrets`): the values of environment variables whose
+name says key, token, secret, password or credential (``OPENAI_API_KEY``, ``AWS_SECRET_ACCESS_KEY``,
+``GITHUB_TOKEN``…); the credentials of URLs in the environment (``OPENAI_BASE_URL``, a
+``DATABASE_URL``…); and in ``Agent.provider_options`` every value whose name says so too
+(``api_key``, an ``Authorization`` or ``x-api-key`` header — ``Bearer …`` and the token alone) and
+the credentials of every URL (``base_url``). Values shorter than 8 characters are left alone
+(they would match ordinary text).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from ipyagent.compaction.summarizer import SummaryRequest, SummaryResponse
+from ipyagent.providers.http import scrub, url_credentials
+
+__all__ = ["MARKER", "Redactor", "RedactedSummaries", "configured_secrets"]
+
+MARKER = "***"  # what scrub puts in a secret's place
+MIN_SECRET_CHARS = 8
+# the words of a name (an environment variable's, an option's, a header's) that make its value a secret
+_SECRET_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS",
+                           "AUTHORIZATION", "PAT"})
+_AUTH_SCHEME = re.compile(r"^\s*(bearer|basic|token|digest)\s+(\S+)\s*$", re.IGNORECASE)
+
+T = TypeVar("T")
+
+
+def _secret_name(name: str) -> bool:
+    return any(word in _SECRET_WORDS for word in re.split(r"[_\-.]+", name.upper()))
+
+
+def _auth_forms(value: str) -> Iterable[str]:
+    """A secret value, and the credential alone when it is ``Bearer …`` / ``Basic …``."""
+    yield value.strip()
+    scheme = _AUTH_SCHEME.match(value)
+    if scheme:
+        yield scheme.group(2)
+
+
+def _option_secrets(value: Any, secret: bool = False) -> Iterable[str]:
+    """The secrets in provider options: values under a secret-looking name (nested mappings and
+    lists walked), and the credentials of every URL."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _option_secrets(item, secret or _secret_name(str(key)))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _option_secrets(item, secret)
+    elif isinstance(value, str):
+        if secret:
+            yield from _auth_forms(value)
+        if "@" in value and "://" in value:
+            yield from url_credentials(value)
+
+
+def configured_secrets(provider_options: Mapping[str, Any] | None = None,
+                       environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Every configured key, token, authorization value and URL credential (see the module's
+    docstring), longest first, each once."""
+    environ = os.environ if environ is None else environ
+    found: set[str] = set()
+    for name, value in environ.items():
+        if _secret_name(name):
+            found.update(_auth_forms(value))
+        if "@" in value and "://" in value:
+            found.update(url_credentials(value))
+    found.update(_option_secrets(provider_options or {}))
+    found = {s for s in found if len(s) >= MIN_SECRET_CHARS}
+    # as they appear in HTML outputs and in JSON (a password with "&" or a quote in it)
+    found |= {html.escape(s) for s in found} | {json.dumps(s)[1:-1] for s in found} | \
+        {json.dumps(s, ensure_ascii=False)[1:-1] for s in found}
+    return tuple(sorted(found, key=lambda s: (-len(s), s)))
+
+
+@dataclass(frozen=True)
+class Redactor:
+    """Scrubs the secrets it was made with from text, bytes and JSON-like data."""
+
+    secrets: tuple[str, ...] = ()
+
+    @classmethod
+    def configured(cls, provider_options: Mapping[str, Any] | None = None,
+                   environ: Mapping[str, str] | None = None) -> Redactor:
+        """The redactor for what is configured now (the environment and ``provider_options``)."""
+        return cls(configured_secrets(provider_options, environ))
+
+    def text(self, text: str) -> str:
+        return scrub(text, self.secrets) if text else text
+
+    def bytes(self, data: bytes) -> bytes:
+        """``data`` scrubbed as UTF-8 text; bytes that are not UTF-8 pass through unchanged."""
+        return self.text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
+    def data(self, value: T) -> T:
+        """A copy of ``value`` (dicts, lists, tuples, strings) with every string scrubbed; dict
+        keys are kept as they are."""
+        scrubbed: T = self._data(value, 0)
+        return scrubbed
+
+    def _data(self, value: Any, depth: int) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if depth > 200:  # deeper than any entry: left as it is rather than recursing on
+            return value
+        if isinstance(value, dict):
+            return {key: self._data(item, depth + 1) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._data(item, depth + 1) for item in value]
+        if isinstance(value, tuple):
+            return tuple(self._data(item, depth + 1) for item in value)
+        return value
+
+
+class RedactedSummaries:
+    """A summariser whose summaries are scrubbed before they become a compaction entry."""
+
+    def __init__(self, inner: Any, redactor: Redactor):
+        self.inner = inner
+        self.redactor = redactor
+
+    def summarize(self, request: SummaryRequest) -> SummaryResponse:
+        response: SummaryResponse = self.inner.summarize(request)
+        return replace(response, text=self.redactor.text(response.text))
