@@ -262,7 +262,11 @@ def test_defaults_only_ten_cells_compact_without_errors(server_at_each_size: Lla
              f"%config Agent.max_output_tokens = {MAX_OUTPUT}"]
     if window_set:
         lines.append(f"%config Agent.context_window = {n_ctx}")
-    nb = notebook("\n".join(lines), *agent_cells(10), "%agent status")
+    # the same conversation at each size: a cell carries one part's notes per 2,048 tokens of
+    # window, so that ten cells fill 4,096 as they fill 2,048 (and overflow it, unconfigured)
+    parts = n_ctx // N_CTX
+    cells = ["%%agent --no-tools\n" + "\n\n".join(prompt(parts * i + k) for k in range(parts)) for i in range(10)]
+    nb = notebook("\n".join(lines), *cells, "%agent status")
     outcome = run(nb, tmp_path, f"10 cells, defaults, n_ctx {n_ctx}, "
                                 + ("context_window set" if window_set else "no window configured"))
     assert model_errors(outcome.nb) == []
