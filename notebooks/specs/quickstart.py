@@ -6,6 +6,7 @@ notebook defines, so what the "model" says matches what its tool calls really pr
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from ipyagent.testing import FakeProviderServer
@@ -49,6 +50,25 @@ AVERAGE_COUNT = 8  # the execution count of that cell in the quickstart (its 8th
 FIXED_CODE = ("average = {c: round(sum(v) / len(v), 2) if v else None for c, v in per_customer.items()}\n"
               "average")
 ADA = [o["total"] for o in ORDERS if o["customer"] == "Ada"]
+RANKED = sorted(SPENT.items(), key=lambda item: -item[1])
+COUNTS = {c: sum(1 for o in ORDERS if o["customer"] == c) for c in SPENT}
+FX_SERVER = (Path(__file__).resolve().parents[1] / "fx_server.py").read_text(encoding="utf-8")
+EUR_RATE = 1.15  # fx_server.py's made-up rate
+SKILL_CODE = """
+# A skill is a folder with a SKILL.md: its front matter says what it is for, its body how to do it.
+from pathlib import Path
+
+skill = Path(".agents/skills/spending-report")
+skill.mkdir(parents=True, exist_ok=True)
+(skill / "SKILL.md").write_text(\"\"\"---
+name: spending-report
+description: Writes a customer spending report the way our team does.
+---
+One line per customer, the largest total first: the name in bold, the total in pounds with two
+decimals, then the number of orders in brackets. No other text.
+\"\"\")
+%agent skills
+"""
 
 # ---- what the model says in each %%agent cell -----------------------------------------------------
 
@@ -96,6 +116,16 @@ TURNS = {
         [Step(f"Ada spent **£{sum(ADA):.2f}** in total, over {len(ADA)} orders "
               f"({' + '.join(f'£{t:.2f}' for t in ADA)}).")],
         goal="Ada's total spend."),
+    "qs-skill-use": Turn(
+        "Write the spending report.",
+        [Step("", [("skill", {"name": "spending-report"})]),
+         Step("\n".join(f"**{c}** £{t:.2f} ({COUNTS[c]} orders)" for c, t in RANKED))],
+        goal="The spending report, the team's way."),
+    "qs-fx": Turn(
+        "What did Ada spend, in euros?",
+        [Step("", [("mcp__fx__convert", {"amount": round(sum(ADA), 2), "currency": "EUR"})]),
+         Step(f"Ada spent £{sum(ADA):.2f}, which is **€{sum(ADA) * EUR_RATE:.2f}** at the fx server's rate.")],
+        goal="Ada's spend in euros."),
 }
 
 
@@ -232,6 +262,37 @@ NOTEBOOK = Notebook("quickstart", [
         message — each prompt with its notebook-activity block — and the block the next prompt
         would carry (expand a row to read it)."""),
     code("qs-context", "%agent context"),
+    md("qs-skills-md", """
+        ## 9. Skills and MCP servers
+
+        A **skill** ([agentskills.io](https://agentskills.io)) is a folder `<name>/SKILL.md` in
+        `.agents/skills/` (or `.claude/skills/`, `.pi/skills/`) of the notebook's folder or its
+        parents up to the repository root, or in your `~/.agents/skills/`. The system prompt lists
+        only each skill's name and description; the agent loads the body with the `skill` tool when
+        a task matches. This cell writes one:"""),
+    code("qs-skill", SKILL_CODE),
+    agent("qs-skill-use", TURNS),
+    md("qs-mcp-md", """
+        An **MCP server** brings its own tools (`pip install "ipyagent[mcp]"` for the client).
+        `fx_server.py`, next to this notebook, is a toy one with a `convert` tool; a real one is
+        configured the same way, e.g. `{"time": {"command": "uvx", "args": ["mcp-server-time"]}}`,
+        or `{"url": "http://…/mcp", "headers": {...}}` over HTTP. Its tools are offered as
+        `mcp__<server>__<tool>`, ask before each call like `python` (not here: `tool_approval` is
+        `"auto"`), and count in the budget; `%agent mcp` lists them with their tokens. The values of
+        `env` and `headers` are never saved in the notebook.
+
+        When this notebook **replays** its recording (as `ipyagent run` does without a key), the
+        server is not started and the call below gets its recorded result: the replay works without
+        the server, or even without the `mcp` package."""),
+    code("qs-mcp", """
+        import sys
+
+        %config Agent.mcp_servers = {"fx": {"command": sys.executable, "args": ["fx_server.py"]}}
+        # The next prompt starts it in the background and waits for it, 5 s at most by default (its
+        # tools then join a later prompt); a first start can take longer, so wait up to a minute:
+        %config Agent.mcp_start_wait = 60"""),
+    agent("qs-fx", TURNS),
+    code("qs-mcp-list", "%agent mcp"),
     md("qs-next", """
         ## Where next
 
@@ -239,4 +300,4 @@ NOTEBOOK = Notebook("quickstart", [
         * `custom-compaction.ipynb` — hooks: a cheaper summary model, your own summary, cancelling.
         * `reproducible-session.ipynb` — export to Pi's JSONL, import, replay.
         * `%agent help` lists every command; `%agent config` every setting."""),
-], TURNS, check=_check)
+], TURNS, check=_check, files={"fx_server.py": FX_SERVER})

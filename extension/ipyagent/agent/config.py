@@ -40,11 +40,15 @@ class AgentConfig:
     model_overrides: dict[str, dict[str, int]] = field(default_factory=dict)
     # Per-provider overrides such as {"openai": {"base_url": …}}; keys here are never saved (nor shown).
     provider_options: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    # Other configured secrets, scrubbed like keys from what is stored (the values of MCP servers'
+    # env and headers); never saved.
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def saved_settings(self) -> dict[str, Any]:
         """What is stored with the session: everything but provider options (may hold keys)."""
         data = asdict(self)
         data.pop("provider_options", None)
+        data.pop("secrets", None)
         data.pop("system_prompt", None)
         data["compaction"] = self.compaction.to_dict()
         return data

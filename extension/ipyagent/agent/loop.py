@@ -10,6 +10,7 @@ loops), compact-and-retry once on overflow, and a stop after three failed compac
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import threading
 import time
@@ -172,7 +173,7 @@ class Agent:
 
     def redactor(self) -> Redactor:
         """What scrubs the configured keys from what the session stores (agent/redaction.py)."""
-        return Redactor.configured(self.config.provider_options)
+        return Redactor.configured(self.config.provider_options, extra=self.config.secrets)
 
     def _append(self, entry: dict[str, Any], *, message: bool = True) -> dict[str, Any]:
         """Store ``entry`` (a message, or a whole entry), the configured keys scrubbed from it."""
@@ -268,7 +269,11 @@ class Agent:
     def system_prompt_parts(self) -> list[PromptPart]:
         """The system prompt's parts: base, environment, instruction files, pins (from the session)."""
         context = self.notebook.system_context(self._ports.approve) if self.notebook is not None else None
+        if context is not None and context.skills and "skill" not in self.tools:
+            context = dataclasses.replace(context, skills=())  # listed only where the skill tool is offered
         self.system_context = context
+        skills = tuple(context.skills) if context is not None else ()
+        self.tool_context.skills, self.tool_context.readable = skills, tuple(s.folder for s in skills)
         return system_prompt_parts(self.config.system_prompt, context, active_pins(self.session.entries))
 
     def system_prompt(self) -> str:
@@ -629,21 +634,19 @@ class Agent:
         try:
             # inside the try: an interrupt here still closes the call
             self._emit(ev.ToolExecutionStart(call_id, name, arguments))
-            images: list[dict[str, Any]] = []
-            if tool is None:
-                output_text, is_error = f"Unknown tool {name!r}. Available: {', '.join(self.tools)}", True
-                details = None
-            else:
-                def run(tool: Tool = tool) -> ToolOutput:
-                    self.tool_context.history = self.session  # recall reads this session's history
-                    policy: ApprovalPolicy = "auto" if self.config.tool_approval == "auto" else "ask"
-                    return run_tool_call(tool, arguments, self.tool_context, policy=policy,
-                                         approve=self._ports.approve)
+            def run(tool: Tool | None = tool) -> ToolOutput:
+                if tool is None:
+                    return ToolOutput(f"Unknown tool {name!r}. Available: {', '.join(self.tools)}", is_error=True)
+                self.tool_context.history = self.session  # recall reads this session's history
+                policy: ApprovalPolicy = "auto" if self.config.tool_approval == "auto" else "ask"
+                return run_tool_call(tool, arguments, self.tool_context, policy=policy,
+                                     approve=self._ports.approve)
 
-                source = self._ports.tool_results
-                output = source(call, run) if source else run()
-                output_text, is_error, details = output.text, output.is_error, output.details
-                images = output.images
+            # a recording answers even for a tool this kernel lacks (an MCP server's, replayed)
+            source = self._ports.tool_results
+            output = source(call, run) if source else run()
+            output_text, is_error, details = output.text, output.is_error, output.details
+            images = output.images
         except KeyboardInterrupt:
             result = tool_result_message(call_id, name, "Interrupted by the user before the tool finished.",
                                          is_error=True, timestamp=now_ms())

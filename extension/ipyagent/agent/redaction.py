@@ -70,7 +70,7 @@ def _option_secrets(value: Any, secret: bool = False) -> Iterable[str]:
 
 
 def configured_secrets(provider_options: Mapping[str, Any] | None = None,
-                       environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+                       environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> tuple[str, ...]:
     """Every configured key, token, authorization value and URL credential (see the module's
     docstring), longest first, each once."""
     environ = os.environ if environ is None else environ
@@ -81,6 +81,7 @@ def configured_secrets(provider_options: Mapping[str, Any] | None = None,
         if "@" in value and "://" in value:
             found.update(url_credentials(value))
     found.update(_option_secrets(provider_options or {}))
+    found.update(form for value in extra for form in _auth_forms(value))  # e.g. MCP servers' env and headers
     found = {s for s in found if len(s) >= MIN_SECRET_CHARS}
     # as they appear in HTML outputs and in JSON (a password with "&" or a quote in it)
     found |= {html.escape(s) for s in found} | {json.dumps(s)[1:-1] for s in found} | \
@@ -96,9 +97,10 @@ class Redactor:
 
     @classmethod
     def configured(cls, provider_options: Mapping[str, Any] | None = None,
-                   environ: Mapping[str, str] | None = None) -> Redactor:
-        """The redactor for what is configured now (the environment and ``provider_options``)."""
-        return cls(configured_secrets(provider_options, environ))
+                   environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> Redactor:
+        """The redactor for what is configured now (the environment, ``provider_options`` and
+        ``extra`` secrets)."""
+        return cls(configured_secrets(provider_options, environ, extra))
 
     def text(self, text: str) -> str:
         return scrub(text, self.secrets) if text else text

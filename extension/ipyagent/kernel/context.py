@@ -16,6 +16,7 @@ from ipyagent.agent.containment import PathVerdict
 from ipyagent.agent.prompt.activity import format_error
 from ipyagent.agent.prompt.instructions import AllowRead, InstructionSearch, search_instruction_files
 from ipyagent.agent.prompt.notebook_context import NotebookActivity, SystemContext
+from ipyagent.agent.skills.discovery import SkillSearch, find_skills
 from ipyagent.agent.tools.base import ApprovalCallback
 from ipyagent.kernel.activity import ActivityRecorder
 from ipyagent.kernel.namespace import bounded_repr, type_name
@@ -53,7 +54,8 @@ def notebook_path(runtime: Any) -> Path | None:
     return Path(path).resolve() if path is not None else None
 
 
-def instruction_approver(decisions: dict[str, bool], approve: ApprovalCallback | None) -> AllowRead:
+def instruction_approver(decisions: dict[str, bool], approve: ApprovalCallback | None,
+                         what: str = "instruction file") -> AllowRead:
     """Whether to read an instruction file outside the project: the user's answer, asked once per
     real path and kept for the kernel's life in ``decisions`` (never in the notebook, which anyone
     may have written). Asked through the run's approver as a ``read`` of that path; without one
@@ -65,7 +67,7 @@ def instruction_approver(decisions: dict[str, bool], approve: ApprovalCallback |
             return decisions[verdict.real]
         if approve is None:
             return False  # not decided: asked at the next run that can ask
-        purpose = (f"the system prompt: the instruction file {verdict.path} leads to {verdict.real}, "
+        purpose = (f"the system prompt: the {what} {verdict.path} leads to {verdict.real}, "
                    f"outside {verdict.root}")
         try:
             decisions[verdict.real] = bool(approve("read", {"path": verdict.real, "for": purpose}))
@@ -86,7 +88,14 @@ def system_context(runtime: Any, approve: ApprovalCallback | None = None) -> Sys
             else InstructionSearch()
     except OSError:
         found = InstructionSearch()
-    return SystemContext(str(path) if path else None, cwd, platform.python_version(), found.files, found.skipped)
+    try:
+        skills = find_skills(path.parent if path else cwd,
+                             allow=instruction_approver(runtime.instruction_reads, approve, "skill")) \
+            if runtime.config.skills else SkillSearch()
+    except OSError:
+        skills = SkillSearch()
+    return SystemContext(str(path) if path else None, cwd, platform.python_version(), found.files, found.skipped,
+                         skills.skills, skills.skipped)
 
 
 class KernelNotebookContext:

@@ -23,6 +23,7 @@ from ipyagent.core import Session
 from ipyagent.kernel.activity import ActivityRecorder
 from ipyagent.kernel.cell_runner import IPythonCellRunner
 from ipyagent.kernel.context import KernelNotebookContext
+from ipyagent.kernel.mcp import KernelMcp
 from ipyagent.kernel.namespace import namespace_describer
 from ipyagent.kernel.notebook_port import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
@@ -46,6 +47,7 @@ class AgentRuntime:
         self.running = False
         self.replay = ReplayController()
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
+        self.mcp = KernelMcp(self.config, self.project_mcp_servers)  # servers start at the first prompt
         self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/context.py)
         self._cell_runner: IPythonCellRunner | None = None
         self._notebook_port: KernelNotebook | None = None
@@ -135,6 +137,7 @@ class AgentRuntime:
         for slot in self.slots.values():
             if slot.agent is not None:
                 slot.agent.cancel.set()
+        self.mcp.close()  # every MCP server stopped: no process left behind
 
     # ---- sessions ----------------------------------------------------------------------------
 
@@ -165,7 +168,9 @@ class AgentRuntime:
     # ---- agents ------------------------------------------------------------------------------
 
     def agent_config(self, **overrides: Any) -> AgentConfig:
-        return self.config.agent_config(**overrides)
+        config = self.config.agent_config(**overrides)
+        config.secrets = self.mcp.secrets()  # scrubbed from what the session stores, like keys
+        return config
 
     def agent_for(self, slot: SessionSlot, config: AgentConfig, *, tools: Iterable[Tool] | None = None) -> Agent:
         """The slot's agent (kept across runs for its failure tracker), set up for this run: its
@@ -192,6 +197,13 @@ class AgentRuntime:
         else the kernel's working directory."""
         path, _ = find_notebook_path(self.shell.user_ns, os.environ, self.config.notebook_path)
         return os.path.dirname(os.path.abspath(path)) if path is not None else os.getcwd()
+
+    def project_mcp_servers(self) -> tuple[list[Any], list[str]]:
+        """The servers of the project's ``.mcp.json`` files (from the notebook's folder up to the
+        repository root), and one line per problem; they start only once approved (kernel/mcp.py)."""
+        from ipyagent.agent.mcp.project import project_servers
+
+        return project_servers(self.notebook_folder())
 
     def tool_ports(self) -> tuple[IPythonCellRunner, KernelNotebook]:
         """What the tools use in this kernel: IPython's cell machinery for ``python``, this

@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import traitlets
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, default, validate
 from traitlets.config import Configurable
 
 from ipyagent.agent.config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, AgentConfig
+from ipyagent.agent.mcp.config import check_user_servers
 from ipyagent.agent.prompt.instructions import INSTRUCTION_NAMES
 from ipyagent.compaction.settings import CompactionSettings, checked_model_overrides
 from ipyagent.providers.http import strip_url_credentials
@@ -57,6 +59,41 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+class ServersShownWithoutSecrets(dict):
+    """``Agent.mcp_servers`` as ``%config`` shows it: every ``env`` and ``headers`` value is ``***``
+    (whatever its name: a server's variables are its credentials), URLs lose their credentials."""
+
+    def __repr__(self) -> str:
+        return repr(servers_shown(self))
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text("{...}" if cycle else repr(self))
+
+
+def servers_shown(servers: Any) -> Any:
+    """A copy of MCP server definitions with the secrets masked."""
+    if not isinstance(servers, dict):
+        return servers
+    out = {}
+    for name, spec in servers.items():
+        if isinstance(spec, dict):
+            spec = {k: ({kk: "***" for kk in v} if k in ("env", "headers") and isinstance(v, dict) else _masked(v))
+                    for k, v in spec.items()}
+        out[name] = spec
+    return out
+
+
+class _McpServers(Dict):
+    def validate(self, obj: Any, value: Any) -> Any:
+        value = super().validate(obj, value)
+        if value is None:
+            return None
+        try:
+            return ServersShownWithoutSecrets(check_user_servers(value))
+        except ValueError as exc:
+            raise traitlets.TraitError(str(exc)) from None
 
 
 class _ProviderOptions(Dict):
@@ -119,6 +156,24 @@ class AgentSettings(Configurable):
                              help="Instruction files read from the notebook's folder and its parents (up to the "
                                   "repository root or home) into the system prompt; [] reads none."
                              ).tag(config=True)
+    mcp_servers = _McpServers(
+        default_value=ServersShownWithoutSecrets(),
+        help='MCP servers, in the common mcpServers shape: {"NAME": {"command": ..., "args": [...], "env": {...}}} '
+             '(stdio) or {"NAME": {"url": "http://.../mcp", "headers": {...}}} (Streamable HTTP); "disabled": true, '
+             '"tools": [...] (only these). Needs pip install ipyagent[mcp]. env and headers are never saved or shown.'
+    ).tag(config=True)
+    mcp_project_files = Bool(True, help="Also read the servers of .mcp.json files from the notebook's folder up to "
+                                        "the repository root; each starts only after you approve it once (never "
+                                        "in a headless run).").tag(config=True)
+    mcp_start_wait = Float(5.0, help="How long a prompt waits, at most, for MCP servers that are still starting "
+                                     "(their tools join a later prompt).").tag(config=True)
+    mcp_warn_share = Float(0.10, help="Warn when one MCP server's tool definitions take more than this share of "
+                                      "the context window (enable only some with its \"tools\" list)."
+                           ).tag(config=True)
+    skills = Bool(True, help="Offer Agent Skills (<name>/SKILL.md in .agents/skills, .claude/skills or .pi/skills "
+                             "from the notebook's folder up to the repository root, and ~/.agents/skills): their "
+                             "names and descriptions in the system prompt, their bodies through the skill tool."
+                  ).tag(config=True)
     show_widget = Bool(True, help="Show the context-budget widget under each %%agent run.").tag(config=True)
     max_updates_per_second = Float(10.0, help="Streaming display updates per second, at most.").tag(config=True)
     notebook_path = Unicode(None, allow_none=True,
@@ -195,7 +250,9 @@ class AgentSettings(Configurable):
         for name in SETTING_NAMES:
             trait = self.traits()[name]
             value = getattr(self, name)
-            if name == "provider_options":
+            if name == "mcp_servers":
+                value = servers_shown(dict(value))
+            elif name == "provider_options":
                 value = {k: sorted(v) for k, v in value.items()}  # option names only: values may be keys
             elif name == "system_prompt":
                 value = value if len(value) < 60 else value[:57] + "…"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ipyagent.agent.prompt.instructions import InstructionFile, SkippedFile
+from ipyagent.agent.skills.discovery import Skill
 from ipyagent.agent.tools.base import ApprovalCallback
 from ipyagent.session.messages import text_of
 
@@ -73,6 +74,8 @@ class SystemContext:
     python_version: str = ""
     files: Sequence[InstructionFile] = field(default_factory=tuple)
     skipped: Sequence[SkippedFile] = field(default_factory=tuple)  # found, not read (never sent)
+    skills: Sequence[Skill] = field(default_factory=tuple)  # Agent Skills: name and description are sent
+    skipped_skills: Sequence[SkippedFile] = field(default_factory=tuple)
 
 
 class NotebookContext(Protocol):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ipyagent.agent.prompt.notebook_context import SystemContext
 from ipyagent.agent.prompt.pins import MAX_PIN_BYTES, Pin
+from ipyagent.agent.skills.tool import skills_text
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ def system_prompt_parts(base: str, context: SystemContext | None = None,
         if context.files:
             names = ", ".join(f.path for f in context.files)
             parts.append(PromptPart(f"instruction files ({names})", instructions_text(context)))
+        if context.skills:
+            parts.append(PromptPart(f"skills ({len(context.skills)})", skills_text(context.skills)))
     if pins:
         parts.append(PromptPart(f"pinned instructions ({len(pins)})", pins_text(pins)))
     return parts

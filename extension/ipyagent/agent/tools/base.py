@@ -7,7 +7,7 @@ blocks, ``details`` kept out of the model's context, ``isError``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -49,6 +49,10 @@ class ToolContext:
     history: SessionHistory | None = None
     cell_runner: CellRunner | None = None
     notebook: NotebookPort | None = None
+    # the skills of the run's system prompt (``agent/skills``), and the folders besides ``root`` that
+    # read-only tools read without asking (those skills' folders)
+    skills: Sequence[Any] = ()
+    readable: tuple[str, ...] = ()
 
 
 class Tool:

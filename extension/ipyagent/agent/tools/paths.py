@@ -30,7 +30,7 @@ def outside_root(path: str, context: ToolContext) -> str | None:
     full = resolve_path(path, context.cwd)
     real = os.path.realpath(full)
     root = root_of(context)
-    if is_within(real, root):
+    if is_within(real, root) or any(is_within(real, os.path.realpath(f)) for f in context.readable):
         return None
     shown = real if real == full else f"{full} (really {real})"
     return f"it reads {shown}, outside the notebook's folder {root}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 # the command groups register themselves; this order is the help's
-from ipyagent.kernel.magics import explore, masks, pins, probe, replay, sessions, status  # noqa: F401
+from ipyagent.kernel.magics import explore, masks, mcp, pins, probe, replay, sessions, skills, status  # noqa: F401
 from ipyagent.kernel.magics.agent_cell import AgentMagics
 from ipyagent.kernel.magics.commands import help_text
 from ipyagent.kernel.magics.compact import CompactMagics

@@ -16,22 +16,44 @@ persisted with every entry it holds.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
 from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.mcp.config import ServerConfig
+from ipyagent.agent.skills.discovery import find_skills
+from ipyagent.agent.skills.tool import SkillTool
 from ipyagent.agent.tools import Tool
 from ipyagent.display.approval import make_approver
 from ipyagent.display.run_view import RunView
 from ipyagent.display.stream import error_bundle, note_bundle
 from ipyagent.display.untrusted import safe_markdown
 from ipyagent.kernel.context import cell_identity
+from ipyagent.kernel.mcp import replayed_tools
 from ipyagent.kernel.replay_control import ReplayAttachment
 
-__all__ = ["CellRun"]
+__all__ = ["CellRun", "start_approver"]
 
 INTERRUPTED = "Interrupted. The session keeps everything that arrived."
+
+
+def start_approver(note: Callable[[str], None]) -> Callable[[ServerConfig], bool]:
+    """Asks the user whether a project file's MCP server may start, showing its whole command (and
+    the names of the variables and headers it sets); raises where nobody can answer (headless)."""
+    ask = make_approver(on_refusal=note)
+
+    def approve_start(server: ServerConfig) -> bool:
+        arguments = {"server": server.name, "defined in": server.origin, "command": server.command_line()}
+        if server.env:
+            arguments["env (names)"] = ", ".join(sorted(server.env))
+        if server.headers:
+            arguments["headers (names)"] = ", ".join(sorted(server.headers))
+        if server.cwd:
+            arguments["cwd"] = server.cwd
+        return ask("start MCP server", arguments)
+
+    return approve_start
 
 
 class CellRun:
@@ -55,6 +77,7 @@ class CellRun:
         self.replaying: ReplayAttachment | None = None
         redact = self.agent.redactor().text  # the question stays in the saved output: no key in it
         approve = make_approver(on_refusal=self.note, show_func=lambda text: print(redact(text))) if ask else None
+        self.approve_start = start_approver(self.note)  # project MCP servers, whatever tool_approval is
         self._ports = runtime.ports_for(approve=approve)
         self._stack = contextlib.ExitStack()
 
@@ -72,6 +95,25 @@ class CellRun:
         """A note in the cell's output (nothing without a view)."""
         if self.view is not None:
             self.view.renderer.show(note_bundle(text))
+
+    def offer_tools(self, no_tools: bool) -> None:
+        """The run's tools: the built-ins and the MCP servers' (started now, waited for a few
+        seconds at most); a replay offers the recorded MCP tools and never reaches a server."""
+        if no_tools:
+            return
+        builtins = list(self.agent.tools.values())
+        if self.runtime.config.skills and "skill" not in self.agent.tools:
+            search = find_skills(self.runtime.notebook_folder())  # any skill, or one that needs approval
+            if search.skills or any(s.needs_approval for s in search.skipped):
+                builtins.append(SkillTool())
+        if self.replaying is not None:
+            extra: list[Tool] = list(replayed_tools(self.slot.session.entries))
+        else:
+            extra = list(self.runtime.mcp.prompt_tools(self.note, approve_start=self.approve_start,
+                                                       window=self.agent.context_window(),
+                                                       taken=[t.name for t in builtins]))
+        if extra or len(builtins) != len(self.agent.tools):
+            self.agent.configure(tools=[*builtins, *extra])
 
     def replay(self) -> ReplayAttachment | None:
         """Attach this cell's recording when replay applies (``Agent.replay``; see

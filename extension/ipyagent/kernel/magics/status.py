@@ -41,7 +41,8 @@ def agent_status(runtime: Any, rest: str) -> None:
     except Exception:  # noqa: BLE001 - no window known: the status is shown without one
         window, source, factor, budget = config.context_window, "", 1.0, None
     facts = budget_facts(slot.session, replace(config, system_prompt=agent.system_prompt()), window=window,
-                         tool_specs=[t.spec() for t in default_tools()], session_name=slot.name,
+                         tool_specs=[t.spec() for t in [*default_tools(), *runtime.mcp.ready_tools()]],
+                         session_name=slot.name,
                          window_source=source, token_factor=factor, budget=budget)
     lines = [f"session {slot.name!r}: {len(slot.session)} entries, leaf {slot.session.leaf_id}",
              f"persistence: {runtime.bridge_state()}"]
@@ -106,7 +107,7 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
     from ipyagent.providers.registry import parse_model_string
 
     config = runtime.agent_config()
-    probe = Agent(slot.session, config=config, namespace={}, tools=default_tools(),
+    probe = Agent(slot.session, config=config, namespace={}, tools=[*default_tools(), *runtime.mcp.ready_tools()],
                   notebook=KernelNotebookContext(runtime, slot.name))
     model_id = parse_model_string(config.model)[1] if config.model else "(no model)"
     request = probe.request(model_id)

@@ -1,0 +1,388 @@
+"""The MCP client: every configured server runs in one background thread with its own asyncio
+loop, through the official SDK (``mcp`` 1.x, imported only when a server starts).
+
+    hub = McpHub()
+    hub.start(config)                      # returns at once; the server starts in the background
+    hub.wait_ready(["time"], timeout=5)    # at most 5 s; what is still starting joins later
+    hub.call("time", "get_current_time", {"timezone": "UTC"})   # -> ToolOutput
+    hub.close()                            # every server stopped, no process left
+
+A server's connection lives in one task from start to stop (the SDK's context managers must be
+entered and left in the same task). A server that stops on its own — at start, or during a call —
+is started again once; if it stops again it is ``failed`` and its failure is one line
+(:attr:`ServerStatus.error`), which the calls to its tools return. A stdio server gets the SDK's
+default environment (``PATH``, ``HOME``, … — not the kernel's keys) plus its ``env``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TextIO
+
+from ipyagent.agent.mcp.config import ServerConfig
+from ipyagent.agent.mcp.results import tool_output
+from ipyagent.agent.tools.base import ToolOutput
+from ipyagent.text import one_line
+
+__all__ = ["MISSING_EXTRA", "ListedTool", "McpHub", "ServerStatus"]
+
+MISSING_EXTRA = "the MCP client is not installed: pip install 'ipyagent[mcp]'"
+START_TIMEOUT = 60.0  # a server not ready after this long is failed (a prompt never waits for it)
+CALL_TIMEOUT = 120.0
+STOP_TIMEOUT = 8.0  # the SDK closes stdin, waits 2 s, then terminates the process tree
+
+
+@dataclass(frozen=True)
+class ListedTool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    config: ServerConfig
+    state: str  # "starting", "ready", "restarting", "failed", "stopped"
+    tools: tuple[ListedTool, ...] = ()
+    error: str = ""
+    startup_seconds: float | None = None
+    restarts: int = 0
+
+
+class _ServerGone(Exception):
+    pass
+
+
+@dataclass(eq=False)
+class _Server:
+    config: ServerConfig
+    state: str = "starting"
+    tools: tuple[ListedTool, ...] = ()
+    error: str = ""
+    startup_seconds: float | None = None
+    restarts: int = 0
+    generation: int = 0
+    session: Any = None
+    ready: threading.Event = field(default_factory=threading.Event)
+    stop: asyncio.Event | None = None
+    gone: asyncio.Event | None = None
+    task: concurrent.futures.Future[None] | None = None
+    stderr: TextIO | None = None
+
+    def status(self) -> ServerStatus:
+        return ServerStatus(self.config, self.state, self.tools, self.error, self.startup_seconds, self.restarts)
+
+    def last_stderr_line(self) -> str:
+        if self.stderr is None:
+            return ""
+        try:
+            self.stderr.flush()
+            self.stderr.seek(0)
+            lines = [line.strip() for line in self.stderr.read()[-8000:].splitlines() if line.strip()]
+        except (OSError, ValueError):
+            return ""
+        return lines[-1] if lines else ""
+
+
+class McpHub:
+    def __init__(self, *, start_timeout: float = START_TIMEOUT, call_timeout: float = CALL_TIMEOUT):
+        self.start_timeout = start_timeout
+        self.call_timeout = call_timeout
+        self._servers: dict[str, _Server] = {}
+        self._guard = threading.RLock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- the background loop -----------------------------------------------------------------
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._guard:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="ipyagent-mcp", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+                atexit.register(self.close)  # the kernel's shutdown: no server left behind
+            return self._loop
+
+    # ---- servers -----------------------------------------------------------------------------
+
+    def start(self, config: ServerConfig) -> None:
+        """Start ``config``'s server in the background unless it runs (or failed) as defined;
+        a server of that name with another definition is stopped first."""
+        with self._guard:
+            known = self._servers.get(config.name)
+            if known is not None and known.config.fingerprint() == config.fingerprint() \
+                    and known.state != "stopped":
+                return
+            if known is not None:
+                self.stop_server(config.name)
+            server = self._servers[config.name] = _Server(config)
+            self._launch(server)
+
+    def _launch(self, server: _Server) -> None:
+        server.ready.clear()
+        server.task = asyncio.run_coroutine_threadsafe(self._serve(server), self._running_loop())
+
+    def wait_ready(self, names: list[str], timeout: float) -> list[str]:
+        """Wait until each named server is ready or failed, ``timeout`` seconds at most in all;
+        the names still starting."""
+        deadline = time.monotonic() + timeout
+        waiting = []
+        for name in names:
+            server = self._servers.get(name)
+            if server is None:
+                continue
+            if not server.ready.wait(max(0.0, deadline - time.monotonic())):
+                waiting.append(name)
+        return waiting
+
+    def status(self, name: str) -> ServerStatus | None:
+        server = self._servers.get(name)
+        return server.status() if server is not None else None
+
+    def statuses(self) -> list[ServerStatus]:
+        return [s.status() for s in list(self._servers.values())]
+
+    def stop_server(self, name: str) -> None:
+        with self._guard:
+            server = self._servers.pop(name, None)
+        if server is not None:
+            self._stop(server)
+
+    def retain(self, names: set[str]) -> None:
+        """Stop every server not named (removed or disabled in the configuration)."""
+        for name in [n for n in self._servers if n not in names]:
+            self.stop_server(name)
+
+    def _stop(self, server: _Server) -> None:
+        server.state = "stopped"
+        server.ready.set()
+        loop, task = self._loop, server.task
+        if loop is None or task is None:
+            return
+        if server.stop is not None:
+            loop.call_soon_threadsafe(server.stop.set)
+        else:
+            task.cancel()
+        with contextlib.suppress(Exception):
+            task.result(STOP_TIMEOUT)
+        if not task.done():
+            task.cancel()
+
+    def close(self) -> None:
+        """Stop every server and the loop (the kernel shuts down, or the extension unloads)."""
+        with self._guard:
+            servers = list(self._servers.values())
+            self._servers.clear()
+        for server in servers:
+            self._stop(server)
+        with self._guard:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(STOP_TIMEOUT)
+            if not thread.is_alive():
+                loop.close()
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.close)
+
+    # ---- one server's life, in the loop ------------------------------------------------------
+
+    async def _serve(self, server: _Server) -> None:
+        # one generation of the server's connection: a restart starts the next one, and what this
+        # one does when it ends no longer concerns the server if it was superseded
+        generation = server.generation
+        stop, gone = server.stop, server.gone = asyncio.Event(), asyncio.Event()
+
+        def current() -> bool:
+            return server.generation == generation
+
+        started = time.monotonic()
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                session = await self._connect(stack, server)
+                await asyncio.wait_for(session.initialize(), self.start_timeout)
+                tools = await asyncio.wait_for(self._list_tools(session), self.start_timeout)
+                if current() and server.state != "stopped":
+                    server.tools, server.session = tools, session
+                    server.startup_seconds = time.monotonic() - started
+                    server.state, server.error = "ready", ""
+                    server.ready.set()
+                    await stop.wait()
+        except ImportError:
+            if current():
+                server.state, server.error = "failed", f"MCP server {server.config.name!r}: {MISSING_EXTRA}"
+        except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - any way a server can fail
+            if current() and server.state != "stopped":
+                server.session = None
+                self._crashed(server, _why(exc, asyncio.TimeoutError, self.start_timeout))
+        finally:
+            gone.set()
+            if current():
+                server.session = None
+                if server.state == "ready":  # it stopped on its own while it seemed fine
+                    self._crashed(server, "the server closed the connection")
+                if server.state != "restarting":  # else the relaunch sets it when the new start ends
+                    server.ready.set()
+            if server.state in ("stopped", "failed") and server.stderr is not None:
+                server.stderr.close()
+
+    async def _connect(self, stack: contextlib.AsyncExitStack, server: _Server) -> Any:
+        from mcp import ClientSession  # the optional extra: only when a server starts
+
+        config = server.config
+        if config.url:
+            import httpx
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            client = await stack.enter_async_context(create_mcp_http_client(
+                headers=dict(config.headers), timeout=httpx.Timeout(30.0, read=self.call_timeout)))
+            read, write, _ = await stack.enter_async_context(streamable_http_client(config.url, http_client=client))
+        else:
+            from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+
+            if server.stderr is None:
+                server.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+            params = StdioServerParameters(command=config.command, args=list(config.args),
+                                           env={**get_default_environment(), **config.env}, cwd=config.cwd)
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=server.stderr))
+        return await stack.enter_async_context(ClientSession(read, write))
+
+    @staticmethod
+    async def _list_tools(session: Any) -> tuple[ListedTool, ...]:
+        tools: list[ListedTool] = []
+        cursor = None
+        while True:
+            page = await session.list_tools(cursor=cursor) if cursor else await session.list_tools()
+            for tool in page.tools:
+                tools.append(ListedTool(tool.name, tool.description or "", dict(tool.inputSchema or {})))
+            cursor = getattr(page, "nextCursor", None)
+            if not cursor:
+                return tuple(tools)
+
+    def _crashed(self, server: _Server, why: str) -> None:
+        """Restart once; after that, the failure in one line."""
+        stderr = server.last_stderr_line()
+        detail = one_line(why, 160) + (f"; its last stderr line: {one_line(stderr, 160)}" if stderr else "")
+        with self._guard:
+            if self._servers.get(server.config.name) is not server or server.state in ("stopped", "failed"):
+                return
+            # this generation is over: its task ends (closing the process) and is superseded
+            server.generation += 1
+            loop, stop = self._loop, server.stop
+            if loop is not None and stop is not None:
+                loop.call_soon_threadsafe(stop.set)
+            if server.restarts == 0:
+                server.restarts, server.state, server.error = 1, "restarting", detail
+                server.tools, server.session = (), None
+                server.ready.clear()
+                if loop is not None:
+                    loop.call_soon_threadsafe(self._relaunch, server)
+                return
+            server.state = "failed"
+            server.error = (f"MCP server {server.config.name!r} failed: {detail} (it was restarted once and "
+                            "stopped again; fix it and change Agent.mcp_servers, or %agent mcp restart NAME)")
+            server.tools, server.session = (), None
+            server.ready.set()
+
+    def _relaunch(self, server: _Server) -> None:
+        if server.state == "restarting" and self._loop is not None:
+            server.task = asyncio.run_coroutine_threadsafe(self._serve(server), self._loop)
+        else:
+            server.ready.set()  # stopped meanwhile: nobody waits for it
+
+    def restart(self, name: str) -> bool:
+        """Start a stopped or failed server again, with a fresh restart allowance."""
+        server = self._servers.get(name)
+        if server is None:
+            return False
+        config = server.config
+        self.stop_server(name)
+        self.start(config)
+        return True
+
+    # ---- calls -------------------------------------------------------------------------------
+
+    def call(self, name: str, tool: str, arguments: dict[str, Any], timeout: float | None = None) -> ToolOutput:
+        """Call ``tool`` on server ``name``: its result, or an error the model reads."""
+        server = self._servers.get(name)
+        if server is None:
+            return ToolOutput(f"MCP server {name!r} is not running (not configured, disabled or stopped).",
+                              is_error=True)
+        if server.state in ("starting", "restarting"):
+            server.ready.wait(min(self.start_timeout, 10.0))
+        if server.state == "failed":
+            return ToolOutput(server.error, is_error=True)
+        if server.session is None or self._loop is None:
+            return ToolOutput(f"MCP server {name!r} is {server.state}; try again later.", is_error=True)
+        timeout = self.call_timeout if timeout is None else timeout
+        future = asyncio.run_coroutine_threadsafe(self._call(server, tool, arguments, timeout), self._loop)
+        try:
+            result = future.result(timeout + 5.0)
+        except KeyboardInterrupt:
+            future.cancel()
+            raise
+        except _ServerGone:
+            self._crashed(server, "the server stopped during the call")
+            state = "restarted once" if server.state == "restarting" else "not restarted again"
+            message = server.error if server.state == "failed" else (
+                f"MCP server {name!r} stopped during the `{tool}` call ({server.error}); it is being {state}. "
+                "Call the tool again.")
+            return ToolOutput(message, is_error=True)
+        except (TimeoutError, concurrent.futures.TimeoutError):
+            future.cancel()
+            return ToolOutput(f"MCP server {name!r} did not answer `{tool}` within {timeout:.0f} s.", is_error=True)
+        except Exception as exc:  # noqa: BLE001 - the SDK's McpError and the rest: a tool error
+            return ToolOutput(f"MCP server {name!r}, tool `{tool}`: {_why(exc)}", is_error=True)
+        return tool_output(result, server=name, tool=tool)
+
+    async def _call(self, server: _Server, tool: str, arguments: dict[str, Any], timeout: float) -> Any:
+        session, gone = server.session, server.gone
+        assert session is not None and gone is not None
+        call = asyncio.ensure_future(session.call_tool(tool, arguments,
+                                                       read_timeout_seconds=timedelta(seconds=timeout)))
+        watch = asyncio.ensure_future(gone.wait())
+        try:
+            done, _ = await asyncio.wait({call, watch}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+        if call in done:
+            error = call.exception()
+            if error is not None and _connection_closed(error):
+                raise _ServerGone()
+            return call.result()
+        call.cancel()
+        if watch in done or gone.is_set():
+            raise _ServerGone()
+        raise TimeoutError()
+
+
+def _connection_closed(exc: BaseException) -> bool:
+    code = getattr(getattr(exc, "error", None), "code", None)
+    return code == -32000 or type(exc).__name__ in ("ClosedResourceError", "BrokenResourceError", "EndOfStream")
+
+
+def _why(exc: BaseException, timeout_type: type[BaseException] | None = None, timeout: float = 0.0) -> str:
+    """One line for an exception (an exception group: its first leaf)."""
+    while isinstance(getattr(exc, "exceptions", None), tuple) and exc.exceptions:  # type: ignore[attr-defined]
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    if timeout_type is not None and isinstance(exc, timeout_type):
+        return f"not ready after {timeout:.0f} s"
+    if isinstance(exc, asyncio.CancelledError):
+        return "its start was cancelled"
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    error = getattr(exc, "error", None)
+    message = getattr(error, "message", None) or str(exc) or type(exc).__name__
+    return one_line(f"{type(exc).__name__}: {message}" if not str(exc) else message, 200)
