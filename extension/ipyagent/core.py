@@ -4,7 +4,8 @@ branch navigation and Pi interop. Users' scripts, hooks and outside checks rely 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -212,8 +213,14 @@ class Session(SessionTree):
     def compact(self, summarizer: Summarizer, settings: CompactionSettings | None = None, *,
                 focus: str | None = None, reason: str = "manual", summary_input_tokens: int | None = None,
                 plan: CompactionPlan | None = None, extra: dict[str, Any] | None = None,
-                describe: Describe | None = None) -> Entry:
+                describe: Describe | None = None, fits: Callable[[int], bool] | None = None) -> Entry:
         """Summarise older work and append the compaction entry; return it.
+
+        ``fits`` (the estimated tokens of the context after compacting: summary and kept tail ->
+        whether that leaves room) makes the compaction cut deeper until it does: a smaller kept
+        tail, down to the last message, planned before the summary is asked for (with the
+        previous summary's size as a guess) and again after it if the summary came out larger.
+        One compaction entry either way. Not with a ``plan`` given (it is followed as it is).
 
         ``describe`` (names -> their type and shape/len, for the names defined now) fills in the
         artifact ledger's kernel variables; the notebook layer passes one over the kernel's
@@ -224,7 +231,16 @@ class Session(SessionTree):
         the session is unchanged.
         """
         settings = settings or CompactionSettings()
+        deepen = fits is not None and plan is None
         plan = plan or self.prepare_compaction(settings)
+        if deepen:
+            assert fits is not None
+            guess = self._summary_tokens(plan.previous_summary) if plan is not None else 0
+            while plan is None or not fits(self.kept_tokens(plan) + guess):
+                deeper = self._deeper_plan(plan, settings)
+                if deeper is None:
+                    break
+                plan = deeper
         if plan is None:
             raise NothingToCompact("Nothing to compact: the whole conversation fits in the kept recent part.")
         hook_result = self.hooks.emit("session_before_compact", preparation=plan, branch_entries=self.path(),
@@ -248,9 +264,16 @@ class Session(SessionTree):
 
                 raise CompactionRejected("a session_before_compact hook returned an empty summary")
         else:
-            result = compact(plan, summarizer, focus=focus, input_tokens=summary_input_tokens,
-                             kept_tokens=self.kept_tokens(plan), estimated_before=self.estimated_context_tokens(),
-                             estimator=self.estimator, describe=describe)
+            while True:
+                result = compact(plan, summarizer, focus=focus, input_tokens=summary_input_tokens,
+                                 kept_tokens=self.kept_tokens(plan), estimated_before=self.estimated_context_tokens(),
+                                 estimator=self.estimator, describe=describe)
+                if not deepen or fits is None or result.tokens_after is None or fits(result.tokens_after):
+                    break
+                deeper = self._deeper_plan(plan, settings)  # the summary left no room: summarise more
+                if deeper is None:
+                    break
+                plan = deeper
         extra = dict(extra or {})  # e.g. the notebook cell that asked for it
         # the checkpoint of the system prompt the model has (Pi 1.6): what the kept part's system
         # messages said, which the compaction drops in its favour
@@ -264,6 +287,22 @@ class Session(SessionTree):
                                              system_message=checkpoint, timestamp=timestamp, **extra))
         self.hooks.emit("session_compact", compaction_entry=entry, from_extension=from_hook, session=self)
         return entry
+
+    def _summary_tokens(self, summary: str | None) -> int:
+        return self.estimator.estimate({"role": "compactionSummary", "summary": summary}) if summary else 0
+
+    def _deeper_plan(self, plan: CompactionPlan | None, settings: CompactionSettings) -> CompactionPlan | None:
+        """A plan that keeps less than ``plan`` (None: nothing could be kept less): the kept-tail
+        budget halved until the cut moves, down to 0 (the last message kept)."""
+        current = plan.first_kept_index if plan is not None else -1
+        keep = (self.kept_tokens(plan) if plan is not None else settings.keep_recent) // 2
+        while True:
+            candidate = self.prepare_compaction(replace(settings, keep_recent_tokens=keep))
+            if candidate is not None and candidate.first_kept_index > current:
+                return candidate
+            if keep == 0:
+                return None
+            keep //= 2
 
     # ---- branches --------------------------------------------------------------------------
 

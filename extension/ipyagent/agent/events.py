@@ -58,7 +58,8 @@ class CompactionEnd:
 
 @dataclass
 class Notice:
-    """Something the user should know about the run that is no error (an instruction file not read)."""
+    """Something the user should know about the run that is no error (an instruction file not read,
+    a budget set by hand replaced to fit the window)."""
 
     message: str
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -18,7 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipyagent.agent import events as ev
-from ipyagent.agent.budget import WindowInfo, calibration_sample, request_tokens, resolve_window, token_factor
+from ipyagent.agent.budget import (
+    WindowInfo,
+    calibration_sample,
+    request_tokens,
+    resolve_window,
+    system_tools_tokens,
+    token_factor,
+)
 from ipyagent.agent.compaction_oracle import CompactionRuling
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.ports import RunPorts, ToolResultSource
@@ -36,7 +44,7 @@ from ipyagent.agent.tools.notebook_port import NotebookPort
 from ipyagent.agent.tools.registry import default_tools
 from ipyagent.compaction.compact import FailureTracker
 from ipyagent.compaction.prepare import CompactionPlan
-from ipyagent.compaction.settings import CompactionSettings, for_model, should_compact
+from ipyagent.compaction.settings import Budget, CompactionSettings, fit_budget, for_model, should_compact
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact, Session
 from ipyagent.providers import discovery, models
@@ -110,6 +118,7 @@ class Agent:
         self.cancel = threading.Event()
         self._listeners: list[Listener] = []
         self._run_entries: list[dict[str, Any]] | None = None
+        self._said: set[str] = set()  # notices given once (budgets that do not fit the window)
         self.system_context: SystemContext | None = None  # the notebook's, as the last prompt parts read it
 
     # ---- what the agent works on, and what a run takes from outside -------------------------
@@ -323,11 +332,13 @@ class Agent:
         started = time.monotonic()
         tokens_before = self.request_tokens()  # what the trigger saw (the entry's tokensBefore stays Pi's)
         self._emit(ev.CompactionStart(reason, tokens_before))
+        budget = self.budget()
         try:
             entry = self.session.compact(RedactedSummaries(self.summarizer(), self.redactor()),
-                                         self.compaction_settings(), focus=focus, reason=reason,
+                                         budget.settings(self.config.compaction.enabled), focus=focus, reason=reason,
                                          summary_input_tokens=self._summary_input_tokens(), extra=extra,
-                                         describe=self._ports.describe_namespace, plan=plan)
+                                         describe=self._ports.describe_namespace, plan=plan,
+                                         fits=self._room_under(budget.threshold))
         except KeyboardInterrupt:
             self._emit(ev.CompactionEnd(reason, aborted=True, duration=time.monotonic() - started))
             raise
@@ -357,14 +368,84 @@ class Agent:
         ruling = oracle.rule(self.session, manual=False) if oracle else None
         if ruling is not None:
             return self.compact(reason="threshold", plan=self._ruled_plan(ruling)) if ruling.compact else None
-        settings = self.compaction_settings()
-        window = self.context_window()
+        budget = self.budget()
+        self._tell_budget_problem(budget)
+        settings, window = budget.settings(self.config.compaction.enabled), budget.window
         if not should_compact(self.request_tokens(), window, settings):
             return None
         if self.config.auto_mask_turns is not None and self._auto_mask(self.config.auto_mask_turns) \
                 and not should_compact(self.request_tokens(), window, settings):
             return None  # masking old tool results made room: no summary needed
         return self.compact(reason="threshold")
+
+    def fixed_tokens(self) -> int:
+        """The fixed part of every request, the system prompt and the tool definitions, as the
+        budget counts it (chars/4, times the server's token factor): the same figure everywhere."""
+        fixed = system_tools_tokens(self._composed_system_prompt(), [t.spec() for t in self.tools.values()])
+        return math.ceil(fixed * self.token_factor())
+
+    def _room_under(self, threshold: int | None) -> Callable[[int], bool] | None:
+        """Whether a compaction leaves the next request under ``threshold``: its summary and kept
+        tail (estimated) with the fixed part, counted as the trigger counts (None: no window)."""
+        if threshold is None:
+            return None
+        fixed, factor = self.fixed_tokens(), self.token_factor()
+        return lambda after: fixed + math.ceil(after * factor) <= threshold
+
+    def _request_fits(self) -> tuple[bool, int, int | None]:
+        window = self.context_window()
+        tokens = self.request_tokens()
+        return not window or tokens + (self.config.max_output_tokens or 0) <= window, tokens, window
+
+    def check_request_fits(self) -> None:
+        """Refuse to send a request known not to fit the window, saying what is too large and
+        what to do; compact first where that may still make room."""
+        fits, tokens, window = self._request_fits()
+        if fits:
+            return
+        if self.config.compaction.enabled and not self.failures.blocked:
+            self.compact(reason="threshold")
+            fits, tokens, window = self._request_fits()
+            if fits:
+                return
+        assert window is not None
+        raise AgentRunError(self._too_large(tokens, window))
+
+    def _too_large(self, tokens: int, window: int) -> str:
+        factor = self.token_factor()
+        fixed = self.fixed_tokens()
+        state = self.session.context_state()
+        if not self.config.compaction.enabled:
+            why = "and automatic compaction is off (Agent.auto_compact = False; %compact compacts by hand)"
+        elif self.failures.blocked:
+            why = "and automatic compaction has stopped after failing (see above; %compact retries)"
+        else:
+            why = "and compaction cannot make it smaller"
+        head = (f"The next request would hold about {tokens:,} tokens"
+                + (f" (with {self.config.max_output_tokens:,} for the reply)" if self.config.max_output_tokens else "")
+                + f", more than the {window:,}-token window, {why}: ")
+        largest = max(range(len(state.estimates)), key=state.estimates.__getitem__, default=None)
+        biggest = math.ceil(state.estimates[largest] * factor) if largest is not None else 0
+        if largest is None or fixed >= biggest:
+            return head + (f"the system prompt and the {len(self.tools)} tool definitions take {fixed:,} of them. "
+                           "Run the cell with %%agent --no-tools, leave instruction files out "
+                           "(%config Agent.instruction_files = []), or use a model with a larger window "
+                           "(and set Agent.context_window).")
+        message, entry_id = state.agent_messages[largest], state.entry_ids[largest]
+        role = message.get("role")
+        if role == "user":
+            return head + (f"one prompt (entry {entry_id}) takes about {biggest:,} of them, the system prompt and "
+                           f"tools {fixed:,}. Shorten it or split it over several cells (%%agent --no-context "
+                           "leaves the notebook activity out), or use a model with a larger window.")
+        if role == "toolResult":
+            return head + (f"the result of a {message.get('toolName') or 'tool'} call (entry {entry_id}) takes "
+                           f"about {biggest:,} of them. Mask it (%agent mask {entry_id}), or start a new "
+                           "session (%agent new).")
+        if role == "compactionSummary":
+            return head + (f"the compaction summary takes about {biggest:,} of them. Compact with a focus that "
+                           "asks for a shorter summary (%compact keep it short), or start a new session (%agent new).")
+        return head + (f"one {role} message (entry {entry_id}) takes about {biggest:,} of them. Start a new "
+                       "session (%agent new) or use a model with a larger window.")
 
     def _auto_mask(self, recent_turns: int) -> int:
         """Mask the tool results before the last ``recent_turns`` turns (Agent.auto_mask_turns);
@@ -376,13 +457,29 @@ class Agent:
         return len(targets)
 
     def compaction_settings(self) -> CompactionSettings:
-        """The budgets for the session model: ``Agent.model_overrides["provider/model"]`` where it
-        sets one (Pi 1.6's ``compaction.modelOverrides``), else ``Agent.reserve_tokens`` /
-        ``keep_recent_tokens``. Both count as set by the user."""
-        if not self.config.model or not self.config.model_overrides:
-            return self.config.compaction
-        provider_name, model_id = self._model()
-        return for_model(self.config.compaction, self.config.model_overrides, provider_name, model_id)
+        """The budgets compaction uses now: :meth:`budget`'s, as settings."""
+        return self.budget().settings(self.config.compaction.enabled)
+
+    def budget(self) -> Budget:
+        """The reserve and kept tail for the session model and its window (``compaction/settings.py``'s
+        :func:`fit_budget`): ``Agent.model_overrides["provider/model"]`` where it sets one (Pi 1.6's
+        ``compaction.modelOverrides``), else ``Agent.reserve_tokens`` / ``keep_recent_tokens``, both
+        counting as set by the user; what is not set is derived from the window. Set values that
+        cannot work with the window are replaced, and said once (a notice)."""
+        settings = self.config.compaction
+        if self.config.model and self.config.model_overrides:
+            provider_name, model_id = self._model()
+            settings = for_model(settings, self.config.model_overrides, provider_name, model_id)
+        try:
+            window = self.context_window()
+        except ValueError:  # a model string the registry does not know: the call will say so
+            window = None
+        return fit_budget(settings, window)
+
+    def _tell_budget_problem(self, budget: Budget) -> None:
+        if budget.problem and budget.problem not in self._said:
+            self._said.add(budget.problem)
+            self._emit(ev.Notice(budget.problem))
 
     def _ruled_plan(self, ruling: CompactionRuling | None) -> CompactionPlan | None:
         """The plan with the oracle's cut (None: planned as usual)."""
@@ -435,6 +532,7 @@ class Agent:
         rounds = 0
         while True:
             self.check_budget()
+            self.check_request_fits()
             provider_name, model_id = self._model()
             try:
                 message = self._call_model(model_id)

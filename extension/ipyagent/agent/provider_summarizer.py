@@ -13,6 +13,7 @@ from typing import Any
 
 from ipyagent.agent.config import AgentConfig
 from ipyagent.compaction.compact import summary_output_limit
+from ipyagent.compaction.settings import FULL_BUDGET_WINDOW, fit_budget
 from ipyagent.compaction.summarizer import SummarizerError, SummaryInputTooLarge, SummaryRequest, SummaryResponse
 from ipyagent.providers import models
 from ipyagent.providers.base import MessageDone, ModelRequest
@@ -33,7 +34,12 @@ def summary_input_budget(config: AgentConfig, session_window: int | None) -> int
     window = session_window if model == config.model else models.context_window(*parse_model_string(model))
     if not window:
         return None
-    return max(1024, window - int(0.8 * config.compaction.reserve_tokens) - 512)
+    budget = max(1024, window - int(0.8 * fit_budget(config.compaction, window).reserve_tokens) - 512)
+    if window < FULL_BUDGET_WINDOW:
+        # a small window: leave more than half of it to the summary itself (and to the summariser's
+        # own prompt, which this count does not hold), or a long-winded model hits the window's end
+        budget = min(budget, max(256, window * 45 // 100))
+    return budget
 
 
 class ProviderSummarizer:

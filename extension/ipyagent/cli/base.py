@@ -144,10 +144,12 @@ def budget_args(parser: argparse.ArgumentParser) -> None:
                              "(Pi's chars/4, the default) or tiktoken")
     parser.add_argument("--reserve-tokens", type=int, metavar="N",
                         help="tokens kept free for the answer; compaction runs above window - N "
-                             "(default: the session's stored setting, else 16384)")
+                             "(default: the session's stored setting, else derived from the window: "
+                             "16384 from 65,536 tokens up, window/4 below)")
     parser.add_argument("--keep-recent-tokens", type=int, metavar="N",
                         help="tokens of recent work kept verbatim by a compaction "
-                             "(default: the session's stored setting, else 20000)")
+                             "(default: the session's stored setting, else derived from the window: "
+                             "20000 from 65,536 tokens up, about 30%% below)")
     parser.add_argument("--context-window", type=int, metavar="N",
                         help="the model's context window in tokens, for the budget "
                              "(default: the session's stored window)")

@@ -36,7 +36,9 @@ def run_compact(args: argparse.Namespace) -> int:
     if session.load_report.problems:  # what could not be loaded is said, never silently skipped
         print(session.load_report.summary(), file=sys.stderr)
     budget = budget_of(args, loaded.settings)  # the options, else the notebook's stored settings
-    settings = CompactionSettings(budget.settings.reserve_tokens, budget.settings.keep_recent_tokens)
+    # what the session did not set is derived from its window (Pi's values when none is known)
+    settings = CompactionSettings(budget.settings.reserve_tokens, budget.settings.keep_recent_tokens).fitted(
+        budget.context_window)
     plan = session.prepare_compaction(settings)
     if args.dry_run:
         result = {"nothing_to_compact": True} if plan is None else plan.to_summary_dict()

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from ipyagent.cli.base import Budget, budget_args, budget_of, command, file_args, load_session_file
+from ipyagent.compaction.settings import fit_budget
 
 
 def _configure_inspect(parser: argparse.ArgumentParser) -> None:
@@ -60,13 +61,14 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def _budget_report(session: Any, budget: Budget) -> dict[str, Any]:
-    window, settings = budget.context_window, budget.settings
+    window = budget.context_window
     assert window
-    threshold = window - settings.reserve_tokens
+    fitted = fit_budget(budget.settings, window)  # derived where the session set none, never negative
+    settings = fitted.settings(budget.settings.enabled)
     return {"context_window": window, "window_source": budget.window_source,
-            # never negative: with a reserve as large as the window every request compacts first
-            "threshold": max(threshold, 0), "reserve_exceeds_window": threshold <= 0,
-            "reserve_tokens": settings.reserve_tokens, "keep_recent_tokens": settings.keep_recent_tokens,
+            "threshold": fitted.threshold, "reserve_tokens": fitted.reserve_tokens,
+            "keep_recent_tokens": fitted.keep_recent_tokens, "reserve_from": fitted.reserve_from,
+            "keep_recent_from": fitted.keep_from, "budget_text": fitted.describe(), "problem": fitted.problem,
             "auto_compact": settings.enabled,
             "percent": round(100 * session.context_tokens() / window, 1),
             "would_compact": session.should_compact(window, settings)}
@@ -96,11 +98,10 @@ def _print_inspect(report: dict[str, Any], session: Any) -> None:
         b = report["budget"]
         source = f" ({b['window_source']})" if b["window_source"] else ""
         line = f"budget: {b['percent']}% of {b['context_window']:,}{source}; "
-        if b["reserve_exceeds_window"]:
-            line += (f"the reserve ({b['reserve_tokens']:,} tokens) is not smaller than the window, "
-                     "so every request compacts first")
-        else:
+        if b["reserve_from"] == "set" and b["keep_recent_from"] == "set":
             line += f"compacts above {b['threshold']:,} (reserve {b['reserve_tokens']:,})"
+        else:
+            line += f"compacts above {b['threshold']:,} · {b['budget_text']}"
         if not b["auto_compact"]:
             line += "; automatic compaction is off"
         elif b["would_compact"]:
@@ -108,5 +109,7 @@ def _print_inspect(report: dict[str, Any], session: Any) -> None:
         print(line)
     else:
         print("budget: no context window known (pass --context-window N)")
+    if "budget" in report and report["budget"]["problem"]:
+        print(report["budget"]["problem"])
     if report["problems"]:
         print(session.load_report.summary(), file=sys.stderr)

@@ -142,7 +142,7 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
     weights = state.weights()
     start = 1 if projection and projection[0].entry.get("type") == "compaction" else 0
     if first_kept_entry_id is None:
-        cut = find_cut_point(projection, start, len(projection), settings.keep_recent_tokens, weights.__getitem__,
+        cut = find_cut_point(projection, start, len(projection), settings.keep_recent, weights.__getitem__,
                              state.cut_points)
     else:
         index = next((i for i in range(start, len(projection))

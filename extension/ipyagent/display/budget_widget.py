@@ -17,14 +17,16 @@ Markdown is rendered to safe HTML; the Markdown view gets it as :func:`safe_mark
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipyagent.agent import budget
+from ipyagent.agent import budget as agent_budget
 from ipyagent.agent.config import AgentConfig
+from ipyagent.compaction.settings import Budget, fit_budget
 from ipyagent.display.untrusted import code_span, escape_html, escape_markdown, markdown_html, safe_markdown
 from ipyagent.session.messages import Message
 
@@ -53,10 +55,11 @@ class BudgetFacts:
     status: str = ""
     costs: Any = None  # ipyagent.session.costs.CostTotals, when the session has any usage
     window_source: str = ""  # where the window came from: "window from server (GET /v1/models …)"
+    budget: Budget | None = None  # where the reserve and the kept tail came from (scaled to the window…)
 
     @property
     def threshold(self) -> int | None:
-        return self.window - self.reserve if self.window else None
+        return max(0, self.window - self.reserve) if self.window else None
 
     @property
     def percent(self) -> float | None:
@@ -64,7 +67,7 @@ class BudgetFacts:
 
 
 def system_tools_tokens(config: AgentConfig, tool_specs: Iterable[Any]) -> int:
-    return budget.system_tools_tokens(config.system_prompt, tool_specs)
+    return agent_budget.system_tools_tokens(config.system_prompt, tool_specs)
 
 
 def last_usage(messages: Iterable[Message]) -> dict[str, Any]:
@@ -76,10 +79,12 @@ def last_usage(messages: Iterable[Message]) -> dict[str, Any]:
 
 def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_specs: Iterable[Any] = (),
                  session_name: str = "default", status: str = "", window_source: str = "",
-                 token_factor: float = 1.0) -> BudgetFacts:
+                 token_factor: float = 1.0, budget: Budget | None = None) -> BudgetFacts:
     """The facts the widget shows, computed from the session's cached context state (cheap).
     The total is the agent's own count (``ipyagent.agent.budget.request_tokens``), so the widget
-    and the compaction trigger agree."""
+    and the compaction trigger agree; ``budget`` is the agent's (``Agent.budget()``: per-model
+    overrides, scaled to the window), by default the settings' own for ``window``."""
+    budget = budget or fit_budget(config.compaction, window)
     tool_specs = list(tool_specs)
     state = session.context_state()
     estimates = list(state.estimates)
@@ -89,7 +94,7 @@ def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_
     start = 0
     if messages and messages[0].get("role") == "compactionSummary":
         summary, start = estimates[0], 1
-    keep = config.compaction.keep_recent_tokens
+    keep = budget.keep_recent_tokens
     tail = 0
     cut = len(estimates)
     while cut > start and tail + estimates[cut - 1] <= keep:
@@ -98,16 +103,22 @@ def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_
     history = sum(estimates[start:cut])
     # With usage (taken only when it is newer than the latest compaction) the provider's count
     # covers everything; without it the system prompt and tools are estimated too.
-    total = budget.request_tokens(session, config.system_prompt, tool_specs, token_factor)
+    total = agent_budget.request_tokens(session, config.system_prompt, tool_specs, token_factor)
     usage = last_usage(messages)
-    estimated = system + summary + history + tail
-    if estimated and total > 0 and total != estimated:  # scale the estimated parts to the total for the bar
-        scale = total / estimated
-        system, summary, history, tail = (round(x * scale) for x in (system, summary, history, tail))
+    # The fixed part is counted one way everywhere (Agent.fixed_tokens, the trigger's own count):
+    # chars/4 of the system prompt and tools, times the server's token factor. Where the total is a
+    # provider's count, the difference from the estimates is the messages', so only they are scaled
+    # to it (scaling the fixed part too made it drift from turn to turn with the usage).
+    system = min(math.ceil(system * token_factor), total) if total > 0 else system
+    estimated = summary + history + tail
+    rest = total - system
+    if estimated and total > 0 and rest != estimated:  # scale the message parts to the rest of the total
+        scale = max(0, rest) / estimated
+        summary, history, tail = (round(x * scale) for x in (summary, history, tail))
     compactions = session.compactions()
     return BudgetFacts(
         session_name=session_name, model=config.model, window=window,
-        reserve=config.compaction.reserve_tokens, keep_recent=keep, total=total,
+        reserve=budget.reserve_tokens, keep_recent=keep, total=total, budget=budget,
         parts={"system": system, "summary": summary, "history": history, "tail": tail},
         compactions=len(compactions), cache_read=int(usage.get("cacheRead") or 0),
         cache_write=int(usage.get("cacheWrite") or 0),
@@ -160,8 +171,14 @@ def _details_line(f: BudgetFacts, quote: Callable[[str], str] = str) -> str:
     if cost_text(f.costs):
         bits.append(cost_text(f.costs))
     if f.threshold is not None:
-        bits.append(f"compacts above {_n(f.threshold)} (reserve {_n(f.reserve)})"
-                    + ("" if f.auto_compact else ", automatic compaction off"))
+        b = f.budget
+        if b is None or b.reserve_from in ("set", "default"):
+            said = f"compacts above {_n(f.threshold)} (reserve {_n(f.reserve)})"
+        else:
+            said = f"compacts above {_n(f.threshold)} · {b.reserve_text()}"
+        if b is not None and b.keep_from in ("scaled", "replaced"):
+            said += f" · {b.keep_text()}"
+        bits.append(said + ("" if f.auto_compact else ", automatic compaction off"))
     return " · ".join(bits)
 
 

@@ -40,11 +40,13 @@ class RunView:
         try:
             info = self.agent.window_info()
             window, source, factor = info.window, info.describe(), self.agent.token_factor()
+            budget = self.agent.budget()
         except Exception:  # noqa: BLE001 - no window known: the budget is drawn without one
-            window, source, factor = self.config.context_window, "", 1.0
+            window, source, factor, budget = self.config.context_window, "", 1.0, None
         return budget_facts(self.slot.session, self.budget_config, window=window,
                             tool_specs=[t.spec() for t in self.agent.tools.values()],
-                            session_name=self.slot.name, status=status, window_source=source, token_factor=factor)
+                            session_name=self.slot.name, status=status, window_source=source, token_factor=factor,
+                            budget=budget)
 
     def close(self) -> None:
         """When the run ends, its output becomes the static view alone and the widget's models are

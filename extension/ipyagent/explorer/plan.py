@@ -36,7 +36,7 @@ from typing import Any
 from ipyagent.compaction.compact import SMALL_ROOM, planned_requests, summary_output_limit
 from ipyagent.compaction.cut_point import is_turn_start
 from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction, summarizing_boundary
-from ipyagent.compaction.settings import CompactionSettings, compaction_threshold, should_compact
+from ipyagent.compaction.settings import CompactionSettings, fit_budget
 from ipyagent.compaction.summarizer import SummaryRequest
 from ipyagent.session import masking
 from ipyagent.session.context import ContextState, edits_by_target, latest_compaction_index
@@ -313,6 +313,10 @@ class ExplorerModel:
         if changes:
             self.settings = replace(self.settings, **changes)
         settings = self.settings
+        # a what-if: the plan and the trigger take these values as they are; where the agent would
+        # replace them (reserve + kept tail do not fit the window) a note says so
+        compaction = settings.compaction()
+        budget = fit_budget(compaction, settings.window)
         estimator, _, _ = self._estimator(settings.estimator)
         tokens = self.path_tokens(settings.estimator)
         path = tokens.path
@@ -323,7 +327,7 @@ class ExplorerModel:
         elif path[-1].get("type") == "compaction":
             reason = "The session was just compacted: nothing new to summarise yet."
         else:
-            plan = prepare_compaction(path, settings.compaction(), estimator=estimator, state=tokens.state,
+            plan = prepare_compaction(path, compaction, estimator=estimator, state=tokens.state,
                                       operations_cache=self._operations)
             if plan is None:
                 reason = (f"Nothing to summarise: everything since the last compaction "
@@ -353,7 +357,6 @@ class ExplorerModel:
             limit = summary_output_limit(self._summary_max_output(), settings.window, 0)
             summary_max = limit * (2 if plan.is_split_turn else 1)
         kept = tokens.span(cut, n) if plan is not None else tokens.span(start, n)
-        compaction = settings.compaction()
         boxes, grouping = _boxes(tokens, ranges, latest)
         self.current = Exploration(
             settings=settings, session_name=self.name, source=self.source, path_length=n,
@@ -362,9 +365,10 @@ class ExplorerModel:
             turn_start_index=plan.turn_start_index if plan is not None and plan.is_split_turn else None,
             previous_index=latest, counts=counts, tokens=spans,
             tokens_before=tokens.context_tokens, estimated_before=tokens.estimated_context, kept_tokens=kept,
-            summary_max_tokens=summary_max, threshold=compaction_threshold(settings.window, compaction),
-            would_compact=should_compact(tokens.context_tokens, settings.window, compaction),
-            window_known=self.window_known, boxes=boxes, grouping=grouping, notes=list(self.notes), path=path,
+            summary_max_tokens=summary_max, threshold=max(0, settings.window - settings.reserve_tokens),
+            would_compact=tokens.context_tokens > max(0, settings.window - settings.reserve_tokens),
+            window_known=self.window_known, boxes=boxes, grouping=grouping, path=path,
+            notes=list(self.notes) + ([budget.problem] if budget.problem else []),
             masked=tokens.masked,
         )
         return self.current

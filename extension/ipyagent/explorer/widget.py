@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ipyagent.compaction.prepare import CompactionPlan
+from ipyagent.compaction.settings import CompactionSettings, fit_budget
 from ipyagent.display.untrusted import escape_html
 from ipyagent.explorer.html import (
     legend_html,
@@ -330,12 +331,15 @@ def _settings_from(saved: dict[str, Any], model_window: int | None, *, window: i
     stored = saved.get("compaction")
     compaction = stored if isinstance(stored, dict) else {}
     known = window or _stored_tokens(saved, "context_window", notes) or model_window
+    size = int(known or ASSUMED_WINDOW)
     stored_reserve = _stored_tokens(compaction, "reserve_tokens", notes, low=0)
     stored_keep = _stored_tokens(compaction, "keep_recent_tokens", notes, low=0)
+    # what the session set, else what the agent derives from the window (compaction/settings.py)
+    derived = fit_budget(CompactionSettings(stored_reserve, stored_keep), size)
     settings = ExploreSettings(
-        window=int(known or ASSUMED_WINDOW),
-        reserve_tokens=int(reserve if reserve is not None else 16384 if stored_reserve is None else stored_reserve),
-        keep_recent_tokens=int(keep if keep is not None else 20000 if stored_keep is None else stored_keep),
+        window=size,
+        reserve_tokens=int(reserve if reserve is not None else derived.reserve_tokens),
+        keep_recent_tokens=int(keep if keep is not None else derived.keep_recent_tokens),
         estimator=estimator or session.estimator.name,
         focus=focus,
     )
@@ -434,9 +438,9 @@ def explorer_for_slot(runtime: Any, name: str | None = None, *, window: int | No
         model_window = agent.context_window()
     except ValueError:
         model_window = None
+    budget = agent.budget()  # per-model overrides, scaled to the window
     saved = {"context_window": model_window,
-             "compaction": {"reserve_tokens": config.compaction.reserve_tokens,
-                            "keep_recent_tokens": config.compaction.keep_recent_tokens}}
+             "compaction": {"reserve_tokens": budget.reserve_tokens, "keep_recent_tokens": budget.keep_recent_tokens}}
     settings, known = _settings_from(saved, None, window=window, reserve=reserve, keep=keep_recent,
                                      estimator=estimator, focus=focus, session=slot.session)
     model = ExplorerModel(lambda: runtime.slot(slot_name).session, settings, name=slot_name, model=config.model,

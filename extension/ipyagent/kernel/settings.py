@@ -112,9 +112,14 @@ class AgentSettings(Configurable):
     context_window = Int(None, allow_none=True,
                          help="The model's context window in tokens; default: the bundled model table."
                          ).tag(config=True)
-    reserve_tokens = Int(16384, help="Tokens kept free for the reply; compaction starts above window − reserve."
-                         ).tag(config=True)
-    keep_recent_tokens = Int(20000, help="Tokens of recent work kept verbatim by a compaction.").tag(config=True)
+    reserve_tokens = Int(None, allow_none=True,
+                         help="Tokens kept free for the reply; compaction starts above window − reserve. None "
+                              "(default): derived from the window, Pi's 16,384 from 65,536 tokens up, window / 4 "
+                              "below.").tag(config=True)
+    keep_recent_tokens = Int(None, allow_none=True,
+                             help="Tokens of recent work kept verbatim by a compaction. None (default): derived "
+                                  "from the window, Pi's 20,000 from 65,536 tokens up, about 30 % of it below."
+                             ).tag(config=True)
     # becomes AgentConfig.compaction.enabled (Pi's CompactionSettings.enabled)
     auto_compact = Bool(True, help="Compact automatically when the context passes the threshold.").tag(config=True)
     auto_mask_turns = Int(None, allow_none=True,

@@ -37,12 +37,13 @@ def agent_status(runtime: Any, rest: str) -> None:
     try:
         info = agent.window_info()
         window, source, factor = info.window, info.describe(), agent.token_factor()
+        budget = agent.budget()
     except Exception:  # noqa: BLE001 - no window known: the status is shown without one
-        window, source, factor = config.context_window, "", 1.0
+        window, source, factor, budget = config.context_window, "", 1.0, None
     facts = budget_facts(slot.session, replace(config, system_prompt=agent.system_prompt()), window=window,
                          tool_specs=[t.spec() for t in [*default_tools(), *runtime.mcp.ready_tools()]],
                          session_name=slot.name,
-                         window_source=source, token_factor=factor)
+                         window_source=source, token_factor=factor, budget=budget)
     lines = [f"session {slot.name!r}: {len(slot.session)} entries, leaf {slot.session.leaf_id}",
              f"persistence: {runtime.bridge_state()}"]
     result = runtime.load_result
@@ -50,6 +51,8 @@ def agent_status(runtime: Any, rest: str) -> None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
     lines.append(cost_text(facts.costs) or "cost: no priced calls yet")
     lines.append("pins: " + pins_note(active_pins(slot.session.entries)))
+    if facts.budget is not None and facts.budget.problem:
+        lines.append(facts.budget.problem)
     # a snapshot: nothing updates it, so no widget (it would die with the kernel)
     display(static_bundle(facts), raw=True)
     print("\n".join(lines))

@@ -1,0 +1,112 @@
+"""A compaction makes room: it cuts deeper (a smaller kept tail, down to the last message) until
+the next request is under the threshold, in one compaction; a request known not to fit the window
+is never sent, and the error says what is too large; budgets set by hand that cannot fit the
+window are said once. Against the loopback fake provider (real HTTP, real SSE), which enforces
+its window."""
+
+from __future__ import annotations
+
+from ipyagent import Agent, CompactionSettings, Session
+from ipyagent.agent import events as ev
+from ipyagent.agent.config import AgentConfig
+from ipyagent.compaction.settings import fit_budget
+from ipyagent.compaction.summarizer import ScriptedSummarizer
+from ipyagent.hooks import HookRegistry
+from ipyagent.testing import FakeProviderServer
+
+WORDS = "the survey answers were typed by hand so the city names are spelled in several ways "
+
+
+def make_agent(server: FakeProviderServer, window: int, summary: str, compaction: CompactionSettings | None = None,
+               **config) -> Agent:
+    server.register("fake", "openai")
+    cfg = AgentConfig(model="fake:test-model", context_window=window, tool_approval="auto",
+                      compaction=compaction or CompactionSettings(), **config)
+    return Agent(Session(hooks=HookRegistry()), config=cfg, namespace={},
+                 summarizer=ScriptedSummarizer(fn=lambda request: summary), sleep=lambda s: None)
+
+
+def prompt(i: int, tokens: int) -> str:
+    return f"Part {i}. " + (WORDS * (4 * tokens // len(WORDS) + 1))[:4 * tokens]
+
+
+def test_a_compaction_cuts_deeper_until_the_next_request_is_under_the_threshold():
+    # A 6,000-token window and no budget set (reserve 1,500, keep-recent 1,831): with the system
+    # prompt and tools (~1,600), prompts of ~1,200 tokens and a summary of ~800, the usual kept
+    # tail (two prompts) would leave the context over the threshold after compacting.
+    window = 6000
+    with FakeProviderServer(context_window=window) as server:
+        agent = make_agent(server, window, "## Goal\n" + "g" * 3200)
+        threshold = fit_budget(CompactionSettings(), window).threshold
+        assert threshold == 4500 and agent.fixed_tokens() > 1000  # the system prompt and the tools
+        seen: list = []
+        after: list[int] = []
+        agent.subscribe(seen.append)
+        agent.subscribe(lambda e: after.append(agent.request_tokens())
+                        if isinstance(e, ev.CompactionEnd) and e.entry is not None else None)
+        for i in range(8):
+            server.enqueue_text(f"answer {i}")
+            assert agent.prompt(prompt(i, 1200)).error is None
+        assert len(after) >= 2
+        assert max(after) <= threshold, (after, threshold)  # each compaction made room on its own
+        requests = [e.context_tokens for e in seen if isinstance(e, ev.RequestStart)]
+        assert max(requests) <= window and len(requests) == 8  # every request fitted, no retry
+        assert [r.outcome for r in server.requests if r.outcome not in ("reply", "summary")] == []
+        assert len(agent.session.compactions()) == len(after)  # one compaction entry each
+
+
+def test_nothing_to_compact_at_the_usual_tail_still_makes_room():
+    # keep-recent set larger than everything since the start: the usual plan has nothing to
+    # summarise, and the compaction cuts deeper instead of being skipped
+    window = 6000
+    with FakeProviderServer(context_window=window) as server:
+        agent = make_agent(server, window, "## Goal\nshort", CompactionSettings(reserve_tokens=1500,
+                                                                                 keep_recent_tokens=4400))
+        seen: list = []
+        agent.subscribe(seen.append)
+        for i in range(4):
+            server.enqueue_text(f"answer {i}")
+            assert agent.prompt(prompt(i, 900)).error is None
+        assert not [e for e in seen if isinstance(e, ev.CompactionEnd) and e.error]
+        assert [e for e in seen if isinstance(e, ev.CompactionEnd) and e.entry is not None]
+        assert agent.request_tokens() <= 4500
+
+
+def test_a_prompt_too_large_for_the_window_is_not_sent_and_the_error_says_why():
+    window = 6000
+    with FakeProviderServer(context_window=window) as server:
+        agent = make_agent(server, window, "## Goal\nshort")
+        server.enqueue_text("answer 0")
+        assert agent.prompt(prompt(0, 300)).error is None
+        calls = server.chat_calls
+        result = agent.prompt(prompt(1, 7000))
+        assert result.error is not None
+        assert "more than the 6,000-token window" in result.error
+        assert "one prompt (entry " in result.error and "Shorten it or split it over several cells" in result.error
+        assert "compaction cannot make it smaller" in result.error
+        assert server.chat_calls == calls  # nothing was sent
+
+
+def test_system_prompt_and_tools_larger_than_the_window_are_named():
+    with FakeProviderServer(context_window=1024) as server:
+        agent = make_agent(server, 1024, "## Goal\nshort")
+        result = agent.prompt("hello")
+        assert result.error is not None and "the system prompt and the" in result.error
+        assert "tool definitions take" in result.error and "%%agent --no-tools" in result.error
+        assert server.chat_calls == 0
+
+
+def test_budgets_set_by_hand_that_cannot_fit_are_said_once_and_the_scaled_ones_used():
+    window = 2048
+    with FakeProviderServer(context_window=window) as server:
+        agent = make_agent(server, window, "## Goal\nshort", CompactionSettings(16384, 20000), max_output_tokens=32)
+        agent.tools = {}
+        seen: list = []
+        agent.subscribe(seen.append)
+        for i in range(6):
+            server.enqueue_text(f"answer {i}")
+            assert agent.prompt(prompt(i, 250)).error is None
+        notices = [e.message for e in seen if isinstance(e, ev.Notice)]
+        assert len(notices) == 1 and "cannot work with a 2,048-token window" in notices[0]
+        assert agent.budget().threshold == 1536
+        assert [e for e in seen if isinstance(e, ev.CompactionEnd) and e.entry is not None]
