@@ -316,7 +316,20 @@ class DocumentBridge {
     if (!isObject(field) || field.kernelClient !== kernel.clientId) {
       awareness.setLocalStateField(TARGET, { kernelClient: kernel.clientId });
     }
+    if (!this.greeting.has(awareness)) {
+      // The server does not hand a page that joins the states set before it joined (until the
+      // next renewal, up to 15 s later): say ours again whenever another page appears, so that
+      // it knows who asked for what before the kernel's next message arrives.
+      this.greeting.add(awareness);
+      awareness.on('change', (change: { added: number[] }) => {
+        if (change.added.some(id => id !== awareness.clientID)) {
+          awareness.setLocalState(awareness.getLocalState());
+        }
+      });
+    }
   }
+
+  private greeting = new WeakSet<object>();
 
   // ---- the notebook tool ------------------------------------------------------------------
 
