@@ -73,9 +73,23 @@ def test_context_never_holds_a_tool_result_without_its_call(seed, n, leaf_back):
     # path). A compaction that keeps from a tool result — an extension may choose any
     # firstKeptEntryId — makes Pi's context start with an orphan result too; the provider layer
     # drops it (see test_hook_compaction_keeping_from_a_tool_result_is_kept_as_pi_does).
+    # The same holds when the kept part opens with entries that are not messages (a custom entry
+    # between a call and its results): its first message is then a tool result.
     by_id = {e["id"]: e for e in entries}
-    assume(not any(e["type"] == "compaction" and by_id.get(e["firstKeptEntryId"], {}).get("type") == "message"
-                   and by_id[e["firstKeptEntryId"]]["message"]["role"] == "toolResult" for e in entries))
+
+    def first_kept_message(compaction):
+        path, at = [], by_id.get(compaction["parentId"])
+        while at is not None:
+            path.append(at)
+            if at["id"] == compaction["firstKeptEntryId"]:
+                break
+            at = by_id.get(at["parentId"])
+        else:
+            return None  # kept from an id off the path
+        return next((e for e in reversed(path) if e["type"] == "message"), None)
+
+    assume(not any(e["type"] == "compaction" and (kept := first_kept_message(e)) is not None
+                   and kept["message"]["role"] == "toolResult" for e in entries))
     session = Session(header, entries, hooks=HookRegistry())
     assert_calls_before_results(session.build_context())
     # any other leaf of the tree too
