@@ -1,0 +1,258 @@
+"""Long sessions in a real JupyterLab (headless Chromium, the bridge installed, the fake model server).
+
+For each size (entries of one stored session, layout 2) prints one table row:
+
+- open: ``page.goto`` until the notebook is ready and the push of the stored session has arrived
+  in the kernel (a probe request queued after the push has its reply);
+- push: from the bridge sending the push until that probe's reply;
+- save: ``context.save()`` of the notebook (median of 3), next to the save of a plain notebook of
+  the same size (the same JSON text in a raw cell, no ipyagent metadata) and their ratio;
+- longest main-thread task during one ``%%agent`` turn (PerformanceObserver ``longtask`` entries
+  collected in the page: "none" when no task took over 50 ms);
+- bytes written into the notebook model by that turn: the JSON of each metadata key the turn
+  changed (with layout 2, the new chunk keys and the index if it changed), and how many
+  ``setMetadata`` writes it made;
+- the JS heap (``performance.memory.usedJSHeapSize``, after a garbage collection) once open;
+- with collaboration (jupyter-collaboration, a second JupyterLab): the growth of the server's Y
+  store file per turn, once the store is unchanged for 1 s.
+
+    python tests/benchmarks/long_notebook.py [--sizes 1000,5000,10000] [--collab 1000,5000 | --collab none]
+
+``--sizes 1000`` runs in a few minutes. Run it with ``PYTHONPATH`` pointing at the ``extension``
+folder of the checkout being measured (the JupyterLab and its kernels inherit it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "extension"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import nbformat
+from playwright.sync_api import sync_playwright
+
+from browser.conftest import CHROMIUM, CHROMIUM_ARGS, FAKE_KEY, NO_RTC, JupyterLab, _start_server, _stop
+from browser.test_collaboration_browser import _settled
+from browser.test_long_session_browser import HELPERS, _run
+from ipyagent.store.chunks import store_value
+from ipyagent.testing import FakeProviderServer
+from support.sessiongen import generate_session
+
+PROBE = "import ipyagent.bridge.comm as _C; print('PUSHED', _C.peek_push() is not None)"
+
+BENCH = """
+window.__bench = { tasks: [], pushSent: null, writes: 0, keys: {} };
+new PerformanceObserver(list => {
+  for (const e of list.getEntries()) window.__bench.tasks.push(e.duration);
+}).observe({ type: 'longtask', buffered: true });
+const __debug = console.debug.bind(console);
+console.debug = (...args) => {
+  if (args.some(a => String(a).includes('pushed the stored session'))) window.__bench.pushSent = performance.now();
+  __debug(...args);
+};
+window.__benchOps = {
+  probe(path, code) {
+    const k = window.__ipa.panel(path).sessionContext.session.kernel;
+    let text = '';
+    const f = k.requestExecute({ code, silent: false, store_history: false });
+    f.onIOPub = m => { if (m.header.msg_type === 'stream') text += m.content.text; };
+    return f.done.then(() => ({ text, at: performance.now() }));
+  },
+  watch(path) {
+    const m = window.__ipa.panel(path).context.model;
+    m.metadataChanged.connect((_, change) => {
+      window.__bench.writes += 1;
+      window.__bench.keys[change.key] = true;
+    });
+  },
+  reset() { window.__bench.tasks = []; window.__bench.writes = 0; window.__bench.keys = {}; },
+  written(path) {
+    const m = window.__ipa.panel(path).context.model;
+    const enc = new TextEncoder();
+    let bytes = 0;
+    const keys = Object.keys(window.__bench.keys);
+    for (const k of keys) {
+      const v = m.getMetadata(k);
+      bytes += v === undefined ? 0 : enc.encode(JSON.stringify(v)).length;
+    }
+    return { bytes, keys: keys.length, writes: window.__bench.writes,
+             longest: window.__bench.tasks.length ? Math.max(...window.__bench.tasks) : 0 };
+  },
+  async save(path) {
+    const t = performance.now();
+    await window.__ipa.panel(path).context.save();
+    return performance.now() - t;
+  },
+  heap() {
+    if (window.gc) window.gc();
+    return performance.memory.usedJSHeapSize;
+  }
+};
+"""
+
+PROMPT = "%%agent --session work\nSummarise what we know so far."
+ANSWER = "ANSWER " + " ".join(f"finding {i} of this turn holds." for i in range(80))
+
+
+def _notebooks(root: Path, n: int) -> tuple[str, str, int]:
+    """The agent notebook (layout 2, one session of ``n`` entries) and its plain twin; the size."""
+    header, entries = generate_session(21, n)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in ["%load_ext ipyagent", PROMPT]]
+    raw = json.loads(nbformat.writes(nb))
+    store_value(raw["metadata"], {"version": 1, "active": "archive", "sessions": {"archive": {
+        "header": header, "leaf": entries[-1]["id"], "settings": {}, "entries": entries}}}, 2)
+    name = f"long-{n}.ipynb"
+    text = json.dumps(raw)
+    (root / name).write_text(text)
+    agent_meta = {k: v for k, v in raw["metadata"].items() if k.startswith("ipyagent")}
+    plain = nbformat.v4.new_notebook()
+    plain.metadata["kernelspec"] = nb.metadata["kernelspec"]
+    plain.cells = [nbformat.v4.new_raw_cell(json.dumps(agent_meta))]
+    plain_name = f"plain-{n}.ipynb"
+    nbformat.write(plain, str(root / plain_name))
+    return name, plain_name, len(text.encode())
+
+
+def _open(context, lab: JupyterLab, name: str) -> tuple[object, float, float]:
+    """A page on ``name``; seconds from goto until the push arrived, and of the push itself."""
+    page = context.new_page()
+    page.add_init_script(HELPERS)
+    page.add_init_script(BENCH)
+    start = time.perf_counter()
+    page.goto(lab.url(f"/lab/tree/{name}?reset"))
+    page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=900_000)
+    page.wait_for_function("() => window.__bench.pushSent !== null", timeout=900_000)
+    probe = page.evaluate("([p, c]) => window.__benchOps.probe(p, c)", [name, PROBE])
+    opened = time.perf_counter() - start
+    if "PUSHED True" not in probe["text"]:
+        raise SystemExit(f"{name}: the push did not arrive: {probe['text']!r}")
+    push = (probe["at"] - page.evaluate("() => window.__bench.pushSent")) / 1000
+    return page, opened, push
+
+
+def _turn(page, lab: JupyterLab, name: str, before_turn=lambda: None) -> dict:
+    """``%load_ext`` (resuming from the push), then ``before_turn()`` and one ``%%agent`` turn:
+    what the turn wrote into the model and its longest main-thread task."""
+    page.evaluate("(p) => window.__benchOps.watch(p)", name)
+    out = _run(page, name, 0)
+    if "from push" not in out:
+        raise SystemExit(f"{name}: %load_ext did not resume from the push: {out!r}")
+    before_turn()
+    page.evaluate("() => window.__benchOps.reset()")
+    lab.fake.enqueue_text(ANSWER)
+    out = _run(page, name, 1)
+    if "ERROR" in out:
+        raise SystemExit(f"{name}: the turn failed: {out!r}")
+    # the entries' last writes may follow the cell's end: wait until no write came for 1 s
+    last, since = -1, time.time()
+    while time.time() - since < 1.0:
+        now = page.evaluate("() => window.__bench.writes")
+        if now != last:
+            last, since = now, time.time()
+        time.sleep(0.1)
+    return page.evaluate("(p) => window.__benchOps.written(p)", name)
+
+
+def _save(page, name: str) -> float:
+    return statistics.median(page.evaluate("(p) => window.__benchOps.save(p)", name) for _ in range(3)) / 1000
+
+
+def _lab(base: Path, server: FakeProviderServer, extra: list[str]) -> JupyterLab:
+    base.mkdir()
+    lab = _start_server(base, "jupyterlab", ["--LabApp.expose_app_in_browser=True", *extra], env_extra={
+        "OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": FAKE_KEY,
+        "IPYAGENT_MODEL": "openai:fake-model"})
+    lab.fake = server  # type: ignore[attr-defined]
+    return lab
+
+
+def _sizes(text: str) -> list[int]:
+    return [] if text.strip().lower() in ("", "none") else [int(s) for s in text.split(",")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1000,5000,10000", help="entries per notebook, comma-separated")
+    parser.add_argument("--collab", default="1000,5000",
+                        help="the sizes (of --sizes) also measured with collaboration on, or 'none'")
+    args = parser.parse_args()
+    sizes = _sizes(args.sizes)
+    collab = [n for n in _sizes(args.collab) if n in sizes]
+    work = Path(tempfile.mkdtemp(prefix="ipyagent-long-notebook-"))
+    rows = []
+    with FakeProviderServer() as server, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            *CHROMIUM_ARGS, "--enable-precise-memory-info", "--js-flags=--expose-gc"])
+        lab = _lab(work / "lab", server, [NO_RTC])
+        rtc = None
+        if collab:
+            ystore = work / "rtc" / "ystore.db"
+            rtc = _lab(work / "rtc", server, ["--YDocExtension.disable_rtc=False", f"--SQLiteYStore.db_path={ystore}"])
+        try:
+            for n in sizes:
+                name, plain_name, size = _notebooks(lab.root, n)
+                context = browser.new_context(viewport={"width": 1280, "height": 800})
+                page, opened, push = _open(context, lab, name)
+                heap = page.evaluate("() => window.__benchOps.heap()")
+                turn = _turn(page, lab, name)
+                save = _save(page, name)
+                page.close()
+                plain_page = _open_plain(context, lab, plain_name)
+                plain = _save(plain_page, plain_name)
+                context.close()
+                lab.shutdown_kernels()
+                grown = None
+                if rtc is not None and n in collab:
+                    _notebooks(rtc.root, n)
+                    context = browser.new_context(viewport={"width": 1280, "height": 800})
+                    page, _, _ = _open(context, rtc, name)
+                    sizes_seen: list[int] = []
+                    _turn(page, rtc, name, lambda: sizes_seen.append(_settled(ystore)))
+                    grown = _settled(ystore) - sizes_seen[0]
+                    context.close()
+                    rtc.shutdown_kernels()
+                rows.append((n, size, opened, push, save, plain, turn, heap, grown))
+                print(f"measured {n} entries", file=sys.stderr, flush=True)
+        finally:
+            _stop(lab.proc)
+            if rtc is not None:
+                _stop(rtc.proc)
+            browser.close()
+    _table(rows)
+
+
+def _open_plain(context, lab: JupyterLab, name: str):
+    page = context.new_page()
+    page.add_init_script(HELPERS)
+    page.add_init_script(BENCH)
+    page.goto(lab.url(f"/lab/tree/{name}?reset"))
+    page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=900_000)
+    return page
+
+
+def _table(rows: list[tuple]) -> None:
+    print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    print("| entries | notebook | open | push | save (plain, ratio) | longest task of a turn | "
+          "model bytes per turn (keys, writes) | JS heap after open | Y store per turn |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n, size, opened, push, save, plain, turn, heap, grown in rows:
+        longest = f"{turn['longest']:.0f} ms" if turn["longest"] else "none over 50 ms"
+        ystore = "—" if grown is None else f"{grown / 1e3:,.1f} KB"
+        print(f"| {n:,} | {size / 1e6:.1f} MB | {opened:.2f} s | {push:.2f} s | {save:.2f} s ({plain:.2f} s, "
+              f"{save / plain:.2f}×) | {longest} | {turn['bytes']:,} B ({turn['keys']}, {turn['writes']}) | "
+              f"{heap / 1e6:.0f} MB | {ystore} |")
+
+
+if __name__ == "__main__":
+    main()
