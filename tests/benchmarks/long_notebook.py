@@ -18,7 +18,8 @@ For each size (entries of one stored session, layout 2) prints one table row:
 
     python tests/benchmarks/long_notebook.py [--sizes 1000,5000,10000] [--collab 1000,5000 | --collab none]
 
-``--sizes 1000`` runs in a few minutes. Run it with ``PYTHONPATH`` pointing at the ``extension``
+``--sizes 1000`` runs in a few minutes. Size 0 (no stored session: no push) is a baseline for
+what a turn costs the page without a long session, e.g. ``--sizes 0,1000 --collab 0,1000``. Run it with ``PYTHONPATH`` pointing at the ``extension``
 folder of the checkout being measured (the JupyterLab and its kernels inherit it).
 """
 
@@ -84,7 +85,7 @@ window.__benchOps = {
       const v = m.getMetadata(k);
       bytes += v === undefined ? 0 : enc.encode(JSON.stringify(v)).length;
     }
-    return { bytes, keys: keys.length, writes: window.__bench.writes,
+    return { bytes, keys: keys.length, names: keys.sort(), writes: window.__bench.writes,
              longest: window.__bench.tasks.length ? Math.max(...window.__bench.tasks) : 0 };
   },
   async save(path) {
@@ -104,14 +105,16 @@ ANSWER = "ANSWER " + " ".join(f"finding {i} of this turn holds." for i in range(
 
 
 def _notebooks(root: Path, n: int) -> tuple[str, str, int]:
-    """The agent notebook (layout 2, one session of ``n`` entries) and its plain twin; the size."""
-    header, entries = generate_session(21, n)
+    """The agent notebook (layout 2, one session of ``n`` entries; none stored for 0) and its
+    plain twin; the agent notebook's size."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_code_cell(src) for src in ["%load_ext ipyagent", PROMPT]]
     raw = json.loads(nbformat.writes(nb))
-    store_value(raw["metadata"], {"version": 1, "active": "archive", "sessions": {"archive": {
-        "header": header, "leaf": entries[-1]["id"], "settings": {}, "entries": entries}}}, 2)
+    if n:
+        header, entries = generate_session(21, n)
+        store_value(raw["metadata"], {"version": 1, "active": "archive", "sessions": {"archive": {
+            "header": header, "leaf": entries[-1]["id"], "settings": {}, "entries": entries}}}, 2)
     name = f"long-{n}.ipynb"
     text = json.dumps(raw)
     (root / name).write_text(text)
@@ -124,29 +127,33 @@ def _notebooks(root: Path, n: int) -> tuple[str, str, int]:
     return name, plain_name, len(text.encode())
 
 
-def _open(context, lab: JupyterLab, name: str) -> tuple[object, float, float]:
-    """A page on ``name``; seconds from goto until the push arrived, and of the push itself."""
+def _open(context, lab: JupyterLab, name: str, stored: bool) -> tuple[object, float, float | None]:
+    """A page on ``name``; seconds from goto until the push arrived (``stored``: there is one),
+    and of the push itself."""
     page = context.new_page()
     page.add_init_script(HELPERS)
     page.add_init_script(BENCH)
     start = time.perf_counter()
     page.goto(lab.url(f"/lab/tree/{name}?reset"))
     page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=900_000)
-    page.wait_for_function("() => window.__bench.pushSent !== null", timeout=900_000)
+    if stored:
+        page.wait_for_function("() => window.__bench.pushSent !== null", timeout=900_000)
     probe = page.evaluate("([p, c]) => window.__benchOps.probe(p, c)", [name, PROBE])
     opened = time.perf_counter() - start
+    if not stored:
+        return page, opened, None
     if "PUSHED True" not in probe["text"]:
         raise SystemExit(f"{name}: the push did not arrive: {probe['text']!r}")
     push = (probe["at"] - page.evaluate("() => window.__bench.pushSent")) / 1000
     return page, opened, push
 
 
-def _turn(page, lab: JupyterLab, name: str, before_turn=lambda: None) -> dict:
+def _turn(page, lab: JupyterLab, name: str, stored: bool, before_turn=lambda: None) -> dict:
     """``%load_ext`` (resuming from the push), then ``before_turn()`` and one ``%%agent`` turn:
     what the turn wrote into the model and its longest main-thread task."""
     page.evaluate("(p) => window.__benchOps.watch(p)", name)
     out = _run(page, name, 0)
-    if "from push" not in out:
+    if stored and "from push" not in out:
         raise SystemExit(f"{name}: %load_ext did not resume from the push: {out!r}")
     before_turn()
     page.evaluate("() => window.__benchOps.reset()")
@@ -203,9 +210,9 @@ def main() -> None:
             for n in sizes:
                 name, plain_name, size = _notebooks(lab.root, n)
                 context = browser.new_context(viewport={"width": 1280, "height": 800})
-                page, opened, push = _open(context, lab, name)
+                page, opened, push = _open(context, lab, name, n > 0)
                 heap = page.evaluate("() => window.__benchOps.heap()")
-                turn = _turn(page, lab, name)
+                turn = _turn(page, lab, name, n > 0)
                 save = _save(page, name)
                 page.close()
                 plain_page = _open_plain(context, lab, plain_name)
@@ -216,14 +223,15 @@ def main() -> None:
                 if rtc is not None and n in collab:
                     _notebooks(rtc.root, n)
                     context = browser.new_context(viewport={"width": 1280, "height": 800})
-                    page, _, _ = _open(context, rtc, name)
+                    page, _, _ = _open(context, rtc, name, n > 0)
                     sizes_seen: list[int] = []
-                    _turn(page, rtc, name, lambda: sizes_seen.append(_settled(ystore)))
+                    _turn(page, rtc, name, n > 0, lambda: sizes_seen.append(_settled(ystore)))
                     grown = _settled(ystore) - sizes_seen[0]
                     context.close()
                     rtc.shutdown_kernels()
                 rows.append((n, size, opened, push, save, plain, turn, heap, grown))
-                print(f"measured {n} entries", file=sys.stderr, flush=True)
+                print(f"measured {n} entries; the turn changed {', '.join(turn['names'])}", file=sys.stderr,
+                      flush=True)
         finally:
             _stop(lab.proc)
             if rtc is not None:
@@ -249,7 +257,8 @@ def _table(rows: list[tuple]) -> None:
     for n, size, opened, push, save, plain, turn, heap, grown in rows:
         longest = f"{turn['longest']:.0f} ms" if turn["longest"] else "none over 50 ms"
         ystore = "—" if grown is None else f"{grown / 1e3:,.1f} KB"
-        print(f"| {n:,} | {size / 1e6:.1f} MB | {opened:.2f} s | {push:.2f} s | {save:.2f} s ({plain:.2f} s, "
+        pushed = "—" if push is None else f"{push:.2f} s"
+        print(f"| {n:,} | {size / 1e6:.1f} MB | {opened:.2f} s | {pushed} | {save:.2f} s ({plain:.2f} s, "
               f"{save / plain:.2f}×) | {longest} | {turn['bytes']:,} B ({turn['keys']}, {turn['writes']}) | "
               f"{heap / 1e6:.0f} MB | {ystore} |")
 
