@@ -7,14 +7,15 @@ For each size (entries of one stored session, layout 2) prints one table row:
 - push: from the bridge sending the push until that probe's reply;
 - save: ``context.save()`` of the notebook (median of 3), next to the save of a plain notebook of
   the same size (the same JSON text in a raw cell, no ipyagent metadata) and their ratio;
-- longest main-thread task during one ``%%agent`` turn (PerformanceObserver ``longtask`` entries
-  collected in the page: "none" when no task took over 50 ms);
-- bytes written into the notebook model by that turn: the JSON of each metadata key the turn
+- longest main-thread task during each of two ``%%agent`` turns (PerformanceObserver ``longtask``
+  entries collected in the page: "none" when no task took over 50 ms; the page's first turn also
+  pays one-off costs, which the baseline size 0 shows);
+- bytes written into the notebook model by each turn: the JSON of each metadata key the turn
   changed (with layout 2, the new chunk keys and the index if it changed), and how many
   ``setMetadata`` writes it made;
 - the JS heap (``performance.memory.usedJSHeapSize``, after a garbage collection) once open;
 - with collaboration (jupyter-collaboration, a second JupyterLab): the growth of the server's Y
-  store file per turn, once the store is unchanged for 1 s.
+  store file per turn (both turns), once the store is unchanged for 1 s.
 
     python tests/benchmarks/long_notebook.py [--sizes 1000,5000,10000] [--collab 1000,5000 | --collab none]
 
@@ -26,6 +27,7 @@ folder of the checkout being measured (the JupyterLab and its kernels inherit it
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -100,7 +102,7 @@ window.__benchOps = {
 };
 """
 
-PROMPT = "%%agent --session work\nSummarise what we know so far."
+PROMPTS = ["%%agent --session work\nSummarise what we know so far.", "%%agent --session work\nWhat follows from it?"]
 ANSWER = "ANSWER " + " ".join(f"finding {i} of this turn holds." for i in range(80))
 
 
@@ -109,7 +111,7 @@ def _notebooks(root: Path, n: int) -> tuple[str, str, int]:
     plain twin; the agent notebook's size."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in ["%load_ext ipyagent", PROMPT]]
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in ["%load_ext ipyagent", *PROMPTS]]
     raw = json.loads(nbformat.writes(nb))
     if n:
         header, entries = generate_session(21, n)
@@ -148,27 +150,30 @@ def _open(context, lab: JupyterLab, name: str, stored: bool) -> tuple[object, fl
     return page, opened, push
 
 
-def _turn(page, lab: JupyterLab, name: str, stored: bool, before_turn=lambda: None) -> dict:
-    """``%load_ext`` (resuming from the push), then ``before_turn()`` and one ``%%agent`` turn:
-    what the turn wrote into the model and its longest main-thread task."""
+def _turns(page, lab: JupyterLab, name: str, stored: bool, before_each=lambda: None) -> list[dict]:
+    """``%load_ext`` (resuming from the push), then two ``%%agent`` turns, ``before_each()`` before
+    each: what each turn wrote into the model and its longest main-thread task."""
     page.evaluate("(p) => window.__benchOps.watch(p)", name)
     out = _run(page, name, 0)
     if stored and "from push" not in out:
         raise SystemExit(f"{name}: %load_ext did not resume from the push: {out!r}")
-    before_turn()
-    page.evaluate("() => window.__benchOps.reset()")
-    lab.fake.enqueue_text(ANSWER)
-    out = _run(page, name, 1)
-    if "ERROR" in out:
-        raise SystemExit(f"{name}: the turn failed: {out!r}")
-    # the entries' last writes may follow the cell's end: wait until no write came for 1 s
-    last, since = -1, time.time()
-    while time.time() - since < 1.0:
-        now = page.evaluate("() => window.__bench.writes")
-        if now != last:
-            last, since = now, time.time()
-        time.sleep(0.1)
-    return page.evaluate("(p) => window.__benchOps.written(p)", name)
+    measured = []
+    for cell in range(1, len(PROMPTS) + 1):
+        before_each()
+        page.evaluate("() => window.__benchOps.reset()")
+        lab.fake.enqueue_text(ANSWER)
+        out = _run(page, name, cell)
+        if "ERROR" in out:
+            raise SystemExit(f"{name}: the turn failed: {out!r}")
+        # the entries' last writes may follow the cell's end: wait until no write came for 1 s
+        last, since = -1, time.time()
+        while time.time() - since < 1.0:
+            now = page.evaluate("() => window.__bench.writes")
+            if now != last:
+                last, since = now, time.time()
+            time.sleep(0.1)
+        measured.append(page.evaluate("(p) => window.__benchOps.written(p)", name))
+    return measured
 
 
 def _save(page, name: str) -> float:
@@ -212,7 +217,7 @@ def main() -> None:
                 context = browser.new_context(viewport={"width": 1280, "height": 800})
                 page, opened, push = _open(context, lab, name, n > 0)
                 heap = page.evaluate("() => window.__benchOps.heap()")
-                turn = _turn(page, lab, name, n > 0)
+                turns = _turns(page, lab, name, n > 0)
                 save = _save(page, name)
                 page.close()
                 plain_page = _open_plain(context, lab, plain_name)
@@ -224,14 +229,15 @@ def main() -> None:
                     _notebooks(rtc.root, n)
                     context = browser.new_context(viewport={"width": 1280, "height": 800})
                     page, _, _ = _open(context, rtc, name, n > 0)
-                    sizes_seen: list[int] = []
-                    _turn(page, rtc, name, n > 0, lambda: sizes_seen.append(_settled(ystore)))
-                    grown = _settled(ystore) - sizes_seen[0]
+                    seen: list[int] = []
+                    _turns(page, rtc, name, n > 0, lambda: seen.append(_settled(ystore)))
+                    seen.append(_settled(ystore))
+                    grown = [b - a for a, b in itertools.pairwise(seen)]
                     context.close()
                     rtc.shutdown_kernels()
-                rows.append((n, size, opened, push, save, plain, turn, heap, grown))
-                print(f"measured {n} entries; the turn changed {', '.join(turn['names'])}", file=sys.stderr,
-                      flush=True)
+                rows.append((n, size, opened, push, save, plain, turns, heap, grown))
+                print(f"measured {n} entries; the turns changed "
+                      f"{' / '.join(', '.join(t['names']) for t in turns)}", file=sys.stderr, flush=True)
         finally:
             _stop(lab.proc)
             if rtc is not None:
@@ -250,18 +256,17 @@ def _open_plain(context, lab: JupyterLab, name: str):
 
 
 def _table(rows: list[tuple]) -> None:
-    print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
-    print("| entries | notebook | open | push | save (plain, ratio) | longest task of a turn | "
+    print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; per turn: the first / the second %%agent turn")
+    print("| entries | notebook | open | push | save (plain, ratio) | longest task per turn | "
           "model bytes per turn (keys, writes) | JS heap after open | Y store per turn |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for n, size, opened, push, save, plain, turn, heap, grown in rows:
-        longest = f"{turn['longest']:.0f} ms" if turn["longest"] else "none over 50 ms"
-        ystore = "—" if grown is None else f"{grown / 1e3:,.1f} KB"
+    for n, size, opened, push, save, plain, turns, heap, grown in rows:
+        longest = " / ".join(f"{t['longest']:.0f} ms" if t["longest"] else "none over 50 ms" for t in turns)
+        written = " / ".join(f"{t['bytes']:,} B ({t['keys']}, {t['writes']})" for t in turns)
+        ystore = "—" if grown is None else " / ".join(f"{g / 1e3:,.1f} KB" for g in grown)
         pushed = "—" if push is None else f"{push:.2f} s"
         print(f"| {n:,} | {size / 1e6:.1f} MB | {opened:.2f} s | {pushed} | {save:.2f} s ({plain:.2f} s, "
-              f"{save / plain:.2f}×) | {longest} | {turn['bytes']:,} B ({turn['keys']}, {turn['writes']}) | "
-              f"{heap / 1e6:.0f} MB | {ystore} |")
-
+              f"{save / plain:.2f}×) | {longest} | {written} | {heap / 1e6:.0f} MB | {ystore} |")
 
 if __name__ == "__main__":
     main()
