@@ -47,7 +47,13 @@ def test_server_definitions_are_checked():
 
 
 def test_results_text_images_structured_and_errors():
-    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 20).decode()
+    from io import BytesIO
+
+    from PIL import Image
+
+    buffer = BytesIO()
+    Image.new("RGB", (4, 3), "red").save(buffer, format="PNG")  # a real PNG: headers are checked
+    png = base64.b64encode(buffer.getvalue()).decode()
     result = {"content": [{"type": "text", "text": "hi"}, {"type": "image", "mimeType": "image/png", "data": png},
                           {"type": "image", "mimeType": "image/png", "data": "bm90IGFuIGltYWdl"}],
               "structuredContent": {"n": 1}}
