@@ -12,16 +12,17 @@ For each size (entries of one stored session, layout 2) prints one table row:
   pays one-off costs, which the baseline size 0 shows);
 - bytes written into the notebook model by each turn: the JSON of each metadata key the turn
   changed (with layout 2, the new chunk keys and the index if it changed), and how many
-  ``setMetadata`` writes it made;
+  metadata changes the model signalled;
 - the JS heap (``performance.memory.usedJSHeapSize``, after a garbage collection) once open;
 - with collaboration (jupyter-collaboration, a second JupyterLab): the growth of the server's Y
-  store file per turn (both turns), once the store is unchanged for 1 s.
+  store per turn (both turns: the bytes of its stored updates, once unchanged for 1 s).
 
-    python tests/benchmarks/long_notebook.py [--sizes 1000,5000,10000] [--collab 1000,5000 | --collab none]
+    python tests/benchmarks/long_notebook.py [--sizes 1000,5000,10000] [--collab all|none|1000,5000]
 
 ``--sizes 1000`` runs in a few minutes. Size 0 (no stored session: no push) is a baseline for
-what a turn costs the page without a long session, e.g. ``--sizes 0,1000 --collab 0,1000``. Run it with ``PYTHONPATH`` pointing at the ``extension``
-folder of the checkout being measured (the JupyterLab and its kernels inherit it).
+what a turn costs the page without a long session, e.g. ``--sizes 0,1000``. Run it with
+``PYTHONPATH`` pointing at the ``extension`` folder of the checkout being measured (the
+JupyterLab and its kernels inherit it); it needs what the browser tests need.
 """
 
 from __future__ import annotations
@@ -196,11 +197,11 @@ def _sizes(text: str) -> list[int]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1000,5000,10000", help="entries per notebook, comma-separated")
-    parser.add_argument("--collab", default="1000,5000",
-                        help="the sizes (of --sizes) also measured with collaboration on, or 'none'")
+    parser.add_argument("--collab", default="all",
+                        help="the sizes (of --sizes) also measured with collaboration on: 'all', 'none' or a list")
     args = parser.parse_args()
     sizes = _sizes(args.sizes)
-    collab = [n for n in _sizes(args.collab) if n in sizes]
+    collab = sizes if args.collab == "all" else [n for n in _sizes(args.collab) if n in sizes]
     work = Path(tempfile.mkdtemp(prefix="ipyagent-long-notebook-"))
     rows = []
     with FakeProviderServer() as server, sync_playwright() as pw:
