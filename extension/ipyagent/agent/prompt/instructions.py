@@ -48,6 +48,30 @@ class InstructionSearch:
     skipped: tuple[SkippedFile, ...] = ()
 
 
+def read_project_file(path: Path, root: Path, folder: Path, *, max_bytes: int, allow: AllowRead | None,
+                      seen: set[str], skipped: list[SkippedFile], ask: str) -> tuple[PathVerdict, bytes] | None:
+    """The first ``max_bytes + 1`` bytes of a file a repository brought (an instruction file, a
+    skill), under the containment rules, or None: never under /proc, /sys or /dev; outside
+    ``root`` only when ``allow`` says so (else noted in ``skipped`` with ``ask``); each real file
+    once (``seen``); never a FIFO or a device."""
+    verdict = check_path(path, root)
+    if verdict.real in seen:
+        return None
+    if verdict.forbidden:
+        skipped.append(SkippedFile(str(path), verdict.reason()))
+        return None
+    if verdict.outside and not (allow is not None and allow(verdict, folder)):
+        skipped.append(SkippedFile(str(path), verdict.reason() + ask, needs_approval=True))
+        return None
+    try:
+        with open_regular(verdict.real) as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError:  # gone, unreadable, a folder, a FIFO or a device
+        return None
+    seen.add(verdict.real)
+    return verdict, data
+
+
 def instruction_dirs(start: str | Path, home: str | Path | None = None) -> list[Path]:
     """The folders searched, nearest first: ``start`` up to the repository root or the home
     folder; only ``start`` with neither on the way."""
@@ -72,21 +96,11 @@ def search_instruction_files(start: str | Path, *, names: Sequence[str] = INSTRU
             path = folder / name
             if not path.is_symlink() and not path.exists():
                 continue
-            verdict = check_path(path, scope.root)
-            if verdict.real in seen_paths:
+            read = read_project_file(path, scope.root, folder, max_bytes=max_bytes, allow=allow,
+                                     seen=seen_paths, skipped=skipped, ask=_ASK)
+            if read is None:
                 continue
-            if verdict.forbidden:
-                skipped.append(SkippedFile(str(path), verdict.reason()))
-                continue
-            if verdict.outside and not (allow is not None and allow(verdict, folder)):
-                skipped.append(SkippedFile(str(path), verdict.reason() + _ASK, needs_approval=True))
-                continue
-            try:
-                with open_regular(verdict.real) as handle:
-                    data = handle.read(max_bytes + 1)
-            except OSError:  # gone, unreadable, a folder, a FIFO or a device
-                continue
-            seen_paths.add(verdict.real)
+            _, data = read
             truncated = len(data) > max_bytes
             text = data[:max_bytes].decode("utf-8", errors="replace").strip()
             if not text or text in seen_texts:

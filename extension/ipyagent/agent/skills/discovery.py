@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ipyagent.agent.containment import check_path, project_scope
-from ipyagent.agent.prompt.instructions import AllowRead, SkippedFile
+from ipyagent.agent.containment import project_scope
+from ipyagent.agent.prompt.instructions import AllowRead, SkippedFile, read_project_file
 from ipyagent.agent.tools.paths import open_regular
 
 SKILL_DIRS = (".agents/skills", ".claude/skills", ".pi/skills")
@@ -138,21 +138,11 @@ def find_skills(start: str | Path, *, home: str | Path | None = None, allow: All
             path = skills_dir / entry / SKILL_FILE
             if not path.is_symlink() and not path.exists():
                 continue
-            verdict = check_path(path, root)
-            if verdict.real in seen:
+            read = read_project_file(path, root, skills_dir, max_bytes=MAX_SKILL_BYTES, allow=allow,
+                                     seen=seen, skipped=skipped, ask=_ASK)
+            if read is None:
                 continue
-            if verdict.forbidden:
-                skipped.append(SkippedFile(str(path), verdict.reason()))
-                continue
-            if verdict.outside and not (allow is not None and allow(verdict, skills_dir)):
-                skipped.append(SkippedFile(str(path), verdict.reason() + _ASK, needs_approval=True))
-                continue
-            try:
-                with open_regular(verdict.real) as handle:
-                    data = handle.read(MAX_SKILL_BYTES + 1)
-            except OSError:
-                continue
-            seen.add(verdict.real)
+            verdict, data = read
             fields, _ = split_front_matter(data[:MAX_SKILL_BYTES].decode("utf-8", errors="replace"))
             name, description = fields.get("name", "").strip(), fields.get("description", "").strip()
             if not name or not description:
