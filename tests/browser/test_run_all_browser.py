@@ -160,7 +160,12 @@ def test_a_kernel_killed_in_the_sixth_tool_round_leaves_the_five_before_in_the_s
         _save(page, name)
         deadline = time.time() + 30
         while True:
-            entries = (assemble(json.loads(path.read_text()).get("metadata", {})) or {}).get(
+            try:
+                saved = json.loads(path.read_text())
+            except json.JSONDecodeError:  # read while the server writes the file
+                time.sleep(0.3)
+                continue
+            entries = (assemble(saved.get("metadata", {})) or {}).get(
                 "sessions", {}).get("default", {}).get("entries", [])
             results = [b["text"] for e in entries if e.get("type") == "message"
                        and e["message"]["role"] == "toolResult" for b in e["message"]["content"]
