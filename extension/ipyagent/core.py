@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ipyagent.compaction.branch import collect_branch_entries, generate_branch_summary
-from ipyagent.compaction.compact import CompactionResult, NothingToCompact, compact
+from ipyagent.compaction.compact import CompactionResult, NothingToCompact, SummaryDoesNotShrink, compact
 from ipyagent.compaction.file_ops import FileOperation
 from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction
@@ -265,9 +265,18 @@ class Session(SessionTree):
                 raise CompactionRejected("a session_before_compact hook returned an empty summary")
         else:
             while True:
-                result = compact(plan, summarizer, focus=focus, input_tokens=summary_input_tokens,
-                                 kept_tokens=self.kept_tokens(plan), estimated_before=self.estimated_context_tokens(),
-                                 estimator=self.estimator, describe=describe)
+                try:
+                    result = compact(plan, summarizer, focus=focus, input_tokens=summary_input_tokens,
+                                     kept_tokens=self.kept_tokens(plan),
+                                     estimated_before=self.estimated_context_tokens(),
+                                     estimator=self.estimator, describe=describe)
+                except SummaryDoesNotShrink:
+                    # a long summary next to the kept tail: keep less verbatim and summarise again
+                    deeper = self._deeper_plan(plan, settings) if deepen else None
+                    if deeper is None:
+                        raise
+                    plan = deeper
+                    continue
                 if not deepen or fits is None or result.tokens_after is None or fits(result.tokens_after):
                     break
                 deeper = self._deeper_plan(plan, settings)  # the summary left no room: summarise more

@@ -228,12 +228,11 @@ def test_a_replayed_prompt_is_the_recorded_one_when_its_typed_prompt_and_cell_ar
 #
 # The recording below scripts the provider's usage, so its budget is the same on every machine
 # (whatever the system prompt and the tool list weigh): the first automatic attempt comes before
-# the last call of cell 1 and is rejected (the summary would not shrink the context, so it leaves
-# no entry); the budget asks again after that call and compacts there (a split turn); cell 3 is a
+# the last call of cell 1 and is rejected (the summary came back empty, so it leaves no entry);
+# the budget asks again after that call and compacts there (a split turn); cell 3 is a
 # ``%compact`` cell; cell 2 and 4 are plain cells after them.
 
 ORACLE_CONFIG = {"window": 3500, "reserve": 900, "keep": 500}
-OVERLONG = "## Goal\n" + "A summary far longer than what it summarises. " * 150
 
 
 def oracle_config(window=3500, reserve=900, keep=500) -> AgentConfig:
@@ -248,7 +247,7 @@ def _usage(total: int) -> dict:
 def record_with_a_rejected_attempt(tmp_path) -> tuple[Session, list[str]]:
     """The recorded session, and the leaves at which an automatic attempt was rejected."""
     session = Session(hooks=HookRegistry())
-    summaries = iter([OVERLONG] + [f"## Goal\nSummary number {i}." for i in range(100)])
+    summaries = iter([""] + [f"## Goal\nSummary number {i}." for i in range(100)])
     summarizer = ScriptedSummarizer(fn=lambda r: next(summaries))
     rejected: list[str] = []
     script = {  # cell -> (tool calls' usage, final answer's usage)
@@ -258,7 +257,7 @@ def record_with_a_rejected_attempt(tmp_path) -> tuple[Session, list[str]]:
         agent = Agent(session, config=oracle_config(), cwd=str(tmp_path), namespace={}, summarizer=summarizer,
                       sleep=lambda s: None)
         agent.subscribe(lambda e: rejected.append(session.leaf_id)
-                        if isinstance(e, ev.CompactionEnd) and e.error and "shrink" in e.error else None)
+                        if isinstance(e, ev.CompactionEnd) and e.error and "empty" in e.error else None)
         for i in range(5):
             if i == 3:
                 agent.compact("keep the counts", extra={"cellId": "cell-3"})

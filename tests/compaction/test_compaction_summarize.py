@@ -10,12 +10,19 @@ import pytest
 
 from conftest import assistant, call, new_session, tool_result, turn, user
 from ipyagent.compaction import prompts
-from ipyagent.compaction.compact import CompactionRejected, FailureTracker, compact
+from ipyagent.compaction.compact import (
+    CompactionRejected,
+    FailureTracker,
+    SummaryDoesNotShrink,
+    compact,
+    summary_calls,
+)
 from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import (
     ScriptedSummarizer,
     SummarizerError,
+    SummaryCutOff,
     SummaryInputTooLarge,
     SummaryRequest,
     SummaryResponse,
@@ -212,6 +219,44 @@ def test_non_shrinking_summary_rejected_and_session_unchanged():
     assert snapshot(s) == before
 
 
+def test_a_summary_that_would_not_shrink_the_context_cuts_deeper_when_room_is_asked_for():
+    # A small model rambles: its first summary is as long as the whole context. With ``fits``
+    # (what the agent passes) the compaction keeps less verbatim and asks again, in one entry.
+    s = sessions_turns()
+    usual = s.prepare_compaction(KEEP)
+    summarizer = ScriptedSummarizer(fn=lambda r: "## Goal\nshort" if summarizer.requests[1:] else "x" * 20_000)
+    entry = s.compact(summarizer, KEEP, fits=lambda after: True)
+    assert len(summarizer.requests) > len(summary_calls(usual)) and len(s.compactions()) == 1
+    ids = [e["id"] for e in s.entries]
+    assert ids.index(entry["firstKeptEntryId"]) > ids.index(usual.first_kept_entry_id)  # kept less
+    assert entry["summary"].startswith("## Goal\nshort")
+
+
+def test_a_summary_that_never_shrinks_the_context_is_rejected_after_the_deepest_cut():
+    s = sessions_turns()
+    before = snapshot(s)
+    summarizer = ScriptedSummarizer(fn=lambda r: "x" * 40_000)
+    with pytest.raises(SummaryDoesNotShrink, match="would not shrink"):
+        s.compact(summarizer, KEEP, fits=lambda after: True)
+    assert snapshot(s) == before and 2 <= len(summarizer.requests) <= 8
+
+
+def test_a_summary_cut_off_by_the_token_cap_is_asked_for_once_more():
+    s = sessions_turns()
+    plan = s.prepare_compaction(CompactionSettings(keep_recent_tokens=518))  # no split: one call
+    answers = [SummaryCutOff("generation hit the token cap"), "## Goal\nG"]
+    summarizer = ScriptedSummarizer(fn=lambda r: answers.pop(0))
+    entry = s.compact(summarizer, plan=plan)
+    assert len(summarizer.requests) == 2 and entry["summary"].startswith("## Goal\nG")
+    assert summarizer.requests[0].prompt == summarizer.requests[1].prompt  # the same request again
+    turn(s, "one more", size=400, tools=0)
+    before = snapshot(s)
+    twice = ScriptedSummarizer(fn=lambda r: SummaryCutOff("generation hit the token cap"))
+    with pytest.raises(SummaryCutOff, match="token cap"):
+        s.compact(twice, CompactionSettings(keep_recent_tokens=200))
+    assert len(twice.requests) == 2 and snapshot(s) == before
+
+
 def test_summarizer_error_propagates_and_session_unchanged():
     s = sessions_turns()
     before = snapshot(s)
@@ -364,5 +409,31 @@ def test_a_summary_cut_by_the_token_cap_or_calling_a_tool_is_an_error(reply):
             server.enqueue_summary(Reply(text="## Goal\nhalf a summ", stop_reason="length"))
         else:
             server.enqueue_summary(Reply(text="let me look", tool_calls=[ToolCallSpec("read", {"path": "a.py"})]))
-        with pytest.raises(SummarizerError, match="token cap" if reply == "length" else "call a tool"):
+        with pytest.raises(SummaryCutOff if reply == "length" else SummarizerError,
+                           match="token cap" if reply == "length" else "call a tool"):
             summarizer.summarize(_summary_request())
+
+
+def test_an_overflow_whose_first_summary_is_cut_off_still_compacts_and_retries():
+    # What a small local model does now and then: its summary runs into the output cap. The
+    # overflow's one compaction asks again, and the run goes on.
+    from ipyagent import Agent, Session
+    from ipyagent.agent.config import AgentConfig
+    from ipyagent.hooks import HookRegistry
+    from ipyagent.testing import FakeProviderServer
+    from ipyagent.testing.specs import Reply
+
+    with FakeProviderServer(context_window=3000) as server:
+        server.register("fake", "openai")
+        agent = Agent(Session(hooks=HookRegistry()), config=AgentConfig(model="fake:small", tool_approval="auto"),
+                      namespace={}, tools=[], sleep=lambda s: None)
+        server.enqueue_summary(Reply(text="## Goal\n" + "and so on " * 50, stop_reason="length"))
+        server.enqueue_summary("## Goal\nThe survey, the first parts.")
+        for i in range(4):  # the window (unknown to the agent) overflows at the fourth
+            server.enqueue_text(f"answer {i}")
+            assert agent.prompt(f"part {i}: " + "the survey answers were typed by hand " * 80).error is None
+        [entry] = agent.session.compactions()
+        assert entry["summary"].startswith("## Goal\nThe survey")
+        kinds = [r.kind for r in server.requests]
+        assert kinds.count("summary") == 2, kinds
+        assert "overflow" in [r.outcome for r in server.requests]  # the compaction was the overflow's

@@ -1,5 +1,5 @@
 """Replay in REAL kernels compacts exactly where the recording compacted: a recorded automatic
-attempt whose summary was rejected (it would not shrink the context, so it left no entry) is
+attempt whose summary was rejected (it came back empty, so it left no entry) is
 skipped, and the recorded compactions — automatic with a split turn, and a ``%compact`` cell's —
 are made again at their places with their cuts, even when the replay's budget is not the
 recording's (another window, a longer notebook path in the system prompt). The session in the
@@ -7,7 +7,7 @@ metadata comes back byte for byte.
 
 The recording scripts the provider's usage, so where its budget asks for a compaction does not
 depend on what the system prompt and the tool list weigh on this machine today: the first
-automatic attempt comes before the last call of cell 2 and gets a summary far too long (rejected);
+automatic attempt comes before the last call of cell 2 and gets an empty summary (rejected);
 the budget asks again after that call and compacts there, splitting the turn.
 """
 
@@ -34,8 +34,7 @@ CELLS = [CONFIG,
          "%%agent\nOne more listing, please, then a short report.",
          "%compact keep the counts",
          "%%agent\nAnd a last one."]
-OVERLONG = "## Goal\n" + "A summary far longer than the conversation it summarises. " * 300
-REJECTED = "the summary would not shrink the context"
+REJECTED = "the summarizer returned an empty summary"
 
 
 def _usage(total: int) -> dict:
@@ -47,7 +46,7 @@ def recording(tmp_path_factory):
     folder = tmp_path_factory.mktemp("recording")
     src = folder / "recorded.ipynb"
     with fake_provider() as server:
-        server.enqueue_summary(OVERLONG)  # the first attempt's summary: rejected
+        server.enqueue_summary("")  # the first attempt's summary: rejected
         script = [  # (command, usage) of each tool call, then (answer, usage)
             ([("seq 1 300", 1732)], ("There are 300 numbers. " + "noted " * 60, 2232)),
             ([("seq 1 200", 2323), ("seq 1 201", 2609), ("seq 1 202", 2897)],
@@ -64,8 +63,8 @@ def recording(tmp_path_factory):
         kinds = [r.kind for r in server.requests]
     nb = read_notebook(src)
     # the recording is the one this module is about: a rejected attempt before cell 2's last call
-    # (two summary requests, the split turn's), the automatic compaction after it, the %compact cell's
-    assert kinds[:7] == ["chat"] * 5 + ["summary"] * 2 and kinds[7] == "chat", kinds
+    # (its first summary request, empty, ends it), the automatic compaction after it, the %compact cell's
+    assert kinds[:6] == ["chat"] * 5 + ["summary"] and kinds[6] == "chat", kinds
     assert REJECTED in outputs_text(nb["cells"][2]["outputs"])
     compactions = [e for e in path_of(_session(nb)) if e["type"] == "compaction"]
     assert [c.get("cellId") for c in compactions] == [None, "cell-4"]

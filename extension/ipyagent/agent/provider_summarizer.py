@@ -14,7 +14,13 @@ from typing import Any
 from ipyagent.agent.config import AgentConfig
 from ipyagent.compaction.compact import summary_output_limit
 from ipyagent.compaction.settings import FULL_BUDGET_WINDOW, fit_budget
-from ipyagent.compaction.summarizer import SummarizerError, SummaryInputTooLarge, SummaryRequest, SummaryResponse
+from ipyagent.compaction.summarizer import (
+    SummarizerError,
+    SummaryCutOff,
+    SummaryInputTooLarge,
+    SummaryRequest,
+    SummaryResponse,
+)
 from ipyagent.providers import models
 from ipyagent.providers.base import MessageDone, ModelRequest
 from ipyagent.providers.errors import ContextOverflowError, ProviderError
@@ -94,7 +100,7 @@ class ProviderSummarizer:
             reason = (message or {}).get("errorMessage") or (message or {}).get("stopReason") or "no response"
             raise SummarizerError(f"Summarization failed: {reason}")
         if message.get("stopReason") == "length":
-            raise SummarizerError("Summarization failed: generation hit the token cap and the summary is incomplete")
+            raise SummaryCutOff("Summarization failed: generation hit the token cap and the summary is incomplete")
         if tool_calls_of(message):
             raise SummarizerError("Summarization failed: the model tried to call a tool")
         return SummaryResponse(text=text_of(message.get("content"), "\n"), usage=message.get("usage") or {})

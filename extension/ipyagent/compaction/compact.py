@@ -1,7 +1,10 @@
 """Turning a plan into a summary: the model calls, the split-turn merge, the checks.
 
 ``compact(plan, summarizer)`` is pure apart from the summariser it is given. It never returns an
-empty summary or one that does not shrink the context: those raise ``CompactionRejected``.
+empty summary or one that does not shrink the context: those raise ``CompactionRejected``
+(``SummaryDoesNotShrink`` for the second, which a deeper cut may cure). A summary cut off by the
+output cap is asked for once more before the compaction fails (Pi 1.6 fails at once; with a small
+local model that rambled, a second sample usually ends in time).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.compaction.summarizer import (
     Summarizer,
     SummarizerError,
+    SummaryCutOff,
     SummaryInputTooLarge,
     SummaryRequest,
 )
@@ -27,10 +31,16 @@ from ipyagent.session.tokens import Chars4Estimator, Estimator
 from ipyagent.text import chars4
 
 MAX_TRIM_ATTEMPTS = 4
+CUT_OFF_RETRIES = 1  # a summary cut off by the output cap is asked for this many more times
 
 
 class CompactionRejected(SummarizerError):
     """The summary came back empty or would not make the context smaller."""
+
+
+class SummaryDoesNotShrink(CompactionRejected):
+    """The summary and the kept tail would be no smaller than the context: a deeper cut (less kept
+    verbatim) may still make room."""
 
 
 class NothingToCompact(RuntimeError):
@@ -153,20 +163,26 @@ class _Calls:
     def summarize(self, call: SummaryCall, input_tokens: int | None) -> str:
         """One summary, dropping the oldest messages while the request cannot fit the model."""
         messages, omitted = fit_messages(call, input_tokens)
-        for attempt in range(MAX_TRIM_ATTEMPTS + 1):
+        trims, cut_offs = 0, 0
+        while True:
             self.count += 1
             try:
                 response = self.summarizer.summarize(summary_request(call, messages, omitted))
             except SummaryInputTooLarge:
-                if attempt == MAX_TRIM_ATTEMPTS or len(messages) <= 1:
+                if trims == MAX_TRIM_ATTEMPTS or len(messages) <= 1:
                     raise
+                trims += 1
                 drop = max(1, len(messages) // 2)
                 messages, omitted = messages[drop:], omitted + drop
+                continue
+            except SummaryCutOff:
+                if cut_offs == CUT_OFF_RETRIES:
+                    raise
+                cut_offs += 1
                 continue
             self.usage.append(response.usage)
             self.omitted += omitted
             return response.text.strip()
-        raise AssertionError("unreachable")
 
 
 def _with_content(messages: Sequence[Message]) -> Sequence[Message]:
@@ -222,7 +238,7 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
         tokens_after = kept_tokens + estimator.estimate({"role": "compactionSummary", "summary": summary})
         before = estimated_before if estimated_before is not None else plan.tokens_before
         if tokens_after >= before:
-            raise CompactionRejected(
+            raise SummaryDoesNotShrink(
                 f"the summary would not shrink the context ({before:,} tokens before, "
                 f"{tokens_after:,} after); compaction was not applied"
             )

@@ -34,6 +34,11 @@ class SummaryInputTooLarge(SummarizerError):
     """The summariser's model rejected the request as too long; the caller trims and retries."""
 
 
+class SummaryCutOff(SummarizerError):
+    """The summary hit the output cap (stop reason "length"): incomplete, so never a checkpoint.
+    The caller asks once more (a small model that rambled on one sample rarely does on the next)."""
+
+
 class ScriptedSummarizer:
     """A summariser that returns queued texts (or calls a function); for tests and replay."""
 
