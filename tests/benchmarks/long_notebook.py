@@ -1,23 +1,28 @@
 """Long sessions in a real JupyterLab (headless Chromium, the bridge installed, the fake model server).
 
-For each size (entries of one stored session, layout 2) prints one table row:
+For each size (entries of one stored session, in layout 3 as the bridge writes it, or in each of
+``--layouts``) prints one table row:
 
 - open: ``page.goto`` until the notebook is ready and the push of the stored session has arrived
   in the kernel (a probe request queued after the push has its reply);
 - push: from the bridge sending the push until that probe's reply;
 - save: ``context.save()`` of the notebook (median of 3), next to the save of a plain notebook of
-  the same size (the same JSON text in a raw cell, no ipyagent metadata) and their ratio;
+  the same size (the session's JSON text in a raw cell, no ipyagent metadata) and their ratio;
 - longest main-thread task during each of two ``%%agent`` turns (PerformanceObserver ``longtask``
   entries collected in the page: "none" when no task took over 50 ms; the page's first turn also
   pays one-off costs, which the baseline size 0 shows);
 - bytes written into the notebook model by each turn: the JSON of each metadata key the turn
-  changed (with layout 2, the new chunk keys and the index if it changed), and how many
+  changed (the new chunk keys and the index if it changed), and how many
   metadata changes the model signalled;
 - the JS heap (``performance.memory.usedJSHeapSize``, after a garbage collection) once open;
 - with collaboration (jupyter-collaboration, a second JupyterLab): the growth of the server's Y
   store per turn (both turns: the bytes of its stored updates, once unchanged for 1 s).
 
     python tests/benchmarks/long_notebook.py [--sizes 1000,5000,10000] [--collab all|none|1000,5000]
+                                             [--layouts 3|2,3]
+
+``--layouts 2,3`` measures each size twice: layout 2 (chunks of entry objects, this round's first
+chunked layout) is the anchor the text chunks of layout 3 are compared with in the same run.
 
 ``--sizes 1000`` runs in a few minutes. Size 0 (no stored session: no push) is a baseline for
 what a turn costs the page without a long session, e.g. ``--sizes 0,1000``. Run it with
@@ -47,7 +52,7 @@ from playwright.sync_api import sync_playwright
 from browser.conftest import CHROMIUM, CHROMIUM_ARGS, FAKE_KEY, NO_RTC, JupyterLab, _start_server, _stop
 from browser.test_collaboration_browser import _settled
 from browser.test_long_session_browser import HELPERS, _run
-from ipyagent.store.chunks import store_value
+from ipyagent.store.chunks import assemble, store_value
 from ipyagent.testing import FakeProviderServer
 from support.sessiongen import generate_session
 
@@ -107,9 +112,9 @@ PROMPTS = ["%%agent --session work\nSummarise what we know so far.", "%%agent --
 ANSWER = "ANSWER " + " ".join(f"finding {i} of this turn holds." for i in range(80))
 
 
-def _notebooks(root: Path, n: int) -> tuple[str, str, int]:
-    """The agent notebook (layout 2, one session of ``n`` entries; none stored for 0) and its
-    plain twin; the agent notebook's size."""
+def _notebooks(root: Path, n: int, layout: int = 3) -> tuple[str, str, int, int]:
+    """The agent notebook (one session of ``n`` entries in ``layout``; none stored for 0) and its
+    plain twin; the sizes of both."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_code_cell(src) for src in ["%load_ext ipyagent", *PROMPTS]]
@@ -117,17 +122,16 @@ def _notebooks(root: Path, n: int) -> tuple[str, str, int]:
     if n:
         header, entries = generate_session(21, n)
         store_value(raw["metadata"], {"version": 1, "active": "archive", "sessions": {"archive": {
-            "header": header, "leaf": entries[-1]["id"], "settings": {}, "entries": entries}}}, 2)
-    name = f"long-{n}.ipynb"
+            "header": header, "leaf": entries[-1]["id"], "settings": {}, "entries": entries}}}, layout)
+    name = f"long-{n}-{layout}.ipynb"
     text = json.dumps(raw)
     (root / name).write_text(text)
-    agent_meta = {k: v for k, v in raw["metadata"].items() if k.startswith("ipyagent")}
     plain = nbformat.v4.new_notebook()
     plain.metadata["kernelspec"] = nb.metadata["kernelspec"]
-    plain.cells = [nbformat.v4.new_raw_cell(json.dumps(agent_meta))]
-    plain_name = f"plain-{n}.ipynb"
+    plain.cells = [nbformat.v4.new_raw_cell(json.dumps(assemble(raw["metadata"])))]
+    plain_name = f"plain-{n}-{layout}.ipynb"
     nbformat.write(plain, str(root / plain_name))
-    return name, plain_name, len(text.encode())
+    return name, plain_name, len(text.encode()), (root / plain_name).stat().st_size
 
 
 def _open(context, lab: JupyterLab, name: str, stored: bool) -> tuple[object, float, float | None]:
@@ -199,7 +203,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,5000,10000", help="entries per notebook, comma-separated")
     parser.add_argument("--collab", default="all",
                         help="the sizes (of --sizes) also measured with collaboration on: 'all', 'none' or a list")
+    parser.add_argument("--layouts", default="3", help="the store layouts to measure each size in: 3, or 2,3")
     args = parser.parse_args()
+    layouts = _sizes(args.layouts)
     sizes = _sizes(args.sizes)
     collab = sizes if args.collab == "all" else [n for n in _sizes(args.collab) if n in sizes]
     work = Path(tempfile.mkdtemp(prefix="ipyagent-long-notebook-"))
@@ -213,8 +219,8 @@ def main() -> None:
             ystore = work / "rtc" / "ystore.db"
             rtc = _lab(work / "rtc", server, ["--YDocExtension.disable_rtc=False", f"--SQLiteYStore.db_path={ystore}"])
         try:
-            for n in sizes:
-                name, plain_name, size = _notebooks(lab.root, n)
+            for n, layout in itertools.product(sizes, layouts):
+                name, plain_name, size, plain_size = _notebooks(lab.root, n, layout)
                 context = browser.new_context(viewport={"width": 1280, "height": 800})
                 page, opened, push = _open(context, lab, name, n > 0)
                 heap = page.evaluate("() => window.__benchOps.heap()")
@@ -227,7 +233,7 @@ def main() -> None:
                 lab.shutdown_kernels()
                 grown = None
                 if rtc is not None and n in collab:
-                    _notebooks(rtc.root, n)
+                    _notebooks(rtc.root, n, layout)
                     context = browser.new_context(viewport={"width": 1280, "height": 800})
                     page, _, _ = _open(context, rtc, name, n > 0)
                     seen: list[int] = []
@@ -236,8 +242,8 @@ def main() -> None:
                     grown = [b - a for a, b in itertools.pairwise(seen)]
                     context.close()
                     rtc.shutdown_kernels()
-                rows.append((n, size, opened, push, save, plain, turns, heap, grown))
-                print(f"measured {n} entries; the turns changed "
+                rows.append((n, layout, size, plain_size, opened, push, save, plain, turns, heap, grown))
+                print(f"measured {n} entries (layout {layout}); the turns changed "
                       f"{' / '.join(', '.join(t['names']) for t in turns)}", file=sys.stderr, flush=True)
         finally:
             _stop(lab.proc)
@@ -258,15 +264,15 @@ def _open_plain(context, lab: JupyterLab, name: str):
 
 def _table(rows: list[tuple]) -> None:
     print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; per turn: the first / the second %%agent turn")
-    print("| entries | notebook | open | push | save (plain, ratio) | longest task per turn | "
+    print("| entries | layout | notebook (plain) | open | push | save (plain, ratio) | longest task per turn | "
           "model bytes per turn (keys, writes) | JS heap after open | Y store per turn |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for n, size, opened, push, save, plain, turns, heap, grown in rows:
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for n, layout, size, plain_size, opened, push, save, plain, turns, heap, grown in rows:
         longest = " / ".join(f"{t['longest']:.0f} ms" if t["longest"] else "none over 50 ms" for t in turns)
         written = " / ".join(f"{t['bytes']:,} B ({t['keys']}, {t['writes']})" for t in turns)
         ystore = "—" if grown is None else " / ".join(f"{g / 1e3:,.1f} KB" for g in grown)
         pushed = "—" if push is None else f"{push:.2f} s"
-        print(f"| {n:,} | {size / 1e6:.1f} MB | {opened:.2f} s | {pushed} | {save:.2f} s ({plain:.2f} s, "
+        print(f"| {n:,} | {layout} | {size / 1e6:.1f} MB ({plain_size / 1e6:.1f} MB) | {opened:.2f} s | {pushed} | {save:.2f} s ({plain:.2f} s, "
               f"{save / plain:.2f}×) | {longest} | {written} | {heap / 1e6:.0f} MB | {ystore} |")
 
 if __name__ == "__main__":

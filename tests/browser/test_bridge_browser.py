@@ -109,7 +109,8 @@ window.__ipa = {
     return !!(p && p.context.isReady && k && k.status === 'idle' && k.connectionStatus === 'connected');
   },
   meta(path) {
-    // the store as one value: layout 2's index with each session's entries from its chunks
+    // the store as one value: the chunked layout's index with each session's entries from its chunks
+    // (layout 3's chunks hold them as JSON text, layout 2's as a list)
     const p = this.panel(path);
     if (!p) return null;
     const m = p.context.model;
@@ -121,7 +122,8 @@ window.__ipa = {
     for (const k of keys) {
       const c = m.getMetadata(k);
       const s = (out.sessions[c.session] ??= {leaf: null, entries: []});
-      s.entries.push(...c.entries);
+      const list = typeof c.entries === 'string' ? JSON.parse(c.entries) : c.entries;
+      for (const e of list) s.entries.push(e);
       if ('leaf' in c && Number(k.slice(9)) >= (index.next_chunk || 0)) s.leaf = c.leaf;
     }
     delete out.next_chunk;
@@ -252,7 +254,9 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
 
     meta = page.evaluate("(p) => window.__ipa.meta(p)", name)
     assert _ids(meta) == ALL_IDS[:2]
-    assert meta["active"] == "default" and meta["version"] == 2  # the chunked layout
+    assert meta["active"] == "default" and meta["version"] == 3  # chunks of entries' JSON text
+    chunk = page.evaluate("(p) => window.__ipa.panel(p).context.model.getMetadata('ipyagent/000000')", name)
+    assert isinstance(chunk["entries"], str) and chunk["ids"] == [e["id"] for e in json.loads(chunk["entries"])]
     sess = meta["sessions"]["default"]
     assert sess["header"] == HEADER and sess["settings"] == SETTINGS and sess["leaf"] == ALL_IDS[1]
 

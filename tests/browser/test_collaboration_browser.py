@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-from ipyagent.store.chunks import assemble, chunk_keys, store_value
+from ipyagent.store.chunks import assemble, chunk_entries, chunk_keys, store_value
 from support.sessiongen import generate_session
 
 from .test_long_session_browser import HELPERS, _run, _text
@@ -28,7 +28,8 @@ window.__ipaView = (path) => {
   const out = {};
   for (const k of keys) {
     const c = m.getMetadata(k);
-    (out[c.session] ??= []).push(...c.entries);
+    const list = typeof c.entries === 'string' ? JSON.parse(c.entries) : c.entries;
+    (out[c.session] ??= []).push(...list);
   }
   return out;
 };
@@ -135,7 +136,7 @@ def test_two_pages_three_turns_one_writer(collaborative_lab, context):
             break
         time.sleep(0.3)
     assert work_ids == seen
-    all_ids = [e["id"] for k in chunk_keys(saved) for e in saved[k]["entries"]]
+    all_ids = [e["id"] for k in chunk_keys(saved) for e in chunk_entries(saved[k])[1] or []]
     assert len(all_ids) == len(set(all_ids)) == 2000 + len(seen)  # nothing duplicated, nothing lost
     assert [e["id"] for e in held["sessions"]["archive"]["entries"]] == [e["id"] for e in entries]
     lab.shutdown_kernels()

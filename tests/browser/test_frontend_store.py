@@ -135,7 +135,7 @@ def test_an_unfinished_push_is_reported_not_taken():
 
 
 def test_chunked_store_writes_only_new_chunks_and_reads_back():
-    """Layout 2 over a plain object: a layout-1 store is converted on the first write; then each
+    """Layout 3 over a plain object: a layout-1 store is converted on the first write; then each
     update writes one new chunk (carrying the leaf) and leaves the index alone; the store reads
     back as layout 1 with the newest leaf."""
     old = {"version": 1, "active": "s", "sessions": {"s": {"header": {"id": "h"}, "leaf": "00000002",
@@ -157,7 +157,11 @@ def test_chunked_store_writes_only_new_chunks_and_reads_back():
         old,
     )
     assert out["w1"] == ["ipyagent/000000", "ipyagent"]  # the conversion
-    assert out["a"]["stored"] == 0 and out["md"]["ipyagent"]["version"] == 2
+    assert out["a"]["stored"] == 0 and out["md"]["ipyagent"]["version"] == 3
+    # a chunk is its entries' JSON text (ASCII) with their ids beside it
+    chunk = out["md"]["ipyagent/000001"]
+    assert chunk["ids"] == ["00000003"] and isinstance(chunk["entries"], str) and chunk["entries"].isascii()
+    assert [x["id"] for x in json.loads(chunk["entries"])] == ["00000003"] and chunk["leaf"] == "00000003"
     assert out["w2"] == ["ipyagent/000001"] and out["b"]["stored"] == 1  # one chunk, index untouched
     assert out["w3"] == [] and out["c"]["stored"] == 0 and out["c"]["ids"] == ["00000003"]
     assert out["w4"] == ["ipyagent"]  # a leaf moved without entries: the index
@@ -165,3 +169,32 @@ def test_chunked_store_writes_only_new_chunks_and_reads_back():
         sess = view["sessions"]["s"]
         assert [x["id"] for x in sess["entries"]] == ["00000001", "00000002", "00000003"]
         assert sess["leaf"] == "00000001" and sess["header"] == {"id": "h"}
+
+
+def test_chunked_store_reads_layout_2_and_writes_text_chunks_after_it():
+    """A layout-2 notebook (chunks holding lists) keeps its chunks; new chunks are text, the index
+    says version 3, and the store reads both kinds back in order. Text is ASCII: an entry with
+    non-ASCII text is written with escapes and reads back the same."""
+    entries = [e(1), e(2, "00000001")]
+    md = {"ipyagent": {"version": 2, "active": "s", "next_chunk": 1,
+                       "sessions": {"s": {"header": {"id": "h"}, "leaf": "00000002"}}},
+          "ipyagent/000000": {"session": "s", "entries": entries}}
+    third = {**e(3, "00000002"), "note": "café ☕ 日本"}
+    out = node(
+        "const md = input; const writes = [];"
+        "const access = {keys: () => Object.keys(md), get: k => md[k] === undefined ? undefined :"
+        " JSON.parse(JSON.stringify(md[k])), set: (k, v) => { writes.push(k); md[k] = JSON.parse(JSON.stringify(v)); }};"
+        "const st = new S.ChunkedStore(access);"
+        "const again = st.apply({session: 's', entries: [input['ipyagent/000000'].entries[1]], leaf: '00000002'});"
+        f"const b = st.apply({{session: 's', entries: [{json.dumps(third)}], leaf: '00000003'}});"
+        "return {again, b, writes, md, view: new S.ChunkedStore(access).assemble()};",
+        md,
+    )
+    assert out["again"]["stored"] == 0  # held in the list chunk
+    assert out["b"]["stored"] == 1 and out["md"]["ipyagent"]["version"] == 3
+    assert out["md"]["ipyagent/000000"] == md["ipyagent/000000"]  # never rewritten
+    text = out["md"]["ipyagent/000001"]["entries"]
+    assert text.isascii() and json.loads(text) == [third]
+    sess = out["view"]["sessions"]["s"]
+    assert [x["id"] for x in sess["entries"]] == ["00000001", "00000002", "00000003"]
+    assert sess["entries"][2] == third and sess["leaf"] == "00000003"

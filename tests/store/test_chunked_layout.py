@@ -1,5 +1,6 @@
-"""The chunked layout of the session store (layout 2, docs/protocol.md): written, read back,
-read next to the old layout, malformed chunks kept aside, and kept by every rewrite."""
+"""The chunked layouts of the session store (2, and 3 whose chunks hold their entries as JSON
+text; docs/protocol.md): written, read back, read next to the old layout, malformed chunks kept
+aside, and kept by every rewrite."""
 
 from __future__ import annotations
 
@@ -107,3 +108,45 @@ def test_a_leaf_in_a_chunk_written_after_the_index_wins():
     assert assemble(meta)["sessions"]["default"]["leaf"] == ids[-1]
     meta["ipyagent/000001"] = {"session": "default", "entries": [], "leaf": ids[1]}  # a later turn's
     assert assemble(meta)["sessions"]["default"]["leaf"] == ids[1]
+
+
+def test_layout_3_chunks_hold_their_entries_as_ascii_text_and_read_back(tmp_path):
+    value = _value(150)
+    value["sessions"]["default"]["entries"][3]["note"] = "café ☕ 日本"  # kept through the text
+    nb = new_notebook()
+    store_value(nb["metadata"], value, 3)
+    meta = nb["metadata"]
+    assert layout_of(meta) == 3 and meta["ipyagent"]["version"] == 3
+    first = meta["ipyagent/000000"]
+    assert isinstance(first["entries"], str) and first["entries"].isascii()
+    assert first["ids"] == [e["id"] for e in value["sessions"]["default"]["entries"][:CHUNK_ENTRIES]]
+    assert assemble(meta) == value
+    path = tmp_path / "three.ipynb"
+    write_notebook(path, nb)
+    sessions, report = hydrate_from_disk(path)
+    assert not report.problems
+    assert [e for e in sessions.sessions["default"].entries] == value["sessions"]["default"]["entries"]
+    write_sessions_into_notebook(nb, sessions)  # a rewrite keeps layout 3
+    assert layout_of(nb["metadata"]) == 3 and isinstance(nb["metadata"]["ipyagent/000001"]["entries"], str)
+
+
+def test_layout_2_and_3_chunks_read_together_and_a_bad_text_is_set_aside():
+    value = _value(6)
+    entries = value["sessions"]["default"]["entries"]
+    meta = {"ipyagent": {"version": 3, "active": "default", "next_chunk": 0, "sessions": {"default": {
+        k: v for k, v in value["sessions"]["default"].items() if k != "entries"}}},
+        "ipyagent/000000": {"session": "default", "entries": entries[:3]},  # layout 2's list
+        "ipyagent/000001": {"session": "default", "ids": [e["id"] for e in entries[3:]],
+                            "entries": json.dumps(entries[3:])},
+        "ipyagent/000002": {"session": "default", "ids": ["x"], "entries": '[{"id": "x", '},  # cut short
+        "ipyagent/000003": {"session": "default", "ids": [], "entries": '{"not": "a list"}'}}
+    out = assemble(meta)
+    assert out["sessions"]["default"]["entries"] == entries
+    aside = {item["where"]: item for item in out["set_aside"]}
+    assert set(aside) == {"ipyagent/000002", "ipyagent/000003"}
+    assert "not valid JSON" in aside["ipyagent/000002"]["reason"]
+    assert "not a list" in aside["ipyagent/000003"]["reason"]
+    assert aside["ipyagent/000002"]["raw"] == meta["ipyagent/000002"]  # kept as it was
+    nb = {**new_notebook(), "metadata": meta}
+    sessions, report = sessions_from_notebook(nb)
+    assert len(sessions.sessions["default"].entries) == 6 and report.problems

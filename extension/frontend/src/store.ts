@@ -334,7 +334,7 @@ export function outputsText(outputs: unknown): string {
   return parts.join('\n');
 }
 
-// ---- layout 2: the entries in chunks under keys of their own (docs/protocol.md) -------------
+// ---- layouts 2 and 3: the entries in chunks under keys of their own (docs/protocol.md) -------
 
 /** What the chunked store needs of the notebook's metadata (the model, or a plain object). */
 export interface IMetadataAccess {
@@ -346,6 +346,10 @@ export interface IMetadataAccess {
 }
 
 export const LAYOUT_CHUNKED = 2;
+/** What this frontend writes: layout 2 with each chunk's entries as (ASCII) JSON text next to
+ * their ids, so the model, the shared document and the server copy, compare, sign and write one
+ * string per chunk, never thousands of small objects. */
+export const LAYOUT_TEXT = 3;
 export const CHUNK_PREFIX = `${METADATA_KEY}/`;
 /** A chunk holds at most this many entries, and at most about this many characters of JSON. */
 export const CHUNK_ENTRIES = 100;
@@ -375,11 +379,46 @@ function entryIds(entries: unknown, into: Set<string>): void {
   }
 }
 
+/** A chunk's entries: the list (layout 2) or parsed from its text (layout 3); [] when neither. */
+export function chunkEntries(chunk: JsonObject): Json[] {
+  const entries = chunk.entries;
+  if (typeof entries === 'string') {
+    try {
+      const parsed: unknown = JSON.parse(entries);
+      return Array.isArray(parsed) ? (parsed as Json[]) : [];
+    } catch {
+      return [];
+    }
+  }
+  return Array.isArray(entries) ? entries : [];
+}
+
+/** The ids a chunk holds, without parsing its text when it lists them. */
+function chunkIds(chunk: JsonObject, into: Set<string>): void {
+  if (typeof chunk.entries === 'string' && Array.isArray(chunk.ids)) {
+    for (const id of chunk.ids) {
+      if (typeof id === 'string') {
+        into.add(id);
+      }
+    }
+    return;
+  }
+  entryIds(chunkEntries(chunk), into);
+}
+
+function isChunk(value: unknown): value is JsonObject {
+  return (
+    isObject(value) &&
+    typeof value.session === 'string' &&
+    (Array.isArray(value.entries) || typeof value.entries === 'string')
+  );
+}
+
 /**
- * The session store in the notebook's metadata, written in layout 2: a small index under
+ * The session store in the notebook's metadata, written in layout 3: a small index under
  * `ipyagent` and immutable chunks under `ipyagent/NNNNNN`, so a turn writes only its new entries
  * (one new key per chunk) and the small index. A notebook in layout 1 is converted on its first
- * write. The ids held are read once and then kept up to date from the chunks written (here or,
+ * write; layout 2's chunks are kept as they are (new chunks are text). The ids held are read once and then kept up to date from the chunks written (here or,
  * through `noteChunk`, by another page): no message copies, serialises or compares the whole
  * store.
  */
@@ -398,10 +437,10 @@ export class ChunkedStore {
       return;
     }
     this.next = Math.max(this.next, n + 1);
-    if (isObject(value) && typeof value.session === 'string') {
-      entryIds(value.entries, this.held(value.session));
+    if (isChunk(value)) {
+      chunkIds(value, this.held(value.session as string));
       if (n >= this.leavesFrom && 'leaf' in value) {
-        this.chunkLeaf.set(value.session, value.leaf as Json);
+        this.chunkLeaf.set(value.session as string, value.leaf as Json);
       }
     }
   }
@@ -440,11 +479,13 @@ export class ChunkedStore {
     const leavesFrom = typeof index.next_chunk === 'number' ? index.next_chunk : 0;
     for (const [n, key] of keys) {
       const chunk = this.access.get(key);
-      if (!isObject(chunk) || typeof chunk.session !== 'string' || !Array.isArray(chunk.entries)) {
+      if (!isChunk(chunk)) {
         continue;
       }
-      const s = (sessions[chunk.session] ??= { leaf: null, entries: [] });
-      (s.entries as Json[]).push(...chunk.entries);
+      const s = (sessions[chunk.session as string] ??= { leaf: null, entries: [] });
+      for (const e of chunkEntries(chunk)) {
+        (s.entries as Json[]).push(e); // not push(...): a spread of many arguments can overflow the stack
+      }
       if (n >= leavesFrom && 'leaf' in chunk) {
         s.leaf = chunk.leaf; // written after the index: newer than its leaf
       }
@@ -464,6 +505,9 @@ export class ChunkedStore {
     let changed = false;
     if (!isChunked(index)) {
       this.convert(index);
+      changed = true;
+    } else if ((index.version as number) < LAYOUT_TEXT) {
+      index.version = LAYOUT_TEXT; // layout 2's chunks stay as they are; readers take both
       changed = true;
     }
     if (!isObject(index.sessions)) {
@@ -561,11 +605,12 @@ export class ChunkedStore {
       }
       this.next = Math.max(this.next, n + 1);
       const chunk = chunked ? this.access.get(key) : null;
-      if (isObject(chunk) && typeof chunk.session === 'string') {
-        entryIds(chunk.entries, this.held(chunk.session));
+      if (!isChunk(chunk)) {
+        continue;
       }
-      if (isObject(chunk) && typeof chunk.session === 'string' && n >= this.leavesFrom && 'leaf' in chunk) {
-        leaves.push([n, chunk.session, chunk.leaf as Json]);
+      chunkIds(chunk, this.held(chunk.session as string));
+      if (n >= this.leavesFrom && 'leaf' in chunk) {
+        leaves.push([n, chunk.session as string, chunk.leaf as Json]);
       }
     }
     for (const [, name, leaf] of leaves.sort((a, b) => a[0] - b[0])) {
@@ -574,9 +619,9 @@ export class ChunkedStore {
     this.loaded = true;
   }
 
-  /** Layout 1 → 2, in place on `index` (a copy): each session's entries into new chunks. */
+  /** Layout 1 → 3, in place on `index` (a copy): each session's entries into new chunks. */
   private convert(index: JsonObject): void {
-    index.version = LAYOUT_CHUNKED;
+    index.version = LAYOUT_TEXT;
     index.next_chunk = 0;
     if (!isObject(index.sessions)) {
       return;
@@ -591,32 +636,35 @@ export class ChunkedStore {
     }
   }
 
-  /** New immutable chunks for `entries`: at most CHUNK_ENTRIES each, about CHUNK_CHARS; the
-   * last one carries `leaf` when given. */
+  /** New immutable chunks for `entries` (objects with string ids): at most CHUNK_ENTRIES each,
+   * about CHUNK_CHARS of text; the last one carries `leaf` when given. */
   private writeChunks(name: string, entries: Json[], leaf?: Json): void {
-    let part: Json[] = [];
+    let texts: string[] = [];
+    let ids: string[] = [];
     let size = 0;
     let left = entries.length;
     const flush = () => {
-      if (part.length) {
-        left -= part.length;
-        const chunk: JsonObject = { session: name, entries: part };
+      if (texts.length) {
+        left -= texts.length;
+        const chunk: JsonObject = { session: name, ids, entries: `[${texts.join(',')}]` };
         if (leaf !== undefined && left === 0) {
           chunk.leaf = leaf;
           this.chunkLeaf.set(name, leaf);
         }
         this.access.set(chunkKey(this.next++), chunk);
-        part = [];
+        texts = [];
+        ids = [];
         size = 0;
       }
     };
     for (const e of entries) {
-      const n = JSON.stringify(e).length;
-      if (part.length >= CHUNK_ENTRIES || (part.length && size + n > CHUNK_CHARS)) {
+      const text = asciiJson(e);
+      if (texts.length >= CHUNK_ENTRIES || (texts.length && size + text.length > CHUNK_CHARS)) {
         flush();
       }
-      part.push(e);
-      size += n;
+      texts.push(text);
+      ids.push(isObject(e) && typeof e.id === 'string' ? e.id : '');
+      size += text.length;
     }
     flush();
   }

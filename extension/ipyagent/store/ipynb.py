@@ -97,9 +97,9 @@ def session_from_notebook_file(path: str | Path, name: str | None = None, **kwar
 
 def write_sessions_into_notebook(nb: dict[str, Any], sessions: NotebookSessions, layout: int | None = None
                                  ) -> dict[str, Any]:
-    """Set ``nb["metadata"]["ipyagent"]`` (and its chunk keys, in layout 2); nothing else is
-    touched. ``layout`` 1 or 2 (:mod:`ipyagent.store.chunks`); by default the one the notebook
-    holds (a notebook the labextension wrote stays chunked). Returns ``nb``."""
+    """Set ``nb["metadata"]["ipyagent"]`` (and its chunk keys, in layouts 2 and 3); nothing else
+    is touched. ``layout`` 1, 2 or 3 (:mod:`ipyagent.store.chunks`); by default the one the
+    notebook holds (a notebook the labextension wrote stays chunked). Returns ``nb``."""
     metadata = nb.get("metadata")
     if not isinstance(metadata, dict):
         metadata = nb["metadata"] = {}
