@@ -6,7 +6,8 @@
    sessiongen.py``, realistic sizes: ~2.7 KB per entry, big tool results), written the way Jupyter
    writes it. Timed: ``hydrate_from_disk`` (read, parse, check every entry, merge journals) and
    ``to_session``. Also with the last 10 % of the entries in 100 journal outputs instead of the
-   metadata (a notebook run without the bridge). Target: under 0.3 s (issue 21).
+   metadata (a notebook run without the bridge), and in metadata layout 3 (the entries' JSON
+   text in chunks, as the labextension writes them). Target: under 0.3 s (issue 21).
 2. *Metadata size*: ``metadata["ipyagent"]`` against the entries' own JSON (compact), and on disk
    (nbformat's one-space indent) against the entries written with the same indent. Target: the
    metadata is not larger than the entries' own JSON beyond a small envelope.
@@ -106,11 +107,23 @@ def hydration(n_entries: int, runs: int, seed: int, folder: Path) -> dict:
         return loaded.to_session()
 
     t_journal, session2 = median_time(hydrate_journal, runs, "journal")
+
+    text_path = folder / "layout3.ipynb"
+    write_notebook(text_path, write_sessions_into_notebook(new_notebook(), sessions, 3))
+
+    def hydrate_text():
+        loaded, report = hydrate_from_disk(text_path)
+        assert report.ok, report.summary()
+        return loaded.to_session()
+
+    t_text, session3 = median_time(hydrate_text, runs, "layout3")
+    assert [e["id"] for e in session3.entries] == [e["id"] for e in entries]
     assert [e["id"] for e in session2.entries] == [e["id"] for e in entries]
     return {"entries": n_entries, "file_mb": path.stat().st_size / 1e6, "hydrate_s": t_full,
             "hydrate_no_session_s": t_load, "json_parse_only_s": t_parse, "fast_parse_s": t_fast,
             "journal_outputs": (len(rest) + step - 1) // step, "journal_file_mb": journal_path.stat().st_size / 1e6,
-            "hydrate_with_journal_s": t_journal}
+            "hydrate_with_journal_s": t_journal, "hydrate_layout3_s": t_text,
+            "layout3_file_mb": text_path.stat().st_size / 1e6}
 
 
 # ---- 2. metadata size ------------------------------------------------------------------------------
@@ -227,6 +240,9 @@ def main(argv=None) -> int:
     print(f"  read_text + json.loads instead   {h['json_parse_only_s'] * 1000:6.0f} / {CPU['parse'] * 1000:4.0f} ms")
     print(f"  10 % in {h['journal_outputs']} journal outputs        {h['hydrate_with_journal_s'] * 1000:6.0f} / "
           f"{CPU['journal'] * 1000:4.0f} ms ({h['journal_file_mb']:.1f} MB)")
+    print(f"  layout 3 (chunks of JSON text)   {h['hydrate_layout3_s'] * 1000:6.0f} / {CPU['layout3'] * 1000:4.0f} ms   "
+          f"({h['layout3_file_mb']:.1f} MB; target < 300 ms: "
+          f"{'ok' if min(h['hydrate_layout3_s'], CPU['layout3']) < 0.3 else 'MISSED'})")
 
     m = metadata_size(args.entries, args.seed)
     print(f"metadata size ({args.entries:,} entries):")

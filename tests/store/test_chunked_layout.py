@@ -150,3 +150,33 @@ def test_layout_2_and_3_chunks_read_together_and_a_bad_text_is_set_aside():
     nb = {**new_notebook(), "metadata": meta}
     sessions, report = sessions_from_notebook(nb)
     assert len(sessions.sessions["default"].entries) == 6 and report.problems
+
+
+def test_a_huge_or_too_deep_entry_in_a_text_chunk_is_set_aside_the_rest_loads(tmp_path):
+    from ipyagent.session.intake import MAX_ENTRY_CHARS
+
+    value = _value(4)
+    entries = value["sessions"]["default"]["entries"]
+    deep: list = []
+    for _ in range(230):
+        deep = [deep]
+    entries[1] = {**entries[1], "message": {**entries[1]["message"], "deep": deep}}  # a small chunk's
+    nb = new_notebook()
+    store_value(nb["metadata"], value, 3)
+    small = tmp_path / "small.ipynb"  # every chunk small: only nesting is walked
+    write_notebook(small, nb)
+    sessions, report = hydrate_from_disk(small)
+    assert [e["id"] for e in sessions.sessions["default"].entries] == [e["id"] for e in entries if e is not entries[1]]
+    assert "levels deep" in report.summary()
+    huge = dict(entries[3], id="hugehuge", parentId=entries[3]["id"])
+    huge["message"] = {**huge["message"], "content": [{"type": "text", "text": "x" * (MAX_ENTRY_CHARS + 10)}]}
+    nb["metadata"]["ipyagent/000001"] = {"session": "default", "ids": ["hugehuge"], "entries": json.dumps([huge])}
+    path = tmp_path / "hostile.ipynb"
+    write_notebook(path, nb)
+    sessions, report = hydrate_from_disk(path)
+    loaded = [e["id"] for e in sessions.sessions["default"].entries]
+    assert entries[1]["id"] not in loaded and "hugehuge" not in loaded
+    assert [e["id"] for e in entries if e["id"] != entries[1]["id"]] == [i for i in loaded if i in
+                                                                           {e["id"] for e in entries}]
+    text = report.summary()
+    assert "levels deep" in text and "over the" in text

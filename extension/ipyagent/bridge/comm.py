@@ -80,7 +80,8 @@ def receive_push(json_text: str, source: str = "unknown") -> None:
     layer sets its entry aside; the rest loads.
     """
     try:
-        _receive_push(json_text, source)
+        with deep_json.paused_gc():
+            _receive_push(json_text, source)
     except Exception as exc:  # noqa: BLE001 - the request is silent: say it, never raise
         with _lock:
             _push_errors.append(f"push from {source}: could not be read ({type(exc).__name__}: {exc})")

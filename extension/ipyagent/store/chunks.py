@@ -34,7 +34,7 @@ from typing import Any
 from ipyagent.session import deep_json
 
 __all__ = ["CHUNK_ENTRIES", "CHUNK_PREFIX", "LAYOUT_CHUNKED", "LAYOUT_TEXT", "assemble", "chunk_entries", "chunk_key",
-           "chunk_keys", "layout_of", "store_value"]
+           "chunk_keys", "layout_of", "store_value", "texts_under"]
 
 METADATA_KEY = "ipyagent"
 LAYOUT_CHUNKED = 2
@@ -125,6 +125,19 @@ def assemble(metadata: Mapping[str, Any]) -> Any:
         out["set_aside"] = aside
     out["sessions"] = sessions
     return out
+
+
+def texts_under(metadata: Mapping[str, Any], limit: int) -> bool:
+    """Whether every entry of a chunked store is in a chunk whose JSON text is at most ``limit``
+    characters (so no entry is larger than that: its size need not be walked)."""
+    if layout_of(metadata) == 1:
+        return False
+    for key in chunk_keys(metadata):
+        chunk = metadata[key]
+        text = chunk.get("entries") if isinstance(chunk, Mapping) else None
+        if not isinstance(text, str) or len(text) > limit:
+            return False
+    return True
 
 
 def store_value(metadata: dict[str, Any], value: Mapping[str, Any], layout: int | None = None) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ipyagent.session import deep_json
 from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
 from ipyagent.store.ipynb import NotebookError, parse_notebook, sessions_from_notebook
 from ipyagent.store.schema import NotebookSessions
@@ -102,7 +103,11 @@ def hydrate_from_disk(path: str | os.PathLike) -> tuple[NotebookSessions, LoadRe
     Never raises for a missing, unreadable or malformed file: that is reported, and the result
     holds no sessions. Nothing read is ever executed.
     """
-    path = Path(path)
+    with deep_json.paused_gc():
+        return _hydrate(Path(path))
+
+
+def _hydrate(path: Path) -> tuple[NotebookSessions, LoadReport]:
     report = LoadReport(source=str(path))
     try:
         # bytes: no newline translation and decoding pass (read_text costs more than parsing)

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ipyagent.session import deep_json
-from ipyagent.session.intake import LoadReport
-from ipyagent.store.chunks import CHUNK_PREFIX, assemble, store_value
+from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
+from ipyagent.store.chunks import CHUNK_PREFIX, assemble, store_value, texts_under
 from ipyagent.store.journal import JOURNAL_MIME, journal_outputs
 from ipyagent.store.schema import DEFAULT_SESSION, METADATA_KEY, NotebookSessions
 from ipyagent.store.validation import Gather
@@ -78,7 +78,10 @@ def sessions_from_notebook(nb: dict[str, Any], source: str = "", *, check_sizes:
     report = LoadReport(source=source)
     gather = Gather(report, check_sizes=check_sizes)
     metadata = nb.get("metadata")
-    gather.add_metadata(assemble(metadata) if isinstance(metadata, dict) else None)
+    if isinstance(metadata, dict):
+        gather.small = texts_under(metadata, MAX_ENTRY_CHARS)
+        gather.add_metadata(assemble(metadata))
+        gather.small = False
     for cell_index, output_index, payload in journal_outputs(nb, positions=True):
         gather.add_journal(cell_index, payload, f"cell {cell_index + 1} output {output_index + 1} (journal)")
     return NotebookSessions.from_gathered(gather.result()), report

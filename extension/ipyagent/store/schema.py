@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry
 from ipyagent.session.intake import LoadReport
 from ipyagent.session.jsonl import is_pi_line
@@ -208,7 +209,8 @@ class NotebookSessions:
         stored = self.sessions[name]
         session_kwargs.setdefault("report", self.report)
         session_kwargs.setdefault("set_aside", self.pi_lines(name))
-        return Session(dict(stored.header), list(stored.entries), stored.leaf, **session_kwargs)
+        with deep_json.paused_gc():  # indexes every entry: many new containers, no garbage
+            return Session(dict(stored.header), list(stored.entries), stored.leaf, **session_kwargs)
 
     def pi_lines(self, name: str) -> list[dict[str, Any]]:
         """The lines of a Pi file imported as session ``name`` that were set aside (in file order)."""

@@ -170,6 +170,9 @@ class Gather:
     def __init__(self, report: LoadReport, *, check_sizes: bool = True) -> None:
         self.report = report
         self.check_sizes = check_sizes
+        # entries added while set are known to be small (their JSON text was): only their
+        # nesting is walked, not their size
+        self.small = False
         self.pending: dict[str, _Pending] = {}
         self.active: str | None = None
         self.version = VERSION
@@ -292,7 +295,7 @@ class Gather:
             pending.raw.append(entry)
             pending.labels.append(label)
             if self.check_sizes:  # size and nesting in one walk (sanitize_entries checks both)
-                size, depth = deep_json.measure(entry)
+                size, depth = (0, deep_json.nesting(entry)) if self.small else deep_json.measure(entry)
                 pending.sizes.append(size)
                 pending.depths.append(depth)
             added.append(entry)
