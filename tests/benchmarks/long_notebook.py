@@ -11,6 +11,9 @@ For each size (entries of one stored session, in layout 3 as the bridge writes i
 - longest main-thread task during each of two ``%%agent`` turns (PerformanceObserver ``longtask``
   entries collected in the page: "none" when no task took over 50 ms; the page's first turn also
   pays one-off costs, which the baseline size 0 shows);
+- the bridge's own main-thread time in each turn (a CPU profile of the page over the turn: the
+  samples with a frame of the ipyagent-bridge labextension on their stack), in all and its longest
+  run — what of the longest task is ipyagent's, and what is JupyterLab's (rendering the answer);
 - bytes written into the notebook model by each turn: the JSON of each metadata key the turn
   changed (the new chunk keys and the index if it changed), and how many
   metadata changes the model signalled;
@@ -155,10 +158,48 @@ def _open(context, lab: JupyterLab, name: str, stored: bool) -> tuple[object, fl
     return page, opened, push
 
 
+OWN_CODE = "/ipyagent-bridge/static/"  # the labextension's chunks (served under /lab/extensions/)
+
+
+def own_time(profile: dict) -> tuple[float, float]:
+    """(all, longest run) in ms of a CPU profile's samples that have a frame of the bridge's code
+    on their stack (a run: consecutive such samples)."""
+    nodes = {node["id"]: node for node in profile["nodes"]}
+    parent = {child: node["id"] for node in profile["nodes"] for child in node.get("children", ())}
+    ours: dict[int, bool] = {}
+
+    def is_ours(node_id: int) -> bool:
+        if node_id not in ours:
+            chain, x = [], node_id
+            while x is not None and x not in ours:
+                chain.append(x)
+                x = parent.get(x)
+            known = ours.get(x, False) if x is not None else False
+            for y in reversed(chain):
+                known = known or OWN_CODE in nodes[y]["callFrame"]["url"]
+                ours[y] = known
+        return ours[node_id]
+
+    total = run = longest = 0.0
+    deltas = profile["timeDeltas"][1:] + [0]
+    for sample, delta in zip(profile["samples"], deltas):
+        if is_ours(sample):
+            total += delta
+            run += delta
+            longest = max(longest, run)
+        else:
+            run = 0.0
+    return total / 1000, longest / 1000
+
+
 def _turns(page, lab: JupyterLab, name: str, stored: bool, before_each=lambda: None) -> list[dict]:
     """``%load_ext`` (resuming from the push), then two ``%%agent`` turns, ``before_each()`` before
-    each: what each turn wrote into the model and its longest main-thread task."""
+    each: what each turn wrote into the model, its longest main-thread task and the bridge's own
+    time in it."""
     page.evaluate("(p) => window.__benchOps.watch(p)", name)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Profiler.enable")
+    cdp.send("Profiler.setSamplingInterval", {"interval": 200})
     out = _run(page, name, 0)
     if stored and "from push" not in out:
         raise SystemExit(f"{name}: %load_ext did not resume from the push: {out!r}")
@@ -166,6 +207,7 @@ def _turns(page, lab: JupyterLab, name: str, stored: bool, before_each=lambda: N
     for cell in range(1, len(PROMPTS) + 1):
         before_each()
         page.evaluate("() => window.__benchOps.reset()")
+        cdp.send("Profiler.start")
         lab.fake.enqueue_text(ANSWER)
         out = _run(page, name, cell)
         if "ERROR" in out:
@@ -177,7 +219,10 @@ def _turns(page, lab: JupyterLab, name: str, stored: bool, before_each=lambda: N
             if now != last:
                 last, since = now, time.time()
             time.sleep(0.1)
-        measured.append(page.evaluate("(p) => window.__benchOps.written(p)", name))
+        own, own_longest = own_time(cdp.send("Profiler.stop")["profile"])
+        measured.append({**page.evaluate("(p) => window.__benchOps.written(p)", name),
+                         "own": own, "own_longest": own_longest})
+    cdp.detach()
     return measured
 
 
@@ -265,15 +310,17 @@ def _open_plain(context, lab: JupyterLab, name: str):
 def _table(rows: list[tuple]) -> None:
     print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; per turn: the first / the second %%agent turn")
     print("| entries | layout | notebook (plain) | open | push | save (plain, ratio) | longest task per turn | "
-          "model bytes per turn (keys, writes) | JS heap after open | Y store per turn |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "the bridge's own JS per turn (longest run) | model bytes per turn (keys, writes) | JS heap after open | "
+          "Y store per turn |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n, layout, size, plain_size, opened, push, save, plain, turns, heap, grown in rows:
         longest = " / ".join(f"{t['longest']:.0f} ms" if t["longest"] else "none over 50 ms" for t in turns)
         written = " / ".join(f"{t['bytes']:,} B ({t['keys']}, {t['writes']})" for t in turns)
+        own = " / ".join(f"{t['own']:.0f} ms ({t['own_longest']:.0f} ms)" for t in turns)
         ystore = "—" if grown is None else " / ".join(f"{g / 1e3:,.1f} KB" for g in grown)
         pushed = "—" if push is None else f"{push:.2f} s"
         print(f"| {n:,} | {layout} | {size / 1e6:.1f} MB ({plain_size / 1e6:.1f} MB) | {opened:.2f} s | {pushed} | {save:.2f} s ({plain:.2f} s, "
-              f"{save / plain:.2f}×) | {longest} | {written} | {heap / 1e6:.0f} MB | {ystore} |")
+              f"{save / plain:.2f}×) | {longest} | {own} | {written} | {heap / 1e6:.0f} MB | {ystore} |")
 
 if __name__ == "__main__":
     main()

@@ -119,6 +119,9 @@ function metadataAccess(model: INotebookModel): IMetadataAccess {
   };
 }
 
+/** Whether this page has warmed JupyterLab's HTML renderer (`DocumentBridge.warmRenderer`). */
+let warmed = false;
+
 /** Everything the bridge keeps for one open document (shared by all views of it). */
 class DocumentBridge {
   constructor(
@@ -227,7 +230,34 @@ class DocumentBridge {
         // over a kernel subshell when the kernel has subshells)
         subshells: commsOverSubshells(kernel)
       });
+      this.warmRenderer();
     }
+  }
+
+  /** Render one small HTML output off-screen while the page is idle, once per page: the first
+   * output of an agent turn otherwise pays JupyterLab's one-off costs (loading the sanitiser's
+   * and the math typesetter's code, starting the typesetter) inside the turn, as a main-thread
+   * task of 50–100 ms (tests/benchmarks/long_notebook.py). */
+  private warmRenderer(): void {
+    if (warmed) {
+      return;
+    }
+    warmed = true;
+    const idle = (window as { requestIdleCallback?: (f: () => void) => void }).requestIdleCallback;
+    const later = idle ? (f: () => void) => idle.call(window, f) : (f: () => void) => setTimeout(f, 500);
+    later(() => {
+      const rendermime = this.panel.content.rendermime;
+      const renderer = rendermime.createRenderer('text/html');
+      const model = rendermime.createModel({ data: { 'text/html': '<p>ipyagent</p>' }, trusted: false });
+      renderer.renderModel(model).then(
+        () => renderer.dispose(),
+        () => renderer.dispose()
+      );
+      // an output off-screen is not typeset: start the typesetter on its own
+      const node = document.createElement('div');
+      node.textContent = 'ipyagent';
+      void Promise.resolve(rendermime.latexTypesetter?.typeset(node)).catch(() => undefined);
+    });
   }
 
   private onCommMsg(comm: Kernel.IComm, msg: KernelMessage.ICommMsgMsg): void {
