@@ -100,9 +100,8 @@ def measure(value: Any, limit: int = MAX_NESTING) -> tuple[int, int]:
                 size += len(item) + 2
             elif kind is dict:
                 containers = True
-                size += 1 + len(item) * 2  # braces, colons and commas
-                for key in item:
-                    size += len(key) + 2
+                # braces, then per key its quotes, colon and comma, and the key itself
+                size += 1 + len(item) * 4 + sum(map(len, item))
                 extend(item.values())
             elif kind is list:
                 containers = True
