@@ -418,9 +418,9 @@ function isChunk(value: unknown): value is JsonObject {
  * The session store in the notebook's metadata, written in layout 3: a small index under
  * `ipyagent` and immutable chunks under `ipyagent/NNNNNN`, so a turn writes only its new entries
  * (one new key per chunk) and the small index. A notebook in layout 1 is converted on its first
- * write; layout 2's chunks are kept as they are (new chunks are text). The ids held are read once and then kept up to date from the chunks written (here or,
- * through `noteChunk`, by another page): no message copies, serialises or compares the whole
- * store.
+ * write; layout 2's chunks are kept as they are (new chunks are text). The ids held are read
+ * once and then kept up to date from the chunks written (here or, through `noteChunk`, by another
+ * page): no message copies, serialises or compares the whole store.
  */
 export class ChunkedStore {
   constructor(private readonly access: IMetadataAccess) {}

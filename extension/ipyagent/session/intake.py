@@ -138,17 +138,17 @@ def _break_cycles(entries: list[Entry], report: LoadReport, where: Callable[[int
             in_cycle.update(chain[chain.index(current):])
         for node in chain:
             state[node] = 2
-    result: list[Entry] = []
     def label(entry: Entry) -> str:
         return f"{where(position[entry['id']])} (id {entry['id']})"
 
+    result: list[Entry] = []
     for entry in entries:
         if entry["id"] in in_cycle:
             set_aside(position[entry["id"]], label(entry), "its parent chain loops back to itself (a cycle)", entry)
             continue
         parent = entry.get("parentId")
         if parent is not None and (parent not in by_id or parent in in_cycle):
-            report.add(label(entry), f"parent {parent!r} is missing; the entry is kept as a root (its parentId is "
-                              "kept as it is, as Pi does)", kept=True)
+            report.add(label(entry), f"parent {parent!r} is missing; the entry is kept as a root (its parentId "
+                                     "is kept as it is, as Pi does)", kept=True)
         result.append(entry)
     return result

@@ -79,9 +79,7 @@ def sessions_from_notebook(nb: dict[str, Any], source: str = "", *, check_sizes:
     gather = Gather(report, check_sizes=check_sizes)
     metadata = nb.get("metadata")
     if isinstance(metadata, dict):
-        gather.small = texts_under(metadata, MAX_ENTRY_CHARS)
-        gather.add_metadata(assemble(metadata))
-        gather.small = False
+        gather.add_metadata(assemble(metadata), small=texts_under(metadata, MAX_ENTRY_CHARS))
     for cell_index, output_index, payload in journal_outputs(nb, positions=True):
         gather.add_journal(cell_index, payload, f"cell {cell_index + 1} output {output_index + 1} (journal)")
     return NotebookSessions.from_gathered(gather.result()), report

@@ -30,7 +30,6 @@ from typing import Any
 from ipyagent.agent.config import upgrade_saved_settings
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
-from ipyagent.session import deep_json
 from ipyagent.session.intake import LoadReport, sanitize_entries
 from ipyagent.store.hydration import find_notebook_path, hydrate_from_disk, kernel_reset_entry, reset_notice_due
 from ipyagent.store.ipynb import read_notebook, sessions_from_notebook
@@ -85,12 +84,7 @@ def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] |
                      explicit_path: str | None = None, hydrate: bool = True) -> LoadResult:
     """Sessions pushed by a frontend and found on disk, merged by entry id; each slot remembers
     its loaded entries as ``earlier`` (see :func:`add_reset_notice`)."""
-    with deep_json.paused_gc():
-        return _collect(user_ns, os.environ if environ is None else environ, explicit_path, hydrate)
-
-
-def _collect(user_ns: Mapping[str, Any], environ: Mapping[str, str], explicit_path: str | None,
-             hydrate: bool) -> LoadResult:
+    environ = os.environ if environ is None else environ
     result = LoadResult()
     merged = NotebookSessions(None, {})
     origin: dict[str, str] = {}

@@ -123,8 +123,9 @@ class NotebookSessions:
         """Check ``metadata["ipyagent"]`` (``None``: no sessions) and report every problem."""
         report = LoadReport(source=source)
         gather = Gather(report, check_sizes=check_sizes)
-        gather.add_metadata(md)
-        return cls.from_gathered(gather.result()), report
+        with deep_json.paused_gc():  # a push of thousands of entries: many new containers, no garbage
+            gather.add_metadata(md)
+            return cls.from_gathered(gather.result()), report
 
     @classmethod
     def from_gathered(cls, gathered: Gathered) -> NotebookSessions:

@@ -170,9 +170,6 @@ class Gather:
     def __init__(self, report: LoadReport, *, check_sizes: bool = True) -> None:
         self.report = report
         self.check_sizes = check_sizes
-        # entries added while set are known to be small (their JSON text was): only their
-        # nesting is walked, not their size
-        self.small = False
         self.pending: dict[str, _Pending] = {}
         self.active: str | None = None
         self.version = VERSION
@@ -192,7 +189,9 @@ class Gather:
 
     # ---- metadata ------------------------------------------------------------------------------
 
-    def add_metadata(self, md: Any, where: str = "metadata.ipyagent") -> None:
+    def add_metadata(self, md: Any, where: str = "metadata.ipyagent", *, small: bool = False) -> None:
+        """``small``: every entry is known to be under the size limit (its chunk's JSON text was),
+        so only its nesting is walked."""
         if md is None:
             return
         if not isinstance(md, dict):
@@ -229,14 +228,14 @@ class Gather:
                         f"must be an object mapping names to sessions, not {type(sessions).__name__}", sessions)
             sessions = {}
         for name, data in sessions.items():
-            self.add_session(name, data, f"{where}.sessions[{name!r}]")
+            self.add_session(name, data, f"{where}.sessions[{name!r}]", small=small)
         active = md.get("active")
         if active is not None and not isinstance(active, str):
             self._aside(None, f"{where}.active", f"must be a session name, not {type(active).__name__}", active)
         elif isinstance(active, str):
             self.active = active
 
-    def add_session(self, name: str, data: Any, where: str, *, journal: bool = False) -> None:
+    def add_session(self, name: str, data: Any, where: str, *, journal: bool = False, small: bool = False) -> None:
         if not isinstance(data, dict):
             self._aside(name, where, f"a session must be a JSON object, not {type(data).__name__}", data)
             return
@@ -246,7 +245,7 @@ class Gather:
         if not isinstance(entries, list):
             self._aside(name, f"{where}.entries", f"must be a list of entries, not {type(entries).__name__}", entries)
             entries = []
-        added = self._add_entries(name, pending, entries, f"{where}.entries")
+        added = self._add_entries(name, pending, entries, f"{where}.entries", small)
         newer = first or (added and newest_timestamp(added) >= pending.newest)
         if added:
             pending.newest = max(pending.newest, newest_timestamp(added))
@@ -273,7 +272,7 @@ class Gather:
                 if key not in ("header", "leaf", "settings", "entries"):
                     pending.extra[key] = value
 
-    def _add_entries(self, name: str, pending: _Pending, entries: list[Any], where: str) -> list[Any]:
+    def _add_entries(self, name: str, pending: _Pending, entries: list[Any], where: str, small: bool) -> list[Any]:
         added = []
         by_id = pending.by_id
         start = len(pending.raw)
@@ -295,7 +294,7 @@ class Gather:
             pending.raw.append(entry)
             pending.labels.append(label)
             if self.check_sizes:  # size and nesting in one walk (sanitize_entries checks both)
-                size, depth = (0, deep_json.nesting(entry)) if self.small else deep_json.measure(entry)
+                size, depth = (0, deep_json.nesting(entry)) if small else deep_json.measure(entry)
                 pending.sizes.append(size)
                 pending.depths.append(depth)
             added.append(entry)
