@@ -18,7 +18,7 @@ from .how_compaction_works import TURNS as TOUR_TURNS
 TURNS = {f"cc-a{n}": TOUR_TURNS[f"tour-a{n}"] for n in range(1, 8)}
 
 HOOK_CODE = '''
-from ipyagent.compaction.hooks import hooks
+from ipyagent.hooks import hooks
 
 
 def _text(content):
@@ -133,7 +133,7 @@ NOTEBOOK = Notebook("custom-compaction", [
     md("cc-hook-md", """
         ## 2. A hook that writes the summary itself
 
-        Hooks are plain Python functions registered on `ipyagent.compaction.hooks.hooks`.
+        Hooks are plain Python functions registered on `ipyagent.hooks.hooks`.
         A `session_before_compact` handler receives `event.preparation` — the plan the default
         compaction would follow: `messages_to_summarize`, `turn_prefix_messages`, `previous_summary`,
         `first_kept_entry_id`, `tokens_before`, `is_split_turn` — plus `event.reason` (`"threshold"`,

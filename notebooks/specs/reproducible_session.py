@@ -95,7 +95,7 @@ NOTEBOOK = Notebook("reproducible-session", [
         round trip:"""),
     code("rs-import", """
         from ipyagent import Session
-        from ipyagent.notebook.extension import get_runtime
+        from ipyagent.kernel.extension import get_runtime
 
         imported = Session.from_file(workdir / "session.jsonl")
         here = get_runtime(get_ipython()).slot().session

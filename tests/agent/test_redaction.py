@@ -11,7 +11,7 @@ from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.redaction import Redactor, configured_secrets
 from ipyagent.display.stream import RunRenderer
 from ipyagent.hooks import HookRegistry
-from ipyagent.store.persistence import Persister, SessionSlot
+from ipyagent.kernel.persistence import Persister, SessionSlot
 from ipyagent.testing import FakeProviderServer
 
 KEY = "sk-proj-redaction-test-0123456789"

@@ -16,7 +16,7 @@ from ipyagent.providers import (
     ServerError,
     stream_with_retry,
 )
-from ipyagent.providers.retry import error_signature
+from ipyagent.providers.transport.retry import error_signature
 from ipyagent.testing import FakeProviderServer, Fault, collect
 
 

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "extension"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from ipyagent.display.journal_view import journal_bundle
 from ipyagent.session import deep_json
 from ipyagent.store.hydration import hydrate_from_disk
 from ipyagent.store.ipynb import (
@@ -40,7 +41,6 @@ from ipyagent.store.ipynb import (
     write_notebook,
     write_sessions_into_notebook,
 )
-from ipyagent.store.journal import journal_bundle
 from ipyagent.store.schema import NotebookSessions, StoredSession
 from support.sessiongen import generate_session
 

@@ -36,8 +36,8 @@ from ipyagent.providers import (
     MessageDone,
     ModelRequest,
     OpenAIChatProvider,
-    sse,
 )
+from ipyagent.providers.transport import sse
 from ipyagent.testing.specs import Reply, anthropic_stream, openai_stream
 
 USAGE = {"input": 1000, "output": 10000, "cacheRead": 0, "cacheWrite": 0}

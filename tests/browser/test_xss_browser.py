@@ -50,7 +50,7 @@ CELLS = [
     "%agent summary",
     "%agent status",
     # 7: the Markdown-only views, shown bare as text/markdown (JupyterLab renders those raw too)
-    ("from ipyagent.store.journal import journal_bundle\n"
+    ("from ipyagent.display.journal_view import journal_bundle\n"
     "from ipyagent.display.budget_widget import budget_facts, static_markdown\n"
     "get_ipython().run_line_magic('agent', 'export --format markdown -o transcript.md')\n"
     "_rt = get_runtime(get_ipython()); _slot = _rt.slot()\n"

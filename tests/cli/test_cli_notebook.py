@@ -12,10 +12,10 @@ import pytest
 from conftest import chain
 from ipyagent.cli import main
 from ipyagent.core import Session
+from ipyagent.display.journal_view import journal_bundle
 from ipyagent.session.jsonl import dump_pi_jsonl
 from ipyagent.session.messages import tool_call_block, tool_result_message, user_message
 from ipyagent.store.ipynb import new_notebook, read_notebook, write_notebook, write_sessions_into_notebook
-from ipyagent.store.journal import journal_bundle
 from ipyagent.store.schema import NotebookSessions, StoredSession
 from support.corrupt import corrupt_pi_file
 from support.sessiongen import generate_session
@@ -270,7 +270,7 @@ def test_a_journal_written_by_a_real_kernel_and_saved_by_nbclient_lifts(tmp_path
     from nbclient import NotebookClient
 
     entries = chain(3)
-    code = ("from ipyagent.store.journal import journal_bundle\n"
+    code = ("from ipyagent.display.journal_view import journal_bundle\n"
             "from IPython.display import display\n"
             f"data, meta = journal_bundle('default', {HEADER!r}, '00000002', {{'model': 'm'}}, {entries!r})\n"
             "display(data, raw=True, metadata=meta)")

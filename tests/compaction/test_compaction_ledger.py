@@ -23,7 +23,7 @@ from ipyagent.compaction.ledger import (
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.hooks import HookRegistry
-from ipyagent.kernel.namespace import describe_value, namespace_describer
+from ipyagent.kernel.ports.namespace import describe_value, namespace_describer
 from ipyagent.session.entries import compaction_entry
 from kernel_support import SETUP, fake_provider, notebook
 

@@ -22,6 +22,7 @@ from IPython.utils.capture import capture_output
 from conftest import assistant, call, new_session, tool_result, user
 from ipyagent.agent import events as ev
 from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, static_bundle
+from ipyagent.display.journal_view import journal_bundle, transcript_markdown
 from ipyagent.display.stream import (
     RunRenderer,
     StreamedMarkdown,
@@ -41,7 +42,6 @@ from ipyagent.display.untrusted import (
 )
 from ipyagent.kernel.magics.compact import _summary_bundle
 from ipyagent.providers.base import TextDelta, ThinkingDelta
-from ipyagent.store.journal import journal_bundle, transcript_markdown
 from support.hostile import (
     HOSTILE,
     HOSTILE_NAME,

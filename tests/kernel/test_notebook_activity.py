@@ -11,8 +11,8 @@ from IPython.testing import globalipapp
 
 from ipyagent.agent.prompt.activity import CLOSE, OPEN, SHORT_HEADING, clip, fence, format_activity, namespace_text
 from ipyagent.agent.prompt.notebook_context import CellError, CellRecord, NamespaceChange, NotebookActivity
-from ipyagent.kernel import namespace as ns
-from ipyagent.kernel.activity import ActivityRecorder, BoundedText, is_agent_cell
+from ipyagent.kernel.ports import namespace as ns
+from ipyagent.kernel.ports.activity import ActivityRecorder, BoundedText, is_agent_cell
 
 
 def cell(n: int, source: str = "", **kw) -> CellRecord:

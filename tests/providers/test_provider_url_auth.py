@@ -18,7 +18,7 @@ from ipyagent.providers import (
     OpenAIResponsesProvider,
     stream_with_retry,
 )
-from ipyagent.providers.http import split_url_credentials, url_credentials
+from ipyagent.providers.transport.http import split_url_credentials, url_credentials
 from ipyagent.testing import FakeProviderServer, collect
 
 USER, PASSWORD = "alice-proxy", "s3cr@t/pass:word"

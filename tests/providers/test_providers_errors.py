@@ -28,8 +28,8 @@ from ipyagent.providers import (
     models,
     stream_with_retry,
 )
-from ipyagent.providers.http import parse_retry_after
 from ipyagent.providers.overflow import window_from_error
+from ipyagent.providers.transport.http import parse_retry_after
 from ipyagent.testing import FakeProviderServer, collect
 
 KEY = "sk-test-SECRET-0123456789abcdef"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ipyagent.providers import models
-from ipyagent.providers.anthropic import to_anthropic_messages
+from ipyagent.providers.apis.anthropic import to_anthropic_messages
+from ipyagent.providers.apis.openai_chat import to_openai_messages
 from ipyagent.providers.base import ModelRequest
-from ipyagent.providers.openai_chat import to_openai_messages
 
 IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
 HISTORY = [

@@ -25,7 +25,7 @@ from ipyagent.providers import (
     stream_with_retry,
 )
 from ipyagent.providers.registry import unregister_provider
-from ipyagent.providers.streaming import interrupt
+from ipyagent.providers.transport.streaming import interrupt
 from ipyagent.testing import FakeProviderServer, RawStream, Reply, ToolCallSpec, collect
 
 PYTHON_TOOL = ToolSpec("python", "Run Python code in the kernel", {

@@ -29,7 +29,7 @@ from ipyagent.providers import (
     resolve_provider,
     stream_with_retry,
 )
-from ipyagent.providers.openai_responses import responses_only, responses_tool_id, to_responses_input
+from ipyagent.providers.apis.openai_responses import responses_only, responses_tool_id, to_responses_input
 from ipyagent.testing import FakeProviderServer, RawStream, Reply, ToolCallSpec, collect
 from ipyagent.testing.specs import sse
 

@@ -15,9 +15,9 @@ from ipyagent.providers import (
     learn_from_error,
     models,
     parse_model_string,
-    sse,
 )
-from ipyagent.providers.sse import iter_sse
+from ipyagent.providers.transport import sse
+from ipyagent.providers.transport.sse import iter_sse
 from ipyagent.testing import FakeProviderServer
 
 STREAM = (b": keep-alive comment\n\n"

@@ -22,7 +22,7 @@ from ipyagent.providers import (
     OpenAIChatProvider,
     stream_with_retry,
 )
-from ipyagent.providers.http import scrub
+from ipyagent.providers.transport.http import scrub
 from ipyagent.testing import FakeProviderServer, collect
 from support.shell import extension_shell
 
@@ -67,13 +67,13 @@ def failure(provider) -> BaseException:
     ("two: http://a:b@x/ and ws://c:d@y/", "two: http://***@x/ and ws://***@y/"),
 ])
 def test_url_credentials_are_stripped_from_text(text, expected):
-    from ipyagent.providers.http import strip_url_credentials
+    from ipyagent.providers.transport.http import strip_url_credentials
 
     assert strip_url_credentials(text) == expected
 
 
 def test_scrub_removes_keys_and_every_form_of_the_url_credentials():
-    from ipyagent.providers.http import url_credentials
+    from ipyagent.providers.transport.http import url_credentials
 
     url = with_credentials("http://127.0.0.1:9/v1")
     secrets = [KEY, *url_credentials(url)]

@@ -8,7 +8,7 @@ import pytest
 
 from ipyagent.providers import ModelRequest, NetworkError, stream_with_retry
 from ipyagent.providers.errors import StreamDeadlineError
-from ipyagent.providers.streaming import NO_CONTENT_TIMEOUT, TOTAL_TIMEOUT
+from ipyagent.providers.transport.streaming import NO_CONTENT_TIMEOUT, TOTAL_TIMEOUT
 from ipyagent.testing import FakeProviderServer, collect
 
 REQUEST = ModelRequest(model="m", messages=[{"role": "user", "content": "hello"}])

@@ -63,7 +63,7 @@ def test_tool_results_before_the_last_turns_and_unmask():
 
 def test_recall_returns_a_masked_result_in_full():
     from ipyagent.agent.tools.base import ToolContext
-    from ipyagent.agent.tools.recall import RecallTool
+    from ipyagent.agent.tools.builtin.recall import RecallTool
 
     s = three_reads()
     target = tool_results(s)[1]

@@ -6,6 +6,7 @@ import json
 
 from conftest import chain
 from ipyagent.core import Session
+from ipyagent.display.journal_view import journal_bundle
 from ipyagent.session.intake import MAX_ENTRY_CHARS
 from ipyagent.store.hydration import (
     RESET_CUSTOM_TYPE,
@@ -15,7 +16,6 @@ from ipyagent.store.hydration import (
     kernel_reset_entry,
 )
 from ipyagent.store.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
-from ipyagent.store.journal import journal_bundle
 from ipyagent.store.schema import NotebookSessions, StoredSession
 
 HEADER = {"type": "session", "version": 3, "id": "3f0c2b9e-0000-4000-a000-000000000002",

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from conftest import REPO, chain
 from ipyagent.core import Session
+from ipyagent.display.journal_view import journal_bundle, transcript_markdown
 from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
 from ipyagent.session.jsonl import dump_pi_jsonl, parse_pi_jsonl
 from ipyagent.store.ipynb import (
@@ -29,7 +30,7 @@ from ipyagent.store.ipynb import (
     write_notebook,
     write_sessions_into_notebook,
 )
-from ipyagent.store.journal import JOURNAL_MIME, journal_bundle, journal_outputs, transcript_markdown
+from ipyagent.store.journal import JOURNAL_MIME, journal_outputs
 from ipyagent.store.schema import NotebookSessions, SessionNotFound, StoredSession
 from support.sessiongen import generate_session
 

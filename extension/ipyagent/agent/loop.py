@@ -53,7 +53,7 @@ from ipyagent.providers.discovery import Discovery
 from ipyagent.providers.errors import ContextOverflowError, ProviderError, StreamInterrupted
 from ipyagent.providers.overflow import is_silent_overflow
 from ipyagent.providers.registry import parse_model_string, resolve_provider
-from ipyagent.providers.retry import stream_with_retry
+from ipyagent.providers.transport.retry import stream_with_retry
 from ipyagent.session import masking
 from ipyagent.session.context import edits_by_target
 from ipyagent.session.ids import now_ms

@@ -25,7 +25,7 @@ from ipyagent.providers import models
 from ipyagent.providers.base import MessageDone, ModelRequest
 from ipyagent.providers.errors import ContextOverflowError, ProviderError
 from ipyagent.providers.registry import parse_model_string, resolve_provider
-from ipyagent.providers.retry import stream_with_retry
+from ipyagent.providers.transport.retry import stream_with_retry
 from ipyagent.session.ids import now_ms
 from ipyagent.session.messages import text_of, tool_calls_of
 

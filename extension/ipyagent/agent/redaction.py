@@ -5,7 +5,7 @@ with ``{environ}``, would otherwise put the key into the session, and so into th
 metadata (which "Clear all outputs" does not touch), the outputs and every export. So before an
 entry is stored, and before anything is shown, sent to the bridge or exported, each configured
 secret in it becomes ``***`` and every URL loses its ``user:password@`` — with the scrubber the
-providers' error messages use (:func:`ipyagent.providers.http.scrub`), the one there is.
+providers' error messages use (:func:`ipyagent.providers.transport.http.scrub`), the one there is.
 
 The configured secrets (:func:`configured_secrets`): the values of environment variables whose
 name says key, token, secret, password or credential (``OPENAI_API_KEY``, ``AWS_SECRET_ACCESS_KEY``,
@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from ipyagent.compaction.summarizer import SummaryRequest, SummaryResponse
-from ipyagent.providers.http import scrub, url_credentials
+from ipyagent.providers.transport.http import scrub, url_credentials
 
 __all__ = ["MARKER", "Redactor", "RedactedSummaries", "configured_secrets"]
 

@@ -95,7 +95,7 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
 def run_export(args: argparse.Namespace) -> int:
     """Export a notebook's session as a Pi session file or a Markdown transcript."""
     from ipyagent.agent.redaction import Redactor
-    from ipyagent.store.journal import transcript_markdown
+    from ipyagent.display.journal_view import transcript_markdown
     from ipyagent.store.schema import SessionNotFound
 
     path = Path(args.notebook)

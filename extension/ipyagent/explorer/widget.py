@@ -396,7 +396,7 @@ def explore(path_or_session: Any, *, session: str | None = None, window: int | N
             raise FileNotFoundError(f"no such file: {path}")
         source = str(path)
         if path.suffix == ".ipynb":
-            from ipyagent.store.persistence import load_path
+            from ipyagent.store.hydration import load_path
 
             found, _ = load_path(path)
             if not found.sessions:

@@ -18,8 +18,8 @@ from ipyagent.agent.prompt.instructions import AllowRead, InstructionSearch, sea
 from ipyagent.agent.prompt.notebook_context import NotebookActivity, SystemContext
 from ipyagent.agent.skills.discovery import SkillSearch, find_skills
 from ipyagent.agent.tools.base import ApprovalCallback
-from ipyagent.kernel.activity import ActivityRecorder
-from ipyagent.kernel.namespace import bounded_repr, type_name
+from ipyagent.kernel.ports.activity import ActivityRecorder
+from ipyagent.kernel.ports.namespace import bounded_repr, type_name
 from ipyagent.store.hydration import find_notebook_path
 
 _MISSING = object()

@@ -1,7 +1,7 @@
 """A run's entries reach the notebook as they are made, not when the cell ends.
 
 :class:`EntryStream` listens to a run's agent events and hands each new entry of the slot to
-:meth:`Persister.stream <ipyagent.store.persistence.Persister.stream>` (the bridge), batching the
+:meth:`Persister.stream <ipyagent.kernel.persistence.Persister.stream>` (the bridge), batching the
 entries made within ``window`` seconds of the last message into one. It sends at once, whatever
 the window, right before anything that may take long or never return: a tool call (the code may
 kill its own kernel, as an out-of-memory kill would), a provider request, a compaction, and the

@@ -1,6 +1,6 @@
 """The kernel-side state of ipyagent: one :class:`AgentRuntime` per shell.
 
-It holds the named sessions (each a :class:`~ipyagent.store.persistence.SessionSlot` with its
+It holds the named sessions (each a :class:`~ipyagent.kernel.persistence.SessionSlot` with its
 agent), the ``Agent`` settings, the bridge to the frontend, the persister, replay and the notebook
 activity recorder; it sets an agent up for a run (``agent_for``) and declares what the run takes
 from the kernel (``ports_for``).
@@ -20,16 +20,16 @@ from ipyagent.agent.redaction import Redactor
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
-from ipyagent.kernel.activity import ActivityRecorder
-from ipyagent.kernel.cell_runner import IPythonCellRunner
 from ipyagent.kernel.context import KernelNotebookContext
 from ipyagent.kernel.mcp import KernelMcp
-from ipyagent.kernel.namespace import namespace_describer
-from ipyagent.kernel.notebook_port import KernelNotebook
+from ipyagent.kernel.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into
+from ipyagent.kernel.ports.activity import ActivityRecorder
+from ipyagent.kernel.ports.cell_runner import IPythonCellRunner
+from ipyagent.kernel.ports.namespace import namespace_describer
+from ipyagent.kernel.ports.notebook_port import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
 from ipyagent.kernel.settings import AgentSettings
 from ipyagent.store.hydration import find_notebook_path
-from ipyagent.store.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into
 
 __all__ = ["AgentRuntime"]
 
@@ -207,7 +207,7 @@ class AgentRuntime:
 
     def tool_ports(self) -> tuple[IPythonCellRunner, KernelNotebook]:
         """What the tools use in this kernel: IPython's cell machinery for ``python``, this
-        notebook's cells for ``notebook`` (``kernel/cell_runner.py``, ``kernel/notebook_port.py``)."""
+        notebook's cells for ``notebook`` (``kernel/ports/cell_runner.py``, ``kernel/ports/notebook_port.py``)."""
         if self._cell_runner is None or self._notebook_port is None:
             self._cell_runner = IPythonCellRunner(self.shell)
             self._notebook_port = KernelNotebook(self.shell, lambda: self.bridge, lambda: self.config.notebook_path)

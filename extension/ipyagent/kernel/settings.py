@@ -19,7 +19,7 @@ from ipyagent.agent.config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, AgentConfig
 from ipyagent.agent.mcp.config import check_user_servers
 from ipyagent.agent.prompt.instructions import INSTRUCTION_NAMES
 from ipyagent.compaction.settings import CompactionSettings, checked_model_overrides
-from ipyagent.providers.http import strip_url_credentials
+from ipyagent.providers.transport.http import strip_url_credentials
 from ipyagent.store.validation import strip_secrets
 
 __all__ = ["SETTING_NAMES", "AgentSettings", "ShownWithoutSecrets"]

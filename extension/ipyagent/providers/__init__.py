@@ -8,7 +8,9 @@ detection and retries.
         ...  # TextDelta, ToolCallStart/Delta/End, UsageUpdate, Retrying (= discard partial), MessageDone
 """
 
-from ipyagent.providers.anthropic import AnthropicProvider
+from ipyagent.providers.apis.anthropic import AnthropicProvider
+from ipyagent.providers.apis.openai_chat import OpenAIChatProvider
+from ipyagent.providers.apis.openai_responses import OpenAIResponsesProvider
 from ipyagent.providers.base import (
     MessageDone,
     ModelRequest,
@@ -36,12 +38,10 @@ from ipyagent.providers.errors import (
     StreamInterrupted,
 )
 from ipyagent.providers.models import context_window, learn_from_error, learn_window, model_info, set_override
-from ipyagent.providers.openai_chat import OpenAIChatProvider
-from ipyagent.providers.openai_responses import OpenAIResponsesProvider
 from ipyagent.providers.overflow import is_context_overflow, is_overflow_error, is_silent_overflow
 from ipyagent.providers.registry import parse_model_string, register_provider, resolve_provider
-from ipyagent.providers.retry import complete, error_message, stream_with_retry
-from ipyagent.providers.streaming import interrupt
+from ipyagent.providers.transport.retry import complete, error_message, stream_with_retry
+from ipyagent.providers.transport.streaming import interrupt
 
 __all__ = [
     "AnthropicProvider",

@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx
 
-from ipyagent.providers.http import new_client, strip_url_credentials
+from ipyagent.providers.transport.http import new_client, strip_url_credentials
 
 PROBE_TIMEOUT = 1.5  # seconds one connect or read may wait
 REQUEST_DEADLINE = 3.0  # seconds one request may take in all, its answer read to the end

@@ -19,10 +19,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ipyagent.providers.anthropic import AnthropicProvider
+from ipyagent.providers.apis.anthropic import AnthropicProvider
+from ipyagent.providers.apis.openai_chat import OpenAIChatProvider
+from ipyagent.providers.apis.openai_responses import OpenAIResponsesProvider, responses_only
 from ipyagent.providers.base import Provider
-from ipyagent.providers.openai_chat import OpenAIChatProvider
-from ipyagent.providers.openai_responses import OpenAIResponsesProvider, responses_only
 
 ProviderFactory = Callable[..., Provider]
 RESPONSES = "openai-responses"

@@ -18,13 +18,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ipyagent.core import Session
 from ipyagent.session import deep_json
 from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
-from ipyagent.store.ipynb import NotebookError, parse_notebook, sessions_from_notebook
+from ipyagent.store.ipynb import NotebookError, parse_notebook, read_notebook, sessions_from_notebook
 from ipyagent.store.schema import NotebookSessions
 
 __all__ = ["RESET_NOTICE", "RESET_CUSTOM_TYPE", "find_notebook_path", "hydrate_from_disk", "kernel_reset_entry",
-           "reset_notice_due"]
+           "load_path", "reset_notice_due"]
 
 RESET_CUSTOM_TYPE = "ipyagent.kernel_reset"
 RESET_NOTICE = (
@@ -131,3 +132,14 @@ def _hydrate(path: Path) -> tuple[NotebookSessions, LoadReport]:
     # No single entry can be larger than the whole file (in characters, at most its bytes): skip
     # the size walk for small files.
     return sessions_from_notebook(nb, source=str(path), check_sizes=len(text) > MAX_ENTRY_CHARS)
+
+
+def load_path(path: str | os.PathLike[str]) -> tuple[NotebookSessions, LoadReport]:
+    """Sessions of a notebook (metadata ∪ journal outputs) or of a Pi ``.jsonl`` file."""
+    path = Path(path)
+    if path.suffix == ".ipynb":
+        return sessions_from_notebook(read_notebook(path), source=str(path))
+    session = Session.from_file(path)
+    found = NotebookSessions.from_session(path.stem, session, {})
+    found.set_aside = [{"session": path.stem, **item} for item in session.set_aside]  # kept for an export
+    return found, session.load_report

@@ -86,7 +86,7 @@ from ipyagent.testing.specs import (
 )
 
 if TYPE_CHECKING:  # the providers are imported when a test asks for one
-    from ipyagent.providers.streaming import HTTPProvider
+    from ipyagent.providers.transport.streaming import HTTPProvider
 
 Spec = Reply | Fault | RawStream
 _META_PREFIXES = ("/v1/models", "/props", "/api/", "/tokenize", "/extras/")  # what server_kinds answers
@@ -186,9 +186,9 @@ class FakeProviderServer:
 
     def provider(self, protocol: str = "openai", **kwargs: Any) -> HTTPProvider:
         """A provider wired to this server (key: ``api_key`` or ``"fake-key"``)."""
-        from ipyagent.providers.anthropic import AnthropicProvider
-        from ipyagent.providers.openai_chat import OpenAIChatProvider
-        from ipyagent.providers.openai_responses import OpenAIResponsesProvider
+        from ipyagent.providers.apis.anthropic import AnthropicProvider
+        from ipyagent.providers.apis.openai_chat import OpenAIChatProvider
+        from ipyagent.providers.apis.openai_responses import OpenAIResponsesProvider
 
         kwargs.setdefault("api_key", self.api_key or "fake-key")
         provider: HTTPProvider

@@ -17,7 +17,7 @@ from ipyagent.agent import events as ev
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.tools import ToolContext, default_tools, get_tool
-from ipyagent.agent.tools.recall import EXCERPT_CHARS, MAX_EXCERPTS
+from ipyagent.agent.tools.builtin.recall import EXCERPT_CHARS, MAX_EXCERPTS
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer

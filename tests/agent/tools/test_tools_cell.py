@@ -14,7 +14,7 @@ from IPython.testing import globalipapp
 from ipyagent.agent.tools import ToolContext, get_tool
 from ipyagent.agent.tools.cell import CellOutput, CellRun, cell_tool_output
 from ipyagent.agent.tools.images import ImageCollector, decode_image, valid_image_block
-from ipyagent.kernel.cell_runner import TOOL_CELL_ID, IPythonCellRunner
+from ipyagent.kernel.ports.cell_runner import TOOL_CELL_ID, IPythonCellRunner
 
 
 def picture(fmt: str, size: tuple[int, int] = (4, 3), **options) -> bytes:

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import Approver
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
-from ipyagent.agent.tools import read as read_mod
+from ipyagent.agent.tools.builtin import read as read_mod
 
 
 @pytest.fixture
@@ -268,7 +268,7 @@ def test_scan_windows_match_reading_everything(tmp_path, monkeypatch, seed):
 
 
 def test_grep_looks_at_a_bounded_part_of_an_enormous_line(tmp_path, monkeypatch):
-    from ipyagent.agent.tools import search
+    from ipyagent.agent.tools.builtin import search
 
     monkeypatch.setattr(search, "GREP_LINE_CAP", 1000)
     (tmp_path / "wide.txt").write_text("start " + "y" * 5000 + " needle-late\nneedle short\n")

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ipyagent.agent.tools import ToolContext, get_tool
-from ipyagent.agent.tools.search import glob_to_regex
+from ipyagent.agent.tools.builtin.search import glob_to_regex
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ from ipyagent.providers import models
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
 from ipyagent.providers.errors import ProviderError
 from ipyagent.providers.registry import parse_model_string, resolve_provider
-from ipyagent.providers.retry import stream_with_retry
+from ipyagent.providers.transport.retry import stream_with_retry
 from ipyagent.session.messages import (
     convert_to_llm,
     entry_to_message,

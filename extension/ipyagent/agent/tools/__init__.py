@@ -5,7 +5,7 @@ from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolO
 from ipyagent.agent.tools.registry import default_tools, get_tool, register_tool, unregister_tool
 
 # Imported for their registrations; the order here is the order the model sees the tools in.
-from ipyagent.agent.tools import python, read, bash, write, search, recall, notebook  # noqa: F401  isort: skip
+from ipyagent.agent.tools.builtin import python, read, bash, write, search, recall, notebook  # noqa: F401  isort: skip
 
 __all__ = [
     "ApprovalCallback",

@@ -12,7 +12,7 @@ replayed cell that reproduces its recording moves along the recorded entries ins
 them (``kernel/replay_control.py``), so re-running a recorded notebook leaves its session unchanged.
 
 ``%agent COMMAND`` dispatches to the registry of :mod:`ipyagent.kernel.magics.commands`; a run's
-life in the cell is :class:`~ipyagent.kernel.magics.cell_run.CellRun`.
+life in the cell is :class:`~ipyagent.kernel.cell_run.CellRun`.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ipyagent.agent.prompt.interpolate import interpolate
 from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD
 from ipyagent.display.untrusted import escape_html
+from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.code_cells import begin_code_cells
 from ipyagent.kernel.context import KernelLookup, cell_identity
-from ipyagent.kernel.magics.cell_run import CellRun
 from ipyagent.kernel.magics.commands import cell_magic_parser, dispatch
-from ipyagent.store.persistence import add_reset_notice
+from ipyagent.kernel.persistence import add_reset_notice
 
 __all__ = ["AgentMagics", "fork_point", "run_agent_cell"]
 

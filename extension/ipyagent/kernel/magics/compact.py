@@ -18,7 +18,7 @@ from ipyagent.compaction.summarizer import SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
 from ipyagent.display.stream import error_bundle
 from ipyagent.display.untrusted import escape_html, markdown_html
-from ipyagent.kernel.magics.cell_run import CellRun
+from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.magics.commands import cell_magic_parser
 
 __all__ = ["CompactMagics", "run_compact"]

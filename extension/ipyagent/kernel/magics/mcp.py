@@ -85,7 +85,7 @@ def agent_mcp(runtime: Any, rest: str) -> None:
         print("This notebook replays its recorded responses (Agent.replay): MCP servers are not started; recorded "
               "MCP calls answer from the recording.")
     elif args.action == "start":
-        from ipyagent.kernel.magics.cell_run import start_approver
+        from ipyagent.kernel.cell_run import start_approver
 
         mcp.prompt_tools(print, approve_start=start_approver(print), window=None, taken=(), wait=START_TIMEOUT)
     window = None

@@ -16,8 +16,8 @@ from IPython.display import display
 
 from ipyagent.display.stream import error_bundle
 from ipyagent.display.untrusted import escape_html
+from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.context import cell_identity
-from ipyagent.kernel.magics.cell_run import CellRun
 from ipyagent.kernel.magics.commands import command
 from ipyagent.providers.registry import provider_configured
 

@@ -187,7 +187,7 @@ def agent_checkout(runtime: Any, rest: str) -> None:
 
 def session_markdown(name: str, session: Session, settings: dict[str, Any] | None = None) -> str:
     """The session as a Markdown transcript: the same as ``ipyagent export --format markdown``."""
-    from ipyagent.store.journal import transcript_markdown
+    from ipyagent.display.journal_view import transcript_markdown
 
     return transcript_markdown(session, name, settings)
 
@@ -228,7 +228,7 @@ def agent_import(runtime: Any, rest: str) -> None:
     name = args.name or Path(args.file).stem
     if name in runtime.slots:
         raise UsageError(f"a session named {name!r} exists; pass --name")
-    from ipyagent.store.persistence import SessionSlot
+    from ipyagent.kernel.persistence import SessionSlot
 
     runtime.slots[name] = SessionSlot(name, session, origin="load")
     runtime.active = name
@@ -245,7 +245,8 @@ def agent_load(runtime: Any, rest: str) -> None:
     """Merge the sessions stored in another file into this kernel, by entry id."""
     args = parse_argstring(agent_load, rest)
     from ipyagent.agent.config import upgrade_saved_settings
-    from ipyagent.store.persistence import SessionSlot, load_path, merge_into
+    from ipyagent.kernel.persistence import SessionSlot, merge_into
+    from ipyagent.store.hydration import load_path
 
     try:
         found, report = load_path(args.path)

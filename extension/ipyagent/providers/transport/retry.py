@@ -22,7 +22,7 @@ from typing import Any
 
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, Retrying, StreamEvent
 from ipyagent.providers.errors import ProviderError, RateLimitError, StreamInterrupted
-from ipyagent.providers.message import MessageBuilder
+from ipyagent.providers.transport.message import MessageBuilder
 
 
 def retry_delay(error: ProviderError, attempt: int, base_delay: float = 2.0, max_delay: float = 60.0) -> float | None:

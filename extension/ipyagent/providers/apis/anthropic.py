@@ -22,12 +22,12 @@ from ipyagent.providers.base import (
     UsageUpdate,
 )
 from ipyagent.providers.errors import ContextOverflowError, MalformedStreamError, NetworkError
-from ipyagent.providers.http import ErrorContext, error_from_event, error_from_response, network_error
-from ipyagent.providers.message import MessageBuilder, empty_usage
-from ipyagent.providers.sse import SSEEvent
-from ipyagent.providers.sse import loads as sse_loads
-from ipyagent.providers.streaming import EventLoop, HTTPProvider
 from ipyagent.providers.transform import anthropic_tool_id, prepare_history
+from ipyagent.providers.transport.http import ErrorContext, error_from_event, error_from_response, network_error
+from ipyagent.providers.transport.message import MessageBuilder, empty_usage
+from ipyagent.providers.transport.sse import SSEEvent
+from ipyagent.providers.transport.sse import loads as sse_loads
+from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"

@@ -30,7 +30,7 @@ import IPython
 
 from ipyagent.agent.prompt.activity import clip
 from ipyagent.agent.prompt.notebook_context import CellError, CellRecord, NotebookActivity
-from ipyagent.kernel import namespace as ns
+from ipyagent.kernel.ports import namespace as ns
 
 KEEP = 256  # cells kept in the log
 ERRORS_KEPT = 512  # errors kept by execution count, for {Err[n]}

@@ -33,7 +33,9 @@ from ipyagent.providers.errors import (
     StreamDeadlineError,
     StreamInterrupted,
 )
-from ipyagent.providers.http import (
+from ipyagent.providers.overflow import max_tokens_that_fit
+from ipyagent.providers.pricing import warm_up as warm_up_prices
+from ipyagent.providers.transport.http import (
     ErrorContext,
     error_from_response,
     network_error,
@@ -43,10 +45,8 @@ from ipyagent.providers.http import (
     strip_url_credentials,
     url_credentials,
 )
-from ipyagent.providers.message import MessageBuilder
-from ipyagent.providers.overflow import max_tokens_that_fit
-from ipyagent.providers.pricing import warm_up as warm_up_prices
-from ipyagent.providers.sse import SSEEvent, iter_sse
+from ipyagent.providers.transport.message import MessageBuilder
+from ipyagent.providers.transport.sse import SSEEvent, iter_sse
 
 # The inner event loop of a protocol: yields events, returns the final stop reason ("aborted" on cancel).
 EventLoop = Generator[StreamEvent, None, str]

@@ -31,7 +31,7 @@ from ipyagent.providers.errors import (
     ServerError,
 )
 from ipyagent.providers.overflow import is_overflow_error, window_from_error
-from ipyagent.providers.sse import loads as sse_loads
+from ipyagent.providers.transport.sse import loads as sse_loads
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=300.0, write=60.0, pool=15.0)
 _MAX_BODY_IN_MESSAGE = 500

@@ -15,7 +15,7 @@ has not stored yet go through the bridge if a frontend acknowledged it; otherwis
 with ONE journal output that carries them. The kernel never writes the notebook file.
 
 The formats and the reading live in ``store/schema.py`` (metadata), ``store/validation.py``
-(checking it), ``store/ipynb.py`` (notebook files), ``store/journal.py`` (journal outputs)
+(checking it), ``store/ipynb.py`` (notebook files), ``store/journal.py`` (the journal format; its views are ``display/journal_view.py``)
 and ``store/hydration.py`` (finding and reading the notebook on disk).
 """
 
@@ -24,22 +24,24 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ipyagent.agent.config import upgrade_saved_settings
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
+from ipyagent.display.journal_view import journal_bundle
 from ipyagent.session.intake import LoadReport, sanitize_entries
-from ipyagent.store.hydration import find_notebook_path, hydrate_from_disk, kernel_reset_entry, reset_notice_due
-from ipyagent.store.ipynb import read_notebook, sessions_from_notebook
-from ipyagent.store.journal import JOURNAL_MIME, journal_bundle
+from ipyagent.store.hydration import (
+    find_notebook_path,
+    hydrate_from_disk,
+    kernel_reset_entry,
+    reset_notice_due,
+)
+from ipyagent.store.journal import JOURNAL_MIME
 from ipyagent.store.schema import NotebookSessions
 
-__all__ = ["JOURNAL_MIME", "SessionSlot", "LoadResult", "add_reset_notice", "collect_sessions", "load_path",
+__all__ = ["JOURNAL_MIME", "SessionSlot", "LoadResult", "add_reset_notice", "collect_sessions",
            "merge_into", "journal_output", "Persister"]
-
-
 
 @dataclass
 class SessionSlot:
@@ -123,17 +125,6 @@ def add_reset_notice(slot: SessionSlot) -> dict[str, Any] | None:
     if not reset_notice_due(slot.session.path(), slot.earlier):
         return None
     return slot.session.append(kernel_reset_entry())
-
-
-def load_path(path: str | os.PathLike[str]) -> tuple[NotebookSessions, LoadReport]:
-    """Sessions of a notebook (metadata ∪ journal outputs) or of a Pi ``.jsonl`` file."""
-    path = Path(path)
-    if path.suffix == ".ipynb":
-        return sessions_from_notebook(read_notebook(path), source=str(path))
-    session = Session.from_file(path)
-    found = NotebookSessions.from_session(path.stem, session, {})
-    found.set_aside = [{"session": path.stem, **item} for item in session.set_aside]  # kept for an export
-    return found, session.load_report
 
 
 def merge_into(slot: SessionSlot, other: Session | list[dict[str, Any]]) -> int:

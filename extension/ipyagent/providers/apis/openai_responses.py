@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipyagent.providers import models
+from ipyagent.providers.apis.openai_chat import OPENAI_BASE_URL, openai_headers
 from ipyagent.providers.base import (
     ModelRequest,
     TextDelta,
@@ -32,12 +33,11 @@ from ipyagent.providers.base import (
     UsageUpdate,
 )
 from ipyagent.providers.errors import NetworkError
-from ipyagent.providers.http import ErrorContext, error_from_event, stream_object
-from ipyagent.providers.message import MessageBuilder, empty_usage
-from ipyagent.providers.openai_chat import OPENAI_BASE_URL, openai_headers
-from ipyagent.providers.sse import SSEEvent
-from ipyagent.providers.streaming import EventLoop, HTTPProvider
 from ipyagent.providers.transform import image_data_url, prepare_history
+from ipyagent.providers.transport.http import ErrorContext, error_from_event, stream_object
+from ipyagent.providers.transport.message import MessageBuilder, empty_usage
+from ipyagent.providers.transport.sse import SSEEvent
+from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
 
 _RESPONSES_ONLY = re.compile(r"codex|^(o1|o3|gpt-5[\w.]*)-pro\b|deep-research|^computer-use", re.IGNORECASE)
 _ID_BAD = re.compile(r"[^a-zA-Z0-9_-]")

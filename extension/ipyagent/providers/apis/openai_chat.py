@@ -20,11 +20,11 @@ from ipyagent.providers.base import (
     UsageUpdate,
 )
 from ipyagent.providers.errors import EmptyStreamError, NetworkError
-from ipyagent.providers.http import ErrorContext, error_from_event, stream_object
-from ipyagent.providers.message import MessageBuilder, empty_usage
-from ipyagent.providers.sse import SSEEvent
-from ipyagent.providers.streaming import EventLoop, HTTPProvider
 from ipyagent.providers.transform import image_data_url, openai_tool_id, prepare_history
+from ipyagent.providers.transport.http import ErrorContext, error_from_event, stream_object
+from ipyagent.providers.transport.message import MessageBuilder, empty_usage
+from ipyagent.providers.transport.sse import SSEEvent
+from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _STOP = {"stop": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse",
