@@ -1,31 +1,36 @@
 """The package's shape, checked: the folder tree reads as the architecture (no folder of more than
-16 modules), no module imports another in a cycle, imports point inward (a layer never imports
-one above it), code outside ``agent/`` touches no private attribute of the agent's objects, and
-the old import paths saved notebooks and older bridges use still import."""
+12 modules), no module imports another in a cycle and no package imports another in a cycle, every
+import between packages points inward along the one table of layers below (a package never
+imports one of its own layer or above), and code outside ``agent/`` touches no private attribute
+of the agent's objects.
+
+:data:`LAYERS` is the truth about the layering; the README's "Layout" and DESIGN quote it."""
 
 from __future__ import annotations
 
 import ast
-import importlib
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "extension" / "ipyagent"
-MAX_MODULES = 16
+MAX_MODULES = 12
 
-# lower rank = inner layer; a module may import its own rank and below (README "Layout")
-RANKS = {
-    "text": 0, "patterns": 0,
-    "session": 1,
-    "hooks": 2, "compaction": 2,
-    "core": 3, "providers": 3,
-    "agent": 4,
-    "display": 5, "explorer": 5, "store": 5, "bridge": 5, "testing": 5,
-    "kernel": 6,
-    "cli": 7, "notebook": 7,  # notebook/: the old import paths, thin re-exports
-    "__init__": 8, "__main__": 8,
-}
+# Inner layers first. A package may import the packages of the layers before its own, never one
+# of its own layer or a later one ("__init__" is the root package, the public facade).
+LAYERS: list[set[str]] = [
+    {"text", "patterns", "hooks"},  # pure helpers and the hook registry: import nothing of ipyagent
+    {"session"},                    # entries, the tree, context, tokens, Pi JSONL (pure)
+    {"compaction"},                 # cut points, preparation, prompts, summarising (pure)
+    {"core"},                       # Session: the tree with compaction and hooks
+    {"providers"},                  # the wire APIs and their transport
+    {"agent"},                      # the loop, its tools, MCP, skills, prompts
+    {"store", "testing"},           # the notebook as the store; the fake provider server
+    {"display", "bridge"},          # what a cell shows; the frontend comm and the headless runner
+    {"explorer"},                   # the compaction explorer
+    {"kernel"},                     # the IPython extension and its magics
+    {"cli"},                        # the command line
+    {"__init__", "__main__"},
+]
+RANKS = {name: rank for rank, layer in enumerate(LAYERS) for name in layer}
 
 
 def _modules() -> dict[str, Path]:
@@ -65,7 +70,7 @@ def _layer(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def test_no_folder_holds_more_than_sixteen_modules():
+def test_no_folder_holds_more_than_twelve_modules():
     crowded = {}
     for folder in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__")]:
         modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
@@ -74,16 +79,17 @@ def test_no_folder_holds_more_than_sixteen_modules():
     assert crowded == {}
 
 
-def test_no_module_imports_another_in_a_cycle():
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's, iteratively)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     cycles = []
     counter = 0
-    for root in sorted(GRAPH):  # Tarjan's strongly connected components, iteratively
+    for root in sorted(graph):
         if root in index:
             continue
-        work = [(root, iter(sorted(GRAPH[root])))]
+        work = [(root, iter(sorted(graph[root])))]
         index[root] = low[root] = counter
         counter += 1
         stack.append(root)
@@ -95,7 +101,7 @@ def test_no_module_imports_another_in_a_cycle():
                     index[child] = low[child] = counter
                     counter += 1
                     stack.append(child)
-                    work.append((child, iter(sorted(GRAPH[child]))))
+                    work.append((child, iter(sorted(graph[child]))))
                 elif child in stack:
                     low[node] = min(low[node], index[child])
                 continue
@@ -111,15 +117,35 @@ def test_no_module_imports_another_in_a_cycle():
                         break
                 if len(component) > 1:
                     cycles.append(sorted(component))
-    assert cycles == []
+    return cycles
 
 
-def test_imports_point_inward():
-    assert {_layer(m) for m in MODULES} <= RANKS.keys()
+def test_no_module_imports_another_in_a_cycle():
+    assert _cycles(GRAPH) == []
+
+
+def test_no_package_imports_another_in_a_cycle():
+    """Between the top-level packages of the table (``agent.tools`` is part of ``agent``)."""
+    packages: dict[str, set[str]] = {_layer(m): set() for m in MODULES}
+    for module, targets in GRAPH.items():
+        packages[_layer(module)] |= {_layer(t) for t in targets if t != "ipyagent"} - {_layer(module)}
+    assert _cycles(packages) == []
+
+
+def test_every_package_is_in_the_table_once():
+    names = [name for layer in LAYERS for name in layer]
+    assert len(names) == len(set(names))
+    assert {_layer(m) for m in MODULES} == set(names)
+
+
+def test_imports_between_packages_point_inward():
+    """No edge against the table: between two top-level packages, only into an earlier layer
+    (two packages of one layer never import each other)."""
     # (the root package is the public facade every import loads first: ``ipyagent.__version__``)
-    outward = sorted(f"{module} -> {target}" for module, targets in GRAPH.items() for target in targets
-                     if target != "ipyagent" and RANKS[_layer(target)] > RANKS[_layer(module)])
-    assert outward == []
+    against = sorted(f"{module} -> {target}" for module, targets in GRAPH.items() for target in targets
+                     if target != "ipyagent" and _layer(target) != _layer(module)
+                     and RANKS[_layer(target)] >= RANKS[_layer(module)])
+    assert against == []
 
 
 def _private(attr: str) -> bool:
@@ -150,30 +176,3 @@ def test_no_code_outside_agent_touches_a_private_attribute_of_an_agent():
                     and ast.unparse(node.value) not in ("self", "cls")):
                 found.append(f"{name}: {ast.unparse(node)}")
     assert found == []
-
-
-@pytest.mark.parametrize("path, names", [
-    ("ipyagent.notebook.bridge", ["receive_push", "pending_push", "peek_push", "KernelBridge"]),
-    ("ipyagent.notebook.extension", ["get_runtime", "load", "unload"]),
-    ("ipyagent.notebook.widget", ["system_tools_tokens", "budget_facts", "static_bundle"]),
-    ("ipyagent.notebook.ipynb", ["session_from_notebook_file", "read_notebook"]),
-    ("ipyagent.compaction.hooks", ["hooks", "HookRegistry"]),
-])
-def test_the_old_import_paths_still_import(path, names):
-    module = importlib.import_module(path)
-    assert all(callable(getattr(module, n, None)) or getattr(module, n, None) is not None for n in names)
-
-
-def test_the_old_ipynb_reader_string_still_reads_a_notebook(tmp_path):
-    """Older releases registered ``ipyagent.notebook.ipynb:session_from_notebook_file``."""
-    from ipyagent.core import Session
-    from ipyagent.session.messages import user_message
-    from ipyagent.store.ipynb import new_notebook, save_session_to_notebook_file, write_notebook
-
-    session = Session()
-    session.append_message(user_message("hello"))
-    write_notebook(tmp_path / "empty.ipynb", new_notebook())
-    save_session_to_notebook_file(session, tmp_path / "empty.ipynb", tmp_path / "one.ipynb")
-    module_name, _, function = "ipyagent.notebook.ipynb:session_from_notebook_file".partition(":")
-    read = getattr(importlib.import_module(module_name), function)(tmp_path / "one.ipynb")
-    assert [e["id"] for e in read.entries] == [e["id"] for e in session.entries]
