@@ -33,7 +33,9 @@ def _report(verb: str, slot: Any, entries: list[dict[str, Any]], before: int) ->
 @magic_arguments()
 @argument("entry", nargs="?", help="the id of a tool-result entry to hide (as %agent context and the explorer show it)")
 @argument("--tool-results-before", type=int, default=None, metavar="N",
-          help="hide every tool result before the last N turns (0: all of them)")
+          help="hide every tool result but those of the last N turns (1: keep the latest turn's; 0: hide them "
+               "all); a turn is a prompt and what followed it, and the kept end of a turn whose prompt a "
+               "compaction summarised counts as one")
 def agent_mask(runtime: Any, rest: str) -> None:
     """Hide old tool results behind a placeholder (a context edit; no summary, no model call)."""
     args = parse_argstring(agent_mask, rest)
