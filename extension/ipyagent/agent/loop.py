@@ -31,7 +31,7 @@ from ipyagent.agent.compaction_oracle import CompactionRuling
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.ports import RunPorts, ToolResultSource
 from ipyagent.agent.prompt.activity import format_activity
-from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD, NotebookContext, SystemContext
+from ipyagent.agent.prompt.notebook_context import NotebookContext, SystemContext
 from ipyagent.agent.prompt.pins import active_pins
 from ipyagent.agent.prompt.record import declarations, is_system_entry, sections_of, system_patch
 from ipyagent.agent.prompt.system import PromptPart, compose_system_prompt, system_prompt_parts
@@ -58,6 +58,7 @@ from ipyagent.session import masking
 from ipyagent.session.context import edits_by_target
 from ipyagent.session.ids import now_ms
 from ipyagent.session.messages import (
+    CELL_PROMPT_FIELD,
     NOT_RUN_INTERRUPTED,
     call_arguments,
     system_prompt_text,

@@ -27,6 +27,7 @@ from typing import Any
 from ipyagent.agent import budget as agent_budget
 from ipyagent.agent.config import AgentConfig
 from ipyagent.compaction.settings import Budget, fit_budget
+from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import code_span, escape_html, escape_markdown, markdown_html, safe_markdown
 from ipyagent.session.messages import Message
 
@@ -217,7 +218,7 @@ def summary_html(f: BudgetFacts) -> str:
     if not f.latest_summary:
         return ""
     return ("<details><summary>Latest summary</summary>"
-            f'<div style="font-size:85%">{markdown_html(f.latest_summary)}</div></details>')
+            f'<div style="font-size:85%">{markdown_html(readable_summary(f.latest_summary))}</div></details>')
 
 
 def static_html(f: BudgetFacts) -> str:
@@ -237,7 +238,7 @@ def static_markdown(f: BudgetFacts) -> str:
     if f.status:
         lines += ["", f"*{escape_markdown(f.status)}*"]
     if f.latest_summary:
-        lines += ["", "**Latest summary**", "", safe_markdown(f.latest_summary)]
+        lines += ["", "**Latest summary**", "", safe_markdown(readable_summary(f.latest_summary))]
     return "\n".join(lines)
 
 
@@ -290,7 +291,7 @@ class BudgetWidget:
                                 f'{escape_html(_headline(facts))}</div>{bar_html(facts)}{legend_html(facts)}'
                                 f'<div style="font-size:85%;color:#555">{escape_html(_details_line(facts))}</div>')
             self._status.value = f"<i>{escape_html(facts.status)}</i>" if facts.status else ""
-            text = facts.latest_summary or ""
+            text = readable_summary(facts.latest_summary or "")
             self._summary.value = f'<div style="font-size:85%">{markdown_html(text)}</div>' if text else ""
             self._accordion.layout.display = "" if text else "none"
 

@@ -17,6 +17,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ipyagent.compaction.summarizer import SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
 from ipyagent.display.stream import error_bundle
+from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import escape_html, markdown_html
 from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.magics.commands import cell_magic_parser
@@ -41,7 +42,7 @@ def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: fl
     return {
         "text/plain": f"{head}\n\n{summary}",
         "text/html": (f"<div><b>{escape_html(head)}</b></div><details><summary>Summary</summary>"
-                      f"{markdown_html(summary)}</details>"),
+                      f"{markdown_html(readable_summary(summary))}</details>"),
     }
 
 

@@ -13,6 +13,7 @@ from IPython.display import display
 
 from ipyagent.agent.prompt.pins import active_pins, pins_note
 from ipyagent.display.budget_widget import budget_facts, cost_text, static_bundle
+from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import escape_html, markdown_html
 from ipyagent.kernel.magics.commands import command, show
 from ipyagent.session import masking
@@ -165,4 +166,4 @@ def agent_summary(runtime: Any, rest: str) -> None:
     if summary is None:
         print("no compaction yet (%compact makes one)")
         return
-    show(summary, f"<div class='ipyagent-summary'>{markdown_html(summary)}</div>")
+    show(summary, f"<div class='ipyagent-summary'>{markdown_html(readable_summary(summary))}</div>")
