@@ -232,7 +232,7 @@ class Agent:
                 # the sample is built only when the server will be asked: it reads the whole context
                 tools = [t.spec() for t in self.tools.values()]
                 wait = discovery.DEFAULT_WAIT if wait is None else wait
-                sample = calibration_sample(self._composed_system_prompt(), tools, self.session.agent_messages(),
+                sample = calibration_sample(self.composed_system_prompt(), tools, self.session.agent_messages(),
                                             prompt)
                 discovery.discover(provider, model_id, wait=wait if needs_window else 0.0, sample=sample)
         except Exception:  # noqa: BLE001 - discovery is a help, never a reason for a prompt to fail
@@ -248,10 +248,11 @@ class Agent:
 
     def request_tokens(self) -> int:
         """What the next request will hold: the count the trigger and the widget share."""
-        return request_tokens(self.session, self._composed_system_prompt(), [t.spec() for t in self.tools.values()],
+        return request_tokens(self.session, self.composed_system_prompt(), [t.spec() for t in self.tools.values()],
                               self.token_factor())
 
-    def _composed_system_prompt(self) -> str:
+    def composed_system_prompt(self) -> str:
+        """The system prompt the next request sends: composed once per prompt during a run."""
         return self._system_prompt if self._system_prompt is not None else self.system_prompt()
 
     def summarizer(self) -> Summarizer:
@@ -382,7 +383,7 @@ class Agent:
     def fixed_tokens(self) -> int:
         """The fixed part of every request, the system prompt and the tool definitions, as the
         budget counts it (chars/4, times the server's token factor): the same figure everywhere."""
-        fixed = system_tools_tokens(self._composed_system_prompt(), [t.spec() for t in self.tools.values()])
+        fixed = system_tools_tokens(self.composed_system_prompt(), [t.spec() for t in self.tools.values()])
         return math.ceil(fixed * self.token_factor())
 
     def _room_under(self, threshold: int | None) -> Callable[[int], bool] | None:
@@ -576,7 +577,7 @@ class Agent:
         replaced = self.session.hooks.emit("context", messages=messages, session=self.session)
         if isinstance(replaced, dict) and isinstance(replaced.get("messages"), list):
             messages = replaced["messages"]
-        system_prompt = self._composed_system_prompt()
+        system_prompt = self.composed_system_prompt()
         session_id = self.session.header.get("id")
         request = ModelRequest(model=model_id, messages=messages, system_prompt=system_prompt,
                                tools=[t.spec() for t in self.tools.values()],

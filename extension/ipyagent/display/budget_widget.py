@@ -110,7 +110,9 @@ def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_
     # chars/4 of the system prompt and tools, times the server's token factor. Where the total is a
     # provider's count, the difference from the estimates is the messages', so only they are scaled
     # to it (scaling the fixed part too made it drift from turn to turn with the usage).
-    system = min(math.ceil(system * token_factor), total) if total > 0 else system
+    # (never clamped to the total: a server that counts less than the system prompt and tools has
+    # dropped some of them, and the figure says what was sent)
+    system = math.ceil(system * token_factor)
     estimated = summary + history + tail
     rest = total - system
     if estimated and total > 0 and rest != estimated:  # scale the message parts to the rest of the total

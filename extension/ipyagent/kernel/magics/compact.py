@@ -60,7 +60,7 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
     slot = runtime.slot(args.session)
     with CellRun(runtime, slot, config, interrupted_note="Compaction interrupted; the session is unchanged.") as run:
         run.replay()
-        before = slot.session.context_tokens()
+        before = run.agent.request_tokens()  # the budget's count, as the widget shows it
         started = time.monotonic()
         try:
             entry = run.agent.compact(focus or None, extra={"cellId": run.cell_id} if run.cell_id else None)
@@ -70,7 +70,7 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
             if run.view is not None:
                 run.view.renderer.show(error_bundle(str(exc), title="Compaction failed"))
         else:
-            after = slot.session.context_tokens()
+            after = run.agent.request_tokens()
             if run.view is not None:
                 run.view.renderer.show(_summary_bundle(entry, before, after, time.monotonic() - started))
 

@@ -10,6 +10,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from ipyagent.agent.budget import recorded_request_tokens
 from ipyagent.agent.redaction import Redactor
 from ipyagent.core import Session
 from ipyagent.display.stream import error_bundle, short_args
@@ -48,7 +49,7 @@ def agent_sessions(runtime: Any, rest: str) -> None:
         return
     for name, slot in runtime.slots.items():
         mark = "*" if name == runtime.active else " "
-        print(f"{mark} {name}: {len(slot.session)} entries, {slot.session.context_tokens():,} context tokens, "
+        print(f"{mark} {name}: {len(slot.session)} entries, {recorded_request_tokens(slot.session):,} context tokens, "
               f"{len(slot.session.compactions())} compactions ({slot.origin})")
 
 
