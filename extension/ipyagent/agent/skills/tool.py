@@ -80,7 +80,10 @@ class SkillTool(Tool):
         skills = {s.name: s for s in context.skills}
         skill = skills.get(arguments["name"])
         if skill is None:
-            known = ", ".join(skills) or "none"
+            names = list(skills)
+            known = ", ".join(names[:MAX_LISTED]) or "none"
+            if len(names) > MAX_LISTED:
+                known += f" and {len(names) - MAX_LISTED:,} more"
             return ToolOutput(f"No skill named {arguments['name']!r}. Skills: {known}.", is_error=True)
         body = skill.body()
         cut = truncate_head(body, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
