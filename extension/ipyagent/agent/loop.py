@@ -37,6 +37,7 @@ from ipyagent.agent.prompt.record import declarations, is_system_entry, sections
 from ipyagent.agent.prompt.system import PromptPart, compose_system_prompt, system_prompt_parts
 from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget
 from ipyagent.agent.redaction import RedactedSummaries, Redactor
+from ipyagent.agent.skills.tool import listed_skills
 from ipyagent.agent.tools.approval import ApprovalPolicy, run_tool_call
 from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.cell import CellRunner
@@ -275,16 +276,28 @@ class Agent:
             context = dataclasses.replace(context, skills=())  # listed only where the skill tool is offered
         self.system_context = context
         skills = tuple(context.skills) if context is not None else ()
-        self.tool_context.skills, self.tool_context.readable = skills, tuple(s.folder for s in skills)
+        self.tool_context.skills = skills
+        self.tool_context.readable = tuple(s.folder for s in skills if s.readable)
         return system_prompt_parts(self.config.system_prompt, context, active_pins(self.session.entries))
 
     def system_prompt(self) -> str:
         return compose_system_prompt(self.system_prompt_parts())
 
     def _report_context(self) -> None:
-        """A notice, in each run, for each instruction file found and not read."""
-        for skipped in self.system_context.skipped if self.system_context is not None else ():
+        """A notice, in each run, for each instruction file found and not read, and one line for
+        the skills left out of the system prompt's list."""
+        context = self.system_context
+        for skipped in context.skipped if context is not None else ():
             self._emit(ev.Notice(f"Instruction file not read: {skipped.reason}."))
+        if context is None:
+            return
+        _, unlisted = listed_skills(context.skills)
+        left_out = len(context.skipped_skills)
+        if unlisted or left_out:
+            over = f"{len(unlisted):,} of {len(context.skills):,} skills are over the list's cap (named in one line)"
+            said = [over] if unlisted else []
+            said += [f"{left_out:,} skill(s) found are not used"] if left_out else []
+            self._emit(ev.Notice(f"Skills: {'; '.join(said)}. %agent skills lists each one, and why."))
 
     def _record_system_prompt(self) -> None:
         """Record the system prompt this prompt sends as Pi 1.6's system message (the whole

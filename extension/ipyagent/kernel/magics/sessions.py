@@ -11,7 +11,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from ipyagent.agent.budget import recorded_request_tokens
-from ipyagent.agent.redaction import Redactor
+from ipyagent.agent.redaction import Redactor, Replacements
 from ipyagent.core import Session
 from ipyagent.display.stream import error_bundle, short_args
 from ipyagent.kernel.magics.commands import command
@@ -232,8 +232,14 @@ def agent_import(runtime: Any, rest: str) -> None:
 
     runtime.slots[name] = SessionSlot(name, session, origin="load")
     runtime.active = name
+    found = Replacements()
+    redactor = Redactor.configured(runtime.agent_config().provider_options)  # as persist stores them
+    for entry in session.entries:
+        found.add(redactor.data_counted(entry)[1], f"entry {entry['id']}")
     print(f"imported {len(session)} entries as session {name!r} (active)"
-          + (f"\n{session.load_report.summary()}" if session.load_report.problems else ""))
+          + (f"\n{session.load_report.summary()}" if session.load_report.problems else "")
+          + (f"\n{found.count} value(s) that look like credentials (a URL's user:password@, a key configured "
+             f"here) are stored as *** in the notebook: {found.places()}" if found.count else ""))
     runtime.persist(runtime.slots[name])
 
 
