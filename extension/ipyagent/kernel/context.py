@@ -95,7 +95,7 @@ def system_context(runtime: Any, approve: ApprovalCallback | None = None) -> Sys
     except OSError:
         skills = SkillSearch()
     return SystemContext(str(path) if path else None, cwd, platform.python_version(), found.files, found.skipped,
-                         skills.skills, skills.skipped)
+                         skills.skills)
 
 
 class KernelNotebookContext:
