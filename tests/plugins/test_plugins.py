@@ -273,7 +273,19 @@ def test_the_builtin_tools_providers_and_transports_are_plugins():
         assert plugins.records["builtin-mcp"].names("MCP transport") == ["stdio", "http"]
         assert parse_server("t", {"command": "x"}).transport == "stdio"
         assert parse_server("t", {"type": "streamable-http", "url": "http://h/mcp"}).transport == "http"
-        with pytest.raises(ValueError, match=r"type 'sse' is not supported \(stdio, http, streamable-http"):
+        with pytest.raises(ValueError, match=r"type 'sse' is not supported \(the transports are: stdio, http, streamable-http"):
             parse_server("t", {"type": "sse", "url": "http://h/mcp"})
     finally:
         plugins.set_disabled([])  # (nothing was turned off: the process's built-ins stay)
+
+
+def test_a_builtin_disabled_from_the_start_is_taken_away_too():
+    plugins = Plugins(entry_points=lambda group: [], hooks=HookRegistry())
+    try:
+        plugins.load(disabled=["builtin-mcp"])
+        assert plugins.records["builtin-mcp"].state == "disabled" and transport_for("stdio") is None
+        with pytest.raises(ValueError, match="type 'stdio' is not supported .*builtin-mcp plugin turned off"):
+            parse_server("t", {"command": "x"})
+    finally:
+        plugins.set_disabled([])
+    assert transport_for("stdio") is not None and parse_server("t", {"command": "x"}).transport == "stdio"

@@ -179,6 +179,9 @@ class Plugins:
             return
         self.records[record.name] = record
         if record.name in off or (record.distribution and record.distribution in off):
+            if record.builtin:  # it registered itself on import: taken back like one turned off later
+                self._activate(record)
+                self._deactivate(record)
             record.disabled = True
             return
         self._activate(record)

@@ -112,7 +112,9 @@ def parse_server(name: str, spec: Any, origin: str = USER_CONFIG) -> ServerConfi
     transport = transport_for(kind if isinstance(kind, str) else "") if kind is not None else \
         transport_for("http" if url else "stdio")
     if transport is None:
-        raise ValueError(f"MCP server {name!r}: type {kind!r} is not supported ({', '.join(transport_types())})")
+        kind = kind if kind is not None else ("http" if url else "stdio")
+        raise ValueError(f"MCP server {name!r}: type {kind!r} is not supported (the transports are: "
+                         f"{', '.join(transport_types()) or 'none; is the builtin-mcp plugin turned off?'})")
     if transport.needs == "url" and not url:
         raise ValueError(f"MCP server {name!r}: the {transport.name} transport needs a url")
     if transport.needs == "command" and not command:
