@@ -99,7 +99,7 @@ def test_help_is_written_from_the_parsers_and_lists_every_command_and_option(ip,
     from ipyagent.kernel.magics.agent_cell import AgentMagics, _agent_cell_args
     from ipyagent.kernel.magics.compact import _compact_args
 
-    ip.run_line_magic("agent", "help")
+    ip.run_line_magic("agent", "help all")  # %agent help lists the commands, "all" with their options
     out = capsys.readouterr().out
     parsers = {"%%agent": _agent_cell_args.parser, "%compact": _compact_args.parser,
                **{f"%agent {name}": func.parser for name, func in COMMANDS.items()}}

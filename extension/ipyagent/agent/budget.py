@@ -24,7 +24,6 @@ from ipyagent.session.tokens import estimated_texts, usage_tokens
 from ipyagent.text import chars4
 
 MAX_TOKEN_FACTOR = 4.0
-SOURCES = ("config", "table", "server", "error")
 
 
 @dataclass(frozen=True)

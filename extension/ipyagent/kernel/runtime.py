@@ -31,15 +31,17 @@ from ipyagent.kernel.ports.namespace import namespace_describer
 from ipyagent.kernel.ports.notebook_port import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
 from ipyagent.kernel.settings import AgentSettings
+from ipyagent.plugins import Plugins, default_plugins
 from ipyagent.store.hydration import find_notebook_path
 
 __all__ = ["AgentRuntime"]
 
 
 class AgentRuntime:
-    def __init__(self, shell: Any):
+    def __init__(self, shell: Any, plugins: Plugins | None = None):
         self.shell = shell
         self.config = AgentSettings(parent=shell)
+        self.plugins = plugins or default_plugins()  # the process's: loaded once per kernel (load_plugins)
         self.slots: dict[str, SessionSlot] = {}
         self.active = "default"
         self.bridge: Any = None
@@ -140,6 +142,19 @@ class AgentRuntime:
             if slot.agent is not None:
                 slot.agent.cancel.set()
         self.mcp.close()  # every MCP server stopped: no process left behind
+
+    def load_plugins(self, reserved_commands: Iterable[str]) -> None:
+        """Load the plugins (once per kernel: a second runtime finds them loaded); a failing one is
+        a note. ``Agent.disabled_plugins`` changed later turns plugins off or on at once."""
+        self.notes.extend(self.plugins.load(disabled=self.config.disabled_plugins,
+                                            reserved_commands=reserved_commands))
+        self.plugins.reserved_commands.update(reserved_commands)
+        self.plugins.set_disabled(self.config.disabled_plugins)  # loaded by an earlier runtime: as this one says
+        self.config.observe(self._plugins_changed, "disabled_plugins")
+
+    def _plugins_changed(self, change: Any) -> None:
+        for line in self.plugins.set_disabled(change["new"]):
+            print(line)
 
     # ---- sessions ----------------------------------------------------------------------------
 

@@ -28,8 +28,6 @@ BRANCH_SUMMARY_SUFFIX = "</summary>"
 CUT_ROLES = ("user", "assistant", "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary")
 TURN_START_ROLES = ("user", "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary")
 
-STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted", "deferred")
-
 # The result a tool call gets when it was never run because the run was interrupted (an error
 # result, so the session stays one a provider accepts: every call has its result).
 NOT_RUN_INTERRUPTED = "Not run: the user interrupted the run."

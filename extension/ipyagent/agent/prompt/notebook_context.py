@@ -70,7 +70,7 @@ class SystemContext:
     files: Sequence[InstructionFile] = field(default_factory=tuple)
     skipped: Sequence[SkippedFile] = field(default_factory=tuple)  # found, not read (never sent)
     skills: Sequence[Skill] = field(default_factory=tuple)  # Agent Skills: name and description are sent
-    skipped_skills: Sequence[SkippedFile] = field(default_factory=tuple)
+    skipped_skills: Sequence[SkippedFile] = field(default_factory=tuple)  # found, not used (the run says so)
 
 
 class NotebookContext(Protocol):

@@ -14,7 +14,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ipyagent.kernel.magics.commands import command
+from ipyagent.kernel.magics.commands import CONTEXT, command
 from ipyagent.session import masking
 from ipyagent.session.tree import SessionError
 
@@ -26,7 +26,7 @@ def _report(verb: str, runtime: Any, slot: Any, entries: list[dict[str, Any]], b
           "recall(entry_id) returns a masked one in full")
 
 
-@command("mask")
+@command("mask", group=CONTEXT)
 @magic_arguments()
 @argument("entry", nargs="?", help="the id of a tool-result entry to hide (as %agent context and the explorer show it)")
 @argument("--tool-results-before", type=int, default=None, metavar="N",
@@ -65,7 +65,7 @@ def agent_mask(runtime: Any, rest: str) -> None:
     _report("masked", runtime, slot, written, before)
 
 
-@command("unmask")
+@command("unmask", group=CONTEXT)
 @magic_arguments()
 @argument("entry", nargs="?", help="the masked entry to show again (default: every masked entry)")
 def agent_unmask(runtime: Any, rest: str) -> None:

@@ -14,7 +14,7 @@ from ipyagent.agent.budget import recorded_request_tokens
 from ipyagent.agent.redaction import Redactor, Replacements
 from ipyagent.core import Session
 from ipyagent.display.stream import error_bundle, short_args
-from ipyagent.kernel.magics.commands import command
+from ipyagent.kernel.magics.commands import SESSIONS, command
 from ipyagent.session.messages import prompt_text, text_of
 from ipyagent.text import one_line
 
@@ -24,7 +24,7 @@ __all__ = ["session_markdown", "tree_lines"]
 # ---- sessions ----------------------------------------------------------------------------------
 
 
-@command("new")
+@command("new", group=SESSIONS)
 @magic_arguments()
 @argument("name", nargs="?", default=None, help="the new session's name (default: session-N)")
 def agent_new(runtime: Any, rest: str) -> None:
@@ -39,7 +39,7 @@ def agent_new(runtime: Any, rest: str) -> None:
 
 
 
-@command("sessions")
+@command("sessions", group=SESSIONS)
 @magic_arguments()
 def agent_sessions(runtime: Any, rest: str) -> None:
     """The sessions in this kernel."""
@@ -54,7 +54,7 @@ def agent_sessions(runtime: Any, rest: str) -> None:
 
 
 
-@command("switch")
+@command("switch", group=SESSIONS)
 @magic_arguments()
 @argument("name", help="the session to make active")
 def agent_switch(runtime: Any, rest: str) -> None:
@@ -137,7 +137,7 @@ def tree_lines(session: Session, limit: int | None = None) -> list[str]:
     return [line(e, d) for e, d in order[:head]] + middle + [line(e, d) for e, d in order[len(order) - tail:]]
 
 
-@command("tree")
+@command("tree", group=SESSIONS)
 @magic_arguments()
 @argument("--all", action="store_true", help="every entry, however many")
 @argument("--limit", type=int, default=TREE_LIMIT, metavar="N",
@@ -151,7 +151,7 @@ def agent_tree(runtime: Any, rest: str) -> None:
 
 
 
-@command("checkout")
+@command("checkout", group=SESSIONS)
 @magic_arguments()
 @argument("id", help="the entry to move to (a prompt: the leaf goes before it, so it can be asked again)")
 @argument("--summarize", action="store_true", help="summarise the branch being left, as a branch summary")
@@ -192,7 +192,7 @@ def session_markdown(name: str, session: Session, settings: dict[str, Any] | Non
     return transcript_markdown(session, name, settings)
 
 
-@command("export")
+@command("export", group=SESSIONS)
 @magic_arguments()
 @argument("--format", "-f", choices=["pi", "markdown"], default="pi", help="Pi JSONL (default) or Markdown")
 @argument("-o", "--output", default=None, help="file to write (default: show it)")
@@ -214,7 +214,7 @@ def agent_export(runtime: Any, rest: str) -> None:
 
 
 
-@command("import")
+@command("import", group=SESSIONS)
 @magic_arguments()
 @argument("file", help="a Pi session file (.jsonl)")
 @argument("--name", default=None, help="the session's name (default: the file's name)")
@@ -244,7 +244,7 @@ def agent_import(runtime: Any, rest: str) -> None:
 
 
 
-@command("load")
+@command("load", group=SESSIONS)
 @magic_arguments()
 @argument("path", help="a notebook (.ipynb: metadata and journal outputs) or a Pi session file (.jsonl)")
 def agent_load(runtime: Any, rest: str) -> None:

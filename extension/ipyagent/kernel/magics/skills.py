@@ -13,7 +13,7 @@ from ipyagent.agent.skills.discovery import find_skills
 from ipyagent.agent.skills.tool import MAX_LISTED, MAX_LISTING_CHARS, listed_skills
 from ipyagent.agent.tools.truncate import format_size
 from ipyagent.kernel.context import instruction_approver
-from ipyagent.kernel.magics.commands import command
+from ipyagent.kernel.magics.commands import TOOLS, command
 from ipyagent.text import one_line
 
 __all__ = ["skills_report"]
@@ -50,7 +50,7 @@ def skills_report(runtime: Any) -> str:
     return "\n".join(lines)
 
 
-@command("skills")
+@command("skills", group=TOOLS)
 @magic_arguments()
 def agent_skills(runtime: Any, rest: str) -> None:
     """The Agent Skills found: name, where each came from, its size."""

@@ -15,7 +15,7 @@ from ipyagent.display.budget_widget import cost_text, static_bundle
 from ipyagent.display.run_view import facts_for
 from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import escape_html, markdown_html
-from ipyagent.kernel.magics.commands import command, show
+from ipyagent.kernel.magics.commands import COMPACTION, CONTEXT, STATUS_AND_SETTINGS, command, show
 from ipyagent.session import masking
 from ipyagent.text import chars4, one_line
 
@@ -34,7 +34,7 @@ def budget_words(agent: Any) -> str:
 # ---- status, config, model ---------------------------------------------------------------------
 
 
-@command("status")
+@command("status", group=STATUS_AND_SETTINGS)
 @magic_arguments()
 def agent_status(runtime: Any, rest: str) -> None:
     """The active session's budget, the model, and how the session is saved."""
@@ -56,7 +56,7 @@ def agent_status(runtime: Any, rest: str) -> None:
 
 
 
-@command("config")
+@command("config", group=STATUS_AND_SETTINGS)
 @magic_arguments()
 def agent_config(runtime: Any, rest: str) -> None:
     """Every Agent setting (change one with %config Agent.NAME = VALUE)."""
@@ -70,7 +70,7 @@ def agent_config(runtime: Any, rest: str) -> None:
 
 
 
-@command("model")
+@command("model", group=STATUS_AND_SETTINGS)
 @magic_arguments()
 @argument("model", nargs="?", default=None, help="provider:model to use from now on")
 def agent_model(runtime: Any, rest: str) -> None:
@@ -116,10 +116,14 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
                       "\n".join(f"{s.path}: {s.reason}" for s in skipped)))
     parts.append((f"tools ({len(specs)})", chars4(specs) if specs else 0, json.dumps(specs, indent=1)))
     messages = request.messages
+    # each message's entry id, for %agent mask, checkout and recall (unless a context hook rewrote them)
+    ids = slot.session.context_state().llm_entry_ids
+    ids = ids if len(ids) == len(messages) else []
     for i, message in enumerate(messages):
         content = message.get("content")
         text = content if isinstance(content, str) else json.dumps(content, indent=1, ensure_ascii=False)
-        parts.append((f"{i + 1}. {message.get('role')}", estimator.estimate(message), text))
+        entry = f" (id {ids[i]})" if ids else ""
+        parts.append((f"{i + 1}. {message.get('role')}{entry}", estimator.estimate(message), text))
     block = probe.notebook_activity_block()
     if block:
         parts.append((NEXT_ACTIVITY_LABEL, chars4(block), block))
@@ -133,7 +137,7 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
     return [(redact(label), tokens, redact(text)) for label, tokens, text in parts], sum(p[1] for p in parts)
 
 
-@command("context")
+@command("context", group=CONTEXT)
 @magic_arguments()
 def agent_context(runtime: Any, rest: str) -> None:
     """Exactly what the next request would send, with token counts per part."""
@@ -155,7 +159,7 @@ def agent_context(runtime: Any, rest: str) -> None:
 
 
 
-@command("summary")
+@command("summary", group=COMPACTION)
 @magic_arguments()
 def agent_summary(runtime: Any, rest: str) -> None:
     """The latest compaction summary of the active session."""
