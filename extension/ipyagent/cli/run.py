@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TextIO
 
+from ipyagent.agent.tools.truncate import clean_output
 from ipyagent.cli.base import CliError, command
 
 
@@ -20,6 +22,13 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay-tools", action="store_true",
                         help="with --replay: run recorded tool calls again and report results that differ")
     parser.add_argument("--live", action="store_true", help="never replay, even where no provider is configured")
+
+
+def _for_terminal(text: str, stream: TextIO) -> str:
+    """The kernel's traceback is coloured (ANSI escapes): kept for a terminal, plain text for a
+    file, a pipe or a CI log."""
+    isatty = getattr(stream, "isatty", None)
+    return text if isatty is not None and isatty() else clean_output(text)
 
 
 @command("run", _configure_run)
@@ -56,7 +65,7 @@ def run_run(args: argparse.Namespace) -> int:
               "watchdog's extra poll (each cost a few seconds)", file=sys.stderr)
     if outcome.error:
         if outcome.cell_error:  # the failing cell's traceback, then the one line that sums it up
-            print(outcome.cell_error.rstrip(), file=sys.stderr)
+            print(_for_terminal(outcome.cell_error.rstrip(), sys.stderr), file=sys.stderr)
         print(f"ipyagent run: failed: {outcome.error} (the output notebook holds every delivered session)",
               file=sys.stderr)
         return 1
