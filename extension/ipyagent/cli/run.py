@@ -33,7 +33,7 @@ def _for_terminal(text: str, stream: TextIO) -> str:
 
 @command("run", _configure_run)
 def run_run(args: argparse.Namespace) -> int:
-    """Execute a notebook headlessly and store its ipyagent sessions in the output's metadata."""
+    """Execute a notebook headlessly, keeping its sessions."""
     try:
         from ipyagent.bridge.headless import run_notebook
     except ImportError as exc:  # nbclient / nbformat missing

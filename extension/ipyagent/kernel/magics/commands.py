@@ -89,7 +89,8 @@ def help_text() -> str:
             if isinstance(action, argparse._HelpAction) or not action.help:
                 continue
             flags = ", ".join(action.option_strings) or action.dest
-            lines.append(f"      {flags}: {action.help}")
+            # as argparse prints it: "%%" written once, "%(default)s" filled in
+            lines.append(f"      {flags}: {parser._get_formatter()._expand_help(action)}")
         blocks.append("\n".join(lines))
     blocks.append("Settings: %agent config; change one with %config Agent.NAME = VALUE (or c.Agent.NAME in "
                   "ipython_config.py). %agent help COMMAND shows one command.")

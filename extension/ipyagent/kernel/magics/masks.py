@@ -31,7 +31,8 @@ def _report(verb: str, slot: Any, entries: list[dict[str, Any]], before: int) ->
 
 @command("mask")
 @magic_arguments()
-@argument("entry", nargs="?", help="the id of a tool-result entry to hide (as %agent context and the explorer show it)")
+@argument("entry", nargs="?",
+          help="the id of a tool-result entry to hide (as %%agent context and the explorer show it)")
 @argument("--tool-results-before", type=int, default=None, metavar="N",
           help="hide every tool result before the last N turns (0: all of them)")
 def agent_mask(runtime: Any, rest: str) -> None:
