@@ -39,6 +39,10 @@ def test_the_readme_is_a_front_door():
                    "%compact", "bash .ci/run",
                    "pip install . && ipyagent run notebooks/how-compaction-works.ipynb -o how-compaction-works.run.ipynb"):
         assert needed in first, needed
+    readme = "\n".join(lines)
+    # JupyterLab, to open the tour's output, is one extra away (pip install . does not bring it)
+    assert 'pip install ".[lab]"' in readme and "jupyter lab how-compaction-works.run.ipynb" in readme
+    assert re.search(r'(?m)^lab = \["jupyterlab>=4', (ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", "\n".join(lines)):
         if not target.startswith(("http://", "https://")):
             assert (ROOT / target).exists(), target

@@ -59,10 +59,10 @@ def budget_cut() -> str:
         _text(left, 28, f"A {WINDOW:,}-token window: reserve {reserve:,}, kept tail {keep:,} (scaled to the window)",
               size=15, weight="bold"),
         _rect(left, top, width, bar, "#f3f3f3", stroke="#bbbbbb"),
+        _rect(x(threshold), top, reserve * scale, bar, "#f6d7d7"),
         _rect(x(0), top, SYSTEM_TOOLS * scale, bar, "#9e9e9e"),
         _rect(x(SYSTEM_TOOLS), top, (cut - SYSTEM_TOOLS) * scale, bar, "#8e6cc9"),
         _rect(x(cut), top, keep * scale, bar, "#3fb27f"),
-        _rect(x(threshold), top, reserve * scale, bar, "#f6d7d7"),
         f'<line x1="{x(threshold):.1f}" y1="{top - 14}" x2="{x(threshold):.1f}" y2="{top + bar + 14}" '
         'stroke="#c0392b" stroke-width="2" stroke-dasharray="5 3"/>',
         f'<line x1="{x(cut):.1f}" y1="{top - 14}" x2="{x(cut):.1f}" y2="{top + bar + 14}" stroke="#222" '
@@ -73,10 +73,12 @@ def budget_cut() -> str:
         _text(x((SYSTEM_TOOLS + cut) / 2), top + bar / 2 + 5, "older history → summary", anchor="middle",
               fill="#fff"),
         _text(x(cut + keep / 2), top + bar / 2 + 5, "kept verbatim", anchor="middle", fill="#fff"),
-        _text(x(threshold + reserve / 2), top + bar / 2 + 5, "reserve", anchor="middle", fill="#c0392b"),
+        _text(x(used + (WINDOW - used) / 2), top + bar / 2 + 5, "reserve", anchor="middle", fill="#c0392b"),
+        _text(x(used), top + bar + 30, f"context {used:,}: past the threshold, so compaction is due", anchor="middle",
+              size=12),
     ]
     after = SYSTEM_TOOLS + 900 + keep  # system, a summary of ~900 tokens, the kept tail
-    low = top + bar + 60
+    low = top + bar + 80
     parts += [
         _text(left, low - 12, "after the compaction", weight="bold"),
         _rect(left, low, width, bar, "#f3f3f3", stroke="#bbbbbb"),
@@ -91,19 +93,20 @@ def budget_cut() -> str:
 
 
 def entry_flow() -> str:
-    boxes = [("kernel", "%%agent appends an entry", "#4a90d9"),
-             ("bridge", "comm: entry → ack (or a journal output)", "#3fb27f"),
-             ("metadata", 'notebook metadata["ipyagent"]', "#8e6cc9"),
-             ("file", "the .ipynb, saved by the frontend", "#9e9e9e")]
-    w, h, gap, top = 190.0, 70.0, 40.0, 50.0
+    boxes = [("kernel", ["%%agent appends", "an entry"], "#4a90d9"),
+             ("bridge", ["a comm: entry → ack", "(else a journal output)"], "#3fb27f"),
+             ("metadata", ["the notebook's", 'metadata["ipyagent"]'], "#8e6cc9"),
+             ("file", ["the .ipynb, saved", "by the frontend"], "#9e9e9e")]
+    w, h, gap, top = 190.0, 84.0, 40.0, 50.0
     parts = [_text(20, 28, "Where a session entry travels", size=15, weight="bold"),
              '<defs><marker id="arrow" markerWidth="10" markerHeight="8" refX="9" refY="4" orient="auto">'
              '<path d="M0,0 L10,4 L0,8 z" fill="#444"/></marker></defs>']
     for i, (name, note, colour) in enumerate(boxes):
         x = 20 + i * (w + gap)
         parts += [_rect(x, top, w, h, colour, rx=8),
-                  _text(x + w / 2, top + 30, name, anchor="middle", fill="#fff", size=16, weight="bold"),
-                  _text(x + w / 2, top + 52, note, anchor="middle", fill="#fff", size=11)]
+                  _text(x + w / 2, top + 28, name, anchor="middle", fill="#fff", size=16, weight="bold")]
+        parts += [_text(x + w / 2, top + 50 + 16 * k, line, anchor="middle", fill="#fff", size=12)
+                  for k, line in enumerate(note)]
         if i:
             parts.append(f'<line x1="{x - gap + 2:.1f}" y1="{top + h / 2:.1f}" x2="{x - 4:.1f}" '
                          f'y2="{top + h / 2:.1f}" stroke="#444" stroke-width="2" marker-end="url(#arrow)"/>')
