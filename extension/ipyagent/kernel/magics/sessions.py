@@ -10,12 +10,12 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from ipyagent.agent.prompt.notebook_context import prompt_text
+from ipyagent.agent.budget import recorded_request_tokens
 from ipyagent.agent.redaction import Redactor
 from ipyagent.core import Session
 from ipyagent.display.stream import error_bundle, short_args
 from ipyagent.kernel.magics.commands import command
-from ipyagent.session.messages import text_of
+from ipyagent.session.messages import prompt_text, text_of
 from ipyagent.text import one_line
 
 __all__ = ["session_markdown", "tree_lines"]
@@ -49,7 +49,7 @@ def agent_sessions(runtime: Any, rest: str) -> None:
         return
     for name, slot in runtime.slots.items():
         mark = "*" if name == runtime.active else " "
-        print(f"{mark} {name}: {len(slot.session)} entries, {slot.session.context_tokens():,} context tokens, "
+        print(f"{mark} {name}: {len(slot.session)} entries, {recorded_request_tokens(slot.session):,} context tokens, "
               f"{len(slot.session.compactions())} compactions ({slot.origin})")
 
 
