@@ -255,8 +255,8 @@ NOTEBOOK = Notebook("how-compaction-works", [
         # tokens); in this tiny window that would crowd out the conversation, so the tour leaves it out.
         %config Agent.notebook_context = False
 
-        from tour_helpers import (CompactionSpy, context_preview, context_tokens, current_session, overhead_tokens,
-                                  timeline, usage_table)
+        from ipyagent.kernel.teaching import (CompactionSpy, context_preview, context_tokens, current_session,
+                                              overhead_tokens, timeline, usage_table)
 
         spy = CompactionSpy().install()   # a hook that only watches: it records each compaction's plan"""),
     code("tour-data", READINGS_CODE),

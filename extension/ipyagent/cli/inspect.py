@@ -24,7 +24,7 @@ def _configure_inspect(parser: argparse.ArgumentParser) -> None:
 
 @command("inspect", _configure_inspect)
 def run_inspect(args: argparse.Namespace) -> int:
-    """Show a session's entries, path, compactions, context tokens and budget."""
+    """Show a session's entries, compactions, tokens and budget."""
     loaded = load_session_file(args)
     session = loaded.session
     budget = budget_of(args, loaded.settings)

@@ -59,7 +59,7 @@ def _configure_lift(parser: argparse.ArgumentParser) -> None:
 
 @command("lift", _configure_lift)
 def run_lift(args: argparse.Namespace) -> int:
-    """Move journal outputs' entries into the notebook's metadata (outputs are kept)."""
+    """Move journal outputs' entries into the notebook's metadata."""
     from ipyagent.store.ipynb import NotebookError, lift_notebook_report
 
     src = Path(args.notebook)
@@ -127,7 +127,7 @@ def _entry_id(line: bytes) -> str:
 
 @command("export", _configure_export)
 def run_export(args: argparse.Namespace) -> int:
-    """Export a notebook's session as a Pi session file or a Markdown transcript."""
+    """Export a session as a Pi session file or as Markdown."""
     from ipyagent.display.journal_view import transcript_markdown
     from ipyagent.store.schema import SessionNotFound
 
@@ -228,7 +228,7 @@ def _model_of(entries: list[Entry]) -> dict[str, str]:
 
 @command("import", _configure_import)
 def run_import(args: argparse.Namespace) -> int:
-    """Store a Pi session file as a session of a notebook (made if missing)."""
+    """Store a Pi session file as a session of a notebook."""
     from ipyagent.session.jsonl import read_pi_jsonl
     from ipyagent.store.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
     from ipyagent.store.schema import DEFAULT_SESSION, NotebookSessions

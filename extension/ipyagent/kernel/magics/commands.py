@@ -128,7 +128,8 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
         if isinstance(action, argparse._HelpAction) or not action.help:
             continue
         flags = ", ".join(action.option_strings) or action.dest
-        lines.append(f"      {flags}: {action.help.replace('%%', '%')}")
+        # as argparse prints it: "%%" written once, "%(default)s" filled in
+        lines.append(f"      {flags}: {parser._get_formatter()._expand_help(action)}")
     return lines
 
 

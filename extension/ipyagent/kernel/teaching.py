@@ -1,6 +1,9 @@
 """Small drawing helpers for the teaching notebooks (no matplotlib: HTML with a plain-text twin).
 
-    from tour_helpers import current_session, timeline, usage_table, CompactionSpy
+    from ipyagent.kernel.teaching import current_session, timeline, usage_table, CompactionSpy
+
+They ship in the package (not beside the notebooks), so a notebook that uses them runs wherever it
+is written, for example the tour's output at the repository's root.
 
 * ``current_session()`` — the live ipyagent ``Session`` of this kernel (the active one).
 * ``timeline(session)`` — every entry on the current path as a box, with, for a compaction,
@@ -39,24 +42,24 @@ class Drawing:
         return self.text
 
 
-def current_session(name: str | None = None) -> Any:
-    """The ipyagent session this kernel is running (``%load_ext ipyagent`` first)."""
-    from IPython import get_ipython
+def _runtime() -> Any:
+    from IPython.core.getipython import get_ipython
 
     from ipyagent.kernel.extension import get_runtime
 
     runtime = get_runtime(get_ipython())
     if runtime is None:
         raise RuntimeError("ipyagent is not loaded: run %load_ext ipyagent first")
-    return runtime.slot(name).session
+    return runtime
+
+
+def current_session(name: str | None = None) -> Any:
+    """The ipyagent session this kernel is running (``%load_ext ipyagent`` first)."""
+    return _runtime().slot(name).session
 
 
 def _budget_agent() -> Any:
-    from IPython import get_ipython
-
-    from ipyagent.kernel.extension import get_runtime
-
-    return get_runtime(get_ipython()).budget_agent()
+    return _runtime().budget_agent()
 
 
 def overhead_tokens() -> int:
@@ -109,7 +112,7 @@ def _label(entry: dict[str, Any]) -> str:
         count = entry["message"].get("executionCount")
         return f"prompt [{count}]" if count is not None else "prompt"
     if kind == "assistant":
-        calls = [b.get("name") for b in entry["message"].get("content") or []
+        calls = [str(b.get("name")) for b in entry["message"].get("content") or []
                  if isinstance(b, dict) and b.get("type") == "toolCall"]
         return "reply → " + ", ".join(calls) if calls else "reply"
     if kind == "toolResult":
