@@ -11,10 +11,11 @@ The configured secrets (:func:`configured_secrets`): the values of environment v
 name says key, token, secret, password, pass, passphrase or credential (``OPENAI_API_KEY``,
 ``AWS_SECRET_ACCESS_KEY``, ``GITHUB_TOKEN``, ``DB_PASS``, ``API_KEYS``…, also written together:
 ``PGPASSWORD``, ``OPENAIKEY``; and ``…_PWD`` as in ``MYSQL_PWD``, but not ``PWD``, the working
-folder); the credentials of URLs in the environment (``OPENAI_BASE_URL``, a ``DATABASE_URL``…); and in ``Agent.provider_options`` every value whose name says so too
-(``api_key``, an ``Authorization`` or ``x-api-key`` header — ``Bearer …`` and the token alone) and
-the credentials of every URL (``base_url``). Values shorter than 8 characters are left alone
-(they would match ordinary text).
+folder); the credentials of URLs in the environment (``OPENAI_BASE_URL``, a ``DATABASE_URL``…);
+and in ``Agent.provider_options`` every value whose name says so too (``api_key``, an
+``Authorization`` or ``x-api-key`` header — ``Bearer …`` and the token alone) and the credentials
+of every URL (``base_url``). Values shorter than 8 characters are left alone (they would match
+ordinary text).
 """
 
 from __future__ import annotations
