@@ -34,17 +34,17 @@ class StderrTail:
         self.limit = limit
         self.total = 0  # bytes written in all
         self._data = bytearray()
-        self._lock = threading.Lock()
+        self._tail_lock = threading.Lock()
 
     def feed(self, chunk: bytes) -> None:
-        with self._lock:
+        with self._tail_lock:
             self.total += len(chunk)
             self._data += chunk[-self.limit:]
             if len(self._data) > 2 * self.limit:  # trimmed now and then, not at every chunk
                 del self._data[:-self.limit]
 
     def kept(self) -> bytes:
-        with self._lock:
+        with self._tail_lock:
             return bytes(self._data[-self.limit:])
 
     def last_line(self) -> str:
@@ -65,18 +65,18 @@ class ProcessGroups:
 
     def __init__(self) -> None:
         self._pids: set[int] = set()
-        self._lock = threading.Lock()
+        self._pids_lock = threading.Lock()
 
     def add(self, pid: int) -> None:
-        with self._lock:
+        with self._pids_lock:
             self._pids.add(pid)
 
     def discard(self, pid: int) -> None:
-        with self._lock:
+        with self._pids_lock:
             self._pids.discard(pid)
 
     def pids(self) -> list[int]:
-        with self._lock:
+        with self._pids_lock:
             return sorted(self._pids)
 
     def kill(self) -> None:

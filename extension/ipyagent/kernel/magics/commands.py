@@ -4,6 +4,12 @@ Each subcommand is a function of ``(runtime, rest_of_line)`` with its own ``magi
 declared once with :func:`command`, in the module of its group (``status.py``, ``sessions.py``,
 ``pins.py``, ``probe.py``, ``replay.py``, ``explore.py``). ``%agent help`` and the magic's
 docstring are written from the parsers, so they always list every command and option.
+
+:func:`dispatch` is the one way a command runs, and it runs inside
+:func:`~ipyagent.display.redacted_output.redacted_output` with the runtime's redactor (the
+environment's keys, ``Agent.provider_options``', the MCP servers' ``env``, ``headers`` and URL
+credentials): whatever a command prints, displays, raises or returns is scrubbed, so no command
+has to remember to.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from ipyagent.agent.redaction import Redactor
+from ipyagent.display.redacted_output import redacted_output
 
 __all__ = ["COMMANDS", "command", "dispatch", "help_text", "show", "usage"]
 
@@ -54,7 +61,10 @@ def dispatch(runtime: Any, line: str) -> Any:
     if func is None:
         raise UsageError(f"%agent: unknown command {name!r}. Commands: {', '.join(sorted(COMMANDS))} "
                          "(%agent help; %%agent runs the agent on a cell).")
-    return func(runtime, rest.strip())
+    redactor = runtime.redactor()
+    with redacted_output(runtime.shell, redactor.text):
+        result = func(runtime, rest.strip())
+    return redactor.data(result)  # a value IPython shows as Out[n] (text and containers scrubbed)
 
 
 def show(text: str, html_view: str | None = None) -> None:
