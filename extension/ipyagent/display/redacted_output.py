@@ -3,7 +3,7 @@ a line at a time, so a secret written in pieces is still whole when it is scrubb
 displays (every MIME type of every bundle, through the shell's display publisher), and the message
 of the exception it raises (IPython prints a ``UsageError``'s; a traceback quotes the others')::
 
-    with redacted_output(shell, redactor.text):
+    with redacted_output(shell, redactor):
         command(...)
 
 The ``%agent`` commands run inside it (``kernel/magics/commands.py``), so a command cannot forget
@@ -22,19 +22,11 @@ from typing import Any
 
 from IPython.core.displaypub import DisplayPublisher
 
+from ipyagent.agent.redaction import Redactor
+
 __all__ = ["redacted_output"]
 
 Redact = Callable[[str], str]
-
-
-def _scrub(value: Any, redact: Redact) -> Any:
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {_scrub(key, redact): _scrub(item, redact) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_scrub(item, redact) for item in value)
-    return value
 
 
 class _RedactedStream:
@@ -66,12 +58,12 @@ class _RedactedStream:
 class _RedactedPublisher(DisplayPublisher):
     """The shell's display publisher, with every bundle scrubbed before it is published."""
 
-    def __init__(self, inner: Any, redact: Redact, shell: Any):
+    def __init__(self, inner: Any, redactor: Redactor, shell: Any):
         super().__init__(shell=shell)
-        self._inner, self._redact = inner, redact
+        self._inner, self._redactor = inner, redactor
 
     def publish(self, data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> None:
-        self._inner.publish(_scrub(data, self._redact), _scrub(metadata, self._redact), *args, **kwargs)
+        self._inner.publish(self._redactor.data(data), self._redactor.data(metadata), *args, **kwargs)
 
     def clear_output(self, wait: bool = False) -> None:
         self._inner.clear_output(wait)
@@ -81,18 +73,18 @@ class _RedactedPublisher(DisplayPublisher):
 
 
 @contextlib.contextmanager
-def redacted_output(shell: Any, redact: Redact) -> Iterator[None]:
-    """Scrub what the block prints, displays and raises with ``redact``."""
+def redacted_output(shell: Any, redactor: Redactor) -> Iterator[None]:
+    """Scrub what the block prints, displays and raises with ``redactor``."""
     publisher = getattr(shell, "display_pub", None)
-    out, err = _RedactedStream(sys.stdout, redact), _RedactedStream(sys.stderr, redact)
+    out, err = _RedactedStream(sys.stdout, redactor.text), _RedactedStream(sys.stderr, redactor.text)
     if publisher is not None:
-        shell.display_pub = _RedactedPublisher(publisher, redact, shell)
+        shell.display_pub = _RedactedPublisher(publisher, redactor, shell)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 yield
             except Exception as exc:
-                exc.args = tuple(_scrub(arg, redact) for arg in exc.args)  # its message, as shown
+                exc.args = redactor.data(exc.args)  # its message, as shown
                 raise
             finally:
                 out.flush()

@@ -62,7 +62,7 @@ def dispatch(runtime: Any, line: str) -> Any:
         raise UsageError(f"%agent: unknown command {name!r}. Commands: {', '.join(sorted(COMMANDS))} "
                          "(%agent help; %%agent runs the agent on a cell).")
     redactor = runtime.redactor()
-    with redacted_output(runtime.shell, redactor.text):
+    with redacted_output(runtime.shell, redactor):
         result = func(runtime, rest.strip())
     return redactor.data(result)  # a value IPython shows as Out[n] (text and containers scrubbed)
 
