@@ -51,20 +51,23 @@ def current_session(name: str | None = None) -> Any:
     return runtime.slot(name).session
 
 
-def overhead_tokens() -> int:
-    """Estimated tokens of the system prompt and the tool definitions (sent with every request)."""
+def _budget_agent() -> Any:
     from IPython import get_ipython
 
-    from ipyagent.agent.tools import default_tools
-    from ipyagent.display.budget_widget import system_tools_tokens
     from ipyagent.kernel.extension import get_runtime
 
-    runtime = get_runtime(get_ipython())
-    config = runtime.agent_config()
-    slot = runtime.slot()
-    # the system prompt as sent: the base prompt, the environment, instruction files and pins
-    config.system_prompt = runtime.agent_for(slot, config).system_prompt()
-    return system_tools_tokens(config, [t.spec() for t in default_tools()])
+    return get_runtime(get_ipython()).budget_agent()
+
+
+def overhead_tokens() -> int:
+    """The system prompt and the tool definitions as the budget counts them (sent with every request):
+    the widget's "system + tools"."""
+    return int(_budget_agent().fixed_tokens())
+
+
+def context_tokens() -> int:
+    """The context as the budget counts it: the widget's total, and the "after" of a compaction's note."""
+    return int(_budget_agent().request_tokens())
 
 
 # ---- entries -----------------------------------------------------------------------------------

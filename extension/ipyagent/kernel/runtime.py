@@ -17,6 +17,8 @@ from ipyagent.agent.loop import Agent
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.prompt.pins import active_pins, pins_note
 from ipyagent.agent.redaction import Redactor
+from ipyagent.agent.skills.discovery import find_skills
+from ipyagent.agent.skills.tool import SkillTool
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
@@ -193,6 +195,29 @@ class AgentRuntime:
                              namespace=self.shell.user_ns, root=self.notebook_folder(), cell_runner=cell_runner,
                              notebook_port=notebook_port)
         return slot.agent
+
+    def wants_skill_tool(self) -> bool:
+        """Whether a run offers the ``skill`` tool: skills are on and the notebook's folder or
+        repository has one (or one that waits for approval)."""
+        if not self.config.skills:
+            return False
+        search = find_skills(self.notebook_folder())
+        return bool(search.skills or any(s.needs_approval for s in search.skipped))
+
+    def offered_tools(self) -> list[Tool]:
+        """The tools a run would offer now, without starting anything: the built-ins, the skill
+        tool where it is due, and the tools of the MCP servers already running."""
+        builtins = default_tools()
+        if self.wants_skill_tool() and all(t.name != "skill" for t in builtins):
+            builtins.append(SkillTool())
+        taken = {t.name for t in builtins}
+        return [*builtins, *(t for t in self.mcp.ready_tools() if t.name not in taken)]
+
+    def budget_agent(self, slot: SessionSlot | None = None) -> Agent:
+        """The slot's agent set up as a run would be (:meth:`offered_tools`): the one every figure
+        of the budget outside a run comes from (``%agent status``, ``context``, ``mask``)."""
+        slot = slot or self.slot()
+        return self.agent_for(slot, self.agent_config(), tools=self.offered_tools())
 
     def ports_for(self, *, approve: ApprovalCallback | None = None) -> RunPorts:
         """What a run in this kernel takes from outside: ``approve`` for the calls that ask, and the

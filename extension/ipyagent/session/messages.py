@@ -74,6 +74,19 @@ def text_of(content: Any, sep: str = "") -> str:
     return sep.join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
+# A user message whose content is more than what the user typed (the notebook-activity block, or
+# interpolated values) keeps the typed prompt here; Pi ignores the field.
+CELL_PROMPT_FIELD = "cellPrompt"
+
+
+def prompt_text(message: Message) -> str:
+    """The prompt as the user typed it (without the activity block or interpolated values)."""
+    typed = message.get(CELL_PROMPT_FIELD)
+    if isinstance(typed, str):
+        return typed
+    return text_of(message.get("content"), "\n")
+
+
 def tool_calls_of(message: Message) -> list[dict[str, Any]]:
     if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
         return []

@@ -10,12 +10,12 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from ipyagent.agent.prompt.notebook_context import prompt_text
-from ipyagent.agent.redaction import Redactor
+from ipyagent.agent.budget import recorded_request_tokens
+from ipyagent.agent.redaction import Redactor, Replacements
 from ipyagent.core import Session
 from ipyagent.display.stream import error_bundle, short_args
 from ipyagent.kernel.magics.commands import command
-from ipyagent.session.messages import text_of
+from ipyagent.session.messages import prompt_text, text_of
 from ipyagent.text import one_line
 
 __all__ = ["session_markdown", "tree_lines"]
@@ -49,7 +49,7 @@ def agent_sessions(runtime: Any, rest: str) -> None:
         return
     for name, slot in runtime.slots.items():
         mark = "*" if name == runtime.active else " "
-        print(f"{mark} {name}: {len(slot.session)} entries, {slot.session.context_tokens():,} context tokens, "
+        print(f"{mark} {name}: {len(slot.session)} entries, {recorded_request_tokens(slot.session):,} context tokens, "
               f"{len(slot.session.compactions())} compactions ({slot.origin})")
 
 
@@ -232,8 +232,14 @@ def agent_import(runtime: Any, rest: str) -> None:
 
     runtime.slots[name] = SessionSlot(name, session, origin="load")
     runtime.active = name
+    found = Replacements()
+    redactor = Redactor.configured(runtime.agent_config().provider_options)  # as persist stores them
+    for entry in session.entries:
+        found.add(redactor.data_counted(entry)[1], f"entry {entry['id']}")
     print(f"imported {len(session)} entries as session {name!r} (active)"
-          + (f"\n{session.load_report.summary()}" if session.load_report.problems else ""))
+          + (f"\n{session.load_report.summary()}" if session.load_report.problems else "")
+          + (f"\n{found.count} value(s) that look like credentials (a URL's user:password@, a key configured "
+             f"here) are stored as *** in the notebook: {found.places()}" if found.count else ""))
     runtime.persist(runtime.slots[name])
 
 
