@@ -125,3 +125,25 @@ def test_the_persister_scrubs_entries_appended_outside_the_loop():
     entry = session.append({"type": "custom", "customType": "ipyagent.pin", "data": {"text": f"again {KEY}"}})
     Persister(Bridge()).stream(slot, [entry], {}, redact=Redactor((KEY,)).data)
     assert json.dumps(sent).count("again ***") == 1 and KEY not in json.dumps(sent)
+
+
+def test_the_common_names_of_secrets_count_and_the_working_folder_does_not():
+    values = {"PGPASSWORD": "pg-secret-value-1", "MYSQL_PWD": "mysql-secret-value-2", "DB_PASS": "db-secret-value-3",
+              "REDIS_PASS": "redis-secret-value-4", "PASSPHRASE": "a long passphrase 5",
+              "API_KEYS": "key-one-6,key-two-6", "SECRETS": "the-secrets-value-7", "OPENAIKEY": "sk-together-key-8"}
+    ordinary = {"PWD": "/home/someone/project", "OLDPWD": "/home/someone/before", "MAX_TOKENS": "40000000",
+                "TOKENIZERS_PARALLELISM": "false-or-true", "PASSWORD_STORE_DIR": "/home/someone/.pass"}
+    secrets = configured_secrets({}, {**values, **ordinary})
+    for name, value in values.items():
+        assert value in secrets, name
+    for name, value in ordinary.items():
+        if name != "PASSWORD_STORE_DIR":  # its name says password: scrubbing a folder is the safe mistake
+            assert value not in secrets, name
+
+
+def test_a_secret_used_as_a_dict_key_is_scrubbed_too():
+    redactor = Redactor.configured(environ={}, extra=["tok-SECRETVALUE-123456"])
+    structured = {"structuredContent": {"tok-SECRETVALUE-123456": {"owner": "tok-SECRETVALUE-123456"}, "n": 1}}
+    clean = redactor.data(structured)
+    assert "tok-SECRETVALUE-123456" not in json.dumps(clean)
+    assert clean == {"structuredContent": {"***": {"owner": "***"}, "n": 1}}

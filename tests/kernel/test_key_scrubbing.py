@@ -116,3 +116,28 @@ def test_a_session_stored_with_a_key_is_shown_and_exported_without_it(tmp_path):
                         "%agent export --format markdown"):
             shown = outputs_text(kernel.run(command).outputs)
             assert "It is ***." in shown and _leaks(shown) == [], command
+
+
+URL_PASSWORD, SERVER_TOKEN = "S3cretPassw0rd99", "tok-SECRETVALUE-123456"
+
+
+@pytest.mark.kernel
+def test_agent_mcp_and_mcp_start_print_no_mcp_secret(tmp_path):
+    """A URL's password and an env value the server echoes on stderr before it fails: `%agent mcp
+    start` and `%agent mcp` name the failure (its last stderr line) with both scrubbed."""
+    import sys
+    from pathlib import Path
+
+    unruly = str(Path(__file__).resolve().parents[1] / "agent" / "mcp_tools" / "unruly_server.py")
+    servers = {"a": {"url": f"http://alice:{URL_PASSWORD}@127.0.0.1:9/mcp"},
+               "b": {"command": sys.executable, "args": [unruly, "echo-env", "EVIL_TOKEN"],
+                     "env": {"EVIL_TOKEN": SERVER_TOKEN}}}
+    with fake_provider(), LiveKernel(cwd=str(tmp_path)) as k:
+        k.run(SETUP + f"%config Agent.mcp_servers = {servers!r}", "setup")
+        start = outputs_text(k.run("%agent mcp start", "start", timeout=180).outputs)
+        listing = outputs_text(k.run("%agent mcp", "list").outputs)
+        for text in (start, listing):
+            assert "b [stdio] failed" in text and "its last stderr line: starting with EVIL_TOKEN=***" in text, text
+            assert "a [http] failed" in text and "http://***@127.0.0.1:9/mcp" in text, text
+            assert URL_PASSWORD not in text and SERVER_TOKEN not in text
+        assert URL_PASSWORD not in k.snapshot() and SERVER_TOKEN not in k.snapshot()

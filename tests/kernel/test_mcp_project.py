@@ -78,7 +78,7 @@ def test_a_live_kernel_starts_a_project_server_once_approved(tmp_path):
             assert len(k.prompts) == 1 and "start MCP server" in k.prompts[0]
             # the whole command, before the question
             assert python_server("mcp-server-time") in shown and "--local-timezone UTC" in shown
-            assert f"env (names): {MARKER_VAR}" in shown and marker not in shown
+            assert f"env {MARKER_VAR}: {marker}" in shown  # the value the repository chose
             assert "time [stdio] ready" in shown
             assert processes_with(marker)
             server.enqueue_tool_call("mcp__time__get_current_time", {"timezone": "UTC"})

@@ -8,12 +8,14 @@ secret in it becomes ``***`` and every URL loses its ``user:password@`` — with
 providers' error messages use (:func:`ipyagent.providers.transport.http.scrub`), the one there is.
 
 The configured secrets (:func:`configured_secrets`): the values of environment variables whose
-name says key, token, secret, password or credential (``OPENAI_API_KEY``, ``AWS_SECRET_ACCESS_KEY``,
-``GITHUB_TOKEN``…); the credentials of URLs in the environment (``OPENAI_BASE_URL``, a
-``DATABASE_URL``…); and in ``Agent.provider_options`` every value whose name says so too
-(``api_key``, an ``Authorization`` or ``x-api-key`` header — ``Bearer …`` and the token alone) and
-the credentials of every URL (``base_url``). Values shorter than 8 characters are left alone
-(they would match ordinary text).
+name says key, token, secret, password, pass, passphrase or credential (``OPENAI_API_KEY``,
+``AWS_SECRET_ACCESS_KEY``, ``GITHUB_TOKEN``, ``DB_PASS``, ``API_KEYS``…, also written together:
+``PGPASSWORD``, ``OPENAIKEY``; and ``…_PWD`` as in ``MYSQL_PWD``, but not ``PWD``, the working
+folder); the credentials of URLs in the environment (``OPENAI_BASE_URL``, a ``DATABASE_URL``…);
+and in ``Agent.provider_options`` every value whose name says so too (``api_key``, an
+``Authorization`` or ``x-api-key`` header — ``Bearer …`` and the token alone) and the credentials
+of every URL (``base_url``). Values shorter than 8 characters are left alone (they would match
+ordinary text).
 
 What a scrub replaced can be counted (:meth:`Redactor.data_counted`, :class:`Replacements`): an
 import or export says how many values it replaced, and in which entries.
@@ -37,15 +39,21 @@ __all__ = ["MARKER", "Redactor", "RedactedSummaries", "Replacements", "configure
 MARKER = "***"  # what scrub puts in a secret's place
 MIN_SECRET_CHARS = 8
 # the words of a name (an environment variable's, an option's, a header's) that make its value a secret
-_SECRET_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS",
-                           "AUTHORIZATION", "PAT"})
+_SECRET_WORDS = frozenset({"KEY", "KEYS", "APIKEY", "TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS",
+                           "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "AUTHORIZATION", "PAT"})
+# ... and the endings that do so in a word written together (PGPASSWORD, OPENAIKEY, HFTOKEN)
+_SECRET_ENDINGS = ("PASSWORD", "PASSWD", "PASSPHRASE", "KEY", "TOKEN", "SECRET")
+# a word that is a secret only after another one: MYSQL_PWD, DB_PWD (PWD alone is the working folder)
+_QUALIFIED_WORDS = frozenset({"PWD"})
 _AUTH_SCHEME = re.compile(r"^\s*(bearer|basic|token|digest)\s+(\S+)\s*$", re.IGNORECASE)
 
 T = TypeVar("T")
 
 
 def _secret_name(name: str) -> bool:
-    return any(word in _SECRET_WORDS for word in re.split(r"[_\-.]+", name.upper()))
+    words = [word for word in re.split(r"[_\-.]+", name.upper()) if word]
+    return any(word in _SECRET_WORDS or word.endswith(_SECRET_ENDINGS)
+               or (word in _QUALIFIED_WORDS and len(words) > 1) for word in words)
 
 
 def _auth_forms(value: str) -> Iterable[str]:
@@ -117,8 +125,8 @@ class Redactor:
         return self.text(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
     def data(self, value: T) -> T:
-        """A copy of ``value`` (dicts, lists, tuples, strings) with every string scrubbed; dict
-        keys are kept as they are."""
+        """A copy of ``value`` (dicts, lists, tuples, strings) with every string scrubbed, dict keys
+        too (an MCP server's ``structuredContent`` may key a mapping by a secret)."""
         return self.data_counted(value)[0]
 
     def data_counted(self, value: T) -> tuple[T, int]:
@@ -135,7 +143,8 @@ class Redactor:
         if depth > 200:  # deeper than any entry: left as it is rather than recursing on
             return value
         if isinstance(value, dict):
-            return {key: self._data(item, depth + 1, counter) for key, item in value.items()}
+            return {self._data(key, depth + 1, counter) if isinstance(key, str) else key:
+                    self._data(item, depth + 1, counter) for key, item in value.items()}
         if isinstance(value, list):
             return [self._data(item, depth + 1, counter) for item in value]
         if isinstance(value, tuple):

@@ -22,6 +22,8 @@ from ipyagent.display.untrusted import escape_html
 __all__ = ["MAX_SHOWN_CHARS", "NobodyToAsk", "TooLongToShow", "approval_text", "decision_bundle", "make_approver",
            "visible_lines"]
 
+# what a refusal where nobody can answer advises (a tool call's; a project MCP server's is its own)
+TOOL_ADVICE = 'set %config Agent.tool_approval = "auto" to let tools run without asking'
 MAX_SHOWN_CHARS = 20_000  # of argument text; a longer call is refused rather than asked about
 WIDTH = 100
 INDENT_KEPT = 16  # leading indentation up to this many spaces stays plain (code stays readable)
@@ -203,7 +205,8 @@ def _approval_note(tool: str) -> str:
 def make_approver(input_func: Callable[[str], str] | None = None,
                   on_refusal: Callable[[str], None] | None = None,
                   show_func: Callable[[str], None] | None = None,
-                  on_decision: Callable[[str, str], None] | None = None) -> Callable[[str, dict[str, Any]], bool]:
+                  on_decision: Callable[[str, str], None] | None = None,
+                  advice: str = TOOL_ADVICE) -> Callable[[str, dict[str, Any]], bool]:
     """The approval callback for ``tool_approval == "ask"``: shows the whole call, then asks
     through ``input()``.
 
@@ -214,15 +217,16 @@ def make_approver(input_func: Callable[[str], str] | None = None,
     line ("approved: python (2,314 chars)", "declined: …", "refused: … nobody can answer here"),
     so the cell's record can put it before the result (``RunRenderer.record_decision``). Where
     nobody can answer (``StdinNotImplementedError``: nbclient, ``ipyagent run``), the call is
-    refused with a clear message, and later calls in the same run are refused without asking.
+    refused with a clear message that ends with ``advice`` (what to do instead), and later calls in
+    the same run are refused without asking.
     """
     state = {"headless": False}
     from IPython.core.error import StdinNotImplementedError
 
     def approve(tool: str, arguments: dict[str, Any]) -> bool:
         if state["headless"]:
-            raise NobodyToAsk("nobody can answer approval questions in this run (no stdin, e.g. a headless run); "
-                              'set %config Agent.tool_approval = "auto" to let tools run without asking')
+            raise NobodyToAsk(f"nobody can answer approval questions in this run (no stdin, e.g. a headless run); "
+                              f"{advice}")
         ask = input_func
         if ask is None:
             import builtins
@@ -244,9 +248,9 @@ def make_approver(input_func: Callable[[str], str] | None = None,
                 on_decision(f"refused: {size}, nobody can answer here", question)
             if on_refusal is not None:
                 on_refusal(f"Refused `{tool}`: nobody can answer approval questions here ({type(exc).__name__}). "
-                           'Set %config Agent.tool_approval = "auto" to let tools run without asking.')
-            raise NobodyToAsk("nobody can answer approval questions in this run (no stdin, e.g. a headless run); "
-                              'set %config Agent.tool_approval = "auto" to let tools run without asking') from None
+                           f"{advice[:1].upper()}{advice[1:]}.")
+            raise NobodyToAsk(f"nobody can answer approval questions in this run (no stdin, e.g. a headless run); "
+                              f"{advice}") from None
         approved = str(answer).strip().lower() in ("y", "yes", "ok", "run", "allow")
         if on_decision is not None:
             on_decision(f"{'approved' if approved else 'declined'}: {size}", question)

@@ -39,17 +39,23 @@ __all__ = ["CellRun", "start_approver"]
 INTERRUPTED = "Interrupted. The session keeps everything that arrived."
 
 
-def start_approver(note: Callable[[str], None]) -> Callable[[ServerConfig], bool]:
-    """Asks the user whether a project file's MCP server may start, showing its whole command (and
-    the names of the variables and headers it sets); raises where nobody can answer (headless)."""
-    ask = make_approver(on_refusal=note)
+# what starts a project file's server where nobody can approve it (tool_approval does not)
+PROJECT_SERVER_ADVICE = ("a project file's MCP server starts only once approved in a live kernel, or when "
+                         "Agent.mcp_servers names it (copy its definition there)")
+
+
+def start_approver(note: Callable[[str], None], redact: Callable[[str], str]) -> Callable[[ServerConfig], bool]:
+    """Asks the user whether a project file's MCP server may start, showing what the repository
+    chose: its whole command, and the values of the variables and headers it sets (they come from
+    the repository's file, not from the user's secrets; ``redact`` scrubs any that equal a
+    configured secret); raises where nobody can answer (headless)."""
+    ask = make_approver(on_refusal=lambda line: note(redact(line)), show_func=lambda text: print(redact(text)),
+                        advice=PROJECT_SERVER_ADVICE)
 
     def approve_start(server: ServerConfig) -> bool:
         arguments = {"server": server.name, "defined in": server.origin, "command": server.command_line()}
-        if server.env:
-            arguments["env (names)"] = ", ".join(sorted(server.env))
-        if server.headers:
-            arguments["headers (names)"] = ", ".join(sorted(server.headers))
+        arguments.update((f"env {name}", value) for name, value in sorted(server.env.items()))
+        arguments.update((f"header {name}", value) for name, value in sorted(server.headers.items()))
         if server.cwd:
             arguments["cwd"] = server.cwd
         return ask("start MCP server", arguments)
@@ -83,7 +89,7 @@ class CellRun:
             on_refusal=self.note, show_func=lambda text: show(redact(text)),
             on_decision=(lambda line, question: renderer.record_decision(line, redact(question)))
             if renderer is not None else None) if ask else None
-        self.approve_start = start_approver(self.note)  # project MCP servers, whatever tool_approval is
+        self.approve_start = start_approver(self.note, redact)  # project MCP servers, whatever tool_approval is
         self._ports = runtime.ports_for(approve=approve)
         self._stack = contextlib.ExitStack()
         self.stream = EntryStream(lambda: slot.session.entries, self._stream_entries,

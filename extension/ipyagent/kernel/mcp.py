@@ -75,12 +75,11 @@ class KernelMcp:
         return servers, problems
 
     def secrets(self) -> tuple[str, ...]:
-        """The values of every defined server's ``env`` and ``headers``."""
-        try:
-            servers, _ = self.definitions()
-        except Exception:  # noqa: BLE001 - an unreadable project file: the user's servers alone
-            servers, _ = parse_servers(dict(self.settings.mcp_servers))
-        return tuple(v for s in servers for v in (*s.env.values(), *s.headers.values()) if v)
+        """The values of the user's own servers' ``env`` and ``headers`` and their URLs' credentials
+        (``Agent.mcp_servers``). A project file's values come with the repository, not from the
+        user's secrets: its approval question shows them (``kernel/cell_run.py``)."""
+        servers, _ = parse_servers(dict(self.settings.mcp_servers))
+        return tuple(v for s in servers for v in s.secret_values())
 
     def _say(self, note: Note, line: str) -> None:
         if line not in self._said:

@@ -189,6 +189,15 @@ class AgentRuntime:
         config.secrets = self.mcp.secrets()  # scrubbed from what the session stores, like keys
         return config
 
+    def redactor(self) -> Redactor:
+        """What every output of a command is scrubbed with: the environment's keys, those of
+        ``Agent.provider_options`` and the user's MCP servers' ``env``, ``headers`` and URL credentials."""
+        try:
+            config = self.agent_config()
+        except Exception:  # noqa: BLE001 - settings that do not make a config (a bad model name…)
+            return Redactor.configured(extra=self.mcp.secrets())
+        return Redactor.configured(config.provider_options, extra=config.secrets)
+
     def agent_for(self, slot: SessionSlot, config: AgentConfig, *, tools: Iterable[Tool] | None = None) -> Agent:
         """The slot's agent (kept across runs for its failure tracker), set up for this run: its
         session, these settings and tools, the kernel's namespace, folder and ports."""

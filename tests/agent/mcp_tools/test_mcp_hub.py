@@ -16,6 +16,7 @@ from support.mcp_servers import MARKER_VAR, processes_with, server_marker
 pytestmark = pytest.mark.slow
 
 SERVER = str(Path(__file__).with_name("crashing_server.py"))
+UNRULY = str(Path(__file__).with_name("unruly_server.py"))
 
 
 @pytest.fixture
@@ -67,3 +68,31 @@ def test_a_missing_command_fails_in_one_line():
         assert "/nonexistent/mcp-server-nothing" in status.error and "\n" not in status.error
     finally:
         hub.close()
+
+
+def _memory_kb(field: str) -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
+
+
+def test_a_server_flooding_stderr_costs_only_a_bounded_tail():
+    flood_mb = 300  # what took a kernel from 32 MB to 1,257 MB when the whole of it was kept and read
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")  # the peak (VmHWM) restarts from here
+    before = _memory_kb("VmRSS")
+    hub = McpHub()
+    try:
+        hub.start(parse_server("flood", {"command": sys.executable, "args": [UNRULY, "flood", str(flood_mb)]}))
+        hub.wait_ready(["flood"], START_TIMEOUT)
+        hub.wait_ready(["flood"], START_TIMEOUT)  # the one restart: it floods again and exits again
+        status = hub.status("flood")
+        assert status.state == "failed", status
+        assert status.error.endswith("its last stderr line: the last line after the flood (it was restarted once "
+                                     "and stopped again; fix it and change Agent.mcp_servers, or %agent mcp "
+                                     "restart NAME)"), status.error
+    finally:
+        hub.close()
+    peak, after = _memory_kb("VmHWM"), _memory_kb("VmRSS")
+    print(f"{2 * flood_mb} MB of stderr: RSS {before / 1024:.0f} MB before, {after / 1024:.0f} MB after, "
+          f"peak {peak / 1024:.0f} MB")
+    assert peak - before < flood_mb * 1024 // 4  # the tail is 64 KB; reading the flood whole was 300 MB and more

@@ -4,6 +4,7 @@ results turned into tool results (pure: no server)."""
 from __future__ import annotations
 
 import base64
+import json
 import re
 
 import pytest
@@ -13,6 +14,7 @@ from ipyagent.agent.mcp.names import adapt_schema, wire_name
 from ipyagent.agent.mcp.results import tool_output
 from ipyagent.agent.mcp.tool import McpTool, offered_tools, recorded_tools
 from ipyagent.agent.tools.base import ToolContext
+from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES
 
 ALLOWED = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # OpenAI's and Anthropic's function-name rule
 
@@ -63,6 +65,16 @@ def test_results_text_images_structured_and_errors():
     only_structured = tool_output({"content": [], "structuredContent": {"n": 2}}, server="s", tool="t")
     assert only_structured.text == '{"n": 2}'
     assert tool_output({"content": [{"type": "text", "text": "no"}], "isError": True}, server="s", tool="t").is_error
+
+
+def test_one_line_over_the_limit_reaches_the_model_cut_by_characters_not_emptied():
+    line = json.dumps({"rows": ["é" + "x" * 98] * 600})  # one JSON line of ~60 KB, multi-byte characters in it
+    out = tool_output({"content": [{"type": "text", "text": line}]}, server="s", tool="dump")
+    kept, _, notice = out.text.partition("\n\n[")
+    assert line.startswith(kept) and len(kept.encode()) <= DEFAULT_MAX_BYTES and len(kept) > 40_000
+    assert "of line 1" in notice and "0 lines" not in notice
+    structured = tool_output({"content": [], "structuredContent": {"blob": "y" * 80_000}}, server="s", tool="t")
+    assert structured.text.startswith('{"blob": "yyy') and len(structured.text) > 40_000
 
 
 class _Listed:

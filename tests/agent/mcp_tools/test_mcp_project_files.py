@@ -37,3 +37,26 @@ def test_broken_files_and_definitions_are_named(tmp_path):
     servers, problems = project_servers(repo / "sub", home=tmp_path / "home")
     assert servers == [] and len(problems) == 2
     assert all("\n" not in p for p in problems)
+
+
+def test_a_project_servers_question_shows_what_the_repository_chose(ip, tmp_path, monkeypatch):
+    """In a shell nobody can answer: the question shows the env values the file sets (one equal
+    to a configured key as ***), and the refusal names what does start a project server."""
+    from IPython.utils.capture import capture_output
+
+    key = "sk-proj-a-key-the-repository-copied-42"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    _write(repo, {"tool": {"command": "python", "args": ["-m", "tool"],
+                           "env": {"PYTHONPATH": "./hooks-from-the-repo", "COPIED": key}}})
+    (repo / "analysis").mkdir()
+    ip.run_line_magic("config", f"Agent.notebook_path = {str(repo / 'analysis' / 'work.ipynb')!r}")
+    with capture_output() as cap:
+        ip.run_line_magic("agent", "mcp start")
+    shown = cap.stdout
+    assert "start MCP server" in shown and "command: python -m tool" in shown, shown
+    assert "env PYTHONPATH: ./hooks-from-the-repo" in shown and "env COPIED: ***" in shown, shown
+    assert key not in shown
+    refusal = shown[shown.index("Refused `start MCP server`"):]
+    assert "tool_approval" not in refusal and "Agent.mcp_servers names it" in refusal, refusal

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipyagent.agent.mcp.transports import transport_for, transport_types
+from ipyagent.providers.transport.http import url_credentials
 
 USER_CONFIG = "Agent.mcp_servers"
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -75,6 +76,11 @@ class ServerConfig:
         data = [self.origin, self.name, self.command, list(self.args), sorted(self.env.items()), self.cwd,
                 self.url, sorted(self.headers.items()), self.transport]
         return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:16]
+
+    def secret_values(self) -> tuple[str, ...]:
+        """What the redactor scrubs for this server: its ``env`` and ``headers`` values and its
+        URL's credentials."""
+        return tuple(v for v in (*self.env.values(), *self.headers.values(), *url_credentials(self.url)) if v)
 
     def offers(self, tool: str) -> bool:
         return self.enabled_tools is None or tool in self.enabled_tools

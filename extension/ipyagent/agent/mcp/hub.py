@@ -11,7 +11,10 @@ A server's connection lives in one task from start to stop (the SDK's context ma
 entered and left in the same task). A server that stops on its own — at start, or during a call —
 is started again once; if it stops again it is ``failed`` and its failure is one line
 (:attr:`ServerStatus.error`), which the calls to its tools return. A stdio server gets the SDK's
-default environment (``PATH``, ``HOME``, … — not the kernel's keys) plus its ``env``.
+default environment (``PATH``, ``HOME``, … — not the kernel's keys) plus its ``env``; its process
+is the hub's (``agent/mcp/stdio.py``): only the tail of its stderr is kept, and stopping it — or
+closing the hub, which stops every server at once, started or still starting — ends it within
+:data:`STOP_TIMEOUT` seconds whether it cooperates or not (SIGTERM, then SIGKILL).
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import Any
 
 from ipyagent.agent.mcp.config import ServerConfig
 from ipyagent.agent.mcp.results import tool_output
+from ipyagent.agent.mcp.stdio import EXIT_GRACE, TERM_GRACE, ProcessGroups, StderrTail
 from ipyagent.agent.mcp.transports import ConnectContext, transport_for, transport_types
 from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.text import one_line
@@ -37,7 +41,9 @@ __all__ = ["MISSING_EXTRA", "ListedTool", "McpHub", "ServerStatus"]
 MISSING_EXTRA = "the MCP client is not installed: pip install 'ipyagent[mcp]'"
 START_TIMEOUT = 60.0  # a server not ready after this long is failed (a prompt never waits for it)
 CALL_TIMEOUT = 120.0
-STOP_TIMEOUT = 8.0  # the SDK closes stdin, waits 2 s, then terminates the process tree
+# a stopped server's process: stdin closed, SIGTERM, SIGKILL (agent/mcp/stdio.py), and a margin; then
+# whatever is left of its process group is killed from the calling thread
+STOP_TIMEOUT = EXIT_GRACE + 2 * TERM_GRACE + 0.5
 
 
 @dataclass(frozen=True)
@@ -75,21 +81,15 @@ class _Server:
     stop: asyncio.Event | None = None
     gone: asyncio.Event | None = None
     task: concurrent.futures.Future[None] | None = None
-    stderr: TextIO | None = None
+    running: asyncio.Task[None] | None = None  # the task of its current generation, in the loop
+    stderr: StderrTail = field(default_factory=StderrTail)
+    groups: ProcessGroups = field(default_factory=ProcessGroups)
 
     def status(self) -> ServerStatus:
         return ServerStatus(self.config, self.state, self.tools, self.error, self.startup_seconds, self.restarts)
 
     def last_stderr_line(self) -> str:
-        if self.stderr is None:
-            return ""
-        try:
-            self.stderr.flush()
-            self.stderr.seek(0)
-            lines = [line.strip() for line in self.stderr.read()[-8000:].splitlines() if line.strip()]
-        except (OSError, ValueError):
-            return ""
-        return lines[-1] if lines else ""
+        return self.stderr.last_line()
 
 
 class McpHub:
@@ -164,33 +164,50 @@ class McpHub:
             self.stop_server(name)
 
     def _stop(self, server: _Server) -> None:
-        server.state = "stopped"
-        server.ready.set()
-        loop, task = self._loop, server.task
-        if loop is None or task is None:
-            return
-        if server.stop is not None:
-            loop.call_soon_threadsafe(server.stop.set)
-        else:
-            task.cancel()
-        with contextlib.suppress(Exception):
-            task.result(STOP_TIMEOUT)
-        if not task.done():
-            task.cancel()
+        self._stop_all([server])
+
+    def _stop_all(self, servers: list[_Server]) -> None:
+        """Stop ``servers`` together: a ready one leaves its connection (its process ends, see
+        agent/mcp/stdio.py), one still starting is cancelled (its process ends the same way);
+        after :data:`STOP_TIMEOUT` seconds whatever is left of their processes is killed."""
+        loop = self._loop
+        tasks = []
+        for server in servers:
+            ready = server.state == "ready"
+            server.state = "stopped"
+            server.ready.set()
+            task = server.task
+            if loop is None or task is None:
+                continue
+            tasks.append(task)
+            if ready and server.stop is not None:
+                loop.call_soon_threadsafe(server.stop.set)
+            else:  # cancelled in the loop, so that its future ends only once its process has
+                loop.call_soon_threadsafe(self._cancel_start, server)
+        if tasks:
+            concurrent.futures.wait(tasks, STOP_TIMEOUT)
+        for server in servers:
+            server.groups.kill()  # what did not end in time (or a loop too busy to end it)
+            if server.task is not None and not server.task.done():
+                server.task.cancel()
+
+    @staticmethod
+    def _cancel_start(server: _Server) -> None:
+        if server.running is not None and not server.running.done():
+            server.running.cancel()
 
     def close(self) -> None:
         """Stop every server and the loop (the kernel shuts down, or the extension unloads)."""
         with self._guard:
             servers = list(self._servers.values())
             self._servers.clear()
-        for server in servers:
-            self._stop(server)
+        self._stop_all(servers)
         with self._guard:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
         if loop is not None and thread is not None:
             loop.call_soon_threadsafe(loop.stop)
-            thread.join(STOP_TIMEOUT)
+            thread.join(1.0)
             if not thread.is_alive():
                 loop.close()
         with contextlib.suppress(Exception):
@@ -202,6 +219,9 @@ class McpHub:
         # one generation of the server's connection: a restart starts the next one, and what this
         # one does when it ends no longer concerns the server if it was superseded
         generation = server.generation
+        server.running = asyncio.current_task()
+        if server.state == "stopped":  # stopped before this generation began: nothing to start
+            return
         stop, gone = server.stop, server.gone = asyncio.Event(), asyncio.Event()
 
         def current() -> bool:
@@ -234,8 +254,6 @@ class McpHub:
                     self._crashed(server, "the server closed the connection")
                 if server.state != "restarting":  # else the relaunch sets it when the new start ends
                     server.ready.set()
-            if server.state in ("stopped", "failed") and server.stderr is not None:
-                server.stderr.close()
 
     async def _connect(self, stack: contextlib.AsyncExitStack, server: _Server) -> Any:
         from mcp import ClientSession  # the optional extra: only when a server starts
@@ -243,11 +261,8 @@ class McpHub:
         transport = transport_for(server.config.transport)
         if transport is None:
             raise RuntimeError(f"no MCP transport {server.config.transport!r} (known: {', '.join(transport_types())})")
-        context = ConnectContext(self.call_timeout, server.stderr)
-        try:
-            read, write = await transport.connect(stack, server.config, context)
-        finally:
-            server.stderr = context.stderr  # its last line explains a failure
+        read, write = await transport.connect(stack, server.config,
+                                              ConnectContext(self.call_timeout, server.stderr, server.groups))
         return await stack.enter_async_context(ClientSession(read, write))
 
     @staticmethod

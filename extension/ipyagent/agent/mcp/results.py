@@ -2,7 +2,8 @@
 checks (``agent/tools/images.py``), audio and embedded resources described (their text kept),
 resource links named, and ``structuredContent`` as JSON text when the result has no text block (the
 model reads it) and in ``details`` (the session keeps it as it came). ``isError`` stays an error.
-The text is cut to the tools' output limits, like every tool's.
+The text is cut to the tools' output limits, like every tool's; a first line longer than the limit
+keeps its start (cut by characters), so one long line is never cut to nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.agent.tools.images import ImageCollector
-from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_head
+from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 
 
 def _field(block: Any, name: str, default: Any = None) -> Any:
@@ -47,8 +48,11 @@ def tool_output(result: Any, *, server: str, tool: str) -> ToolOutput:
         if not texts:  # servers SHOULD send it as text too; when one does not, the model still reads it
             texts.append(json.dumps(structured, ensure_ascii=False))
     text = "\n".join(texts + images.notices)
-    cut = truncate_head(text, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES)
-    if cut.truncated:
+    cut = truncate_head(text, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES, cut_long_line=True)
+    if cut.first_line_partial:  # one long line (a JSON document, say): its start, cut by characters
+        text = cut.content + (f"\n\n[{tool}: output cut to the first {format_size(cut.output_bytes)} of line 1 "
+                              f"({format_size(cut.total_bytes)}; {cut.total_lines} lines in all)]")
+    elif cut.truncated:
         text = cut.content + f"\n\n[{tool}: output cut to {cut.output_lines} lines of {cut.total_lines}]"
     is_error = bool(_field(result, "isError", False))
     if not text and not images.blocks:

@@ -12,12 +12,12 @@ on import as well.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TextIO
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
+from ipyagent.agent.mcp.stdio import ProcessGroups, StderrTail, stdio_streams
 from ipyagent.hooks import hookimpl
 
 __all__ = ["ConnectContext", "Endpoint", "McpTransport", "register_transport", "transport_for",
@@ -47,11 +47,13 @@ class Endpoint(Protocol):
 
 @dataclass
 class ConnectContext:
-    """What the hub gives a transport: the call timeout, and a place for the server's stderr (a
-    file the transport may open; its last line is quoted when the server fails)."""
+    """What the hub gives a transport: the call timeout; the bounded tail a process's stderr goes
+    into (its last line is quoted when the server fails); and where a transport that starts a
+    process records its process group, so that closing the hub ends it (``agent/mcp/stdio.py``)."""
 
     call_timeout: float
-    stderr: TextIO | None = None
+    stderr: StderrTail = field(default_factory=StderrTail)
+    groups: ProcessGroups = field(default_factory=ProcessGroups)
 
 
 Connect = Callable[[AsyncExitStack, Endpoint, ConnectContext], Awaitable[tuple[Any, Any]]]
@@ -105,14 +107,11 @@ def transport_for(kind: str) -> McpTransport | None:
 
 
 async def _stdio(stack: AsyncExitStack, endpoint: Endpoint, context: ConnectContext) -> tuple[Any, Any]:
-    from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+    from mcp.client.stdio import get_default_environment
 
-    if context.stderr is None:
-        context.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-    params = StdioServerParameters(command=endpoint.command, args=list(endpoint.args),
-                                   env={**get_default_environment(), **endpoint.env}, cwd=endpoint.cwd)
-    read, write = await stack.enter_async_context(stdio_client(params, errlog=context.stderr))
-    return read, write
+    return await stack.enter_async_context(stdio_streams(
+        endpoint.command, list(endpoint.args), {**get_default_environment(), **endpoint.env}, endpoint.cwd,
+        context.stderr, context.groups))
 
 
 async def _streamable_http(stack: AsyncExitStack, endpoint: Endpoint, context: ConnectContext) -> tuple[Any, Any]:

@@ -2,6 +2,9 @@
 
 ``truncate_head`` keeps the start (file reads, listings); ``truncate_tail`` keeps the end (command
 output, where the errors and final results are). Both report what they cut so tools can say so.
+A single line over the byte limit: ``truncate_tail`` keeps its end; ``truncate_head`` keeps nothing
+(a file read points at ``sed`` instead), unless asked to keep its start (``cut_long_line``, for
+results that have no other way to be read, such as an MCP tool's).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class Truncation:
     last_line_partial: bool = False
     # Head only: the first line alone is over the byte limit, so nothing could be kept.
     first_line_exceeds_limit: bool = False
+    # Head only, with cut_long_line: that first line was cut by characters and its start kept.
+    first_line_partial: bool = False
 
     def as_details(self) -> dict[str, object]:
         return {
@@ -59,13 +64,18 @@ def _untruncated(text: str, lines: list[str], total_bytes: int) -> Truncation:
 
 
 def truncate_head(
-    text: str, max_lines: int = DEFAULT_MAX_LINES, max_bytes: int = DEFAULT_MAX_BYTES
+    text: str, max_lines: int = DEFAULT_MAX_LINES, max_bytes: int = DEFAULT_MAX_BYTES, *,
+    cut_long_line: bool = False,
 ) -> Truncation:
     lines = text.split("\n")
     total_bytes = _nbytes(text)
     if len(lines) <= max_lines and total_bytes <= max_bytes:
         return _untruncated(text, lines, total_bytes)
     if _nbytes(lines[0]) > max_bytes:
+        if cut_long_line:
+            start = _head_bytes(lines[0], max_bytes)
+            return Truncation(start, True, "bytes", len(lines), total_bytes, 1, _nbytes(start),
+                              first_line_partial=True)
         return Truncation("", True, "bytes", len(lines), total_bytes, 0, 0, first_line_exceeds_limit=True)
 
     kept: list[str] = []
@@ -79,6 +89,11 @@ def truncate_head(
         kept.append(line)
         used += size
     return Truncation("\n".join(kept), True, by, len(lines), total_bytes, len(kept), used)
+
+
+def _head_bytes(line: str, max_bytes: int) -> str:
+    # "ignore" drops a character cut in half at the end: the start stays whole characters
+    return line.encode("utf-8", errors="replace")[:max_bytes].decode("utf-8", errors="ignore")
 
 
 def _tail_bytes(line: str, max_bytes: int) -> str:

@@ -6,6 +6,12 @@ declared once with :func:`command` and its help group, in the module of its grou
 ``sessions.py``, ``pins.py``, ``probe.py``, ``replay.py``, ``explore.py``…). A plugin's command is
 ``function(args)`` (``ipyagent/plugins``). ``%agent help`` and the magic's docstring are written
 from the parsers, so they always list every command and option.
+
+:func:`dispatch` is the one way a command runs, a plugin's too, and it runs inside
+:func:`~ipyagent.display.redacted_output.redacted_output` with the runtime's redactor (the
+environment's keys, ``Agent.provider_options``', the MCP servers' ``env``, ``headers`` and URL
+credentials): whatever a command prints, displays, raises or returns is scrubbed, so no command
+has to remember to.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from ipyagent.agent.redaction import Redactor
+from ipyagent.display.redacted_output import redacted_output
 
 __all__ = ["COMMANDS", "GROUPS", "command", "dispatch", "help_text", "show", "usage"]
 
@@ -73,14 +80,18 @@ def dispatch(runtime: Any, line: str) -> Any:
     name, _, rest = line.strip().partition(" ")
     name = name or "status"
     func = COMMANDS.get(name)
-    if func is not None:
-        return func(runtime, rest.strip())
-    plugin_command = _plugin_commands(runtime).get(name)
-    if plugin_command is not None:
-        return run_plugin_command(plugin_command, rest.strip())
-    known = sorted([*COMMANDS, *_plugin_commands(runtime)])
-    raise UsageError(f"%agent: unknown command {name!r}. Commands: {', '.join(known)} "
-                     "(%agent help; %%agent runs the agent on a cell).")
+    plugin_command = _plugin_commands(runtime).get(name) if func is None else None
+    if func is None and plugin_command is None:
+        known = sorted([*COMMANDS, *_plugin_commands(runtime)])
+        raise UsageError(f"%agent: unknown command {name!r}. Commands: {', '.join(known)} "
+                         "(%agent help; %%agent runs the agent on a cell).")
+    redactor = runtime.redactor()
+    with redacted_output(runtime.shell, redactor):
+        if func is not None:
+            result = func(runtime, rest.strip())
+        else:
+            result = run_plugin_command(plugin_command, rest.strip())
+    return redactor.data(result)  # a value IPython shows as Out[n] (text and containers scrubbed)
 
 
 def run_plugin_command(plugin_command: Any, rest: str) -> Any:

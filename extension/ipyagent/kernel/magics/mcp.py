@@ -4,7 +4,9 @@ offers and the tokens their definitions take (of the window, and a warning over
 (the tools are then in the next prompt from its start); ``restart NAME`` and ``stop [NAME]``.
 
 Everything here is plain text: tool names and descriptions come from the servers (untrusted).
-Values of ``env`` and ``headers`` are never shown, only their names.
+The listing names the variables and headers a server sets, not their values (a project server's
+approval question shows those, ``kernel/cell_run.py``); every output is scrubbed on its way out
+(``commands.dispatch``).
 """
 
 from __future__ import annotations
@@ -87,7 +89,8 @@ def agent_mcp(runtime: Any, rest: str) -> None:
     elif args.action == "start":
         from ipyagent.kernel.cell_run import start_approver
 
-        mcp.prompt_tools(print, approve_start=start_approver(print), window=None, taken=(), wait=START_TIMEOUT)
+        mcp.prompt_tools(print, approve_start=start_approver(print, runtime.redactor().text), window=None, taken=(),
+                         wait=START_TIMEOUT)
     window = None
     try:
         window = runtime.agent_for(runtime.slot(), runtime.agent_config()).context_window()
