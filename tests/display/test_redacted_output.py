@@ -13,14 +13,14 @@ from IPython.core.magic_arguments import magic_arguments
 from IPython.display import display
 from IPython.utils.capture import capture_output
 
-from ipyagent.kernel.magics.commands import COMMANDS, command
+from ipyagent.kernel.magics.commands import COMMANDS, GROUPS, STATUS_AND_SETTINGS, command
 
 SECRET = "sk-proj-one-redactor-for-every-command-77"
 
 
 @pytest.fixture
 def careless_command():
-    @command("careless")
+    @command("careless", STATUS_AND_SETTINGS)
     @magic_arguments()
     def careless(runtime, rest):
         """A command that forgot about secrets."""
@@ -34,6 +34,7 @@ def careless_command():
 
     yield
     COMMANDS.pop("careless")
+    GROUPS.pop("careless", None)
 
 
 def test_a_command_that_forgets_redaction_still_prints_no_secret(ip, monkeypatch, careless_command):
