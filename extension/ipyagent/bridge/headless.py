@@ -75,6 +75,7 @@ class HeadlessFrontend:
     entries_received: int = 0  # entries in them, repeats included
     stored: int = 0  # entries newly stored
     inserted: list[dict[str, Any]] = field(default_factory=list)  # {"cell", "after", "anchor"}, in order
+    name: str = "ipyagent-run"  # the frontend hello_ack names (the kernel never compacts in idle time under it)
 
     def on_comm_open(self, msg: dict[str, Any]) -> _FrontendComm | None:
         content = msg.get("content") or {}
@@ -83,7 +84,7 @@ class HeadlessFrontend:
         if not comm_id or data.get("type") != "hello":
             return None
         self.comms.append(comm_id)
-        self.send(comm_id, {"type": "hello_ack", "protocol": bridge_mod.PROTOCOL, "frontend": "ipyagent-run",
+        self.send(comm_id, {"type": "hello_ack", "protocol": bridge_mod.PROTOCOL, "frontend": self.name,
                             "path": None, "features": ["insert_cell"]})
         return _FrontendComm(self, comm_id)
 

@@ -48,12 +48,13 @@ class RunView:
                             session_name=self.slot.name, status=status, window_source=source, token_factor=factor,
                             budget=budget)
 
-    def close(self) -> None:
+    def close(self, status: str = "") -> None:
         """When the run ends, its output becomes the static view alone and the widget's models are
-        closed: the widget is live while the run can change the budget, and a restarted or
-        reopened notebook (no kernel behind the model) shows no dead widget."""
+        closed: the widget is live while the run can change the budget (also while the kernel
+        compacts in its idle time after the run), and a restarted or reopened notebook (no kernel
+        behind the model) shows no dead widget. ``status``: a last line the static view keeps."""
         self.renderer.finish()
-        facts = self.facts("")
+        facts = self.facts(status)
         if self.widget is not None and self.handle is not None:
             widget, self.widget = self.widget, None
             widget.update(facts)
