@@ -68,6 +68,20 @@ class CompactionEnd:
 
 
 @dataclass
+class WaitStart:
+    """The run waits for something outside it (the server's answer about the model's window)."""
+
+    what: str
+
+
+@dataclass
+class WaitEnd:
+    what: str
+    result: str  # one line: what came of it
+    duration: float = 0.0
+
+
+@dataclass
 class Notice:
     """Something the user should know about the run that is no error (an instruction file not read,
     a budget set by hand replaced to fit the window)."""

@@ -237,7 +237,18 @@ class Agent:
                 wait = discovery.DEFAULT_WAIT if wait is None else wait
                 sample = calibration_sample(self._composed_system_prompt(), tools, self.session.agent_messages(),
                                             prompt)
-                discovery.discover(provider, model_id, wait=wait if needs_window else 0.0, sample=sample)
+                if not needs_window or wait <= 0:
+                    discovery.discover(provider, model_id, wait=0.0, sample=sample)
+                    return
+                what = "Asking the server for the model's context window"
+                started = time.monotonic()
+                self._emit(ev.WaitStart(what))
+                try:
+                    discovery.discover(provider, model_id, wait=wait, sample=sample)
+                finally:
+                    found = self.window_info().window
+                    self._emit(ev.WaitEnd(what, f"context window {found:,} tokens" if found
+                                          else "no window known", time.monotonic() - started))
         except Exception:  # noqa: BLE001 - discovery is a help, never a reason for a prompt to fail
             return
 

@@ -401,6 +401,14 @@ class RunRenderer:
             self.show(note_bundle(f"Automatic compaction skipped: {event.error}"))
             self._refresh_widget("")
 
+    def _on_wait_start(self, event: ev.WaitStart) -> None:
+        self._end_text()
+        self._close_progress(None)
+        self._progress = ProgressLine(event.what, display_func=self._display)
+
+    def _on_wait_end(self, event: ev.WaitEnd) -> None:
+        self._close_progress(f"{event.what}: {event.result} ({event.duration:.1f} s).")
+
     def _on_entry(self, event: ev.EntryAppended) -> None:
         if event.entry.get("type") == "message" and event.entry["message"].get("role") == "assistant":
             self._end_text()
@@ -445,6 +453,8 @@ class RunRenderer:
         ev.ToolExecutionEnd: _on_tool_end,
         ev.CompactionStart: _on_compaction_start,
         ev.CompactionProgress: _on_compaction_progress,
+        ev.WaitStart: _on_wait_start,
+        ev.WaitEnd: _on_wait_end,
         ev.CompactionEnd: _on_compaction_end,
         ev.EntryAppended: _on_entry,
         ev.Notice: _on_notice,
