@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "extension"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ipyagent.testing.specs import Reply  # noqa: E402
-from kernel_support import SETUP, SMALL_WINDOW, LiveKernel, fake_provider, outputs_text  # noqa: E402
+from ipyagent.testing.specs import Reply
+from kernel_support import SETUP, SMALL_WINDOW, LiveKernel, fake_provider, outputs_text
 
 PAGE = "jupyterlab-benchmark"
 SUMMARY = "## Goal\nDescribe the measurements.\n\n## Progress\n- [x] the columns and their gaps, noted"

@@ -141,7 +141,7 @@ def test_a_summary_shows_a_progress_bar_then_a_static_line(jupyterlab, context):
         line = cell.locator(".ipyagent-progress", has_text="Summarising").first
         try:
             line.wait_for(state="visible", timeout=60_000)
-        except Exception:
+        except Exception:  # noqa: BLE001 - playwright's timeout: say what the cell shows instead
             raise AssertionError(f"no progress line; the cell shows: {cell.inner_text()!r}") from None
         bar = line.locator(".widget-hprogress .progress").first  # the bar's track (its fill grows with the tokens)
         box = bar.bounding_box()

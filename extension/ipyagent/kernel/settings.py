@@ -102,6 +102,19 @@ class _ProviderOptions(Dict):
         return None if value is None else _shown_without_secrets(value)
 
 
+class _Share(Float):
+    """A share of the compaction threshold, 0 to 1: ``False`` is 0 (off), ``True`` the default."""
+
+    def validate(self, obj: Any, value: Any) -> Any:
+        if isinstance(value, bool):
+            value = self.default_value if value else 0.0
+        value = super().validate(obj, value)
+        if not 0 <= value <= 1:
+            raise traitlets.TraitError(f"Agent.{self.name} is a share of the compaction threshold (0 to 1, 0: off), "
+                                       f"got {value}")
+        return value
+
+
 class AgentSettings(Configurable):
     """ipyagent's settings. ``%config Agent`` lists them; ``%config Agent.model = "openai:gpt-4.1-mini"``."""
 
@@ -122,7 +135,7 @@ class AgentSettings(Configurable):
                              ).tag(config=True)
     # becomes AgentConfig.compaction.enabled (Pi's CompactionSettings.enabled)
     auto_compact = Bool(True, help="Compact automatically when the context passes the threshold.").tag(config=True)
-    idle_compaction = Float(0.85, help="Compact in the kernel's idle time: after a %%agent run, once the kernel "
+    idle_compaction = _Share(0.85, help="Compact in the kernel's idle time: after a %%agent run, once the kernel "
                                        "has been idle for idle_compaction_delay seconds, when the context is above "
                                        "this share of the compaction threshold (the summary is made in a worker "
                                        "thread; ordinary cells run meanwhile, the next %%agent cell waits for it). "
@@ -226,18 +239,6 @@ class AgentSettings(Configurable):
         if value is not None and value < 0:
             raise ValueError(f"Agent.{proposal['trait'].name} must not be negative, got {value}")
         return value
-
-    @validate("idle_compaction")
-    def _idle_share(self, proposal: Any) -> Any:
-        value = proposal["value"]
-        if value is True:
-            return 0.85
-        if value is False or value is None:
-            return 0.0
-        if not 0 <= value <= 1:
-            raise ValueError(f"Agent.idle_compaction is a share of the compaction threshold (0 to 1, 0: off), "
-                             f"got {value}")
-        return float(value)
 
     @validate("idle_compaction_delay")
     def _idle_delay(self, proposal: Any) -> Any:
