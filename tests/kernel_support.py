@@ -117,7 +117,8 @@ class CellRun:
 class LiveKernel:
     """A kernel and a labextension-like frontend, driven from the test."""
 
-    def __init__(self, cwd: str | None = None, env: dict[str, str] | None = None):
+    def __init__(self, cwd: str | None = None, env: dict[str, str] | None = None, *,
+                 frontend: str = "ipyagent-run"):
         from jupyter_client.manager import KernelManager
 
         self.km = KernelManager(kernel_name="python3")
@@ -127,7 +128,9 @@ class LiveKernel:
         if env is not None:
             kwargs["env"] = {**os.environ, **env}
         self.km.start_kernel(**kwargs)
-        self.frontend = HeadlessFrontend()
+        # the frontend's name in its hello_ack: "ipyagent-run" (the default) is the headless runner,
+        # where the kernel never compacts in its idle time; another name is a notebook page
+        self.frontend = HeadlessFrontend(name=frontend)
         self.answers: list[str] = []  # replies to input() (approval questions), in order
         self.prompts: list[str] = []  # the input() prompts seen
         self._questions = 0  # approval questions seen on IOPub

@@ -9,6 +9,8 @@ import time
 
 from PIL import Image
 
+from ipyagent.testing.specs import Reply
+
 from .test_bridge_browser import ARTIFACTS, _open, _save, _write_notebook
 
 SETUP = ("%load_ext ipyagent\n%config Agent.context_window = 8000\n%config Agent.reserve_tokens = 2000\n"
@@ -110,4 +112,48 @@ def test_finished_runs_show_their_static_view_and_survive_a_reopen(jupyterlab, c
         assert cells.nth(i).locator(".jupyter-widgets").count() == 0
         assert "model not found" not in cells.nth(i).inner_text().lower()
     assert "application/vnd.jupyter.widget-view+json" not in (lab.root / name).read_text()
+    lab.shutdown_kernels()
+
+
+def test_a_summary_shows_a_progress_bar_then_a_static_line(jupyterlab, context):
+    """While a foreground summary is made (``%compact``; the fake provider holds the summary after
+    its first tokens) the cell shows an ipywidgets progress bar with the tokens received; once it
+    is done the saved output holds one static line and no widget."""
+    lab = jupyterlab
+    name = "summary-progress.ipynb"
+    answer = "The table has one row per order, with the region and the amount. " * 70  # ~1,150 tokens
+    _write_notebook(lab.root / name, [SETUP, "%%agent\nDescribe the orders.", "%%agent\nAnd the regions?",
+                                      "%compact"])
+    page = context.new_page()
+    _open(page, lab, name)
+    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    for i in (1, 2):
+        lab.fake.enqueue_text(answer)
+        out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, i])
+        assert not [o for o in out if o.get("output_type") == "error"], out
+    release = threading.Event()
+    lab.fake.enqueue_summary(Reply(text="## Goal\nSummarise the orders.\n\n## Progress\n- [x] regions", hold=release))
+    try:
+        page.evaluate("([p, i]) => { const w = window.__ipa.panel(p); window.jupyterapp.shell.activateById(w.id);"
+                      " w.content.activeCellIndex = i; window.jupyterapp.commands.execute('notebook:run-cell'); }",
+                      [name, 3])
+        cell = page.locator(".jp-Notebook .jp-Cell").nth(3)
+        line = cell.locator(".ipyagent-progress", has_text="Summarising").first
+        try:
+            line.wait_for(state="visible", timeout=60_000)
+        except Exception:  # noqa: BLE001 - playwright's timeout: say what the cell shows instead
+            raise AssertionError(f"no progress line; the cell shows: {cell.inner_text()!r}") from None
+        bar = line.locator(".widget-hprogress .progress").first  # the bar's track (its fill grows with the tokens)
+        box = bar.bounding_box()
+        assert bar.is_visible() and box and box["width"] > 100, line.inner_html()
+    finally:
+        release.set()
+    done = cell.locator(".ipyagent-progress-done", has_text="Summarised:")
+    done.wait_for(state="visible", timeout=60_000)
+    page.wait_for_function("(i) => !document.querySelectorAll('.jp-Notebook .jp-Cell')[i]"
+                           ".querySelector('.ipyagent-progress')", arg=3, timeout=30_000)
+    out = page.evaluate("([p, i]) => window.__ipa.outputs(window.__ipa.panel(p), i)", [name, 3])
+    lines = [o for o in out if "Summarised:" in str((o.get("data") or {}).get("text/plain"))]
+    assert len(lines) == 1 and "application/vnd.jupyter.widget-view+json" not in lines[0]["data"], out
+    assert "tokens of summary in" in lines[0]["data"]["text/plain"]
     lab.shutdown_kernels()

@@ -14,7 +14,7 @@ A manual compaction (``%compact``) always runs; the oracle can only fix its cut.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
@@ -22,6 +22,8 @@ from typing import Any, Protocol
 class CompactionRuling:
     compact: bool
     first_kept_entry_id: str | None = None  # where the verbatim tail starts (None: the planner decides)
+    # what made the recorded compaction (session/entries.py's TRIGGERS), kept as it was
+    trigger: str | None = field(default=None, compare=False)
 
 
 SKIP = CompactionRuling(False)

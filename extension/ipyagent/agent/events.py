@@ -42,8 +42,19 @@ class ToolExecutionEnd:
 
 @dataclass
 class CompactionStart:
-    reason: str  # "threshold", "overflow" or "manual"
+    reason: str  # "threshold", "overflow", "manual" or "idle" (in the kernel's idle time)
     tokens_before: int
+
+
+@dataclass
+class CompactionProgress:
+    """A summary request's reply as it arrives: tokens so far (chars / 4), of at most ``limit``
+    (the summary's output limit; None: the provider's default)."""
+
+    reason: str
+    tokens: int
+    limit: int | None
+    elapsed: float
 
 
 @dataclass
@@ -53,6 +64,20 @@ class CompactionEnd:
     error: str | None = None
     aborted: bool = False
     will_retry: bool = False
+    duration: float = 0.0
+
+
+@dataclass
+class WaitStart:
+    """The run waits for something outside it (the server's answer about the model's window)."""
+
+    what: str
+
+
+@dataclass
+class WaitEnd:
+    what: str
+    result: str  # one line: what came of it
     duration: float = 0.0
 
 

@@ -78,6 +78,10 @@ OVERFLOW_GAVE_UP = ("Context overflow recovery failed after one compact-and-retr
                     "Reduce the context (%compact with a focus, or a new session) or switch to a larger-context model.")
 
 
+# Agent.compact's reason -> the trigger its entry records
+_TRIGGER_OF = {"manual": "manual", "threshold": "foreground", "overflow": "overflow", "idle": "idle"}
+
+
 class AgentRunError(RuntimeError):
     """The run stopped on an error the user must act on; the session stays valid."""
 
@@ -235,7 +239,18 @@ class Agent:
                 wait = discovery.DEFAULT_WAIT if wait is None else wait
                 sample = calibration_sample(self.composed_system_prompt(), tools, self.session.agent_messages(),
                                             prompt)
-                discovery.discover(provider, model_id, wait=wait if needs_window else 0.0, sample=sample)
+                if not needs_window or wait <= 0:
+                    discovery.discover(provider, model_id, wait=0.0, sample=sample)
+                    return
+                what = "Asking the server for the model's context window"
+                started = time.monotonic()
+                self._emit(ev.WaitStart(what))
+                try:
+                    discovery.discover(provider, model_id, wait=wait, sample=sample)
+                finally:
+                    found = self.window_info().window
+                    self._emit(ev.WaitEnd(what, f"context window {found:,} tokens" if found
+                                          else "no window known", time.monotonic() - started))
         except Exception:  # noqa: BLE001 - discovery is a help, never a reason for a prompt to fail
             return
 
@@ -256,11 +271,18 @@ class Agent:
         """The system prompt the next request sends: composed once per prompt during a run."""
         return self._system_prompt if self._system_prompt is not None else self.system_prompt()
 
-    def summarizer(self) -> Summarizer:
+    def summarizer(self, cancel: threading.Event | None = None, reason: str = "threshold") -> Summarizer:
+        """The run's summariser (the ports', else one from the settings that reports its progress as
+        :class:`~ipyagent.agent.events.CompactionProgress` and stops on ``cancel``, default the run's)."""
         if self._ports.summarizer is not None:
             return self._ports.summarizer
         window = self.context_window() if self.config.model else None
-        return summarizer_for(self.config, cancel=self.cancel, session_window=window)
+        started = time.monotonic()
+
+        def progress(tokens: int, limit: int | None) -> None:
+            self._emit(ev.CompactionProgress(reason, tokens, limit, time.monotonic() - started))
+
+        return summarizer_for(self.config, cancel=cancel or self.cancel, session_window=window, progress=progress)
 
     def _summary_input_tokens(self) -> int | None:
         summary_model = self.config.summary_model or self.config.model
@@ -336,20 +358,28 @@ class Agent:
     # ---- compaction ------------------------------------------------------------------------
 
     def compact(self, focus: str | None = None, *, reason: str = "manual",
-                extra: dict[str, Any] | None = None, plan: CompactionPlan | None = None) -> dict[str, Any] | None:
+                extra: dict[str, Any] | None = None, plan: CompactionPlan | None = None,
+                cancel: threading.Event | None = None, trigger: str | None = None) -> dict[str, Any] | None:
         """Compact now. Manual compaction raises on failure; automatic compaction reports and counts it.
 
         ``plan`` (from ``prepare_compaction`` on the current path) compacts as planned, e.g. with
-        another estimator's cut (the explorer); default: planned now with the session's settings."""
+        another estimator's cut (the explorer); default: planned now with the session's settings.
+        ``reason``: "manual", "threshold", "overflow" or "idle" (the kernel's idle time, off the
+        main thread: ``cancel`` stops its summary request). The entry records what made it in its
+        ``trigger`` field (``session/entries.py``'s TRIGGERS; ``trigger`` overrides it, as a
+        replay does with the recorded one)."""
         oracle = self._ports.compaction_oracle
         if plan is None and reason == "manual" and oracle is not None:
-            plan = self._ruled_plan(oracle.rule(self.session, manual=True))
+            ruling = oracle.rule(self.session, manual=True)
+            plan = self._ruled_plan(ruling)
+            trigger = trigger or (ruling.trigger if ruling is not None and ruling.compact else None)
+        extra = {**(extra or {}), "trigger": trigger or _TRIGGER_OF.get(reason, "foreground")}
         started = time.monotonic()
         tokens_before = self.request_tokens()  # what the trigger saw (the entry's tokensBefore stays Pi's)
         self._emit(ev.CompactionStart(reason, tokens_before))
         budget = self.budget()
         try:
-            entry = self.session.compact(RedactedSummaries(self.summarizer(), self.redactor()),
+            entry = self.session.compact(RedactedSummaries(self.summarizer(cancel, reason), self.redactor()),
                                          budget.settings(self.config.compaction.enabled), focus=focus, reason=reason,
                                          summary_input_tokens=self._summary_input_tokens(), extra=extra,
                                          describe=self._ports.describe_namespace, plan=plan,
@@ -382,7 +412,8 @@ class Agent:
         oracle = self._ports.compaction_oracle
         ruling = oracle.rule(self.session, manual=False) if oracle else None
         if ruling is not None:
-            return self.compact(reason="threshold", plan=self._ruled_plan(ruling)) if ruling.compact else None
+            return self.compact(reason="threshold", plan=self._ruled_plan(ruling),
+                                trigger=ruling.trigger) if ruling.compact else None
         budget = self.budget()
         self._tell_budget_problem(budget)
         settings, window = budget.settings(self.config.compaction.enabled), budget.window
@@ -505,9 +536,11 @@ class Agent:
 
     # ---- the loop --------------------------------------------------------------------------
 
-    def prompt(self, text: str | list[dict[str, Any]], **message_extra: Any) -> RunResult:
+    def prompt(self, text: str | list[dict[str, Any]], *, compact_after: bool = True,
+               **message_extra: Any) -> RunResult:
         """Send a prompt and run until the model stops. ``message_extra`` rides on the user
-        message (e.g. ``cellId``); Pi ignores such fields."""
+        message (e.g. ``cellId``); Pi ignores such fields. ``compact_after=False``: no compaction
+        check once the run has ended (the kernel compacts in its idle time instead, kernel/idle.py)."""
         self._model()
         self.cancel.clear()
         entries: list[dict[str, Any]] = []
@@ -538,7 +571,7 @@ class Agent:
             self.session.hooks.emit("agent_end", messages=[e.get("message") for e in entries if "message" in e],
                                     session=self.session)
             self._emit(ev.AgentEnd(entries, error=result.error))
-        if result.error is None and self.config.compaction.enabled:
+        if result.error is None and self.config.compaction.enabled and compact_after:
             self.check_budget()
         return result
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ipyagent.agent.config import AgentConfig
@@ -22,7 +23,7 @@ from ipyagent.compaction.summarizer import (
     SummaryResponse,
 )
 from ipyagent.providers import models
-from ipyagent.providers.base import MessageDone, ModelRequest
+from ipyagent.providers.base import MessageDone, ModelRequest, TextDelta, ThinkingDelta
 from ipyagent.providers.errors import ContextOverflowError, ProviderError
 from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.transport.retry import stream_with_retry
@@ -51,12 +52,14 @@ def summary_input_budget(config: AgentConfig, session_window: int | None) -> int
 class ProviderSummarizer:
     """Summary requests as Pi 1.6 sends them: no tools, no prompt-cache writes, a fresh routing id
     each, the model's output limit clamped to its window; a summary cut off by that limit
-    ("length") or one that calls a tool is an error, never a checkpoint."""
+    ("length") or one that calls a tool is an error, never a checkpoint. ``progress(tokens,
+    limit)`` hears the reply as it arrives (tokens as chars / 4, of the output limit)."""
 
     def __init__(self, model: str, *, provider_options: dict[str, Any] | None = None, max_retries: int = 3,
                  base_delay: float = 2.0, max_delay: float = 60.0, cancel: threading.Event | None = None,
-                 context_window: int | None = None):
+                 context_window: int | None = None, progress: Callable[[int, int | None], None] | None = None):
         self.model = model
+        self.progress = progress
         self.provider, self.model_id = resolve_provider(model, provider_options)
         self.max_retries, self.base_delay, self.max_delay = max_retries, base_delay, max_delay
         self.cancel = cancel
@@ -87,11 +90,15 @@ class ProviderSummarizer:
                      "session_id": str(uuid.uuid4())},
         )
         message = None
+        received = 0
         try:
             for event in stream_with_retry(self.provider, model_request, max_retries=self.max_retries,
                                            base_delay=self.base_delay, max_delay=self.max_delay, cancel=self.cancel):
                 if isinstance(event, MessageDone):
                     message = event.message
+                elif self.progress is not None and isinstance(event, (TextDelta, ThinkingDelta)):
+                    received += len(event.text)
+                    self.progress(received // 4, model_request.max_tokens)
         except ContextOverflowError as exc:
             raise SummaryInputTooLarge(str(exc)) from exc
         except ProviderError as exc:
@@ -107,7 +114,8 @@ class ProviderSummarizer:
 
 
 def summarizer_for(config: AgentConfig, *, model: str | None = None, cancel: threading.Event | None = None,
-                   session_window: int | None = None) -> ProviderSummarizer:
+                   session_window: int | None = None,
+                   progress: Callable[[int, int | None], None] | None = None) -> ProviderSummarizer:
     """The summariser the settings name: ``model``, else ``Agent.summary_model``, else the session's
     model, with the settings' retries (and ``cancel``, the run's interrupt). ``session_window`` is
     the session model's window as the agent knows it (a server may have said it)."""
@@ -116,4 +124,4 @@ def summarizer_for(config: AgentConfig, *, model: str | None = None, cancel: thr
                               max_retries=config.max_retries, base_delay=config.retry_base_delay,
                               max_delay=config.retry_max_delay, cancel=cancel,
                               context_window=(session_window or config.context_window) if chosen == config.model
-                              else None)
+                              else None, progress=progress)

@@ -32,7 +32,7 @@ from ipyagent.compaction.prompts import SPLIT_TURN_SEPARATOR
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError, SummaryRequest, SummaryResponse
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
 from ipyagent.providers.errors import ProviderError
-from ipyagent.session.entries import same_content
+from ipyagent.session.entries import compaction_trigger, same_content
 from ipyagent.session.messages import NOT_RUN_INTERRUPTED, entry_to_message, prompt_text, text_of, tool_calls_of
 
 Notice = Callable[[str], None]
@@ -318,7 +318,7 @@ class ReplayCompactions:
         elif not recorded or upcoming.get("cellId"):  # a %compact cell's compaction is that cell's to make
             return SKIP
         self._aim(upcoming)
-        return CompactionRuling(True, upcoming.get("firstKeptEntryId"))
+        return CompactionRuling(True, upcoming.get("firstKeptEntryId"), compaction_trigger(upcoming))
 
     def _aim(self, entry: dict[str, Any] | None) -> None:
         self.summarizer.aim(entry)

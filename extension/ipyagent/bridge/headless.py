@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
@@ -40,6 +40,9 @@ from ipyagent.store.schema import METADATA_KEY, NotebookSessions
 
 __all__ = ["HeadlessFrontend", "RunOutcome", "place_inserted_cells", "push_code", "run_notebook",
            "execute_notebook"]
+
+# (code cell n, of total, seconds it ran, its source): told as each code cell ends
+CellProgress = Callable[[int, int, float, str], None]
 
 _CELL_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -75,6 +78,7 @@ class HeadlessFrontend:
     entries_received: int = 0  # entries in them, repeats included
     stored: int = 0  # entries newly stored
     inserted: list[dict[str, Any]] = field(default_factory=list)  # {"cell", "after", "anchor"}, in order
+    name: str = "ipyagent-run"  # the frontend hello_ack names (the kernel never compacts in idle time under it)
 
     def on_comm_open(self, msg: dict[str, Any]) -> _FrontendComm | None:
         content = msg.get("content") or {}
@@ -83,7 +87,7 @@ class HeadlessFrontend:
         if not comm_id or data.get("type") != "hello":
             return None
         self.comms.append(comm_id)
-        self.send(comm_id, {"type": "hello_ack", "protocol": bridge_mod.PROTOCOL, "frontend": "ipyagent-run",
+        self.send(comm_id, {"type": "hello_ack", "protocol": bridge_mod.PROTOCOL, "frontend": self.name,
                             "path": None, "features": ["insert_cell"]})
         return _FrontendComm(self, comm_id)
 
@@ -332,14 +336,16 @@ def iopub_wait(timeout: int | None) -> int:
 
 def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_name: str | None = None,
                      cwd: str | None = None, push: bool = True, startup_timeout: int = 60,
-                     km: Any = None) -> RunOutcome:
+                     km: Any = None, progress: CellProgress | None = None) -> RunOutcome:
     """Run every cell of ``nb`` (a JSON dict) in a new kernel; return the executed notebook with
     its sessions written into ``metadata["ipyagent"]``.
 
     Whatever stops the run — a cell error, a timeout, a dead kernel, a lost reply, Ctrl-C — the
     outcome still holds every session the bridge delivered; ``error`` says what happened in one
     line and ``cell_error`` keeps a failing cell's full report. KeyboardInterrupt is re-raised
-    by :func:`run_notebook` after the output is written.
+    by :func:`run_notebook` after the output is written. ``progress(n, total, seconds, source)``
+    hears of each code cell as it ends (its number among the code cells, their count, how long
+    it ran, its source).
     """
     import nbformat
     from nbclient import NotebookClient
@@ -394,12 +400,21 @@ def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_na
         if push:  # also when empty: the kernel then knows a frontend holds the notebook
             kc.execute(push_code(stored.to_dict()), silent=True, store_history=False)
 
+    code_cells = [i for i, c in enumerate(node.cells) if c.get("cell_type") == "code"]
+
     def on_cell_start(cell: Any, cell_index: int) -> None:
         current["id"] = cell.get("id")
         current["index"] = cell_index
+        current["started"] = time.monotonic()
+
+    def on_cell_executed(cell: Any, cell_index: int, execute_reply: Any = None) -> None:
+        if progress is not None and cell_index in code_cells:
+            progress(code_cells.index(cell_index) + 1, len(code_cells),
+                     time.monotonic() - current.get("started", time.monotonic()), str(cell.get("source") or ""))
 
     kwargs: dict[str, Any] = {"timeout": timeout, "startup_timeout": startup_timeout,
                               "on_notebook_start": on_notebook_start, "on_cell_start": on_cell_start,
+                              "on_cell_executed": on_cell_executed,
                               "resources": {"metadata": {"path": cwd or "."}},
                               "iopub_timeout": iopub_wait(timeout)}
     if kernel_name:
@@ -470,7 +485,8 @@ def _kernel_environment(**values: str | None) -> Iterator[None]:
 
 
 def run_notebook(path: str | Path, output: str | Path | None = None, *, timeout: int | None = 600,
-                 kernel_name: str | None = None, replay: str | None = None, replay_tools: bool = False) -> RunOutcome:
+                 kernel_name: str | None = None, replay: str | None = None, replay_tools: bool = False,
+                 progress: CellProgress | None = None) -> RunOutcome:
     """``ipyagent run``: execute ``path`` and write the result to ``output`` (default: in place).
 
     ``replay`` ("on", "auto", "off"; None: the kernel's default) and ``replay_tools`` reach the
@@ -480,7 +496,8 @@ def run_notebook(path: str | Path, output: str | Path | None = None, *, timeout:
     path = Path(path)
     nb = read_notebook(path)
     with _kernel_environment(IPYAGENT_REPLAY=replay, IPYAGENT_REPLAY_TOOLS="1" if replay_tools else None):
-        outcome = execute_notebook(nb, timeout=timeout, kernel_name=kernel_name, cwd=str(path.parent.resolve()))
+        outcome = execute_notebook(nb, timeout=timeout, kernel_name=kernel_name, cwd=str(path.parent.resolve()),
+                                   progress=progress)
     write_notebook(Path(output) if output else path, outcome.nb)
     if outcome.interrupted is not None:
         raise outcome.interrupted

@@ -4,11 +4,14 @@ kernel), answer the ipyagent bridge, and write the sessions into the output's me
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Callable
 from typing import TextIO
 
 from ipyagent.agent.tools.truncate import clean_output
 from ipyagent.cli.base import CliError, command
+from ipyagent.text import one_line
 
 
 def _configure_run(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +25,21 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay-tools", action="store_true",
                         help="with --replay: run recorded tool calls again and report results that differ")
     parser.add_argument("--live", action="store_true", help="never replay, even where no provider is configured")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no line per cell on stderr")
+
+
+def cell_lines(stream: TextIO) -> Callable[[int, int, float, str], None]:
+    """One line per executed code cell on ``stream``: "cell 3/12  4.1 s  %%agent", dimmed only on
+    a terminal (no escape codes in a log or a pipe, nor with NO_COLOR)."""
+    dim = stream.isatty() and not os.environ.get("NO_COLOR")
+
+    def line(n: int, total: int, seconds: float, source: str) -> None:
+        head = one_line(next((ln for ln in source.splitlines() if ln.strip()), ""), 60)
+        head = "".join(ch for ch in head if ch.isprintable())  # the notebook's text: no escape sequences
+        text = f"ipyagent run: cell {n}/{total}  {seconds:6.1f} s  {head}".rstrip()
+        print(f"\033[2m{text}\033[0m" if dim else text, file=stream, flush=True)
+
+    return line
 
 
 def _for_terminal(text: str, stream: TextIO) -> str:
@@ -45,7 +63,8 @@ def run_run(args: argparse.Namespace) -> int:
             raise CliError("--replay and --live exclude each other")
         replay = "on" if args.replay else "off" if args.live else None
         outcome = run_notebook(args.notebook, args.output, timeout=args.timeout or None, kernel_name=args.kernel,
-                               replay=replay, replay_tools=args.replay_tools)
+                               replay=replay, replay_tools=args.replay_tools,
+                               progress=None if args.quiet else cell_lines(sys.stderr))
     except FileNotFoundError:
         raise CliError(f"no such notebook: {args.notebook}") from None
     except NotebookError as exc:

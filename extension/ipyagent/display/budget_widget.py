@@ -29,6 +29,7 @@ from ipyagent.agent.config import AgentConfig
 from ipyagent.compaction.settings import Budget, fit_budget
 from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import code_span, escape_html, escape_markdown, markdown_html, safe_markdown
+from ipyagent.session.entries import last_compaction_note
 from ipyagent.session.messages import Message
 
 __all__ = ["BudgetFacts", "BudgetWidget", "budget_facts", "static_html", "static_markdown", "static_plain",
@@ -57,6 +58,7 @@ class BudgetFacts:
     costs: Any = None  # ipyagent.session.costs.CostTotals, when the session has any usage
     window_source: str = ""  # where the window came from: "window from server (GET /v1/models …)"
     budget: Budget | None = None  # where the reserve and the kept tail came from (scaled to the window…)
+    last_compaction: str = ""  # "last compaction: idle, 2026-12-02 12:51:03 UTC"
 
     @property
     def threshold(self) -> int | None:
@@ -128,6 +130,7 @@ def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_
         latest_summary=compactions[-1].get("summary") if compactions else None,
         entries=len(session), auto_compact=config.compaction.enabled, status=status, window_source=window_source,
         costs=session.costs() if hasattr(session, "costs") else None,
+        last_compaction=last_compaction_note(compactions),
     )
 
 
@@ -169,7 +172,8 @@ def _details_line(f: BudgetFacts, quote: Callable[[str], str] = str) -> str:
     bits = [f"model {quote(f.model) if f.model else '(none)'}"]
     if f.window_source:
         bits.append(quote(f.window_source))
-    bits += [f"{f.compactions} compaction{'s' if f.compactions != 1 else ''}",
+    bits += [f"{f.compactions} compaction{'s' if f.compactions != 1 else ''}"
+             + (f" ({f.last_compaction})" if f.last_compaction else ""),
              f"cache read {_n(f.cache_read)} / write {_n(f.cache_write)}"]
     if cost_text(f.costs):
         bits.append(cost_text(f.costs))

@@ -56,12 +56,13 @@ class RunView:
     def facts(self, status: str) -> Any:
         return facts_for(self.agent, self.slot.name, status, self.config)
 
-    def close(self) -> None:
+    def close(self, status: str = "") -> None:
         """When the run ends, its output becomes the static view alone and the widget's models are
-        closed: the widget is live while the run can change the budget, and a restarted or
-        reopened notebook (no kernel behind the model) shows no dead widget."""
+        closed: the widget is live while the run can change the budget (also while the kernel
+        compacts in its idle time after the run), and a restarted or reopened notebook (no kernel
+        behind the model) shows no dead widget. ``status``: a last line the static view keeps."""
         self.renderer.finish()
-        facts = self.facts("")
+        facts = self.facts(status)
         if self.widget is not None and self.handle is not None:
             widget, self.widget = self.widget, None
             widget.update(facts)

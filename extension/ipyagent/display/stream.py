@@ -25,6 +25,7 @@ from IPython.display import display
 from ipyagent.agent import events as ev
 from ipyagent.agent.tools.images import decode_image
 from ipyagent.display.approval import decision_bundle
+from ipyagent.display.progress import ProgressLine
 from ipyagent.display.untrusted import escape_html, markdown_html, sanitize_html
 from ipyagent.providers import base as pb
 from ipyagent.session.messages import text_of
@@ -229,6 +230,8 @@ class RunRenderer:
         self._tools: dict[str, tuple[Any, str, dict[str, Any]]] = {}
         self._streaming_calls: dict[int, str] = {}
         self._question: Any = None  # the output an approval question is shown in, until it is answered
+        self._progress: ProgressLine | None = None  # a summary's progress line, while it is made
+        self._summary_tokens = 0
         self.updates = 0  # display updates sent (for tests and benchmarks)
         self.errors: list[str] = []
 
@@ -363,10 +366,28 @@ class RunRenderer:
         if self.widget is not None:
             self.widget.start_ticker(f"{label} {event.tokens_before:,} tokens…")
         self._compaction_before = event.tokens_before  # counted as the widget counts: "before → after" compare
+        self._close_progress(None)
+        self._progress = ProgressLine(f"Summarising {event.tokens_before:,} tokens", display_func=self._display)
+        self._summary_tokens = 0
+
+    def _on_compaction_progress(self, event: ev.CompactionProgress) -> None:
+        self._summary_tokens = event.tokens
+        if self._progress is not None:
+            limit = f" / {event.limit:,}" if event.limit else ""
+            self._progress.update(f"{event.tokens:,}{limit} tokens of summary, {event.elapsed:.1f} s",
+                                  event.tokens, event.limit)
+
+    def _close_progress(self, final: str | None) -> None:
+        if self._progress is not None:
+            self._progress.close(final)
+            self._progress = None
 
     def _on_compaction_end(self, event: ev.CompactionEnd) -> None:
         if self.widget is not None:
             self.widget.stop_ticker()
+        received = f"{self._summary_tokens:,} tokens of summary" if self._summary_tokens else "summary"
+        self._close_progress(f"Summarised: {received} in {event.duration:.1f} s." if event.entry is not None
+                             else f"Summary stopped after {event.duration:.1f} s.")
         if event.entry is not None and event.reason == "manual":
             self._refresh_widget("")  # %compact shows its own result
         elif event.entry is not None:
@@ -379,6 +400,14 @@ class RunRenderer:
         elif event.error and event.reason != "manual":
             self.show(note_bundle(f"Automatic compaction skipped: {event.error}"))
             self._refresh_widget("")
+
+    def _on_wait_start(self, event: ev.WaitStart) -> None:
+        self._end_text()
+        self._close_progress(None)
+        self._progress = ProgressLine(event.what, display_func=self._display)
+
+    def _on_wait_end(self, event: ev.WaitEnd) -> None:
+        self._close_progress(f"{event.what}: {event.result} ({event.duration:.1f} s).")
 
     def _on_entry(self, event: ev.EntryAppended) -> None:
         if event.entry.get("type") == "message" and event.entry["message"].get("role") == "assistant":
@@ -410,6 +439,7 @@ class RunRenderer:
     def finish(self) -> None:
         """Flush whatever is pending (also after an interrupt)."""
         self._end_text()
+        self._close_progress("Summary interrupted.")
         if self.widget is not None:
             self.widget.stop_ticker()
 
@@ -422,6 +452,9 @@ class RunRenderer:
         ev.ToolExecutionStart: _on_tool_start,
         ev.ToolExecutionEnd: _on_tool_end,
         ev.CompactionStart: _on_compaction_start,
+        ev.CompactionProgress: _on_compaction_progress,
+        ev.WaitStart: _on_wait_start,
+        ev.WaitEnd: _on_wait_end,
         ev.CompactionEnd: _on_compaction_end,
         ev.EntryAppended: _on_entry,
         ev.Notice: _on_notice,

@@ -457,6 +457,8 @@ def _runtime_compactor(runtime: Any, slot_name: str) -> Compactor:
     def compact(settings: ExploreSettings, plan: CompactionPlan) -> str:
         from dataclasses import replace
 
+        if runtime.idle.join(show=False) is not None:  # the plan was made before it: look again
+            return "The kernel compacted this session in its idle time meanwhile; move a slider to plan again."
         runtime.absorb_push()
         slot = runtime.slot(slot_name)
         config = runtime.agent_config()

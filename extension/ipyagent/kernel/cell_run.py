@@ -76,6 +76,8 @@ class CellRun:
                  ask: bool = False, view: bool = True, interrupted_note: str | None = INTERRUPTED,
                  show_failures: bool = False):
         self.runtime, self.slot, self.config = runtime, slot, config
+        runtime.idle.join()  # a compaction in the kernel's idle time ends before anything else touches the agent
+        self.arm_idle = False  # whether the kernel compacts in its idle time after this run (idle_after)
         self.agent = runtime.agent_for(slot, config, tools=tools)
         self.cell_id, self.execution_count = cell_identity(runtime.shell)
         self.view = RunView(runtime, slot, self.agent, config) if view else None
@@ -99,6 +101,7 @@ class CellRun:
         self.runtime.stream(self.slot, entries, self.config)
 
     def __enter__(self) -> CellRun:
+        self._stack.enter_context(self.runtime.idle.lock)  # the one lock around appending (kernel/idle.py)
         self._stack.callback(self.agent.subscribe(self.stream))
         if self.view is not None:
             self._stack.callback(self.agent.subscribe(self.view.renderer))
@@ -130,6 +133,13 @@ class CellRun:
                                                        taken=[t.name for t in builtins]))
         if extra or len(builtins) != len(self.agent.tools):
             self.agent.configure(tools=[*builtins, *extra])
+
+    def idle_after(self) -> bool:
+        """Whether the kernel may compact in its idle time once this run has ended (then the run
+        itself does not compact after its last reply: ``Agent.prompt(compact_after=False)``).
+        Call it after :meth:`replay`."""
+        self.arm_idle = self.runtime.idle.why_not(self) is None
+        return self.arm_idle
 
     def replay(self) -> ReplayAttachment | None:
         """Attach this cell's recording when replay applies (``Agent.replay``; see
@@ -168,12 +178,18 @@ class CellRun:
                 self.view.renderer.show(error_bundle(f"{type(exc).__name__}: {exc}", title="ipyagent failed"))
                 shown = True
         finally:
+            arm = self.arm_idle and exc_type is None
             try:
                 self._stack.close()  # the ports, the recording, the subscription: in reverse order
-                if self.view is not None:
+                if self.view is not None and not arm:
                     self.view.close()
                 if interrupted and self.interrupted_note:
                     self.note(self.interrupted_note)
             finally:
-                self.runtime.persist(self.slot, self.config)
+                try:
+                    self.runtime.persist(self.slot, self.config)
+                finally:
+                    # the budget widget stays live while the kernel compacts in its idle time
+                    if arm and not self.runtime.idle.arm(self) and self.view is not None:
+                        self.view.close()
         return shown  # an interrupt always goes on up

@@ -9,6 +9,7 @@ line. The hub (``agent/mcp/hub.py``) and its thread exist only once a server is 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from ipyagent.agent.mcp.config import ServerConfig, parse_servers
 from ipyagent.agent.mcp.hub import McpHub, ServerStatus
 from ipyagent.agent.mcp.tool import McpTool, offered_tools, recorded_tools
 from ipyagent.agent.tools.base import Tool
+from ipyagent.display.progress import ProgressLine
 from ipyagent.session.messages import current_tools
 
 __all__ = ["KernelMcp", "ServerRow"]
@@ -43,6 +45,27 @@ class ServerRow:
 def tool_tokens(tools: Iterable[Tool]) -> int:
     """chars/4 of the tools' definitions, as the budget counts them."""
     return system_tools_tokens("", [t.spec() for t in tools])
+
+
+def wait_with_progress(hub: Any, names: list[str], limit: float, *, step: float = 0.1) -> list[str]:
+    """Wait for the servers ``names`` (``limit`` seconds at most; the names still starting). When
+    one is not ready at once, a progress line in the cell counts them as they come up, and stays
+    as one static line."""
+    waiting = hub.wait_ready(names, 0.0)
+    if not waiting or limit <= 0:
+        return waiting
+    line = ProgressLine("Starting MCP servers")
+    started = time.monotonic()
+    deadline = started + limit
+    try:
+        while waiting and time.monotonic() < deadline:
+            waiting = hub.wait_ready(waiting, min(step, max(0.0, deadline - time.monotonic())))
+            ready = len(names) - len(waiting)
+            line.update(f"{ready} of {len(names)} ready, {time.monotonic() - started:.1f} s", ready, len(names))
+    finally:
+        line.close(f"MCP servers: {len(names) - len(waiting)} of {len(names)} ready after "
+                   f"{time.monotonic() - started:.1f} s.")
+    return waiting
 
 
 class KernelMcp:
@@ -100,7 +123,8 @@ class KernelMcp:
         hub.retain({s.name for s in wanted})
         for server in wanted:
             hub.start(server)
-        waiting = hub.wait_ready([s.name for s in wanted], self.settings.mcp_start_wait if wait is None else wait)
+        waiting = wait_with_progress(hub, [s.name for s in wanted],
+                                     self.settings.mcp_start_wait if wait is None else wait)
         for name in waiting:
             note(f"MCP server {name!r} is still starting; its tools join the prompts after it is ready.")
         ready: list[tuple[ServerConfig, Any]] = []

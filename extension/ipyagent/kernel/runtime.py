@@ -23,6 +23,7 @@ from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
 from ipyagent.kernel.context import KernelNotebookContext
+from ipyagent.kernel.idle import IdleCompactor
 from ipyagent.kernel.mcp import KernelMcp
 from ipyagent.kernel.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into
 from ipyagent.kernel.ports.activity import ActivityRecorder
@@ -55,12 +56,19 @@ class AgentRuntime:
         self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/context.py)
         self._cell_runner: IPythonCellRunner | None = None
         self._notebook_port: KernelNotebook | None = None
+        self.idle = IdleCompactor(self)  # compaction in the kernel's idle time (kernel/idle.py)
+        self.config.observe(lambda change: self.idle.cancel("the model changed"), names=["model", "summary_model"])
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
     def start(self, *, open_bridge: bool | None = None, hydrate: bool = True) -> None:
         self.running = True
         self.activity.start()
+        events = getattr(self.shell, "events", None)
+        if events is not None:
+            for name, callback in self._idle_events():
+                if callback not in events.callbacks.get(name, []):
+                    events.register(name, callback)
         if open_bridge is None:
             open_bridge = getattr(self.shell, "kernel", None) is not None
         if open_bridge:
@@ -128,9 +136,19 @@ class AgentRuntime:
                 lines.append(f"ipyagent: session {name!r} holds {pins_note(pins, ' from the notebook')}")
         return lines
 
+    def _idle_events(self) -> list[tuple[str, Any]]:
+        return [("pre_execute", self.idle.pre_execute), ("post_execute", self.idle.post_execute),
+                ("post_run_cell", self.idle.post_run_cell)]
+
     def stop(self) -> None:
         self.running = False
         self.activity.stop()
+        self.idle.cancel("the extension was unloaded")
+        events = getattr(self.shell, "events", None)
+        if events is not None:
+            for name, callback in self._idle_events():
+                if callback in events.callbacks.get(name, []):
+                    events.unregister(name, callback)
         if self.bridge is not None:
             try:
                 self.bridge.close()

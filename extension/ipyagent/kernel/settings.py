@@ -102,6 +102,19 @@ class _ProviderOptions(Dict):
         return None if value is None else _shown_without_secrets(value)
 
 
+class _Share(Float):
+    """A share of the compaction threshold, 0 to 1: ``False`` is 0 (off), ``True`` the default."""
+
+    def validate(self, obj: Any, value: Any) -> Any:
+        if isinstance(value, bool):
+            value = self.default_value if value else 0.0
+        value = super().validate(obj, value)
+        if not 0 <= value <= 1:
+            raise traitlets.TraitError(f"Agent.{self.name} is a share of the compaction threshold (0 to 1, 0: off), "
+                                       f"got {value}")
+        return value
+
+
 class AgentSettings(Configurable):
     """ipyagent's settings. ``%config Agent`` lists them; ``%config Agent.model = "openai:gpt-4.1-mini"``."""
 
@@ -122,6 +135,14 @@ class AgentSettings(Configurable):
                              ).tag(config=True)
     # becomes AgentConfig.compaction.enabled (Pi's CompactionSettings.enabled)
     auto_compact = Bool(True, help="Compact automatically when the context passes the threshold.").tag(config=True)
+    idle_compaction = _Share(0.85, help="Compact in the kernel's idle time: after a %%agent run, once the kernel "
+                                       "has been idle for idle_compaction_delay seconds, when the context is above "
+                                       "this share of the compaction threshold (the summary is made in a worker "
+                                       "thread; ordinary cells run meanwhile, the next %%agent cell waits for it). "
+                                       "0 or False: off (True: 0.85). Never in ipyagent run or a replay."
+                            ).tag(config=True)
+    idle_compaction_delay = Float(2.0, help="Seconds without an executing cell before an idle compaction starts."
+                                  ).tag(config=True)
     auto_mask_turns = Int(None, allow_none=True,
                           help="Before compacting automatically, hide tool results older than the last N turns "
                                "behind placeholders (context edits: no model call; recall returns them) and "
@@ -222,6 +243,12 @@ class AgentSettings(Configurable):
         if value is not None and value < 0:
             raise ValueError(f"Agent.{proposal['trait'].name} must not be negative, got {value}")
         return value
+
+    @validate("idle_compaction_delay")
+    def _idle_delay(self, proposal: Any) -> Any:
+        if proposal["value"] < 0:
+            raise ValueError(f"Agent.idle_compaction_delay must not be negative, got {proposal['value']}")
+        return proposal["value"]
 
     def agent_config(self, **overrides: Any) -> AgentConfig:
         """The agent loop's settings from the traits (``overrides`` win, e.g. ``model``)."""

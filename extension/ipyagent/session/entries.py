@@ -143,7 +143,32 @@ def _message_fields_problem(message: dict[str, Any], content: Any) -> str | None
 # What differs between two writings of the same entry: its place in the tree, when it was written,
 # and figures measured while writing it (replay reproduces the words, not the clock or the meter).
 _PLACE_AND_TIME = ("id", "parentId", "timestamp")
-_MEASURED: dict[str, tuple[str, ...]] = {"compaction": ("tokensBefore", "usage", "details", "systemMessage")}
+_MEASURED: dict[str, tuple[str, ...]] = {"compaction": ("tokensBefore", "usage", "details", "systemMessage",
+                                                        "trigger")}
+
+# What made a compaction, in the entry's ``trigger`` field (an extra field Pi ignores): the idle
+# kernel, the budget before or after a run, a context overflow, or the user's %compact.
+TRIGGERS = ("idle", "foreground", "overflow", "manual")
+
+
+def compaction_trigger(entry: Entry) -> str:
+    """Which of :data:`TRIGGERS` made compaction ``entry`` (older entries: %compact's carry a cell id)."""
+    trigger = entry.get("trigger")
+    if isinstance(trigger, str) and trigger in TRIGGERS:
+        return trigger
+    return "manual" if entry.get("cellId") else "foreground"
+
+
+def last_compaction_note(entries: list[Entry]) -> str:
+    """"last compaction: idle, 2026-12-02 12:51:03 UTC" for the latest compaction of ``entries``
+    ("" when there is none)."""
+    for entry in reversed(entries):
+        if entry.get("type") == "compaction":
+            when = entry.get("timestamp")
+            stamp = when.replace("T", " ")[:19] + " UTC" \
+                if isinstance(when, str) and len(when) >= 19 else "time unknown"
+            return f"last compaction: {compaction_trigger(entry)}, {stamp}"
+    return ""
 _MESSAGE_MEASURED = ("timestamp", "executionCount")
 
 

@@ -69,6 +69,7 @@ def interpolation_bundle(note: str) -> dict[str, str]:
 
 def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
     args = parse_argstring(_agent_cell_args, line)
+    runtime.idle.join()  # a background compaction ends first (this cell then uses its result)
     runtime.absorb_push()
     prompt = cell.strip("\n")
     if not prompt.strip():
@@ -104,9 +105,24 @@ def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
         if not reproducing:
             add_reset_notice(slot)  # a model reads this prompt: tell it about the new namespace first
         run.at_exit(begin_code_cells(runtime, run.agent, args.cells, run.note))
+        compact_after = not run.idle_after()
         with runtime.activity.paused():
-            run.agent.prompt(text, **extra)
+            run.agent.prompt(text, compact_after=compact_after, **extra)
     return None
+
+
+# %agent commands that move to another branch or session or change the model: a compaction in the
+# kernel's idle time is cancelled (no entry); every other command but help waits for it to end
+_CANCELLING = {"new", "switch", "checkout", "load", "import"}
+
+
+def settle_background_compaction(runtime: Any, line: str) -> None:
+    name, _, rest = line.strip().partition(" ")
+    name = name or "status"
+    if name in _CANCELLING or (name == "model" and rest.strip()):
+        runtime.idle.cancel(f"%agent {name}")
+    elif name != "help":
+        runtime.idle.join()
 
 
 @magics_class
@@ -120,6 +136,7 @@ class AgentMagics(Magics):
         # the docstring (``%agent?``) is written from the parsers when the magics are registered
         if cell is not None:
             return run_agent_cell(self.runtime, line, cell)
+        settle_background_compaction(self.runtime, line)
         self.runtime.absorb_push()
         with self.runtime.replay.following(self.runtime):  # a replayed %agent pin is the recorded pin
             return dispatch(self.runtime, line)

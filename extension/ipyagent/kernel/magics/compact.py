@@ -48,6 +48,11 @@ def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: fl
 
 def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
     args = parse_argstring(_compact_args, line)
+    if runtime.idle.join() is not None:  # it joined a compaction in the kernel's idle time: that is this one
+        if not (cell or "".join(args.focus)).strip():
+            print("ipyagent: the background compaction that was running compacted the session; "
+                  "%compact again to compact further.")
+            return
     runtime.absorb_push()
     focus = " ".join(args.focus).strip()
     if cell is not None and cell.strip():

@@ -29,7 +29,7 @@ def _report(verb: str, runtime: Any, slot: Any, entries: list[dict[str, Any]], b
 @command("mask", group=CONTEXT)
 @magic_arguments()
 @argument("entry", nargs="?",
-          help="the id of a tool-result entry to hide (as %%agent context and the explorer show it)")
+          help="the id of a tool-result entry to hide (as %agent context and the explorer show it)")
 @argument("--tool-results-before", type=int, default=None, metavar="N",
           help="hide every tool result but those of the last N turns (1: keep the latest turn's; 0: hide them "
                "all); a turn is a prompt and what followed it, and the kept end of a turn whose prompt a "

@@ -70,7 +70,7 @@ def agent_pins(runtime: Any, rest: str) -> None:
 
 @command("unpin", group=CONTEXT)
 @magic_arguments()
-@argument("number", help="the pin's number in %%agent pins (or its entry id)")
+@argument("number", help="the pin's number in %agent pins (or its entry id)")
 def agent_unpin(runtime: Any, rest: str) -> None:
     """Remove pinned instruction N (see %agent pins)."""
     args = parse_argstring(agent_unpin, rest)

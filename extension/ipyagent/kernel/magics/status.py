@@ -17,6 +17,7 @@ from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import escape_html, markdown_html
 from ipyagent.kernel.magics.commands import COMPACTION, CONTEXT, STATUS_AND_SETTINGS, command, show
 from ipyagent.session import masking
+from ipyagent.session.entries import last_compaction_note
 from ipyagent.text import chars4, one_line
 
 __all__ = ["NEXT_ACTIVITY_LABEL", "context_report"]
@@ -48,6 +49,8 @@ def agent_status(runtime: Any, rest: str) -> None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
     lines.append(cost_text(facts.costs) or "cost: no priced calls yet")
     lines.append("pins: " + pins_note(active_pins(slot.session.entries)))
+    lines.append(last_compaction_note(slot.session.compactions()) or "last compaction: none yet")
+    lines.append(runtime.idle.status())
     if facts.budget is not None and facts.budget.problem:
         lines.append(facts.budget.problem)
     # a snapshot: nothing updates it, so no widget (it would die with the kernel)

@@ -1,0 +1,331 @@
+"""Compaction in the kernel's idle time (``Agent.idle_compaction``).
+
+When a ``%%agent`` run ends with the context above ``Agent.idle_compaction`` of the compaction
+threshold, :class:`IdleCompactor` arms a job: once no cell has been executing for
+``Agent.idle_compaction_delay`` seconds (IPython's ``pre_execute`` / ``post_execute`` events), a
+worker thread compacts the session exactly as the loop would (``Agent.compact(reason="idle")``:
+the same plan, hooks and entry, with ``trigger: "idle"``), while ordinary cells run. The run's
+budget widget stays live meanwhile ("compacting in the background…", the summary's tokens as they
+arrive) and then shows the new budget; the entry goes to the notebook through the bridge.
+
+* A ``%%agent`` or ``%compact`` cell (and every ``%agent`` command that reads or changes the
+  session) first :meth:`~IdleCompactor.join` s a running job, showing its progress; a job still
+  waiting for the kernel to be idle is dropped instead (the cell compacts in the foreground as it
+  always did, if it must).
+* An interrupt (while the kernel is idle, or in any cell while the job runs), a model change, a
+  branch or session switch and the kernel's end :meth:`~IdleCompactor.cancel` it: its summary
+  request is stopped and no entry is written. A summary that has arrived is checked once more
+  for a cancel right before the entry is made, so an entry is either whole or absent.
+* It never runs in ``ipyagent run`` (the bridge's frontend says so), after a replayed cell or with
+  ``Agent.replay = "on"``, without a kernel (plain IPython), or when automatic compaction is off
+  or has stopped after failures.
+
+``session/`` and ``compaction/`` know nothing of threads: :attr:`IdleCompactor.lock` is the one lock
+around appending (a cell's run holds it, the worker holds it while it compacts), and every
+main-thread path that writes a session settles the job first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ipyagent.agent import events as ev
+from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
+from ipyagent.core import CompactionCancelled
+from ipyagent.display.progress import ProgressLine
+
+__all__ = ["HEADLESS_FRONTEND", "IdleCompactor", "IdleJob"]
+
+HEADLESS_FRONTEND = "ipyagent-run"  # the bridge frontend of ``ipyagent run`` (bridge/headless.py)
+BACKGROUND = "Compacting in the background…"
+
+
+@dataclass
+class IdleJob:
+    """One armed idle compaction: ``state`` goes waiting → running → done (or waiting → dropped)."""
+
+    slot: Any
+    config: Any
+    view: Any = None  # the run's RunView, kept live until the job ends
+    state: str = "waiting"
+    cancel: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    entry: dict[str, Any] | None = None
+    outcome: str = ""  # one line: how it ended
+    error: str = ""  # why the compaction left no entry
+    tokens: int = 0  # the summary's tokens so far
+    limit: int | None = None
+    started: float = 0.0
+    before: int = 0
+    thread: threading.Thread | None = None
+
+
+class _Cancellable:
+    """The summariser of an idle job: a cancel that arrives while (or just after) the summary is
+    made turns into ``CompactionCancelled``, which leaves the session unchanged and is no failure."""
+
+    def __init__(self, inner: Any, cancel: threading.Event):
+        self.inner, self.cancel = inner, cancel
+
+    def summarize(self, request: SummaryRequest) -> SummaryResponse:
+        try:
+            response: SummaryResponse = self.inner.summarize(request)
+        except SummarizerError:
+            if self.cancel.is_set():
+                raise CompactionCancelled("The background compaction was cancelled.") from None
+            raise
+        if self.cancel.is_set():
+            raise CompactionCancelled("The background compaction was cancelled.")
+        return response
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "."
+
+
+class IdleCompactor:
+    """The kernel runtime's idle compactions (at most one job at a time); see the module."""
+
+    def __init__(self, runtime: Any, *, clock: Callable[[], float] = time.monotonic):
+        self.runtime = runtime
+        self.lock = threading.RLock()  # the one lock around appending to a session while a job may run
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._executing = 0
+        self._quiet_since = clock()
+        self.job: IdleJob | None = None
+        self.last = ""  # how the latest job ended (``%agent status``)
+        self._sigint_installed = False
+
+    # ---- the kernel's activity (IPython events, on the main thread) -----------------------
+
+    def pre_execute(self) -> None:
+        with self._cond:
+            self._executing += 1
+            self._cond.notify_all()
+
+    def post_execute(self) -> None:
+        with self._cond:
+            self._executing = max(0, self._executing - 1)
+            self._quiet_since = self._clock()
+            self._cond.notify_all()
+
+    def post_run_cell(self, result: Any) -> None:
+        if isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt):
+            self.cancel("interrupted")
+
+    # ---- arming ------------------------------------------------------------------------------
+
+    def why_not(self, run: Any) -> str | None:
+        """Why the kernel would not compact in its idle time after ``run`` (None: it would)."""
+        runtime = self.runtime
+        share = float(runtime.config.idle_compaction or 0)
+        if share <= 0:
+            return "Agent.idle_compaction is off"
+        if getattr(runtime.shell, "kernel", None) is None:
+            return "no kernel (plain IPython)"
+        bridge = runtime.bridge
+        if bridge is not None and bridge.frontend == HEADLESS_FRONTEND:
+            return "ipyagent run"
+        if run.replaying is not None or runtime.config.replay == "on":
+            return "a replay"
+        if not run.config.compaction.enabled or run.agent.failures.blocked:
+            return "automatic compaction is off"
+        return None
+
+    def due(self, agent: Any) -> bool:
+        """Whether the context is above the idle share of the compaction threshold."""
+        try:
+            threshold = agent.budget().threshold
+            share = float(self.runtime.config.idle_compaction)
+            return threshold is not None and agent.request_tokens() > share * threshold
+        except Exception:  # noqa: BLE001 - no window or model known: nothing to compact against
+            return False
+
+    def arm(self, run: Any) -> bool:
+        """After a run ends: arm a job if one is due; True when it took the run's view (then the job
+        closes it when it ends)."""
+        if self.why_not(run) is not None or not self.due(run.agent):
+            return False
+        self.cancel("a new run ended")
+        job = IdleJob(run.slot, run.config, view=run.view)
+        self._watch_interrupts()
+        with self._cond:
+            self.job = job
+        if job.view is not None and job.view.widget is not None:
+            job.view.widget.set_status("The kernel compacts the context when it is idle…")
+        job.thread = threading.Thread(target=self._work, args=(job,), name="ipyagent-idle-compaction", daemon=True)
+        job.thread.start()
+        return True
+
+    def _watch_interrupts(self) -> None:
+        """An interrupt while the kernel is idle cancels the job. ipykernel ignores SIGINT between
+        requests and restores its saved handler after each one; this runs inside a request, so the
+        handler it restores becomes ours (one that does nothing but cancel)."""
+        kernel = getattr(self.runtime.shell, "kernel", None)
+        if self._sigint_installed or kernel is None or not hasattr(kernel, "saved_sigint_handler"):
+            return
+        previous = kernel.saved_sigint_handler
+
+        def on_interrupt(signum: int, frame: Any) -> None:
+            self.cancel("interrupted", wait=False)
+            if callable(previous) and previous not in (signal.default_int_handler,):
+                previous(signum, frame)
+
+        kernel.saved_sigint_handler = on_interrupt
+        self._sigint_installed = True
+
+    # ---- the worker --------------------------------------------------------------------------
+
+    def _idle_long_enough(self, job: IdleJob) -> bool:
+        """Wait until no cell has executed for the delay; False when the job was cancelled or dropped."""
+        with self._cond:
+            while job.state == "waiting" and not job.cancel.is_set():
+                delay = float(self.runtime.config.idle_compaction_delay)
+                if self._executing:
+                    self._cond.wait()
+                    continue
+                remaining = self._quiet_since + delay - self._clock()
+                if remaining <= 0:
+                    job.state = "running"
+                    return True
+                self._cond.wait(remaining)
+            return False
+
+    def _work(self, job: IdleJob) -> None:
+        try:
+            if not self._idle_long_enough(job):
+                job.outcome = "dropped: a cell started before the kernel was idle"
+                return
+            with self.lock:
+                if job.cancel.is_set():
+                    job.outcome = "cancelled before it started"
+                    return
+                self._compact(job)
+        except Exception as exc:  # noqa: BLE001 - a background job must never take the kernel down
+            job.outcome = f"failed: {type(exc).__name__}: {exc}"
+        finally:
+            self._finish(job)
+
+    def _compact(self, job: IdleJob) -> None:
+        agent, runtime = job.slot.agent, self.runtime
+        job.started, job.before = self._clock(), agent.request_tokens()
+        unsubscribe = agent.subscribe(lambda event: self._on_event(job, event))
+        try:
+            ports = runtime.ports_for()
+            with agent.using(ports):
+                summarizer = _Cancellable(agent.summarizer(job.cancel, "idle"), job.cancel)
+                with agent.using(dataclasses.replace(ports, summarizer=summarizer)):
+                    job.entry = agent.compact(reason="idle", cancel=job.cancel)
+        finally:
+            unsubscribe()
+        elapsed = self._clock() - job.started
+        if job.entry is None:
+            job.outcome = ("cancelled: no entry written" if job.cancel.is_set()
+                           else f"nothing written ({job.error or 'nothing to compact'})")
+            return
+        after = agent.request_tokens()
+        job.outcome = f"compacted in the background: {job.before:,} → {after:,} tokens in {elapsed:.1f} s"
+        bridge = runtime.bridge
+        if bridge is not None and bridge.connected:  # else the next run saves it (a journal output)
+            runtime.persist(job.slot, job.config)
+
+    def _on_event(self, job: IdleJob, event: Any) -> None:
+        if isinstance(event, ev.CompactionProgress):
+            job.tokens, job.limit = event.tokens, event.limit
+        elif isinstance(event, ev.CompactionEnd) and event.error:
+            job.error = event.error
+        widget = job.view.widget if job.view is not None else None
+        if widget is None or not isinstance(event, (ev.CompactionStart, ev.CompactionProgress)):
+            return
+        try:
+            widget.set_status(f"{BACKGROUND} {self.progress_text(job)}")
+        except Exception:  # noqa: BLE001 - the widget must never break the job
+            pass
+
+    def progress_text(self, job: IdleJob) -> str:
+        limit = f" / {job.limit:,}" if job.limit else ""
+        elapsed = self._clock() - job.started if job.started else 0.0
+        return f"{job.tokens:,}{limit} tokens of summary, {elapsed:.1f} s"
+
+    def _finish(self, job: IdleJob) -> None:
+        with self._cond:
+            if job.state in ("waiting", "running"):
+                job.state = "done"
+        try:
+            if job.view is not None:
+                job.view.close(_sentence(job.outcome) if job.entry is not None else "")
+        except Exception:  # noqa: BLE001 - a closed comm (the page went away): nothing to update
+            pass
+        with self._cond:
+            if self.job is job:
+                self.job = None
+            self.last = job.outcome
+            self._cond.notify_all()
+        job.done.set()
+
+    # ---- settling a job from the main thread -------------------------------------------------
+
+    def running(self) -> IdleJob | None:
+        with self._cond:
+            return self.job if self.job is not None and self.job.state == "running" else None
+
+    def cancel(self, why: str = "cancelled", *, wait: bool = True) -> bool:
+        """Stop the job, if any (its summary request too): no entry is written. True when one was
+        stopped. ``wait``: until its thread has ended (not from a signal handler)."""
+        with self._cond:
+            job = self.job
+            if job is None:
+                return False
+            job.cancel.set()
+            if job.state == "waiting":
+                job.state = "dropped"
+            self._cond.notify_all()
+        if wait:
+            job.done.wait()
+        return True
+
+    def join(self, *, show: bool = True) -> dict[str, Any] | None:
+        """Before a run: a job still waiting is dropped, a running one is waited for (a progress
+        line in this cell meanwhile; an interrupt cancels it). Returns the entry it wrote."""
+        with self._cond:
+            job = self.job
+            if job is None:
+                return None
+            if job.state == "waiting":
+                job.state = "dropped"
+                self._cond.notify_all()
+        if job.state == "dropped":
+            job.done.wait()
+            return None
+        line = ProgressLine("Waiting for the background compaction") if show else None
+        try:
+            while not job.done.wait(0.1):
+                if line is not None:
+                    line.update(self.progress_text(job), job.tokens, job.limit)
+        except KeyboardInterrupt:
+            self.cancel("interrupted")
+            if line is not None:
+                line.close("Background compaction cancelled by the interrupt; no entry was written.")
+            raise
+        if line is not None:
+            line.close(_sentence(job.outcome) if job.outcome else None)
+        return job.entry
+
+    def status(self) -> str:
+        """One line for ``%agent status``."""
+        with self._cond:
+            job = self.job
+        if job is not None and job.state == "running":
+            return f"idle compaction: running ({self.progress_text(job)})"
+        if job is not None:
+            return "idle compaction: armed (starts when the kernel has been idle a moment)"
+        share = float(self.runtime.config.idle_compaction or 0)
+        setting = f"above {share:.0%} of the threshold" if share > 0 else "off"
+        return f"idle compaction: {setting}" + (f"; the last one {self.last}" if self.last else "")

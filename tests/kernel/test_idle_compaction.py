@@ -1,0 +1,187 @@
+"""Compaction in the kernel's idle time, in REAL kernels (``kernel/idle.py``).
+
+A page that is a notebook (the test frontend answers ``hello_ack`` under a page's name) gets an
+idle compaction after a ``%%agent`` run that leaves the context above the idle share: one entry,
+equal in kind to the foreground compaction ``ipyagent run`` makes after the same run, streamed to
+the notebook, with the budget widget saying so. A cell started during it waits and then uses the
+compacted context; an ordinary cell runs while it runs; an interrupt cancels it (no entry, and the
+next ``%%agent`` cell compacts in the foreground); a replay reproduces the recorded idle
+compaction byte for byte, without a summary request. Every wait is on an event: an entry arriving,
+a request reaching the fake server, a held summary released by the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from ipyagent import cli
+from ipyagent.bridge.headless import execute_notebook
+from ipyagent.store.ipynb import read_notebook, write_notebook
+from ipyagent.testing.specs import Reply
+from kernel_support import SETUP, SMALL_WINDOW, LiveKernel, fake_provider, notebook, outputs_text
+
+pytestmark = pytest.mark.kernel  # every test here starts a kernel
+
+PAGE = "jupyterlab-test"  # any frontend but the headless runner's
+SUMMARY = "## Goal\nDescribe the measurements.\n\n## Progress\n- [x] the columns (idle summary)"
+CELLS = [SETUP + SMALL_WINDOW,
+         "%%agent\nDescribe the data set, column by column.",
+         "%%agent\nWhich columns have gaps?",
+         "%%agent\nWhich are measured, which derived?",
+         "%%agent\nAnd the units?"]
+LAST = 4  # the cell after the pause
+# three of them take the context above the threshold (5,000 of the 6,000-token window, with about
+# 1,600 for the system prompt and the tools) at the end of the third run, and not before
+ANSWER = "The columns hold measurements with consistent units and few gaps. " * 66
+
+
+def _run_up_to_the_pause(k: LiveKernel, server, summary) -> None:
+    for _ in range(3):
+        server.enqueue_text(ANSWER)
+    server.enqueue_summary(summary)
+    k.run(CELLS[0], "cell-0")
+    for i in (1, 2, 3):
+        cell = k.run(CELLS[i], f"cell-{i}")
+        assert cell.status == "ok", outputs_text(cell.outputs)
+
+
+def _until(k: LiveKernel, done: Callable[[], bool], timeout: float = 90) -> None:
+    """Read the kernel's messages until ``done()`` holds (an event, never a tuned sleep)."""
+    deadline = time.time() + timeout
+    while not done():
+        assert time.time() < deadline, "the awaited event never came"
+        k.drain(0.1)
+
+
+def _compactions(k: LiveKernel) -> list[dict]:
+    entries = (k.metadata.get("sessions") or {}).get("default", {}).get("entries", [])
+    return [e for e in entries if e["type"] == "compaction"]
+
+
+def _summary_requested(server) -> Callable[[], bool]:
+    return lambda: any(r.kind == "summary" for r in server.requests)
+
+
+@pytest.fixture(scope="module")
+def idle_run(tmp_path_factory):
+    """The first two cells on a notebook page, then the pause: the idle compaction's entry."""
+    folder = tmp_path_factory.mktemp("idle")
+    with fake_provider() as server, LiveKernel(cwd=str(folder), frontend=PAGE) as k:
+        _run_up_to_the_pause(k, server, SUMMARY)
+        _until(k, lambda: bool(_compactions(k)))
+        k.drain(0.5)
+        shown = outputs_text(k.cells[-1].outputs)
+        summary_calls = server.summary_calls
+        metadata = json.loads(json.dumps(k.metadata))
+    return {"metadata": metadata, "shown": shown, "summary_calls": summary_calls, "folder": folder}
+
+
+def test_idle_compaction_writes_one_entry_equal_in_kind_to_a_foreground_one(idle_run, tmp_path):
+    idle = [e for e in idle_run["metadata"]["sessions"]["default"]["entries"] if e["type"] == "compaction"]
+    assert len(idle) == 1
+    assert idle[0]["trigger"] == "idle" and idle[0]["summary"].startswith("## Goal")
+    # the budget widget of the run said so, and became the static view with the new budget
+    assert "Compacted in the background" in idle_run["shown"]
+
+    # ipyagent run never compacts in idle time: the same run compacts in the foreground at its end
+    with fake_provider() as server:
+        for _ in range(3):
+            server.enqueue_text(ANSWER)
+        server.enqueue_summary(SUMMARY)
+        out = execute_notebook(notebook(*CELLS[:LAST]), timeout=120, cwd=str(tmp_path))
+        assert out.ok, out.error
+        assert server.summary_calls == idle_run["summary_calls"]  # the same requests
+    entries = out.nb["metadata"]["ipyagent"]["sessions"]["default"]["entries"]
+    foreground = [e for e in entries if e["type"] == "compaction"]
+    assert len(foreground) == 1 and foreground[0]["trigger"] == "foreground"
+    # the same plan and the same entry: its fields, its cut, its summary
+    assert set(foreground[0]) == set(idle[0])
+    by_id = {e["id"]: e for e in idle_run["metadata"]["sessions"]["default"]["entries"]}
+    kept_idle = by_id[idle[0]["firstKeptEntryId"]]
+    kept_fg = {e["id"]: e for e in entries}[foreground[0]["firstKeptEntryId"]]
+    assert kept_idle["message"]["role"] == kept_fg["message"]["role"]
+    assert json.dumps(kept_idle["message"].get("content")) == json.dumps(kept_fg["message"].get("content"))
+    assert foreground[0]["summary"] == idle[0]["summary"]
+
+
+def test_a_replay_reproduces_the_idle_compaction(idle_run, capsys):
+    nb = notebook(*CELLS[:LAST])
+    nb["metadata"]["ipyagent"] = idle_run["metadata"]
+    src = idle_run["folder"] / "recorded.ipynb"
+    write_notebook(src, nb)
+    saved = {k: os.environ.pop(k) for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "IPYAGENT_MODEL") if k in os.environ}
+    try:  # offline: the recording answers, and there is no summary model to ask
+        assert cli.main(["run", str(src), "-o", str(src.with_name("replayed.ipynb")), "--timeout", "120"]) == 0, \
+            capsys.readouterr().err
+    finally:
+        os.environ.update(saved)
+    replayed = read_notebook(src.with_name("replayed.ipynb"))
+    before, after = idle_run["metadata"]["sessions"]["default"], replayed["metadata"]["ipyagent"]["sessions"]["default"]
+    assert json.dumps(after["entries"]) == json.dumps(before["entries"])
+    assert after["leaf"] == before["leaf"]
+    assert "diverged" not in "\n".join(outputs_text(c["outputs"]) for c in replayed["cells"])
+
+
+def test_a_cell_started_during_it_waits_and_ordinary_cells_run_meanwhile(tmp_path):
+    hold = threading.Event()
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        try:
+            _run_up_to_the_pause(k, server, Reply(text=SUMMARY, hold=hold))
+            _until(k, _summary_requested(server))  # the idle compaction has started; its summary is held
+
+            plain = k.run("x = 6 * 7\nx", "code-1")  # the kernel answers while the summary is made
+            assert plain.status == "ok" and "42" in outputs_text(plain.outputs)
+
+            server.enqueue_text("The units are SI throughout.")
+            msg_id = k.send_execute(CELLS[LAST], f"cell-{LAST}")
+            waiting = k.wait(msg_id, until=lambda: "Waiting for the background compaction"
+                             in outputs_text(k.cells[-1].outputs))
+            assert waiting is not None and not _compactions(k)
+            hold.set()
+            cell = k.wait(msg_id)
+            assert cell is not None and cell.status == "ok", outputs_text(cell.outputs)
+            k.drain(0.3)
+        finally:
+            hold.set()
+        # never two compactions: the idle one's requests (one compaction may ask more than once: a
+        # split turn, or a deeper cut that leaves room), then the cell's own
+        kinds = [r.kind for r in server.requests]
+        assert kinds[:3] == ["chat"] * 3 and kinds[-1] == "chat" and set(kinds[3:-1]) == {"summary"}, kinds
+        compactions = _compactions(k)
+        assert len(compactions) == 1 and compactions[0]["trigger"] == "idle"
+        # the cell's request was built from the compacted context
+        sent = json.dumps([r for r in server.requests if r.kind == "chat"][-1].body["messages"])
+        assert "(idle summary)" in sent
+        # the waiting cell's progress line became one static line
+        assert "Compacted in the background:" in outputs_text(k.cells[-1].outputs)
+
+
+def test_an_interrupt_cancels_it_and_the_next_cell_compacts_in_the_foreground(tmp_path):
+    hold = threading.Event()
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        try:
+            _run_up_to_the_pause(k, server, Reply(text=SUMMARY, hold=hold))
+            _until(k, _summary_requested(server))
+            k.km.interrupt_kernel()  # the kernel is idle: no cell runs
+            last = k.evaluate("(lambda rt: (rt.idle.job.done.wait(60) if rt.idle.job else True) and rt.idle.last)"
+                              "(get_ipython()._ipyagent_runtime)")
+            assert last.startswith("cancelled"), last
+            session = k.evaluate("[e['type'] for e in get_ipython()._ipyagent_runtime.slot().session.entries]")
+            assert "compaction" not in session
+        finally:
+            hold.set()
+        k.drain(0.3)
+        assert not _compactions(k)
+
+        server.enqueue_summary(SUMMARY)
+        server.enqueue_text("The units are SI throughout.")
+        cell = k.run(CELLS[LAST], f"cell-{LAST}")
+        assert cell.status == "ok", outputs_text(cell.outputs)
+        compactions = _compactions(k)
+        assert len(compactions) == 1 and compactions[0]["trigger"] == "foreground"
