@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ipyagent.bridge import comm as bridge_mod
+from support.layout_vectors import check, reading, vectors
 
 STORE_JS = Path(__file__).resolve().parents[2] / "extension" / "frontend" / "lib" / "store.js"
 
@@ -26,13 +27,14 @@ def node(script: str, payload) -> object:
     # lib/ is tsc output with ES module syntax: import it from an inline module
     wrapper = (
         f"import * as S from {json.dumps(STORE_JS.as_uri())};\n"
-        "const input = JSON.parse(process.argv[1]);\n"
+        "import { readFileSync } from 'node:fs';\n"
+        "const input = JSON.parse(readFileSync(0, 'utf8'));\n"
         f"const out = (() => {{ {script} }})();\n"
         "process.stdout.write(JSON.stringify(out));\n"
     )
     res = subprocess.run(
-        ["node", "--input-type=module", "-e", wrapper, json.dumps(payload)],
-        capture_output=True, text=True, timeout=60,
+        ["node", "--input-type=module", "-e", wrapper],
+        input=json.dumps(payload), capture_output=True, text=True, timeout=60,
     )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
@@ -198,3 +200,55 @@ def test_chunked_store_reads_layout_2_and_writes_text_chunks_after_it():
     sess = out["view"]["sessions"]["s"]
     assert [x["id"] for x in sess["entries"]] == ["00000001", "00000002", "00000003"]
     assert sess["entries"][2] == third and sess["leaf"] == "00000003"
+
+
+# ---- the shared layout vectors (tests/store/vectors; the Python store reads the same ones) ------
+
+VECTORS = vectors()
+# over each vector's metadata: the store read as layout 1, then one new entry of a new session
+# stored (which keys it wrote, what it acked), and what the store reported
+READ_VECTORS = """
+const out = {};
+for (const [name, md] of Object.entries(input)) try {
+  const writes = [];
+  const reports = [];
+  const access = {keys: () => Object.keys(md), get: k => md[k] === undefined ? undefined :
+    JSON.parse(JSON.stringify(md[k])), set: (k, v) => { writes.push(k); md[k] = JSON.parse(JSON.stringify(v)); }};
+  const view = new S.ChunkedStore(access, t => reports.push(t)).assemble();
+  const probe = {type: 'message', id: 'feedf00d', parentId: null, timestamp: 't', message: {role: 'user', content: 'x'}};
+  const stored = new S.ChunkedStore(access, t => reports.push(t)).apply(
+    {session: 'probe', entries: [probe], leaf: 'feedf00d'});
+  out[name] = {view: JSON.parse(JSON.stringify(view)), stored, writes, reports,
+               polluted: Object.prototype.leaf !== undefined || Object.prototype.entries !== undefined};
+} catch (e) {
+  out[name] = {error: String(e && e.stack || e)};
+}
+return out;
+"""
+
+
+@pytest.fixture(scope="module")
+def ts_readings():
+    return node(READ_VECTORS, {name: v["metadata"] for name, v in VECTORS.items()})
+
+
+@pytest.mark.parametrize("name", sorted(VECTORS))
+def test_the_labextension_store_reads_the_vector(ts_readings, name):
+    """The same expectation as the Python store's (tests/store/test_layout_vectors.py); and its
+    next chunk goes under the key the vector says, never after a stray key (nowhere when the
+    numbers are used up: then nothing is acked)."""
+    vector, got = VECTORS[name], ts_readings[name]
+    assert "error" not in got, got.get("error")
+    check(vector, reading(got["view"]))
+    assert not got["polluted"]
+    want = vector["expect"]
+    if want["layout"] == 1:
+        return  # its first write converts it (the conversion's own tests)
+    if want["next_key"] is None:
+        assert got["writes"] == [] and got["stored"]["ids"] == []
+        assert any("used up" in r for r in got["reports"])
+    else:
+        assert got["stored"]["ids"] == ["feedf00d"] and got["stored"]["stored"] == 1
+        assert want["next_key"] in got["writes"] and set(got["writes"]) <= {want["next_key"], "ipyagent"}
+    strays = [i for i in want["set_aside"] if i["reason"].startswith("not a chunk key")]
+    assert any(f"{len(strays)} key(s)" in r for r in got["reports"]) == bool(strays)
