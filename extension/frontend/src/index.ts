@@ -169,12 +169,14 @@ class DocumentBridge {
     const idle = (window as { requestIdleCallback?: (f: () => void, o?: { timeout: number }) => void })
       .requestIdleCallback;
     const later = idle ? (f: () => void) => idle.call(window, f, { timeout: 2000 }) : (f: () => void) => setTimeout(f, 50);
+    let started = false;
     const step = () => {
       const store = this.store;
       if (!store || this.panel.isDisposed || !this.writesFor(null)) {
         this.moving = false;
         return;
       }
+      const since = performance.now();
       let result: 'none' | 'more' | 'done';
       try {
         result = store.migrateStep();
@@ -184,6 +186,10 @@ class DocumentBridge {
         return;
       }
       if (result === 'more') {
+        if (!started) {
+          started = true;
+          console.debug(LOG, `moving the sessions into layout ${LAYOUT_TEXT} while the page is idle`, { since });
+        }
         later(step);
         return;
       }
