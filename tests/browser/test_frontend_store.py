@@ -252,3 +252,56 @@ def test_the_labextension_store_reads_the_vector(ts_readings, name):
         assert want["next_key"] in got["writes"] and set(got["writes"]) <= {want["next_key"], "ipyagent"}
     strays = [i for i in want["set_aside"] if i["reason"].startswith("not a chunk key")]
     assert any(f"{len(strays)} key(s)" in r for r in got["reports"]) == bool(strays)
+
+
+ACCESS = (
+    "const writes = [];"
+    "const access = {keys: () => Object.keys(md), get: k => md[k] === undefined ? undefined :"
+    " JSON.parse(JSON.stringify(md[k])), set: (k, v) => { writes.push(k); md[k] = JSON.parse(JSON.stringify(v)); }};"
+)
+
+
+def test_a_layout_1_store_moves_into_layout_3_a_chunk_a_step_and_the_index_last():
+    """250 entries in layout 1: the first step plans, each next step writes one chunk (the index
+    still layout 1 meanwhile, so a reader sees every entry), the last writes the index; the
+    store reads back every entry once, and a turn after it writes one new chunk."""
+    old = {"version": 1, "active": "s", "sessions": {"s": {"header": {"id": "h"}, "leaf": "000000f9",
+                                                          "entries": [e(i) for i in range(250)]}}}
+    out = node(
+        "const md = {ipyagent: input};" + ACCESS +
+        "const st = new S.ChunkedStore(access); const steps = [];"
+        "for (let r = 'more'; r === 'more';) { r = st.migrateStep();"
+        " steps.push([r, writes.splice(0), md.ipyagent.version]); }"
+        "const again = st.migrateStep();"
+        f"const turn = st.apply({{session: 's', entries: [{json.dumps(e(250))}], leaf: '000000fa'}});"
+        "return {steps, again, moved: st.moved, turn, writes, view: new S.ChunkedStore(access).assemble()};",
+        old,
+    )
+    steps = out["steps"]
+    assert steps[0] == ["more", [], 1]  # the plan
+    assert [s[1] for s in steps[1:4]] == [["ipyagent/000000"], ["ipyagent/000001"], ["ipyagent/000002"]]
+    assert all(s[0] == "more" and s[2] == 1 for s in steps[1:4])  # still layout 1 for every reader
+    assert steps[4] == ["done", ["ipyagent"], 3] and len(steps) == 5
+    assert out["again"] == "none" and out["moved"] == {"entries": 250, "chunks": 3}
+    assert out["turn"]["stored"] == 1 and out["writes"] == ["ipyagent/000003"]
+    ids = [x["id"] for x in out["view"]["sessions"]["s"]["entries"]]
+    assert ids == [f"{i:08x}" for i in range(251)]
+
+
+def test_a_write_during_a_move_finishes_it_without_writing_an_entry_twice():
+    old = {"version": 1, "active": "s", "sessions": {"s": {"header": {"id": "h"}, "leaf": "000000f9",
+                                                          "entries": [e(i) for i in range(250)]}}}
+    out = node(
+        "const md = {ipyagent: input};" + ACCESS +
+        "const st = new S.ChunkedStore(access);"
+        "st.migrateStep(); st.migrateStep(); writes.splice(0);"  # planned, one chunk written
+        f"const turn = st.apply({{session: 's', entries: [{json.dumps(e(250))}], leaf: '000000fa'}});"
+        "return {turn, writes, after: st.migrateStep(), view: new S.ChunkedStore(access).assemble(),"
+        " chunks: Object.keys(md).filter(k => k.startsWith('ipyagent/')).map(k => md[k].ids.length)};",
+        old,
+    )
+    assert out["turn"]["stored"] == 1 and out["after"] == "none"
+    assert out["writes"] == ["ipyagent/000001", "ipyagent/000002", "ipyagent/000003", "ipyagent"]
+    assert sum(out["chunks"]) == 251  # each entry in one chunk
+    ids = [x["id"] for x in out["view"]["sessions"]["s"]["entries"]]
+    assert ids == [f"{i:08x}" for i in range(251)]
