@@ -19,8 +19,10 @@ For each size (entries of one stored session, in layout 3 as the bridge writes i
   metadata changes the model signalled;
 - the JS heap (``performance.memory.usedJSHeapSize``, after a garbage collection) once open;
 - for layout 1 (``--layouts 1``): the bridge's move of the notebook into layout 3 while the page is
-  idle, before the first turn (how long it ran, its longest main-thread task; "none" where no
-  move comes within 30 s of the push: the first turn converts the notebook);
+  idle, before the first turn: how long it ran, in how many steps, its longest step (the bridge's
+  own time), and the longest main-thread task while it ran (anyone's: the push and JupyterLab's
+  own work fall in that time too); "none" where no move comes within 30 s of the push (an older
+  bridge: the first turn converts the notebook);
 - with collaboration (jupyter-collaboration, a second JupyterLab): the growth of the server's Y
   store per turn (both turns: the bytes of its stored updates, once unchanged for 1 s).
 
@@ -75,6 +77,8 @@ new PerformanceObserver(list => {
 const __debug = console.debug.bind(console);
 console.debug = (...args) => {
   if (args.some(a => String(a).includes('pushed the stored session'))) window.__bench.pushSent = performance.now();
+  const took = args.find(a => a && typeof a.longest === 'number');
+  if (took) window.__bench.steps = took;
   if (args.some(a => String(a).includes('moving the sessions into layout'))) {
     window.__bench.moveStart = (args.find(a => a && typeof a.since === 'number') || { since: performance.now() }).since;
   }
@@ -122,7 +126,8 @@ window.__benchOps = {
     const b = window.__bench;
     if (b.moved === null) return null;
     const during = b.all.filter(([at, d]) => at + d >= b.moveStart && at <= b.moved).map(([, d]) => d);
-    return { ms: b.moved - b.moveStart, longest: during.length ? Math.max(...during) : 0 };
+    return { ms: b.moved - b.moveStart, longest: during.length ? Math.max(...during) : 0,
+             steps: b.steps ? b.steps.steps : null, step: b.steps ? b.steps.longest : null };
   },
   heap() {
     if (window.gc) window.gc();
@@ -320,7 +325,7 @@ def main() -> None:
 
 
 def _move(page) -> dict | str:
-    """The move into layout 3 (its time and longest task), or "none" when none came within 30 s."""
+    """The move into layout 3 (its time, steps, longest step and task), or "none" when none came."""
     try:
         page.wait_for_function("() => window.__bench.moved !== null", timeout=30_000)
     except Exception:  # noqa: BLE001 - playwright's TimeoutError: no move (an older bridge)
@@ -358,7 +363,8 @@ def _moved(move: dict | str | None) -> str:
     if move is None or isinstance(move, str):
         return move or "—"
     longest = f"{move['longest']:.0f} ms" if move["longest"] else "none over 50 ms"
-    return f"{move['ms'] / 1000:.2f} s ({longest})"
+    return (f"{move['ms'] / 1000:.2f} s, {move['steps']} steps, the longest {move['step']:.0f} ms "
+            f"(longest task meanwhile: {longest})")
 
 if __name__ == "__main__":
     main()

@@ -255,9 +255,10 @@ def test_the_labextension_store_reads_the_vector(ts_readings, name):
 
 
 ACCESS = (
-    "const writes = [];"
-    "const access = {keys: () => Object.keys(md), get: k => md[k] === undefined ? undefined :"
-    " JSON.parse(JSON.stringify(md[k])), set: (k, v) => { writes.push(k); md[k] = JSON.parse(JSON.stringify(v)); }};"
+    "const writes = []; let indexReads = 0;"
+    "const access = {keys: () => Object.keys(md), get: k => { if (k === 'ipyagent') indexReads++;"
+    " return md[k] === undefined ? undefined : JSON.parse(JSON.stringify(md[k])); },"
+    " set: (k, v) => { writes.push(k); md[k] = JSON.parse(JSON.stringify(v)); }};"
 )
 
 
@@ -270,11 +271,14 @@ def test_a_layout_1_store_moves_into_layout_3_a_chunk_a_step_and_the_index_last(
     out = node(
         "const md = {ipyagent: input};" + ACCESS +
         "const st = new S.ChunkedStore(access); const steps = [];"
+        "const pushed = st.assemble();"  # the push's read, which the move then plans from
         "for (let r = 'more'; r === 'more';) { r = st.migrateStep();"
         " steps.push([r, writes.splice(0), md.ipyagent.version]); }"
+        "const reads = indexReads;"
         "const again = st.migrateStep();"
         f"const turn = st.apply({{session: 's', entries: [{json.dumps(e(250))}], leaf: '000000fa'}});"
-        "return {steps, again, moved: st.moved, turn, writes, view: new S.ChunkedStore(access).assemble()};",
+        "return {steps, again, moved: st.moved, turn, writes, reads, pushed: pushed.sessions.s.entries.length,"
+        " view: new S.ChunkedStore(access).assemble()};",
         old,
     )
     steps = out["steps"]
@@ -283,6 +287,7 @@ def test_a_layout_1_store_moves_into_layout_3_a_chunk_a_step_and_the_index_last(
     assert all(s[0] == "more" and s[2] == 1 for s in steps[1:4])  # still layout 1 for every reader
     assert steps[4] == ["done", ["ipyagent"], 3] and len(steps) == 5
     assert out["again"] == "none" and out["moved"] == {"entries": 250, "chunks": 3}
+    assert out["pushed"] == 250 and out["reads"] == 1  # the long value read once, for the push and the move
     assert out["turn"]["stored"] == 1 and out["writes"] == ["ipyagent/000003"]
     ids = [x["id"] for x in out["view"]["sessions"]["s"]["entries"]]
     assert ids == [f"{i:08x}" for i in range(251)]

@@ -170,6 +170,8 @@ class DocumentBridge {
       .requestIdleCallback;
     const later = idle ? (f: () => void) => idle.call(window, f, { timeout: 2000 }) : (f: () => void) => setTimeout(f, 50);
     let started = false;
+    let steps = 0;
+    let longest = 0;
     const step = () => {
       const store = this.store;
       if (!store || this.panel.isDisposed || !this.writesFor(null)) {
@@ -185,6 +187,8 @@ class DocumentBridge {
         console.warn(LOG, 'moving the sessions into layout 3 failed; the first write does it', e);
         return;
       }
+      steps += 1;
+      longest = Math.max(longest, performance.now() - since);
       if (result === 'more') {
         if (!started) {
           started = true;
@@ -201,6 +205,7 @@ class DocumentBridge {
           `${entries} entries in ${chunks} chunks), a chunk at a time while the page was idle; ` +
           'the next save writes it.';
         console.info(LOG, text);
+        console.debug(LOG, 'the move into layout 3 took', { steps, longest });
         Notification.info(text, { autoClose: 8000 });
       }
     };

@@ -495,6 +495,7 @@ export class ChunkedStore {
   invalidate(): void {
     this.loaded = false;
     this.migration = null;
+    this.layout1 = null;
     this.migrated.clear();
   }
 
@@ -518,6 +519,7 @@ export class ChunkedStore {
    * moved stays moved). */
   noteIndex(value: unknown): void {
     this.migration = null;
+    this.layout1 = null;
     if (!this.loaded || !isObject(value)) {
       return;
     }
@@ -533,8 +535,10 @@ export class ChunkedStore {
    * with its key and reason, as the Python reader puts it (store/chunks.py `assemble`; the test
    * vectors in tests/store/vectors hold what both read). */
   assemble(): unknown {
-    const index = this.access.get(METADATA_KEY);
+    const index = this.layout1 ?? this.access.get(METADATA_KEY);
     if (!isChunked(index) || !isObject(index)) {
+      // layout 1: the value itself (kept, unchanged, for a move into layout 3 to plan from)
+      this.layout1 = isObject(index) ? index : null;
       return index;
     }
     const out: JsonObject = {};
@@ -726,7 +730,10 @@ export class ChunkedStore {
     this.load();
     const m = this.migration;
     if (!m) {
-      const raw = this.access.get(METADATA_KEY);
+      // a layout-1 value read for the push already is the store as it is now (a copy: reading
+      // a long session's value again would be the one long task of the move)
+      const raw = this.layout1 ?? this.access.get(METADATA_KEY);
+      this.layout1 = null;
       if (!isObject(raw) || isChunked(raw) || !hasSessions(raw)) {
         return 'none';
       }
@@ -743,6 +750,7 @@ export class ChunkedStore {
         return 'none'; // apply() says why when a write comes
       }
       this.migration = { index: raw, pieces, entries: count, chunks: 0 };
+      this.layout1 = raw; // until the index is written: what assemble() reads
       return 'more';
     }
     const piece = m.pieces.shift();
@@ -759,8 +767,29 @@ export class ChunkedStore {
       return 'more';
     }
     this.migration = null;
-    const index = m.index;
-    this.convert(index, true); // every entry is in a chunk now: this only drops them from the index
+    this.layout1 = null;
+    this.migrated.clear();
+    // every entry is in a chunk now: the index is the value without them (a new object: the
+    // value read may still be in a caller's hands, the push's)
+    const index: JsonObject = {};
+    for (const [k, v] of Object.entries(m.index)) {
+      put(index, k, v);
+    }
+    const sessions = own(m.index, 'sessions');
+    if (isObject(sessions)) {
+      const kept: JsonObject = {};
+      for (const [name, sess] of Object.entries(sessions)) {
+        const copy: JsonObject = {};
+        for (const [k, v] of isObject(sess) ? Object.entries(sess) : []) {
+          if (k !== 'entries') {
+            put(copy, k, v);
+          }
+        }
+        put(kept, name, isObject(sess) ? copy : sess);
+      }
+      index.sessions = kept;
+    }
+    index.version = LAYOUT_TEXT;
     index.next_chunk = this.next;
     this.leavesFrom = this.next;
     this.chunkLeaf.clear();
@@ -816,8 +845,9 @@ export class ChunkedStore {
     this.ids.clear();
     this.chunkLeaf.clear();
     this.next = 0;
-    const index = this.access.get(METADATA_KEY);
+    const index = this.layout1 ?? this.access.get(METADATA_KEY);
     const chunked = isChunked(index);
+    this.layout1 = !chunked && isObject(index) ? index : null;
     this.leavesFrom = isObject(index) ? (integral(own(index, 'next_chunk')) ?? 0) : 0;
     const sessions = isObject(index) ? own(index, 'sessions') : undefined;
     if (!chunked && isObject(sessions)) {
@@ -855,8 +885,8 @@ export class ChunkedStore {
   }
 
   /** Layout 1 → 3, in place on `index` (a copy): each session's entries into new chunks (those
-   * a move's steps did not write already; none when `moved`: they wrote all), and out of the index. */
-  private convert(index: JsonObject, moved = false): void {
+   * a move's steps did not write already), and out of the index. */
+  private convert(index: JsonObject): void {
     index.version = LAYOUT_TEXT;
     index.next_chunk = 0;
     const sessions = own(index, 'sessions');
@@ -865,12 +895,13 @@ export class ChunkedStore {
         if (!isObject(s)) {
           continue;
         }
-        const left = moved ? [] : this.unmoved(name, s.entries);
+        const left = this.unmoved(name, s.entries);
         delete s.entries;
         this.writeChunks(name, left);
       }
     }
     this.migration = null;
+    this.layout1 = null;
     this.migrated.clear();
   }
 
@@ -918,4 +949,6 @@ export class ChunkedStore {
   private migration: IMigration | null = null;
   /** per session, the ids of the entries a move's steps wrote into chunks */
   private readonly migrated = new Map<string, Set<string>>();
+  /** the layout-1 value as last read, while no write changed it (dropped by `noteIndex`) */
+  private layout1: JsonObject | null = null;
 }
