@@ -160,12 +160,12 @@ window.__ipaWatch = (path) => {
 MOVED = "moved to the current layout"
 
 
-def _said(context, text: str, timeout: float) -> list[str]:
-    """The page's console lines holding ``text``, once there is one (the fixture records them all,
-    also those logged before this is called)."""
+def _said(page, text: str, timeout: float) -> list[str]:
+    """The page's console lines holding ``text``, once there is one (the context fixture records
+    them all, also those logged before this is called; Playwright delivers them while it waits)."""
     deadline = time.monotonic() + timeout
-    while not (lines := [line for line in context.logs if text in line]) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    while not (lines := [line for line in page.context.logs if text in line]) and time.monotonic() < deadline:
+        page.wait_for_timeout(200)
     return lines
 
 
@@ -182,7 +182,7 @@ def test_a_layout_1_notebook_moves_to_layout_3_while_idle_and_the_first_turn_wri
     page = context.new_page()
     page.add_init_script(WATCH)
     _open(page, lab, name)
-    said = _said(context, MOVED, timeout=120)
+    said = _said(page, MOVED, timeout=180)
     assert said, "the notebook was not moved into layout 3 before a turn"
     index = page.evaluate("(p) => window.__ipa.panel(p).context.model.getMetadata('ipyagent')", name)
     assert index["version"] == 3 and "entries" not in index["sessions"]["archive"]
