@@ -18,6 +18,11 @@ For each size (entries of one stored session, in layout 3 as the bridge writes i
   changed (the new chunk keys and the index if it changed), and how many
   metadata changes the model signalled;
 - the JS heap (``performance.memory.usedJSHeapSize``, after a garbage collection) once open;
+- for layout 1 (``--layouts 1``): the bridge's move of the notebook into layout 3 while the page is
+  idle, before the first turn: how long it ran, in how many steps, its longest step (the bridge's
+  own time), and the longest main-thread task while it ran (anyone's: the push and JupyterLab's
+  own work fall in that time too); "none" where no move comes within 30 s of the push (an older
+  bridge: the first turn converts the notebook);
 - with collaboration (jupyter-collaboration, a second JupyterLab): the growth of the server's Y
   store per turn (both turns: the bytes of its stored updates, once unchanged for 1 s).
 
@@ -62,14 +67,27 @@ from support.sessiongen import generate_session
 PROBE = "import ipyagent.bridge.comm as _C; print('PUSHED', _C.peek_push() is not None)"
 
 BENCH = """
-window.__bench = { tasks: [], pushSent: null, writes: 0, keys: {} };
+window.__bench = { tasks: [], all: [], pushSent: null, writes: 0, keys: {}, moveStart: null, moved: null };
 new PerformanceObserver(list => {
-  for (const e of list.getEntries()) window.__bench.tasks.push(e.duration);
+  for (const e of list.getEntries()) {
+    window.__bench.tasks.push(e.duration);
+    window.__bench.all.push([e.startTime, e.duration]);
+  }
 }).observe({ type: 'longtask', buffered: true });
 const __debug = console.debug.bind(console);
 console.debug = (...args) => {
   if (args.some(a => String(a).includes('pushed the stored session'))) window.__bench.pushSent = performance.now();
+  const took = args.find(a => a && typeof a.longest === 'number');
+  if (took) window.__bench.steps = took;
+  if (args.some(a => String(a).includes('moving the sessions into layout'))) {
+    window.__bench.moveStart = (args.find(a => a && typeof a.since === 'number') || { since: performance.now() }).since;
+  }
   __debug(...args);
+};
+const __info = console.info.bind(console);
+console.info = (...args) => {
+  if (args.some(a => String(a).includes('moved to the current layout'))) window.__bench.moved = performance.now();
+  __info(...args);
 };
 window.__benchOps = {
   probe(path, code) {
@@ -103,6 +121,13 @@ window.__benchOps = {
     const t = performance.now();
     await window.__ipa.panel(path).context.save();
     return performance.now() - t;
+  },
+  move() {
+    const b = window.__bench;
+    if (b.moved === null) return null;
+    const during = b.all.filter(([at, d]) => at + d >= b.moveStart && at <= b.moved).map(([, d]) => d);
+    return { ms: b.moved - b.moveStart, longest: during.length ? Math.max(...during) : 0,
+             steps: b.steps ? b.steps.steps : null, step: b.steps ? b.steps.longest : null };
   },
   heap() {
     if (window.gc) window.gc();
@@ -268,6 +293,7 @@ def main() -> None:
                 name, plain_name, size, plain_size = _notebooks(lab.root, n, layout)
                 context = browser.new_context(viewport={"width": 1280, "height": 800})
                 page, opened, push = _open(context, lab, name, n > 0)
+                move = _move(page) if layout == 1 and n else None
                 heap = page.evaluate("() => window.__benchOps.heap()")
                 turns = _turns(page, lab, name, n > 0)
                 save = _save(page, name)
@@ -287,7 +313,7 @@ def main() -> None:
                     grown = [b - a for a, b in itertools.pairwise(seen)]
                     context.close()
                     rtc.shutdown_kernels()
-                rows.append((n, layout, size, plain_size, opened, push, save, plain, turns, heap, grown))
+                rows.append((n, layout, size, plain_size, opened, push, save, plain, turns, heap, grown, move))
                 print(f"measured {n} entries (layout {layout}); the turns changed "
                       f"{' / '.join(', '.join(t['names']) for t in turns)}", file=sys.stderr, flush=True)
         finally:
@@ -296,6 +322,15 @@ def main() -> None:
                 _stop(rtc.proc)
             browser.close()
     _table(rows)
+
+
+def _move(page) -> dict | str:
+    """The move into layout 3 (its time, steps, longest step and task), or "none" when none came."""
+    try:
+        page.wait_for_function("() => window.__bench.moved !== null", timeout=30_000)
+    except Exception:  # noqa: BLE001 - playwright's TimeoutError: no move (an older bridge)
+        return "none"
+    return page.evaluate("() => window.__benchOps.move()")
 
 
 def _open_plain(context, lab: JupyterLab, name: str):
@@ -311,16 +346,25 @@ def _table(rows: list[tuple]) -> None:
     print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; per turn: the first / the second %%agent turn")
     print("| entries | layout | notebook (plain) | open | push | save (plain, ratio) | longest task per turn | "
           "the bridge's own JS per turn (longest run) | model bytes per turn (keys, writes) | JS heap after open | "
-          "Y store per turn |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for n, layout, size, plain_size, opened, push, save, plain, turns, heap, grown in rows:
+          "Y store per turn | move into layout 3 (longest task) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for n, layout, size, plain_size, opened, push, save, plain, turns, heap, grown, move in rows:
         longest = " / ".join(f"{t['longest']:.0f} ms" if t["longest"] else "none over 50 ms" for t in turns)
         written = " / ".join(f"{t['bytes']:,} B ({t['keys']}, {t['writes']})" for t in turns)
         own = " / ".join(f"{t['own']:.0f} ms ({t['own_longest']:.0f} ms)" for t in turns)
         ystore = "—" if grown is None else " / ".join(f"{g / 1e3:,.1f} KB" for g in grown)
         pushed = "—" if push is None else f"{push:.2f} s"
         print(f"| {n:,} | {layout} | {size / 1e6:.1f} MB ({plain_size / 1e6:.1f} MB) | {opened:.2f} s | {pushed} | {save:.2f} s ({plain:.2f} s, "
-              f"{save / plain:.2f}×) | {longest} | {own} | {written} | {heap / 1e6:.0f} MB | {ystore} |")
+              f"{save / plain:.2f}×) | {longest} | {own} | {written} | {heap / 1e6:.0f} MB | {ystore} | "
+              f"{_moved(move)} |")
+
+
+def _moved(move: dict | str | None) -> str:
+    if move is None or isinstance(move, str):
+        return move or "—"
+    longest = f"{move['longest']:.0f} ms" if move["longest"] else "none over 50 ms"
+    return (f"{move['ms'] / 1000:.2f} s, {move['steps']} steps, the longest {move['step']:.0f} ms "
+            f"(longest task meanwhile: {longest})")
 
 if __name__ == "__main__":
     main()

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ipyagent.store.chunks import assemble
+from ipyagent.store.chunks import assemble, store_value
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 
@@ -335,6 +335,45 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
     # ipywidgets' control comm is still refused here: test_agent_magic_end_to_end checks the rest)
     bridge_comms = [line for line in console if "Comm not found" in line and "-" not in line.split()[-1]]
     assert not bridge_comms, console
+
+
+# beyond a double's precision (next++ stays put), 1e+22 as a number, Infinity as a number
+HOSTILE_KEYS = ["ipyagent/" + "1" * 17, "ipyagent/1" + "0" * 21, "ipyagent/" + "9" * 400]
+
+
+def test_hostile_chunk_keys_are_set_aside_and_new_chunks_follow_the_real_ones(jupyterlab, context):
+    """A layout-3 notebook with three stray chunk keys: two turns' entries go into the next real
+    chunks (not one key overwritten, not a key no reader reads), the keys are said once, and the
+    saved notebook holds every entry with the stray keys set aside."""
+    lab = jupyterlab
+    name = "hostile-keys.ipynb"
+    path = lab.root / name
+    md: dict = {}
+    store_value(md, {"version": 1, "active": "default", "sessions": {"default": {
+        "header": HEADER, "leaf": ALL_IDS[-1], "settings": SETTINGS, "entries": ENTRIES}}}, 3)
+    for key in HOSTILE_KEYS:
+        md[key] = {"session": "default", "ids": [], "entries": "[]"}
+    _write_notebook(path, CELLS, metadata=md)
+    page = context.new_page()
+    _open(page, lab, name)
+    assert _line(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0]), "OPEN") in ("False", "True")
+    _state(page, name, until=lambda s: s["connected"])
+    for cell in (5, 6):
+        page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, cell])
+        state = _state(page, name, until=lambda s, n=cell - 4: not s["unacked"] and s["acks"] >= n)
+        assert state["unacked"] == {}, state
+    keys = page.evaluate(
+        "(p) => Object.keys(window.__ipa.panel(p).context.model.metadata).filter(k => k.startsWith('ipyagent/')).sort()",
+        name)
+    assert keys == sorted(["ipyagent/000000", "ipyagent/000001", "ipyagent/000002", *HOSTILE_KEYS])
+    want = ALL_IDS + [EXTRA[0]["id"], EXTRA2[0]["id"]]
+    _save(page, name)
+    saved = _saved_meta(path, want)
+    assert saved["sessions"]["default"]["leaf"] == EXTRA2[0]["id"]
+    assert sorted(item["where"] for item in saved["set_aside"]) == sorted(HOSTILE_KEYS)
+    said = [line for line in context.logs if "3 key(s) of this notebook's metadata" in line]
+    assert said and all(line.startswith("warning") for line in said), context.logs
+    assert len(said) == 1, said  # once, however often the store is read
 
 
 def test_two_views_of_one_notebook_share_one_bridge(jupyterlab, context):

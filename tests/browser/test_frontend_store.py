@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ipyagent.bridge import comm as bridge_mod
+from support.layout_vectors import check, reading, vectors
 
 STORE_JS = Path(__file__).resolve().parents[2] / "extension" / "frontend" / "lib" / "store.js"
 
@@ -26,13 +27,14 @@ def node(script: str, payload) -> object:
     # lib/ is tsc output with ES module syntax: import it from an inline module
     wrapper = (
         f"import * as S from {json.dumps(STORE_JS.as_uri())};\n"
-        "const input = JSON.parse(process.argv[1]);\n"
+        "import { readFileSync } from 'node:fs';\n"
+        "const input = JSON.parse(readFileSync(0, 'utf8'));\n"
         f"const out = (() => {{ {script} }})();\n"
         "process.stdout.write(JSON.stringify(out));\n"
     )
     res = subprocess.run(
-        ["node", "--input-type=module", "-e", wrapper, json.dumps(payload)],
-        capture_output=True, text=True, timeout=60,
+        ["node", "--input-type=module", "-e", wrapper],
+        input=json.dumps(payload), capture_output=True, text=True, timeout=60,
     )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
@@ -198,3 +200,113 @@ def test_chunked_store_reads_layout_2_and_writes_text_chunks_after_it():
     sess = out["view"]["sessions"]["s"]
     assert [x["id"] for x in sess["entries"]] == ["00000001", "00000002", "00000003"]
     assert sess["entries"][2] == third and sess["leaf"] == "00000003"
+
+
+# ---- the shared layout vectors (tests/store/vectors; the Python store reads the same ones) ------
+
+VECTORS = vectors()
+# over each vector's metadata: the store read as layout 1, then one new entry of a new session
+# stored (which keys it wrote, what it acked), and what the store reported
+READ_VECTORS = """
+const out = {};
+for (const [name, md] of Object.entries(input)) try {
+  const writes = [];
+  const reports = [];
+  const access = {keys: () => Object.keys(md), get: k => md[k] === undefined ? undefined :
+    JSON.parse(JSON.stringify(md[k])), set: (k, v) => { writes.push(k); md[k] = JSON.parse(JSON.stringify(v)); }};
+  const view = new S.ChunkedStore(access, t => reports.push(t)).assemble();
+  const probe = {type: 'message', id: 'feedf00d', parentId: null, timestamp: 't', message: {role: 'user', content: 'x'}};
+  const stored = new S.ChunkedStore(access, t => reports.push(t)).apply(
+    {session: 'probe', entries: [probe], leaf: 'feedf00d'});
+  out[name] = {view: JSON.parse(JSON.stringify(view)), stored, writes, reports,
+               polluted: Object.prototype.leaf !== undefined || Object.prototype.entries !== undefined};
+} catch (e) {
+  out[name] = {error: String(e && e.stack || e)};
+}
+return out;
+"""
+
+
+@pytest.fixture(scope="module")
+def ts_readings():
+    return node(READ_VECTORS, {name: v["metadata"] for name, v in VECTORS.items()})
+
+
+@pytest.mark.parametrize("name", sorted(VECTORS))
+def test_the_labextension_store_reads_the_vector(ts_readings, name):
+    """The same expectation as the Python store's (tests/store/test_layout_vectors.py); and its
+    next chunk goes under the key the vector says, never after a stray key (nowhere when the
+    numbers are used up: then nothing is acked)."""
+    vector, got = VECTORS[name], ts_readings[name]
+    assert "error" not in got, got.get("error")
+    check(vector, reading(got["view"]))
+    assert not got["polluted"]
+    want = vector["expect"]
+    if want["layout"] == 1:
+        return  # its first write converts it (the conversion's own tests)
+    if want["next_key"] is None:
+        assert got["writes"] == [] and got["stored"]["ids"] == []
+        assert any("used up" in r for r in got["reports"])
+    else:
+        assert got["stored"]["ids"] == ["feedf00d"] and got["stored"]["stored"] == 1
+        assert want["next_key"] in got["writes"] and set(got["writes"]) <= {want["next_key"], "ipyagent"}
+    strays = [i for i in want["set_aside"] if i["reason"].startswith("not a chunk key")]
+    assert any(f"{len(strays)} key(s)" in r for r in got["reports"]) == bool(strays)
+
+
+ACCESS = (
+    "const writes = []; let indexReads = 0;"
+    "const access = {keys: () => Object.keys(md), get: k => { if (k === 'ipyagent') indexReads++;"
+    " return md[k] === undefined ? undefined : JSON.parse(JSON.stringify(md[k])); },"
+    " set: (k, v) => { writes.push(k); md[k] = JSON.parse(JSON.stringify(v)); }};"
+)
+
+
+def test_a_layout_1_store_moves_into_layout_3_a_chunk_a_step_and_the_index_last():
+    """250 entries in layout 1: the first step plans, each next step writes one chunk (the index
+    still layout 1 meanwhile, so a reader sees every entry), the last writes the index; the
+    store reads back every entry once, and a turn after it writes one new chunk."""
+    old = {"version": 1, "active": "s", "sessions": {"s": {"header": {"id": "h"}, "leaf": "000000f9",
+                                                          "entries": [e(i) for i in range(250)]}}}
+    out = node(
+        "const md = {ipyagent: input};" + ACCESS +
+        "const st = new S.ChunkedStore(access); const steps = [];"
+        "const pushed = st.assemble();"  # the push's read, which the move then plans from
+        "for (let r = 'more'; r === 'more';) { r = st.migrateStep();"
+        " steps.push([r, writes.splice(0), md.ipyagent.version]); }"
+        "const reads = indexReads;"
+        "const again = st.migrateStep();"
+        f"const turn = st.apply({{session: 's', entries: [{json.dumps(e(250))}], leaf: '000000fa'}});"
+        "return {steps, again, moved: st.moved, turn, writes, reads, pushed: pushed.sessions.s.entries.length,"
+        " view: new S.ChunkedStore(access).assemble()};",
+        old,
+    )
+    steps = out["steps"]
+    assert steps[0] == ["more", [], 1]  # the plan
+    assert [s[1] for s in steps[1:4]] == [["ipyagent/000000"], ["ipyagent/000001"], ["ipyagent/000002"]]
+    assert all(s[0] == "more" and s[2] == 1 for s in steps[1:4])  # still layout 1 for every reader
+    assert steps[4] == ["done", ["ipyagent"], 3] and len(steps) == 5
+    assert out["again"] == "none" and out["moved"] == {"entries": 250, "chunks": 3}
+    assert out["pushed"] == 250 and out["reads"] == 1  # the long value read once, for the push and the move
+    assert out["turn"]["stored"] == 1 and out["writes"] == ["ipyagent/000003"]
+    ids = [x["id"] for x in out["view"]["sessions"]["s"]["entries"]]
+    assert ids == [f"{i:08x}" for i in range(251)]
+
+
+def test_a_write_during_a_move_finishes_it_without_writing_an_entry_twice():
+    old = {"version": 1, "active": "s", "sessions": {"s": {"header": {"id": "h"}, "leaf": "000000f9",
+                                                          "entries": [e(i) for i in range(250)]}}}
+    out = node(
+        "const md = {ipyagent: input};" + ACCESS +
+        "const st = new S.ChunkedStore(access);"
+        "st.migrateStep(); st.migrateStep(); writes.splice(0);"  # planned, one chunk written
+        f"const turn = st.apply({{session: 's', entries: [{json.dumps(e(250))}], leaf: '000000fa'}});"
+        "return {turn, writes, after: st.migrateStep(), view: new S.ChunkedStore(access).assemble(),"
+        " chunks: Object.keys(md).filter(k => k.startsWith('ipyagent/')).map(k => md[k].ids.length)};",
+        old,
+    )
+    assert out["turn"]["stored"] == 1 and out["after"] == "none"
+    assert out["writes"] == ["ipyagent/000001", "ipyagent/000002", "ipyagent/000003", "ipyagent"]
+    assert sum(out["chunks"]) == 251  # each entry in one chunk
+    ids = [x["id"] for x in out["view"]["sessions"]["s"]["entries"]]
+    assert ids == [f"{i:08x}" for i in range(251)]

@@ -7,11 +7,13 @@ restart; and a turn that was run but never saved, which the kernel must still kn
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from ipyagent.store.chunks import assemble, chunk_number, layout_of
 from support.sessiongen import generate_session
 
 HELPERS = """
@@ -145,3 +147,63 @@ def _fresh_kernels(jupyterlab):
         jupyterlab.shutdown_kernels()
     except Exception:  # noqa: BLE001 - the kernels may be gone already
         pass
+
+
+WATCH = """
+window.__ipaWrites = [];
+window.__ipaWatch = (path) => {
+  const m = window.__ipa.panel(path).context.model;
+  m.metadataChanged.connect((_, c) => window.__ipaWrites.push(
+    [c.key, c.newValue === undefined ? 0 : new TextEncoder().encode(JSON.stringify(c.newValue)).length]));
+};
+"""
+MOVED = "moved to the current layout"
+
+
+def _said(page, text: str, timeout: float) -> list[str]:
+    """The page's console lines holding ``text``, once there is one (the context fixture records
+    them all, also those logged before this is called; Playwright delivers them while it waits)."""
+    deadline = time.monotonic() + timeout
+    while not (lines := [line for line in page.context.logs if text in line]) and time.monotonic() < deadline:
+        page.wait_for_timeout(200)
+    return lines
+
+
+def test_a_layout_1_notebook_moves_to_layout_3_while_idle_and_the_first_turn_writes_little(jupyterlab, context):
+    """5,000 entries in layout 1 (before chunks): the page moves them into layout 3 a chunk at a
+    time while idle, and says so once; the first turn then writes only its own entries (its
+    conversion used to write the whole session in that turn); saved, nothing is lost."""
+    lab = jupyterlab
+    server = lab.fake
+    name = "layout-1.ipynb"
+    path = lab.root / name
+    archive = _archive(5000)
+    _notebook(path, ["%load_ext ipyagent", "%%agent --session archive\nWhat follows from it?"], {"archive": archive})
+    page = context.new_page()
+    page.add_init_script(WATCH)
+    _open(page, lab, name)
+    said = _said(page, MOVED, timeout=180)
+    assert said, "the notebook was not moved into layout 3 before a turn"
+    index = page.evaluate("(p) => window.__ipa.panel(p).context.model.getMetadata('ipyagent')", name)
+    assert index["version"] == 3 and "entries" not in index["sessions"]["archive"]
+    chunks = page.evaluate(
+        "(p) => Object.keys(window.__ipa.panel(p).context.model.metadata).filter(k => k.startsWith('ipyagent/'))", name)
+    assert sorted(chunks) == [f"ipyagent/{i:06d}" for i in range(50)]
+
+    page.evaluate("(p) => window.__ipaWatch(p)", name)
+    assert "from push" in _run(page, name, 0)
+    server.enqueue_text("It follows that the archive holds.")
+    out = _run(page, name, 1)
+    assert "ERROR" not in out, out
+    page.wait_for_function("() => window.__ipaWrites.some(([k]) => k === 'ipyagent/000050')", timeout=180_000)
+    writes = page.evaluate("() => window.__ipaWrites")
+    # new chunks after the 50 moved ones (as the turn's entries came), maybe the small index
+    assert all(k == "ipyagent" or (chunk_number(k) or 0) >= 50 for k, _ in writes), writes
+    assert sum(size for _, size in writes) < 100_000, writes  # its own entries, not the session (15 MB)
+
+    page.evaluate("(p) => window.__ipa.panel(p).context.save()", name)
+    saved = json.loads(path.read_text())["metadata"]
+    assert layout_of(saved) == 3
+    ids = [e["id"] for e in assemble(saved)["sessions"]["archive"]["entries"]]
+    assert ids[:5000] == [e["id"] for e in archive["entries"]] and len(ids) > 5000
+    assert len([line for line in context.logs if MOVED in line]) == 1  # said once

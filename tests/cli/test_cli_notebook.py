@@ -396,3 +396,34 @@ def test_lift_in_place_keeps_a_dangling_leaf_under_set_aside(tmp_path, capsys):
     before = path.read_bytes()
     code, out, _ = run(capsys, "lift", path)  # idempotent: the kept leaf is not added twice
     assert code == 0 and "nothing to lift" in out and path.read_bytes() == before
+
+
+# ---- a hostile chunk key ----------------------------------------------------------------------------
+
+HUGE_KEY = "ipyagent/" + "7" * 5000  # over Python's integer-string limit (4,300 digits)
+
+
+def hostile_chunk_notebook(path):
+    """A layout-3 notebook of three entries, and one more under a chunk key of 5,000 digits."""
+    nb = write_sessions_into_notebook(new_notebook(), NotebookSessions(
+        "default", {"default": StoredSession(HEADER, "00000002", {}, chain(3))}), 3)
+    nb["metadata"][HUGE_KEY] = {"session": "default", "ids": ["0000000f"], "entries": json.dumps(
+        [{**chain(1)[0], "id": "0000000f"}]), "leaf": "0000000f"}
+    path.write_text(json.dumps(nb))
+    return path
+
+
+def test_a_chunk_key_of_5000_digits_is_set_aside_by_export_inspect_and_lift(tmp_path, capsys):
+    nb = hostile_chunk_notebook(tmp_path / "nb.ipynb")
+    code, out, err = run(capsys, "export", nb, "--format", "pi")
+    assert code == 0, err
+    assert [json.loads(line).get("id") for line in out.splitlines()[1:]] == ["00000000", "00000001", "00000002"]
+    assert "Traceback" not in err
+    code, out, err = run(capsys, "inspect", nb)
+    assert code == 0 and "Traceback" not in err
+    code, out, err = run(capsys, "lift", nb)
+    assert code == 0, err
+    metadata = read_notebook(nb)["metadata"]
+    aside = metadata["ipyagent"].get("set_aside") or []
+    # kept where it was, or (after a rewrite) under the index's set_aside: never lost
+    assert HUGE_KEY in metadata or [item["where"] for item in aside] == [HUGE_KEY]

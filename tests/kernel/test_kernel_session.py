@@ -177,3 +177,34 @@ def test_ask_approval_through_input_in_a_kernel(tmp_path):
         results = [e["message"] for e in k.metadata["sessions"]["default"]["entries"]
                    if e["type"] == "message" and e["message"]["role"] == "toolResult"]
         assert not results[0]["isError"] and results[1]["isError"] and "declined" in json.dumps(results[1])
+
+
+def test_a_chunk_key_of_5000_digits_breaks_neither_load_ext_nor_run(tmp_path, capsys):
+    """A notebook with a chunk key over Python's integer-string limit: ``%load_ext`` resumes its
+    session from disk (the key set aside and said), and ``ipyagent run`` runs it."""
+    from conftest import chain
+    from ipyagent import cli
+    from ipyagent.store.chunks import assemble
+    from ipyagent.store.ipynb import read_notebook, write_sessions_into_notebook
+    from ipyagent.store.schema import NotebookSessions, StoredSession
+
+    header = {"type": "session", "version": 3, "id": "3f0c2b9e-0000-4000-a000-000000000005",
+              "timestamp": "2026-01-01T00:00:00.000Z", "cwd": ""}
+    nb = write_sessions_into_notebook(notebook("%load_ext ipyagent", "%agent sessions"), NotebookSessions(
+        "default", {"default": StoredSession(header, "00000002", {}, chain(3))}), 3)
+    huge = "ipyagent/" + "7" * 5000
+    nb["metadata"][huge] = {"session": "default", "ids": [], "entries": "[]"}
+    path = tmp_path / "hostile.ipynb"
+    path.write_text(json.dumps(nb))
+    with LiveKernel(cwd=str(tmp_path), env={"JPY_SESSION_NAME": str(path)}) as k:
+        cell = k.run("%load_ext ipyagent", "c0")
+        text = outputs_text(cell.outputs)
+        assert cell.status == "ok" and "resumed default (3 entries" in text, text
+        assert "set aside" in text or "kept here" in text, text  # the key is said, not silently dropped
+        cell = k.run("%agent sessions", "c1")
+        assert "default" in outputs_text(cell.outputs) and "no sessions yet" not in outputs_text(cell.outputs)
+    out = tmp_path / "out.ipynb"
+    assert cli.main(["run", str(path), "-o", str(out), "--timeout", "120"]) == 0, capsys.readouterr().err
+    stored = assemble(read_notebook(out)["metadata"])
+    assert [e["id"] for e in stored["sessions"]["default"]["entries"]] == ["00000000", "00000001", "00000002"]
+    assert huge in [item["where"] for item in stored.get("set_aside", [])]

@@ -27,6 +27,7 @@ import {
   FEATURES,
   IMetadataAccess,
   JOURNAL_MIME,
+  LAYOUT_TEXT,
   METADATA_KEY,
   PROTOCOL,
   chunkNumber,
@@ -137,8 +138,81 @@ class DocumentBridge {
     void panel.context.ready.then(() => {
       panel.context.model.metadataChanged.connect((_, change) => this.onMetadataChanged(change), this);
       this.liftJournals();
+      this.scheduleMove();
     });
   }
+
+  /** A problem of the store, said once per page (a console warning and a notification). */
+  private warnOnce(text: string): void {
+    if (this.said.has(text)) {
+      return;
+    }
+    this.said.add(text);
+    console.warn(LOG, text);
+    Notification.warning(text, { autoClose: false });
+  }
+
+  private readonly said = new Set<string>();
+
+  /**
+   * A notebook in layout 1 moves into layout 3 while the page is idle, a chunk at a time
+   * (`ChunkedStore.migrateStep`): no turn pays for rewriting a long session (one 276 ms task and
+   * 5.7 MB into the shared document for 5,000 entries, when the first turn did it), and a step
+   * is one chunk's text. Under collaboration one page moves it (the one that stores messages no
+   * page asked for). Said once, when done; the notebook is in layout 3 on disk from its next save.
+   */
+  private scheduleMove(): void {
+    if (this.moving) {
+      return;
+    }
+    this.moving = true;
+    const idle = (window as { requestIdleCallback?: (f: () => void, o?: { timeout: number }) => void })
+      .requestIdleCallback;
+    const later = idle ? (f: () => void) => idle.call(window, f, { timeout: 2000 }) : (f: () => void) => setTimeout(f, 50);
+    let started = false;
+    let steps = 0;
+    let longest = 0;
+    const step = () => {
+      const store = this.store;
+      if (!store || this.panel.isDisposed || !this.writesFor(null)) {
+        this.moving = false;
+        return;
+      }
+      const since = performance.now();
+      let result: 'none' | 'more' | 'done';
+      try {
+        result = store.migrateStep();
+      } catch (e) {
+        this.moving = false;
+        console.warn(LOG, 'moving the sessions into layout 3 failed; the first write does it', e);
+        return;
+      }
+      steps += 1;
+      longest = Math.max(longest, performance.now() - since);
+      if (result === 'more') {
+        if (!started) {
+          started = true;
+          console.debug(LOG, `moving the sessions into layout ${LAYOUT_TEXT} while the page is idle`, { since });
+        }
+        later(step);
+        return;
+      }
+      this.moving = false;
+      if (result === 'done' && store.moved) {
+        const { entries, chunks } = store.moved;
+        const text =
+          `ipyagent: this notebook's agent sessions were moved to the current layout (layout ${LAYOUT_TEXT}: ` +
+          `${entries} entries in ${chunks} chunks), a chunk at a time while the page was idle; ` +
+          'the next save writes it.';
+        console.info(LOG, text);
+        console.debug(LOG, 'the move into layout 3 took', { steps, longest });
+        Notification.info(text, { autoClose: 8000 });
+      }
+    };
+    later(step);
+  }
+
+  private moving = false;
 
   /** The session store over this document's metadata (layout 2: chunks under their own keys). */
   private get store(): ChunkedStore | null {
@@ -148,7 +222,7 @@ class DocumentBridge {
     }
     if (!this._store || this._storeModel !== model) {
       this._storeModel = model;
-      this._store = new ChunkedStore(metadataAccess(model));
+      this._store = new ChunkedStore(metadataAccess(model), text => this.warnOnce(text));
     }
     return this._store;
   }
@@ -306,14 +380,14 @@ class DocumentBridge {
    * page with the smallest awareness client id among those running this bridge. Without
    * collaboration each page has a model of its own, and each stores every message.
    */
-  private writesFor(msg: KernelMessage.IMessage): boolean {
+  private writesFor(msg: KernelMessage.IMessage | null): boolean {
     const model = this.model;
     if (!model || !model.collaborative) {
       return true;
     }
     const awareness = model.sharedModel.awareness;
     this.announce();
-    const parent = (msg.parent_header as { session?: unknown }).session;
+    const parent = msg ? (msg.parent_header as { session?: unknown }).session : undefined;
     const mine = this.panel.sessionContext.session?.kernel?.clientId;
     if (typeof parent === 'string' && parent === mine) {
       return true;

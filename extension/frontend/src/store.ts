@@ -77,10 +77,10 @@ export function applyUpdate(raw: unknown, update: IUpdate, onlyIfNew = false): I
   const before = normalise(raw);
   const meta = normalise(raw);
   const name = update.session;
-  let sess = meta.sessions[name] as unknown;
+  let sess = own(meta.sessions, name) as unknown;
   if (!isObject(sess)) {
     sess = { leaf: null, entries: [] };
-    meta.sessions[name] = sess as ISession;
+    put(meta.sessions, name, sess as ISession);
   }
   const session = sess as JsonObject;
   if (!Array.isArray(session.entries)) {
@@ -355,7 +355,19 @@ export const CHUNK_PREFIX = `${METADATA_KEY}/`;
 export const CHUNK_ENTRIES = 100;
 export const CHUNK_CHARS = 1 << 20;
 
-const CHUNK_KEY = /^ipyagent\/(\d{6,})$/;
+/** Chunk numbers are below this, here and in the Python readers (store/chunks.py). */
+export const CHUNK_LIMIT = 1e9;
+/** The one key of each number below CHUNK_LIMIT: six digits, or seven to nine without a leading
+ * zero. Any other key under `ipyagent/` (`ipyagent/` and 17 digits, beyond a double's precision;
+ * 400 digits, `Infinity` as a number) is stray: set aside, never read, never numbered after. */
+const CHUNK_KEY = /^ipyagent\/([0-9]{6}|[1-9][0-9]{6,8})$/;
+export const STRAY_REASON =
+  'not a chunk key (ipyagent/ and a number below 10^9 in six digits or more, no other leading zero): ' +
+  'not read, and no chunk is numbered after it';
+export const SESSION_REASON = "a session of the index must be a JSON object; its chunks' entries are read without it";
+export const SESSIONS_REASON =
+  "the index's sessions must be a JSON object mapping names to sessions; the chunks are read without it";
+const NOT_A_CHUNK = 'not a chunk ({"session": name, "entries": [...] or its JSON text})';
 
 export function chunkKey(n: number): string {
   return CHUNK_PREFIX + String(n).padStart(6, '0');
@@ -367,8 +379,28 @@ export function chunkNumber(key: string): number | null {
   return m ? Number(m[1]) : null;
 }
 
+/** A key under `ipyagent/` that is no chunk key. */
+export function isStrayKey(key: string): boolean {
+  return key.startsWith(CHUNK_PREFIX) && chunkNumber(key) === null;
+}
+
+/** An own property (names such as `__proto__` or `constructor` are data here, never the
+ * prototype's). */
+function own(obj: JsonObject, key: string): Json | undefined {
+  return Object.prototype.hasOwnProperty.call(obj, key) ? obj[key] : undefined;
+}
+
+function put(obj: JsonObject, key: string, value: Json): void {
+  Object.defineProperty(obj, key, { value, writable: true, enumerable: true, configurable: true });
+}
+
+function integral(v: unknown): number | null {
+  return typeof v === 'number' && Number.isInteger(v) ? v : null;
+}
+
 function isChunked(index: unknown): boolean {
-  return isObject(index) && typeof index.version === 'number' && index.version >= LAYOUT_CHUNKED;
+  const version = isObject(index) ? integral(own(index, 'version')) : null;
+  return version !== null && version >= LAYOUT_CHUNKED;
 }
 
 function entryIds(entries: unknown, into: Set<string>): void {
@@ -379,18 +411,37 @@ function entryIds(entries: unknown, into: Set<string>): void {
   }
 }
 
-/** A chunk's entries: the list (layout 2) or parsed from its text (layout 3); [] when neither. */
-export function chunkEntries(chunk: JsonObject): Json[] {
-  const entries = chunk.entries;
-  if (typeof entries === 'string') {
-    try {
-      const parsed: unknown = JSON.parse(entries);
-      return Array.isArray(parsed) ? (parsed as Json[]) : [];
-    } catch {
-      return [];
-    }
+function jsonType(v: unknown): string {
+  return v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v === 'object' ? 'object' : typeof v;
+}
+
+/** A chunk's session and entries (the list of layout 2, or parsed from the text of layout 3), or
+ * why it is not a chunk (the reasons of the Python reader, store/chunks.py). */
+export function readChunk(chunk: unknown): { session: string | null; entries: Json[] | null; problem: string } {
+  const name = isObject(chunk) ? own(chunk, 'session') : undefined;
+  const entries = isObject(chunk) ? own(chunk, 'entries') : undefined;
+  const session = typeof name === 'string' ? name : null;
+  if (session === null || !(Array.isArray(entries) || typeof entries === 'string')) {
+    return { session, entries: null, problem: NOT_A_CHUNK };
   }
-  return Array.isArray(entries) ? entries : [];
+  if (Array.isArray(entries)) {
+    return { session, entries, problem: '' };
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(entries);
+  } catch (e) {
+    return { session, entries: null, problem: `the chunk's entries are not valid JSON (${String(e)})` };
+  }
+  if (!Array.isArray(parsed)) {
+    return { session, entries: null, problem: `the chunk's entries are a JSON ${jsonType(parsed)}, not a list` };
+  }
+  return { session, entries: parsed as Json[], problem: '' };
+}
+
+/** A chunk's entries ([] when it is no chunk). */
+export function chunkEntries(chunk: JsonObject): Json[] {
+  return readChunk(chunk).entries ?? [];
 }
 
 /** The ids a chunk holds, without parsing its text when it lists them. */
@@ -414,20 +465,38 @@ function isChunk(value: unknown): value is JsonObject {
   );
 }
 
+/** Entries of a layout-1 store waiting to be moved into chunks (`ChunkedStore.migrateStep`). */
+interface IMigration {
+  /** the layout-1 index as read when the move began (its entries are dropped at the end) */
+  index: JsonObject;
+  /** what is left to write, at most CHUNK_ENTRIES entries a piece */
+  pieces: { name: string; entries: Json[] }[];
+  entries: number;
+  chunks: number;
+}
+
 /**
  * The session store in the notebook's metadata, written in layout 3: a small index under
  * `ipyagent` and immutable chunks under `ipyagent/NNNNNN`, so a turn writes only its new entries
- * (one new key per chunk) and the small index. A notebook in layout 1 is converted on its first
- * write; layout 2's chunks are kept as they are (new chunks are text). The ids held are read
+ * (one new key per chunk) and the small index. A notebook in layout 1 is moved into layout 3 a
+ * chunk at a time while the page is idle (`migrateStep`), or at its first write if that comes
+ * first; layout 2's chunks are kept as they are (new chunks are text). The ids held are read
  * once and then kept up to date from the chunks written (here or, through `noteChunk`, by another
  * page): no message copies, serialises or compares the whole store.
  */
 export class ChunkedStore {
-  constructor(private readonly access: IMetadataAccess) {}
+  /** `report` is told each problem of the store once (a stray key, no chunk number left). */
+  constructor(
+    private readonly access: IMetadataAccess,
+    private readonly report: (text: string) => void = () => undefined
+  ) {}
 
   /** Read again on the next use (the metadata was replaced: a reload from disk, a deletion). */
   invalidate(): void {
     this.loaded = false;
+    this.migration = null;
+    this.layout1 = null;
+    this.migrated.clear();
   }
 
   /** A chunk key was added (here or by another page): its entries are held. */
@@ -439,19 +508,22 @@ export class ChunkedStore {
     this.next = Math.max(this.next, n + 1);
     if (isChunk(value)) {
       chunkIds(value, this.held(value.session as string));
-      if (n >= this.leavesFrom && 'leaf' in value) {
+      if (n >= this.leavesFrom && Object.prototype.hasOwnProperty.call(value, 'leaf')) {
         this.chunkLeaf.set(value.session as string, value.leaf as Json);
       }
     }
   }
 
   /** The index was written (here or by another page): chunk leaves before its `next_chunk` are
-   * older than its own. */
+   * older than its own. A move into layout 3 under way starts again from the new index (what it
+   * moved stays moved). */
   noteIndex(value: unknown): void {
+    this.migration = null;
+    this.layout1 = null;
     if (!this.loaded || !isObject(value)) {
       return;
     }
-    const from = typeof value.next_chunk === 'number' ? value.next_chunk : 0;
+    const from = integral(own(value, 'next_chunk')) ?? 0;
     if (from !== this.leavesFrom) {
       this.leavesFrom = from;
       this.chunkLeaf.clear();
@@ -459,39 +531,97 @@ export class ChunkedStore {
   }
 
   /** The store as layout 1 (`{version: 1, active, sessions: {name: {…, entries}}}`), or the
-   * stored value as it is when it is not an object. */
+   * stored value as it is when it is not an object. What cannot be read is under `set_aside`
+   * with its key and reason, as the Python reader puts it (store/chunks.py `assemble`; the test
+   * vectors in tests/store/vectors hold what both read). */
   assemble(): unknown {
-    const index = this.access.get(METADATA_KEY);
+    const index = this.layout1 ?? this.access.get(METADATA_KEY);
     if (!isChunked(index) || !isObject(index)) {
+      // layout 1: the value itself (kept, unchanged, for a move into layout 3 to plan from)
+      this.layout1 = isObject(index) ? index : null;
       return index;
     }
-    const out: JsonObject = { ...index, version: PROTOCOL };
-    const sessions: { [name: string]: JsonObject } = {};
-    if (isObject(index.sessions)) {
-      for (const [name, s] of Object.entries(index.sessions)) {
-        sessions[name] = { ...(isObject(s) ? s : {}), entries: [] };
+    const out: JsonObject = {};
+    for (const [k, v] of Object.entries(index)) {
+      if (k !== 'version' && k !== 'sessions' && k !== 'next_chunk') {
+        put(out, k, v);
       }
     }
-    const keys = [...this.access.keys()]
-      .map(k => [chunkNumber(k), k] as const)
-      .filter((p): p is readonly [number, string] => p[0] !== null)
-      .sort((a, b) => a[0] - b[0]);
-    const leavesFrom = typeof index.next_chunk === 'number' ? index.next_chunk : 0;
+    out.version = PROTOCOL;
+    const leavesFrom = integral(own(index, 'next_chunk')) ?? 0;
+    const kept = own(index, 'set_aside');
+    const aside: Json[] =
+      kept === undefined
+        ? []
+        : Array.isArray(kept)
+          ? [...kept]
+          : [{ session: null, where: `${METADATA_KEY}.set_aside`, reason: 'not a list', raw: kept }];
+    let raw = own(index, 'sessions') ?? {};
+    if (!isObject(raw)) {
+      aside.push({ session: null, where: METADATA_KEY, reason: SESSIONS_REASON, raw });
+      raw = {};
+    }
+    const sessions: JsonObject = Object.create(null);
+    for (const [name, s] of Object.entries(raw)) {
+      let fields: JsonObject = { leaf: null };
+      if (isObject(s)) {
+        fields = s;
+      } else {
+        aside.push({ session: name, where: METADATA_KEY, reason: SESSION_REASON, raw: s });
+      }
+      const copy: JsonObject = {};
+      for (const [k, v] of Object.entries(fields)) {
+        put(copy, k, v);
+      }
+      put(copy, 'entries', []);
+      put(sessions, name, copy);
+    }
+    const keys: [number, string][] = [];
+    const strays: string[] = [];
+    for (const k of this.access.keys()) {
+      const n = chunkNumber(k);
+      if (n !== null) {
+        keys.push([n, k]);
+      } else if (isStrayKey(k)) {
+        strays.push(k);
+      }
+    }
+    keys.sort((a, b) => a[0] - b[0]);
     for (const [n, key] of keys) {
       const chunk = this.access.get(key);
-      if (!isChunk(chunk)) {
+      const read = readChunk(chunk);
+      if (read.entries === null || read.session === null || !isObject(chunk)) {
+        aside.push({ session: read.session, where: key, reason: read.problem, raw: (chunk ?? null) as Json });
         continue;
       }
-      const s = (sessions[chunk.session as string] ??= { leaf: null, entries: [] });
-      for (const e of chunkEntries(chunk)) {
-        (s.entries as Json[]).push(e); // not push(...): a spread of many arguments can overflow the stack
+      let s = own(sessions, read.session);
+      if (!isObject(s)) {
+        s = { leaf: null, entries: [] };
+        put(sessions, read.session, s);
       }
-      if (n >= leavesFrom && 'leaf' in chunk) {
+      const list = s.entries as Json[];
+      for (const e of read.entries) {
+        list.push(e); // not push(...): a spread of many arguments can overflow the stack
+      }
+      if (n >= leavesFrom && Object.prototype.hasOwnProperty.call(chunk, 'leaf')) {
         s.leaf = chunk.leaf; // written after the index: newer than its leaf
       }
     }
-    delete out.next_chunk;
-    out.sessions = sessions;
+    for (const key of strays.sort()) {
+      const value = this.access.get(key);
+      const name = isObject(value) ? own(value, 'session') : undefined;
+      aside.push({
+        session: typeof name === 'string' ? name : null,
+        where: key,
+        reason: STRAY_REASON,
+        raw: (value ?? null) as Json
+      });
+    }
+    this.noteStrays(strays);
+    if (aside.length || kept !== undefined) {
+      put(out, 'set_aside', aside);
+    }
+    put(out, 'sessions', sessions);
     return out;
   }
 
@@ -499,46 +629,61 @@ export class ChunkedStore {
    * settings and active are taken only when it added an entry. */
   apply(update: IUpdate, onlyIfNew = false): { stored: number; ids: string[]; changed: boolean } {
     this.load();
-    const raw = this.access.get(METADATA_KEY);
-    let before = JSON.stringify(raw ?? null);
-    const index: JsonObject = isObject(raw) ? raw : {};
-    let changed = false;
-    if (!isChunked(index)) {
-      this.convert(index);
-      changed = true;
-    } else if ((index.version as number) < LAYOUT_TEXT) {
-      index.version = LAYOUT_TEXT; // layout 2's chunks stay as they are; readers take both
-      changed = true;
-    }
-    if (!isObject(index.sessions)) {
-      index.sessions = {};
-    }
-    const sessions = index.sessions as JsonObject;
     const name = update.session;
-    if (!isObject(sessions[name])) {
-      sessions[name] = { leaf: null };
-    }
-    // compare with the leaves in effect (the newest chunk leaf wins over the index's)
-    for (const [n, leaf] of this.chunkLeaf) {
-      if (isObject(sessions[n])) {
-        (sessions[n] as JsonObject).leaf = leaf;
-      }
-    }
-    before = JSON.stringify(index);
-    const session = sessions[name] as JsonObject;
     const held = this.held(name);
     const fresh: Json[] = [];
     const ids: string[] = [];
+    const seen = new Set<string>();
     for (const e of update.entries ?? []) {
       if (!isObject(e) || typeof e.id !== 'string') {
         continue;
       }
-      if (!held.has(e.id)) {
-        held.add(e.id);
+      if (!held.has(e.id) && !seen.has(e.id)) {
+        seen.add(e.id);
         fresh.push(e);
       }
       ids.push(e.id);
     }
+    if (onlyIfNew && fresh.length === 0) {
+      return { stored: 0, ids, changed: false }; // a journal that adds nothing changes nothing
+    }
+    const raw = this.access.get(METADATA_KEY);
+    const index: JsonObject = isObject(raw) ? raw : {};
+    const converting = !isChunked(index);
+    if (this.next + fresh.length + (converting ? this.entriesIn(index) : 0) > CHUNK_LIMIT) {
+      this.report(
+        `ipyagent: this notebook's chunk numbers are used up (a chunk numbered near ${CHUNK_LIMIT}): ` +
+          "new entries are not stored in its metadata (the kernel keeps them, and a run's journal output holds them)."
+      );
+      return { stored: 0, ids: [], changed: false };
+    }
+    for (const e of fresh) {
+      held.add((e as JsonObject).id as string);
+    }
+    let changed = false;
+    if (converting) {
+      this.convert(index);
+      changed = true;
+    } else if ((integral(own(index, 'version')) as number) < LAYOUT_TEXT) {
+      index.version = LAYOUT_TEXT; // layout 2's chunks stay as they are; readers take both
+      changed = true;
+    }
+    if (!isObject(own(index, 'sessions'))) {
+      index.sessions = {};
+    }
+    const sessions = index.sessions as JsonObject;
+    if (!isObject(own(sessions, name))) {
+      put(sessions, name, { leaf: null });
+    }
+    // compare with the leaves in effect (the newest chunk leaf wins over the index's)
+    for (const [n, leaf] of this.chunkLeaf) {
+      const s = own(sessions, n);
+      if (isObject(s)) {
+        s.leaf = leaf;
+      }
+    }
+    const before = JSON.stringify(index);
+    const session = own(sessions, name) as JsonObject;
     const oldLeaf = session.leaf;
     if (!onlyIfNew || fresh.length > 0) {
       for (const field of ['leaf', 'header', 'settings'] as const) {
@@ -573,6 +718,89 @@ export class ChunkedStore {
     return { stored: fresh.length, ids, changed: changed || fresh.length > 0 };
   }
 
+  /**
+   * One step of moving a layout-1 store into layout 3 (call it while the page is idle): the
+   * first step reads the store and plans the chunks, each next one writes one chunk (at most
+   * CHUNK_ENTRIES entries), and the last one writes the index, which then no longer holds the
+   * entries. Until then readers read layout 1 (they ignore chunk keys there), so a move cut
+   * short loses nothing. 'more' while steps remain; 'done' once the index is written (then
+   * `moved` says what was moved); 'none' when there is nothing to move.
+   */
+  migrateStep(): 'none' | 'more' | 'done' {
+    this.load();
+    const m = this.migration;
+    if (!m) {
+      // a layout-1 value read for the push already is the store as it is now (a copy: reading
+      // a long session's value again would be the one long task of the move)
+      const raw = this.layout1 ?? this.access.get(METADATA_KEY);
+      this.layout1 = null;
+      if (!isObject(raw) || isChunked(raw) || !hasSessions(raw)) {
+        return 'none';
+      }
+      const pieces: IMigration['pieces'] = [];
+      let count = 0;
+      for (const [name, s] of Object.entries(raw.sessions as JsonObject)) {
+        const left = this.unmoved(name, isObject(s) ? s.entries : null);
+        for (let i = 0; i < left.length; i += CHUNK_ENTRIES) {
+          pieces.push({ name, entries: left.slice(i, i + CHUNK_ENTRIES) });
+        }
+        count += left.length;
+      }
+      if (this.next + count > CHUNK_LIMIT) {
+        return 'none'; // apply() says why when a write comes
+      }
+      this.migration = { index: raw, pieces, entries: count, chunks: 0 };
+      this.layout1 = raw; // until the index is written: what assemble() reads
+      return 'more';
+    }
+    const piece = m.pieces.shift();
+    if (piece) {
+      let moved = this.migrated.get(piece.name);
+      if (!moved) {
+        moved = new Set();
+        this.migrated.set(piece.name, moved);
+      }
+      entryIds(piece.entries, moved);
+      const first = this.next;
+      this.writeChunks(piece.name, piece.entries);
+      m.chunks += this.next - first;
+      return 'more';
+    }
+    this.migration = null;
+    this.layout1 = null;
+    this.migrated.clear();
+    // every entry is in a chunk now: the index is the value without them (a new object: the
+    // value read may still be in a caller's hands, the push's)
+    const index: JsonObject = {};
+    for (const [k, v] of Object.entries(m.index)) {
+      put(index, k, v);
+    }
+    const sessions = own(m.index, 'sessions');
+    if (isObject(sessions)) {
+      const kept: JsonObject = {};
+      for (const [name, sess] of Object.entries(sessions)) {
+        const copy: JsonObject = {};
+        for (const [k, v] of isObject(sess) ? Object.entries(sess) : []) {
+          if (k !== 'entries') {
+            put(copy, k, v);
+          }
+        }
+        put(kept, name, isObject(sess) ? copy : sess);
+      }
+      index.sessions = kept;
+    }
+    index.version = LAYOUT_TEXT;
+    index.next_chunk = this.next;
+    this.leavesFrom = this.next;
+    this.chunkLeaf.clear();
+    this.access.set(METADATA_KEY, index);
+    this.moved = { entries: m.entries, chunks: m.chunks };
+    return 'done';
+  }
+
+  /** What the last finished move into layout 3 moved. */
+  moved: { entries: number; chunks: number } | null = null;
+
   private held(name: string): Set<string> {
     let set = this.ids.get(name);
     if (!set) {
@@ -582,6 +810,34 @@ export class ChunkedStore {
     return set;
   }
 
+  /** A layout-1 session's entries that no step of a move wrote into a chunk yet. */
+  private unmoved(name: string, entries: unknown): Json[] {
+    const list = Array.isArray(entries) ? (entries as Json[]) : [];
+    const moved = this.migrated.get(name);
+    return moved ? list.filter(e => !(isObject(e) && typeof e.id === 'string' && moved.has(e.id))) : list;
+  }
+
+  private entriesIn(index: JsonObject): number {
+    const sessions = own(index, 'sessions');
+    let count = 0;
+    for (const s of isObject(sessions) ? Object.values(sessions) : []) {
+      count += isObject(s) && Array.isArray(s.entries) ? s.entries.length : 0;
+    }
+    return count;
+  }
+
+  private noteStrays(keys: string[]): void {
+    if (!keys.length) {
+      return;
+    }
+    const shown = keys.slice(0, 3).map(k => (k.length > 40 ? `${k.slice(0, 40)}…` : k));
+    this.report(
+      `ipyagent: ${keys.length} key(s) of this notebook's metadata under "${CHUNK_PREFIX}" are not chunk keys ` +
+        `(${shown.join(', ')}${keys.length > 3 ? ', …' : ''}): they are set aside, not read, and no chunk is ` +
+        'numbered after them.'
+    );
+  }
+
   private load(): void {
     if (this.loaded) {
       return;
@@ -589,18 +845,24 @@ export class ChunkedStore {
     this.ids.clear();
     this.chunkLeaf.clear();
     this.next = 0;
-    const index = this.access.get(METADATA_KEY);
+    const index = this.layout1 ?? this.access.get(METADATA_KEY);
     const chunked = isChunked(index);
-    this.leavesFrom = isObject(index) && typeof index.next_chunk === 'number' ? index.next_chunk : 0;
-    if (!chunked && isObject(index) && isObject(index.sessions)) {
-      for (const [name, s] of Object.entries(index.sessions)) {
+    this.layout1 = !chunked && isObject(index) ? index : null;
+    this.leavesFrom = isObject(index) ? (integral(own(index, 'next_chunk')) ?? 0) : 0;
+    const sessions = isObject(index) ? own(index, 'sessions') : undefined;
+    if (!chunked && isObject(sessions)) {
+      for (const [name, s] of Object.entries(sessions)) {
         entryIds(isObject(s) ? s.entries : null, this.held(name));
       }
     }
     const leaves: [number, string, Json][] = [];
+    const strays: string[] = [];
     for (const key of this.access.keys()) {
       const n = chunkNumber(key);
       if (n === null) {
+        if (isStrayKey(key)) {
+          strays.push(key);
+        }
         continue;
       }
       this.next = Math.max(this.next, n + 1);
@@ -609,31 +871,38 @@ export class ChunkedStore {
         continue;
       }
       chunkIds(chunk, this.held(chunk.session as string));
-      if (n >= this.leavesFrom && 'leaf' in chunk) {
+      if (n >= this.leavesFrom && Object.prototype.hasOwnProperty.call(chunk, 'leaf')) {
         leaves.push([n, chunk.session as string, chunk.leaf as Json]);
       }
     }
     for (const [, name, leaf] of leaves.sort((a, b) => a[0] - b[0])) {
       this.chunkLeaf.set(name, leaf);
     }
+    if (chunked) {
+      this.noteStrays(strays.sort());
+    }
     this.loaded = true;
   }
 
-  /** Layout 1 → 3, in place on `index` (a copy): each session's entries into new chunks. */
+  /** Layout 1 → 3, in place on `index` (a copy): each session's entries into new chunks (those
+   * a move's steps did not write already), and out of the index. */
   private convert(index: JsonObject): void {
     index.version = LAYOUT_TEXT;
     index.next_chunk = 0;
-    if (!isObject(index.sessions)) {
-      return;
-    }
-    for (const [name, s] of Object.entries(index.sessions)) {
-      if (!isObject(s)) {
-        continue;
+    const sessions = own(index, 'sessions');
+    if (isObject(sessions)) {
+      for (const [name, s] of Object.entries(sessions)) {
+        if (!isObject(s)) {
+          continue;
+        }
+        const left = this.unmoved(name, s.entries);
+        delete s.entries;
+        this.writeChunks(name, left);
       }
-      const entries = Array.isArray(s.entries) ? s.entries : [];
-      delete s.entries;
-      this.writeChunks(name, entries);
     }
+    this.migration = null;
+    this.layout1 = null;
+    this.migrated.clear();
   }
 
   /** New immutable chunks for `entries` (objects with string ids): at most CHUNK_ENTRIES each,
@@ -676,4 +945,10 @@ export class ChunkedStore {
   /** per session, the leaf of its newest chunk numbered from `leavesFrom` */
   private readonly chunkLeaf = new Map<string, Json>();
   private readonly ids = new Map<string, Set<string>>();
+  /** a move into layout 3 under way (`migrateStep`) */
+  private migration: IMigration | null = null;
+  /** per session, the ids of the entries a move's steps wrote into chunks */
+  private readonly migrated = new Map<string, Set<string>>();
+  /** the layout-1 value as last read, while no write changed it (dropped by `noteIndex`) */
+  private layout1: JsonObject | null = null;
 }

@@ -121,20 +121,27 @@ def measure(value: Any, limit: int = MAX_NESTING) -> tuple[int, int]:
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 
 
-def loads(text: str | bytes, max_nesting: int = DOCUMENT_NESTING, *, fast: bool = False) -> Any:
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(text: str | bytes, max_nesting: int = DOCUMENT_NESTING, *, fast: bool = False,
+          strict: bool = False) -> Any:
     """``json.loads``, except that containers nested deeper than ``max_nesting`` become markers
     holding their original text (only when ``json.loads`` itself gives up with a RecursionError).
 
     Raises ``ValueError`` (``json.JSONDecodeError``) for text that is not JSON, as ``json.loads``.
-    ``fast``: orjson first (see the module's docstring).
+    ``fast``: orjson first (see the module's docstring). ``strict``: ``NaN`` and ``Infinity``,
+    which ``json.loads`` takes and a browser's ``JSON.parse`` refuses, are refused too.
     """
     if fast and _orjson is not None:
         try:
             return _orjson.loads(text)
         except _orjson.JSONDecodeError:
             pass  # the json way decides (and says what is wrong)
+    constant = _refuse_constant if strict else None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=constant)
     except RecursionError:
         pass
     if isinstance(text, bytes):
@@ -155,7 +162,7 @@ def loads(text: str | bytes, max_nesting: int = DOCUMENT_NESTING, *, fast: bool 
                 last, start = match.end(), -1
             depth -= 1
     pieces.append(text[last:])
-    return json.loads("".join(pieces))
+    return json.loads("".join(pieces), parse_constant=constant)
 
 
 def _marker_text(raw: str) -> str:

@@ -33,23 +33,36 @@ from typing import Any
 
 from ipyagent.session import deep_json
 
-__all__ = ["CHUNK_ENTRIES", "CHUNK_PREFIX", "LAYOUT_CHUNKED", "LAYOUT_TEXT", "assemble", "chunk_entries", "chunk_key",
-           "chunk_keys", "layout_of", "store_value", "texts_under"]
+__all__ = ["CHUNK_ENTRIES", "CHUNK_LIMIT", "CHUNK_PREFIX", "LAYOUT_CHUNKED", "LAYOUT_TEXT", "STRAY_REASON", "assemble",
+           "chunk_entries", "chunk_key", "chunk_keys", "chunk_number", "layout_of", "store_value", "stray_keys",
+           "texts_under"]
 
 METADATA_KEY = "ipyagent"
 LAYOUT_CHUNKED = 2
 LAYOUT_TEXT = 3  # chunks whose entries are JSON text
 CHUNK_PREFIX = METADATA_KEY + "/"
 CHUNK_ENTRIES = 100
-_CHUNK = re.compile(r"ipyagent/(\d{6,})")
+CHUNK_LIMIT = 10**9  # chunk numbers are below this, here and in the labextension
+# The one key of each number below CHUNK_LIMIT: six digits, or seven to nine without a leading
+# zero. ASCII digits only (``\d`` would take any script's digits, and ``int()`` with it), and the
+# length is bounded before ``int()`` (which refuses over 4,300 digits).
+_CHUNK = re.compile(r"ipyagent/([0-9]{6}|[1-9][0-9]{6,8})")
+STRAY_REASON = ("not a chunk key (ipyagent/ and a number below 10^9 in six digits or more, no other "
+                "leading zero): not read, and no chunk is numbered after it")
 
 
 def chunk_key(number: int) -> str:
     return f"{CHUNK_PREFIX}{number:06d}"
 
 
+def chunk_number(key: object) -> int | None:
+    """The chunk number of a chunk key, else ``None``."""
+    m = _CHUNK.fullmatch(key) if isinstance(key, str) else None
+    return int(m.group(1)) if m else None
+
+
 def _numbered(metadata: Mapping[str, Any]) -> list[tuple[int, str]]:
-    return sorted((int(m.group(1)), k) for k in metadata if isinstance(k, str) and (m := _CHUNK.fullmatch(k)))
+    return sorted((n, k) for k in metadata if (n := chunk_number(k)) is not None)
 
 
 def chunk_keys(metadata: Mapping[str, Any]) -> list[str]:
@@ -57,14 +70,46 @@ def chunk_keys(metadata: Mapping[str, Any]) -> list[str]:
     return [k for _, k in _numbered(metadata)]
 
 
+def stray_keys(metadata: Mapping[str, Any]) -> list[str]:
+    """The keys under ``ipyagent/`` that are no chunk key (a hostile or damaged notebook's, such as
+    ``ipyagent/`` and 5,000 digits, or the ``ipyagent/01e+22`` of an older labextension)."""
+    return sorted(k for k in metadata
+                  if isinstance(k, str) and k.startswith(CHUNK_PREFIX) and chunk_number(k) is None)
+
+
+def _integral(value: Any) -> int | None:
+    """``value`` as an integer when it is a JSON number with an integer value (``2.0`` is ``2``,
+    as a browser reads it), else ``None``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 def layout_of(metadata: Mapping[str, Any]) -> int:
     """3 or 2 when ``metadata`` holds a chunked store (3 for any later version), else 1 (also
     when it holds none)."""
     index = metadata.get(METADATA_KEY)
-    version = index.get("version") if isinstance(index, Mapping) else None
-    if not isinstance(version, int) or isinstance(version, bool) or version < LAYOUT_CHUNKED:
+    version = _integral(index.get("version")) if isinstance(index, Mapping) else None
+    if version is None or version < LAYOUT_CHUNKED:
         return 1
     return min(version, LAYOUT_TEXT)
+
+
+def _json_type(value: Any) -> str:
+    """JSON's name of ``value``'s type (as the labextension names it in the same reason)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "null"
 
 
 def chunk_entries(chunk: Any) -> tuple[str | None, list[Any] | None, str]:
@@ -77,38 +122,47 @@ def chunk_entries(chunk: Any) -> tuple[str | None, list[Any] | None, str]:
                 'not a chunk ({"session": name, "entries": [...] or its JSON text})')
     if isinstance(entries, str):
         try:
-            entries = deep_json.loads(entries, fast=True)
+            entries = deep_json.loads(entries, fast=True, strict=True)
         except (ValueError, RecursionError) as exc:
             return name, None, f"the chunk's entries are not valid JSON ({exc})"
         if not isinstance(entries, list):
-            return name, None, f"the chunk's entries are a JSON {type(entries).__name__}, not a list"
+            return name, None, f"the chunk's entries are a JSON {_json_type(entries)}, not a list"
     return name, entries, ""
+
+
+SESSION_REASON = "a session of the index must be a JSON object; its chunks' entries are read without it"
+SESSIONS_REASON = "the index's sessions must be a JSON object mapping names to sessions; the chunks are read without it"
 
 
 def assemble(metadata: Mapping[str, Any]) -> Any:
     """``metadata["ipyagent"]`` as layout 1 reads it (``None`` when absent).
 
     For layouts 2 and 3: the index with each session's entries gathered from its chunks, in chunk
-    order; a chunk that is not ``{"session": str, "entries": list or its JSON text}`` is kept
-    under ``set_aside`` (with its key), never dropped. Entries are not checked here: that is the
-    validation's job.
+    order. Under ``set_aside`` (with its key, its reason and its value), never dropped: a chunk
+    that is not ``{"session": str, "entries": list or its JSON text}``, a stray key
+    (:func:`stray_keys`), and a part of the index that is not the object it must be. Entries are
+    not checked here: that is the validation's job. ``tests/store/vectors`` holds what this reads,
+    and the labextension's reader (``ChunkedStore.assemble``) reads them alike.
     """
     index = metadata.get(METADATA_KEY)
     if layout_of(metadata) == 1 or not isinstance(index, Mapping):
         return index
     out: dict[str, Any] = {k: v for k, v in index.items() if k not in ("version", "sessions", "next_chunk")}
-    next_chunk = index.get("next_chunk")
-    leaves_from = next_chunk if isinstance(next_chunk, int) else 0
+    leaves_from = _integral(index.get("next_chunk")) or 0
     out["version"] = 1
-    raw_sessions = index.get("sessions")
+    kept = out.get("set_aside", [])
+    aside = list(kept) if isinstance(kept, list) else [
+        {"session": None, "where": f"{METADATA_KEY}.set_aside", "reason": "not a list", "raw": kept}]
+    raw_sessions = index.get("sessions", {})
     sessions: dict[str, Any] = {}
-    if isinstance(raw_sessions, Mapping):
-        for name, sess in raw_sessions.items():
-            sessions[name] = {**sess, "entries": []} if isinstance(sess, Mapping) else sess
-    elif raw_sessions is not None:
-        out["sessions"] = raw_sessions  # malformed: left for the validation to report
-        return out
-    aside = list(out.get("set_aside") or []) if isinstance(out.get("set_aside", []), list) else []
+    if not isinstance(raw_sessions, Mapping):
+        aside.append({"session": None, "where": METADATA_KEY, "reason": SESSIONS_REASON, "raw": raw_sessions})
+        raw_sessions = {}
+    for name, sess in raw_sessions.items():
+        if not isinstance(sess, Mapping):
+            aside.append({"session": name, "where": METADATA_KEY, "reason": SESSION_REASON, "raw": sess})
+            sess = {"leaf": None}
+        sessions[name] = {**sess, "entries": []}
     for number, key in _numbered(metadata):
         chunk = metadata[key]
         name, entries, problem = chunk_entries(chunk)
@@ -117,11 +171,15 @@ def assemble(metadata: Mapping[str, Any]) -> Any:
             continue
         assert name is not None
         sess = sessions.setdefault(name, {"leaf": None, "entries": []})
-        if isinstance(sess, dict):
-            sess["entries"].extend(entries)
-            if number >= leaves_from and "leaf" in chunk:
-                sess["leaf"] = chunk["leaf"]  # written after the index: newer than its leaf
-    if aside:
+        sess["entries"].extend(entries)
+        if number >= leaves_from and "leaf" in chunk:
+            sess["leaf"] = chunk["leaf"]  # written after the index: newer than its leaf
+    for key in stray_keys(metadata):
+        raw = metadata[key]
+        name = raw.get("session") if isinstance(raw, Mapping) else None
+        aside.append({"session": name if isinstance(name, str) else None, "where": key, "reason": STRAY_REASON,
+                      "raw": raw})
+    if aside or "set_aside" in out:
         out["set_aside"] = aside
     out["sessions"] = sessions
     return out
@@ -142,10 +200,16 @@ def texts_under(metadata: Mapping[str, Any], limit: int) -> bool:
 
 def store_value(metadata: dict[str, Any], value: Mapping[str, Any], layout: int | None = None) -> None:
     """Write a layout-1 ``value`` into ``metadata`` (a notebook's metadata) in ``layout`` (default:
-    the layout it holds now). Chunk keys of an earlier store are removed."""
+    the layout it holds now). Chunk keys of an earlier store are removed, and so are stray keys
+    that ``value`` keeps under ``set_aside`` (:func:`assemble` put them there)."""
     layout = layout_of(metadata) if layout is None else layout
     for key in chunk_keys(metadata):
         del metadata[key]
+    kept = value.get("set_aside")
+    kept_at = {item.get("where") for item in kept if isinstance(item, Mapping)} if isinstance(kept, list) else set()
+    for key in stray_keys(metadata):
+        if key in kept_at:
+            del metadata[key]
     if layout not in (LAYOUT_CHUNKED, LAYOUT_TEXT):
         metadata[METADATA_KEY] = dict(value)
         return
