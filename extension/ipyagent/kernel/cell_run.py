@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.mcp.config import ServerConfig
@@ -34,6 +34,10 @@ from ipyagent.kernel.context import cell_identity
 from ipyagent.kernel.entry_stream import EntryStream
 from ipyagent.kernel.mcp import replayed_tools
 from ipyagent.kernel.replay_control import ReplayAttachment
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.persistence import SessionSlot
+    from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["CellRun", "start_approver"]
 
@@ -67,9 +71,9 @@ class CellRun:
     exception is shown readably in the cell and the run ends normally (the session is kept).
     """
 
-    def __init__(self, runtime: Any, slot: Any, config: AgentConfig, *, tools: Iterable[Tool] | None = None,
-                 ask: bool = False, view: bool = True, interrupted_note: str | None = INTERRUPTED,
-                 show_failures: bool = False):
+    def __init__(self, runtime: AgentRuntime, slot: SessionSlot, config: AgentConfig, *,
+                 tools: Iterable[Tool] | None = None, ask: bool = False, view: bool = True,
+                 interrupted_note: str | None = INTERRUPTED, show_failures: bool = False):
         self.runtime, self.slot, self.config = runtime, slot, config
         self.agent = runtime.agent_for(slot, config, tools=tools)
         self.cell_id, self.execution_count = cell_identity(runtime.shell)

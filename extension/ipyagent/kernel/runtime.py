@@ -40,7 +40,7 @@ class AgentRuntime:
         self.config = AgentSettings(parent=shell)
         self.slots: dict[str, SessionSlot] = {}
         self.active = "default"
-        self.bridge: Any = None
+        self.bridge: bridge_mod.KernelBridge | None = None
         self.persister = Persister(None)
         self.load_result: LoadResult | None = None
         self.notes: list[str] = []

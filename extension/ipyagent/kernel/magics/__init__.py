@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # the command groups register themselves; this order is the help's
 from ipyagent.kernel.magics import explore, masks, mcp, pins, probe, replay, sessions, skills, status  # noqa: F401
@@ -13,10 +13,13 @@ from ipyagent.kernel.magics.agent_cell import AgentMagics
 from ipyagent.kernel.magics.commands import help_text
 from ipyagent.kernel.magics.compact import CompactMagics
 
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
+
 __all__ = ["register_magics", "unregister_magics"]
 
 
-def register_magics(shell: Any, runtime: Any) -> None:
+def register_magics(shell: Any, runtime: AgentRuntime) -> None:
     AgentMagics.agent.__doc__ = help_text()  # ``%agent?`` shows what ``%agent help`` shows
     shell.register_magics(AgentMagics(shell, runtime))
     shell.register_magics(CompactMagics(shell, runtime))

@@ -17,11 +17,10 @@ life in the cell is :class:`~ipyagent.kernel.cell_run.CellRun`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic import Magics, magics_class
 
 from ipyagent.agent.prompt.interpolate import interpolate
 from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD
@@ -29,8 +28,18 @@ from ipyagent.display.untrusted import escape_html
 from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.code_cells import begin_code_cells
 from ipyagent.kernel.context import KernelLookup, cell_identity
-from ipyagent.kernel.magics.commands import cell_magic_parser, dispatch
+from ipyagent.kernel.magics.commands import (
+    argument,
+    cell_magic_parser,
+    dispatch,
+    line_cell_magic,
+    magic_arguments,
+    parse_argstring,
+)
 from ipyagent.kernel.persistence import add_reset_notice
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["AgentMagics", "fork_point", "run_agent_cell"]
 
@@ -67,7 +76,7 @@ def interpolation_bundle(note: str) -> dict[str, str]:
             "text/html": f"<div style='color:#666;font-size:90%;font-style:italic'>{escape_html(note)}</div>"}
 
 
-def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
+def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
     args = parse_argstring(_agent_cell_args, line)
     runtime.absorb_push()
     prompt = cell.strip("\n")
@@ -111,7 +120,7 @@ def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
 
 @magics_class
 class AgentMagics(Magics):
-    def __init__(self, shell: Any, runtime: Any):
+    def __init__(self, shell: Any, runtime: AgentRuntime):
         super().__init__(shell)
         self.runtime = runtime
 

@@ -4,23 +4,55 @@ Each subcommand is a function of ``(runtime, rest_of_line)`` with its own ``magi
 declared once with :func:`command`, in the module of its group (``status.py``, ``sessions.py``,
 ``pins.py``, ``probe.py``, ``replay.py``, ``explore.py``). ``%agent help`` and the magic's
 docstring are written from the parsers, so they always list every command and option.
+
+IPython's decorators and its argument parser carry no annotations; the command modules take them
+from here, typed (:func:`magic_arguments`, :func:`argument`, :func:`parse_argstring`,
+:func:`line_cell_magic`), so that the functions they decorate stay typed.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from IPython.core import magic
+from IPython.core import magic_arguments as ipython_arguments
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
 from ipyagent.agent.redaction import Redactor
 
-__all__ = ["COMMANDS", "command", "dispatch", "help_text", "show", "usage"]
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
-Command = Callable[[Any, str], Any]
+__all__ = ["COMMANDS", "argument", "command", "dispatch", "help_text", "line_cell_magic", "magic_arguments",
+           "parse_argstring", "show", "usage"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def magic_arguments() -> Callable[[F], F]:
+    """IPython's ``@magic_arguments()``: gives the function an argparse parser (``func.parser``)."""
+    return cast("Callable[[F], F]", ipython_arguments.magic_arguments())
+
+
+def argument(*args: Any, **kwargs: Any) -> Callable[[F], F]:
+    """IPython's ``@argument(...)``: one ``add_argument`` call on the function's parser."""
+    return cast("Callable[[F], F]", ipython_arguments.argument(*args, **kwargs))
+
+
+def parse_argstring(func: Callable[..., Any], line: str) -> argparse.Namespace:
+    """The arguments of ``line``, parsed by ``func``'s parser (a usage error names the command)."""
+    return cast(argparse.Namespace, ipython_arguments.parse_argstring(func, line))
+
+
+def line_cell_magic(func: F) -> F:
+    """IPython's ``@line_cell_magic``: the method serves as ``%name`` and ``%%name``."""
+    return cast(F, magic.line_cell_magic(func))
+
+
+Command = Callable[["AgentRuntime", str], Any]
 COMMANDS: dict[str, Command] = {}
 # the parsers of the cell magics, shown before the subcommands (%%agent, %compact)
 CELL_MAGICS: dict[str, argparse.ArgumentParser] = {}
@@ -47,7 +79,7 @@ def cell_magic_parser(name: str, func: Any) -> None:
     CELL_MAGICS[name] = func.parser
 
 
-def dispatch(runtime: Any, line: str) -> Any:
+def dispatch(runtime: AgentRuntime, line: str) -> Any:
     name, _, rest = line.strip().partition(" ")
     name = name or "status"
     func = COMMANDS.get(name)
@@ -99,7 +131,7 @@ def help_text() -> str:
 @command("help")
 @magic_arguments()
 @argument("name", nargs="?", default=None, help="one command to explain (default: all of them)")
-def agent_help(runtime: Any, rest: str) -> None:
+def agent_help(runtime: AgentRuntime, rest: str) -> None:
     """Every magic and %agent command, with its options."""
     args = parse_argstring(agent_help, rest)
     if args.name is None:

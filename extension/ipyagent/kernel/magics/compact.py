@@ -8,18 +8,26 @@ metadata); it never touches a visible cell.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic import Magics, magics_class
 
 from ipyagent.compaction.summarizer import SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
 from ipyagent.display.stream import error_bundle
 from ipyagent.display.untrusted import escape_html, markdown_html
 from ipyagent.kernel.cell_run import CellRun
-from ipyagent.kernel.magics.commands import cell_magic_parser
+from ipyagent.kernel.magics.commands import (
+    argument,
+    cell_magic_parser,
+    line_cell_magic,
+    magic_arguments,
+    parse_argstring,
+)
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["CompactMagics", "run_compact"]
 
@@ -45,7 +53,7 @@ def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: fl
     }
 
 
-def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
+def run_compact(runtime: AgentRuntime, line: str, cell: str | None = None) -> None:
     args = parse_argstring(_compact_args, line)
     runtime.absorb_push()
     focus = " ".join(args.focus).strip()
@@ -70,13 +78,13 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
                 run.view.renderer.show(error_bundle(str(exc), title="Compaction failed"))
         else:
             after = slot.session.context_tokens()
-            if run.view is not None:
+            if entry is not None and run.view is not None:  # (a manual compaction raises rather than None)
                 run.view.renderer.show(_summary_bundle(entry, before, after, time.monotonic() - started))
 
 
 @magics_class
 class CompactMagics(Magics):
-    def __init__(self, shell: Any, runtime: Any):
+    def __init__(self, shell: Any, runtime: AgentRuntime):
         super().__init__(shell)
         self.runtime = runtime
 

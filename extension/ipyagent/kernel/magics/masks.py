@@ -9,21 +9,25 @@ and Pi reads the exported session the same way.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ipyagent.kernel.magics.commands import command
+from ipyagent.kernel.magics.commands import argument, command, magic_arguments, parse_argstring
 from ipyagent.session import masking
 from ipyagent.session.tree import SessionError
 
+if TYPE_CHECKING:
+    from ipyagent.core import Session
+    from ipyagent.kernel.persistence import SessionSlot
+    from ipyagent.kernel.runtime import AgentRuntime
 
-def _context_tokens(session: Any) -> int:
+
+def _context_tokens(session: Session) -> int:
     return session.estimated_context_tokens()
 
 
-def _report(verb: str, slot: Any, entries: list[dict[str, Any]], before: int) -> None:
+def _report(verb: str, slot: SessionSlot, entries: list[dict[str, Any]], before: int) -> None:
     after = _context_tokens(slot.session)
     print(f"{verb} {len(entries)} tool result{'s' if len(entries) != 1 else ''} in session {slot.name!r}: "
           f"context {before:,} → {after:,} tokens (estimated); recall(entry_id) returns a masked one in full")
@@ -34,7 +38,7 @@ def _report(verb: str, slot: Any, entries: list[dict[str, Any]], before: int) ->
 @argument("entry", nargs="?", help="the id of a tool-result entry to hide (as %agent context and the explorer show it)")
 @argument("--tool-results-before", type=int, default=None, metavar="N",
           help="hide every tool result before the last N turns (0: all of them)")
-def agent_mask(runtime: Any, rest: str) -> None:
+def agent_mask(runtime: AgentRuntime, rest: str) -> None:
     """Hide old tool results behind a placeholder (a context edit; no summary, no model call)."""
     args = parse_argstring(agent_mask, rest)
     slot = runtime.slot()
@@ -69,7 +73,7 @@ def agent_mask(runtime: Any, rest: str) -> None:
 @command("unmask")
 @magic_arguments()
 @argument("entry", nargs="?", help="the masked entry to show again (default: every masked entry)")
-def agent_unmask(runtime: Any, rest: str) -> None:
+def agent_unmask(runtime: AgentRuntime, rest: str) -> None:
     """Put masked tool results back into the context (one more context edit each)."""
     args = parse_argstring(agent_unmask, rest)
     slot = runtime.slot()
