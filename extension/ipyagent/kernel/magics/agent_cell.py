@@ -121,7 +121,7 @@ def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
 @magics_class
 class AgentMagics(Magics):
     def __init__(self, shell: Any, runtime: AgentRuntime):
-        super().__init__(shell)
+        super().__init__(shell)  # type: ignore[no-untyped-call]  # IPython's (untyped_calls_exclude misses super())
         self.runtime = runtime
 
     @line_cell_magic

@@ -85,7 +85,7 @@ def run_compact(runtime: AgentRuntime, line: str, cell: str | None = None) -> No
 @magics_class
 class CompactMagics(Magics):
     def __init__(self, shell: Any, runtime: AgentRuntime):
-        super().__init__(shell)
+        super().__init__(shell)  # type: ignore[no-untyped-call]  # IPython's (untyped_calls_exclude misses super())
         self.runtime = runtime
 
     @line_cell_magic
