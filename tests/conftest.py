@@ -9,6 +9,8 @@ and ``from conftest import …`` work in every test module, whichever folder of 
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,13 @@ from ipyagent.testing import FakeProviderServer
 # the markers' hooks (folder markers, the check that only tests marked `kernel` start kernels)
 from support.markers import pytest_collection_modifyitems, pytest_runtest_makereport, pytest_runtest_protocol  # noqa: F401
 from support.shell import extension_shell
+
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (some shells set it): pytest keeps
+# its rewritten test modules, and the kernels and commands the tests start keep ipyagent compiled,
+# instead of rewriting and compiling them again in every process of every run (about 10 CPU
+# seconds of each worker's collection). __pycache__ is ignored by git.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 REPO = Path(__file__).resolve().parents[1]  # the repository, whichever folder of tests/ asks
 _clock = itertools.count(1_767_225_600_000, 1000)

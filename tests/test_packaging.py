@@ -13,6 +13,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 NODE_TOOLS = {"node", "nodejs", "npm", "npx", "corepack", "yarn", "yarnpkg"}
 
@@ -49,6 +51,7 @@ def test_without_node_the_build_step_warns_in_one_line_and_builds_nothing(tmp_pa
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # pip sets up an isolated build environment (hatchling and the builder) first
 def test_pip_wheel_without_node_builds_a_wheel_without_the_bridge(tmp_path):
     src = tmp_path / "src"
     src.mkdir()

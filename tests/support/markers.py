@@ -7,6 +7,9 @@
   launcher (jupyter_client, nbclient) or an ``ipyagent run`` subprocess — without being marked
   ``kernel`` (or ``browser`` / ``interop``) errors at teardown. So ``-m "not kernel and not browser
   and not interop and not slow"`` starts no kernel.
+* Under pytest-xdist (``-n 2 --dist loadgroup``, the README's commands) each folder of the above is
+  one ``xdist_group``: one worker runs all of tests/browser (one JupyterLab and one chromium for
+  all of them), one all of tests/interop (one llama.cpp server of each size).
 * ``slow`` is written on the tests that take over ~10 s and belong to none of the above; they run
   in CI like every other test.
 
@@ -69,6 +72,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         if folder in FOLDER_MARKERS:
             item.add_marker(folder)
+            if item.config.pluginmanager.hasplugin("xdist"):  # one worker runs them: one server for all
+                item.add_marker(pytest.mark.xdist_group(folder))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -208,14 +208,15 @@ class ReplyWatchdog:
             while True:
                 done, _ = await asyncio.wait({waiting}, timeout=self.tick)
                 if done:
-                    return waiting.result()  # or Empty at nbclient's own timeout
+                    reply: dict[str, Any] = waiting.result()  # or Empty at nbclient's own timeout
+                    return reply
                 if not self.overdue():
                     continue
                 waiting.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Empty):
                     await waiting
                 try:
-                    msg = await plain_get_msg(timeout=0)
+                    msg: dict[str, Any] = await plain_get_msg(timeout=0)
                 except Empty:
                     raise ReplyLost(
                         f"the kernel finished a cell (idle for {self.grace:g} s) but its execute_reply never "
@@ -235,17 +236,19 @@ def _with_cell_ids(kc: Any, current: dict[str, Any], watchdog: ReplyWatchdog) ->
                 allow_stdin: bool | None = None, stop_on_error: bool = True) -> str:
         cell_id = current.get("id")
         if silent or not cell_id:
-            return plain_execute(code, silent=silent, store_history=store_history,
-                                 user_expressions=user_expressions, allow_stdin=allow_stdin,
-                                 stop_on_error=stop_on_error)
+            msg_id: str = plain_execute(code, silent=silent, store_history=store_history,
+                                        user_expressions=user_expressions, allow_stdin=allow_stdin,
+                                        stop_on_error=stop_on_error)
+            return msg_id
         content = {"code": code, "silent": silent, "store_history": store_history,
                    "user_expressions": user_expressions or {},
                    "allow_stdin": kc.allow_stdin if allow_stdin is None else allow_stdin,
                    "stop_on_error": stop_on_error}
         msg = kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
         kc.shell_channel.send(msg)
-        watchdog.pending = msg["header"]["msg_id"]
-        return msg["header"]["msg_id"]
+        sent: str = msg["header"]["msg_id"]
+        watchdog.pending = sent
+        return sent
 
     kc.execute = execute
 

@@ -76,7 +76,8 @@ def system_tools_tokens(config: AgentConfig, tool_specs: Iterable[Any]) -> int:
 def last_usage(messages: Iterable[Message]) -> dict[str, Any]:
     for message in reversed(list(messages)):
         if message.get("role") == "assistant" and isinstance(message.get("usage"), dict):
-            return message["usage"]
+            usage: dict[str, Any] = message["usage"]
+            return usage
     return {}
 
 

@@ -61,7 +61,7 @@ def _blocks_text(content: Any) -> str:
     if isinstance(content, list):
         for block in content:
             if isinstance(block, dict) and block.get("type") == "text" and _first_line(block.get("text")):
-                return block["text"]
+                return str(block["text"])
         if any(isinstance(b, dict) and b.get("type") == "image" for b in content):
             return "[image]"
     return ""

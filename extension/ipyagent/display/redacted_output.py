@@ -59,7 +59,7 @@ class _RedactedPublisher(DisplayPublisher):
     """The shell's display publisher, with every bundle scrubbed before it is published."""
 
     def __init__(self, inner: Any, redactor: Redactor, shell: Any):
-        super().__init__(shell=shell)
+        super().__init__(shell=shell)  # type: ignore[no-untyped-call]
         self._inner, self._redactor = inner, redactor
 
     def publish(self, data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> None:

@@ -5,10 +5,13 @@ its static view when the run ends, and the renderer of the run's events.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from IPython.display import display
 
+from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.loop import Agent
+from ipyagent.core import Session
 from ipyagent.display.budget_widget import BudgetWidget, budget_facts, static_bundle
 from ipyagent.display.stream import RunRenderer
 
@@ -36,10 +39,33 @@ def facts_for(agent: Any, session_name: str, status: str = "", config: Any = Non
                         budget=budget)
 
 
+class ViewSettings(Protocol):
+    @property
+    def show_widget(self) -> bool: ...
+    @property
+    def max_updates_per_second(self) -> float: ...
+
+
+class ViewRuntime(Protocol):
+    """What a view reads of the kernel's runtime (``kernel/runtime.py``, a later layer): its settings."""
+
+    @property
+    def config(self) -> ViewSettings: ...
+
+
+class ViewSlot(Protocol):
+    """The named session a run is in (``kernel/persistence.py``'s ``SessionSlot``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def session(self) -> Session: ...
+
+
 class RunView:
     """The outputs of one run: the live budget widget (optional) and the renderer."""
 
-    def __init__(self, runtime: Any, slot: Any, agent: Any, config: Any):
+    def __init__(self, runtime: ViewRuntime, slot: ViewSlot, agent: Agent, config: AgentConfig):
         self.runtime, self.slot, self.agent, self.config = runtime, slot, agent, config
         self.widget = None
         self.handle = None

@@ -109,7 +109,7 @@ def markdown_html(text: Any) -> str:
 
     markdown-it-py renders it with raw HTML off and unsafe links refused; the nh3 allowlist of
     the tags Markdown makes then checks the result once more (a renderer bug must not be enough)."""
-    return _markdown_cleaner().clean(_markdown_renderer().render(str(text)))
+    return str(_markdown_cleaner().clean(_markdown_renderer().render(str(text))))
 
 
 # ---- tool HTML ---------------------------------------------------------------------------------
@@ -140,7 +140,7 @@ def _tool_cleaner() -> Any:
 def sanitize_html(fragment: Any) -> str:
     """Tool-made HTML (a DataFrame's ``_repr_html_``, a styled table) reduced to an allowlist:
     structure and formatting stay; scripts, styles, event handlers, images and unsafe URLs go."""
-    return _tool_cleaner().clean(str(fragment))
+    return str(_tool_cleaner().clean(str(fragment)))
 
 
 # ---- Markdown source ---------------------------------------------------------------------------

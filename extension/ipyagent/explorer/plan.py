@@ -249,8 +249,8 @@ class ExplorerModel:
         self._estimators: dict[str, Estimator] = {}
         self._estimates: dict[str, dict[str, int]] = {}
         self._paths: dict[str, PathTokens] = {}
-        self._operations: dict[str, tuple] = {}
-        self._requests_key: tuple | None = None
+        self._operations: dict[str, tuple[Any, ...]] = {}
+        self._requests_key: tuple[Any, ...] | None = None
         self._requests: list[tuple[SummaryRequest, int]] | None = None
         self.current: Exploration | None = None
 
@@ -400,7 +400,7 @@ class ExplorerModel:
         except ValueError:  # a model string the registry does not know
             return None
 
-    def _requests_key_for(self, plan: CompactionPlan) -> tuple:
+    def _requests_key_for(self, plan: CompactionPlan) -> tuple[Any, ...]:
         return (_session_key(self.session), plan.boundary_start, plan.first_kept_index, plan.turn_start_index,
                 plan.settings.reserve_tokens, self.settings.focus, self.summary_input_tokens())
 

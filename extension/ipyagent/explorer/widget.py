@@ -22,8 +22,10 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.loop import Agent
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import CompactionSettings, fit_budget
 from ipyagent.display.untrusted import escape_html
@@ -38,6 +40,9 @@ from ipyagent.explorer.html import (
     title_html,
 )
 from ipyagent.explorer.plan import ESTIMATOR_LABELS, Exploration, ExplorerModel, ExploreSettings
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 __all__ = ["CompactionExplorer", "explore", "explorer_for_slot"]
 
@@ -423,7 +428,41 @@ def explore(path_or_session: Any, *, session: str | None = None, window: int | N
     return CompactionExplorer(model)
 
 
-def explorer_for_slot(runtime: Any, name: str | None = None, *, window: int | None = None,
+class _Slot(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def session(self) -> Session: ...
+
+
+class _Bridge(Protocol):
+    @property
+    def connected(self) -> bool: ...
+
+
+class _IdleCompaction(Protocol):
+    def join(self, *, show: bool = True) -> dict[str, Any] | None: ...
+
+
+SlotT = TypeVar("SlotT", bound=_Slot)
+
+
+class ExplorerRuntime(Protocol[SlotT]):
+    """What the explorer of a kernel's session uses of the kernel's runtime (``kernel/runtime.py``,
+    a later layer): its sessions, the agent set up for one, and the bridge that saves it."""
+
+    @property
+    def bridge(self) -> _Bridge | None: ...
+    @property
+    def idle(self) -> _IdleCompaction: ...
+    def slot(self, name: str | None = None) -> SlotT: ...
+    def agent_config(self) -> AgentConfig: ...
+    def agent_for(self, slot: SlotT, config: AgentConfig) -> Agent: ...
+    def absorb_push(self) -> None: ...
+    def persist(self, slot: SlotT, config: AgentConfig) -> str | None: ...
+
+
+def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, *, window: int | None = None,
                       reserve: int | None = None, keep_recent: int | None = None, estimator: str | None = None,
                       focus: str = "") -> CompactionExplorer:
     """The explorer of one of this kernel's sessions (``%agent explore``), with its settings;
@@ -451,7 +490,7 @@ def explorer_for_slot(runtime: Any, name: str | None = None, *, window: int | No
     return CompactionExplorer(model, compactor=compactor, compact_model=summary_model)
 
 
-def _runtime_compactor(runtime: Any, slot_name: str) -> Compactor:
+def _runtime_compactor(runtime: ExplorerRuntime[SlotT], slot_name: str) -> Compactor:
     """Compacts like ``%compact`` (``Agent.compact``), with the explorer's settings and plan."""
 
     def compact(settings: ExploreSettings, plan: CompactionPlan) -> str:
@@ -467,7 +506,7 @@ def _runtime_compactor(runtime: Any, slot_name: str) -> Compactor:
         config.context_window = settings.window
         agent = runtime.agent_for(slot, config)
         before = agent.request_tokens()  # the budget's count, as %compact and the widget show it
-        entry = agent.compact(settings.focus or None, plan=plan)
+        entry = agent.compact(settings.focus or None, plan=plan) or {}  # (a manual compaction raises rather than None)
         after = agent.request_tokens()
         report = (f"Compacted: {before:,} → {after:,} tokens (first kept entry {entry.get('firstKeptEntryId')}).")
         bridge = runtime.bridge

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.mcp.config import ServerConfig
@@ -33,6 +33,10 @@ from ipyagent.kernel.context import cell_identity
 from ipyagent.kernel.entry_stream import EntryStream
 from ipyagent.kernel.mcp import replayed_tools
 from ipyagent.kernel.replay_control import ReplayAttachment
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.persistence import SessionSlot
+    from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["CellRun", "start_approver"]
 
@@ -72,9 +76,9 @@ class CellRun:
     exception is shown readably in the cell and the run ends normally (the session is kept).
     """
 
-    def __init__(self, runtime: Any, slot: Any, config: AgentConfig, *, tools: Iterable[Tool] | None = None,
-                 ask: bool = False, view: bool = True, interrupted_note: str | None = INTERRUPTED,
-                 show_failures: bool = False):
+    def __init__(self, runtime: AgentRuntime, slot: SessionSlot, config: AgentConfig, *,
+                 tools: Iterable[Tool] | None = None, ask: bool = False, view: bool = True,
+                 interrupted_note: str | None = INTERRUPTED, show_failures: bool = False):
         self.runtime, self.slot, self.config = runtime, slot, config
         runtime.idle.join()  # a compaction in the kernel's idle time ends before anything else touches the agent
         self.arm_idle = False  # whether the kernel compacts in its idle time after this run (idle_after)

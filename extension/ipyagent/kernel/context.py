@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import platform
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ipyagent.agent.containment import PathVerdict
 from ipyagent.agent.prompt.activity import format_error
@@ -18,11 +18,29 @@ from ipyagent.agent.prompt.instructions import AllowRead, InstructionSearch, sea
 from ipyagent.agent.prompt.notebook_context import NotebookActivity, SystemContext
 from ipyagent.agent.skills.discovery import SkillSearch, find_skills
 from ipyagent.agent.tools.base import ApprovalCallback
+from ipyagent.kernel.persistence import LoadResult
 from ipyagent.kernel.ports.activity import ActivityRecorder
 from ipyagent.kernel.ports.namespace import bounded_repr, type_name
+from ipyagent.kernel.settings import AgentSettings
 from ipyagent.store.hydration import find_notebook_path
 
 _MISSING = object()
+
+
+class RuntimeFacts(Protocol):
+    """What this module reads of the kernel's :class:`~ipyagent.kernel.runtime.AgentRuntime`
+    (which imports this module: the part it reads is described here, not imported)."""
+
+    @property
+    def shell(self) -> Any: ...
+    @property
+    def config(self) -> AgentSettings: ...
+    @property
+    def load_result(self) -> LoadResult | None: ...
+    @property
+    def instruction_reads(self) -> dict[str, bool]: ...
+    @property
+    def activity(self) -> ActivityRecorder: ...
 
 
 def cell_identity(shell: Any) -> tuple[str | None, int | None]:
@@ -43,8 +61,9 @@ def cell_identity(shell: Any) -> tuple[str | None, int | None]:
     return (cell_id if isinstance(cell_id, str) and cell_id else None), (count if isinstance(count, int) else None)
 
 
-def notebook_path(runtime: Any) -> Path | None:
+def notebook_path(runtime: RuntimeFacts) -> Path | None:
     """This kernel's notebook, if the kernel can tell (the same sources hydration uses)."""
+    path: Path | str | None
     try:
         path, _ = find_notebook_path(runtime.shell.user_ns, os.environ, runtime.config.notebook_path)
     except Exception:  # noqa: BLE001 - no notebook path can be found: none
@@ -78,7 +97,7 @@ def instruction_approver(decisions: dict[str, bool], approve: ApprovalCallback |
     return allow
 
 
-def system_context(runtime: Any, approve: ApprovalCallback | None = None) -> SystemContext:
+def system_context(runtime: RuntimeFacts, approve: ApprovalCallback | None = None) -> SystemContext:
     cwd = os.getcwd()
     path = notebook_path(runtime)
     names = [n for n in runtime.config.instruction_files if isinstance(n, str) and n.strip()]
@@ -101,7 +120,7 @@ def system_context(runtime: Any, approve: ApprovalCallback | None = None) -> Sys
 class KernelNotebookContext:
     """One session's view: the activity since its previous prompt, and the environment."""
 
-    def __init__(self, runtime: Any, session: str):
+    def __init__(self, runtime: RuntimeFacts, session: str):
         self.runtime = runtime
         self.session = session
 
@@ -135,7 +154,7 @@ class KernelLookup:
     def source(self, count: int) -> str | None:
         history = getattr(getattr(self.shell, "history_manager", None), "input_hist_raw", None) or []
         if 0 < count < len(history) and isinstance(history[count], str):
-            return history[count]
+            return str(history[count])
         return None
 
     def output(self, count: int) -> str | None:

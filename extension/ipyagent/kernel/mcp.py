@@ -51,7 +51,7 @@ def wait_with_progress(hub: Any, names: list[str], limit: float, *, step: float 
     """Wait for the servers ``names`` (``limit`` seconds at most; the names still starting). When
     one is not ready at once, a progress line in the cell counts them as they come up, and stays
     as one static line."""
-    waiting = hub.wait_ready(names, 0.0)
+    waiting: list[str] = hub.wait_ready(names, 0.0)
     if not waiting or limit <= 0:
         return waiting
     line = ProgressLine("Starting MCP servers")

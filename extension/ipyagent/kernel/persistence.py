@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipyagent.agent.config import upgrade_saved_settings
+from ipyagent.agent.loop import Agent
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle
@@ -54,7 +55,7 @@ class SessionSlot:
     persisted: set[str] = field(default_factory=set)
     persisted_leaf: str | None = None
     origin: str = "new"  # "new", "push", "disk", "load"
-    agent: Any = None
+    agent: Agent | None = None
     earlier: set[str] = field(default_factory=set)  # ids an earlier kernel wrote (loaded from the notebook)
 
     def unpersisted(self) -> list[dict[str, Any]]:
@@ -158,7 +159,7 @@ ACK_WAIT = 3.0
 class Persister:
     """Sends what the notebook lacks after each run: the bridge if acknowledged, else a journal."""
 
-    def __init__(self, bridge: Any = None, display_func: Callable[..., Any] | None = None):
+    def __init__(self, bridge: bridge_mod.KernelBridge | None = None, display_func: Callable[..., Any] | None = None):
         self.bridge = bridge
         self._display = display_func
         self.journals = 0

@@ -16,15 +16,28 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.provider_summarizer import summarizer_for
 from ipyagent.agent.replay import CellRecording, Recording, replay_ports, same_when_replayed
+from ipyagent.kernel.persistence import SessionSlot
+from ipyagent.kernel.settings import AgentSettings
 from ipyagent.providers.registry import provider_configured, resolve_provider
+
+
+class FollowingRuntime(Protocol):
+    """What :meth:`ReplayController.following` reads of the kernel's
+    :class:`~ipyagent.kernel.runtime.AgentRuntime` (which imports this module)."""
+
+    @property
+    def config(self) -> AgentSettings: ...
+    @property
+    def slots(self) -> Mapping[str, SessionSlot]: ...
+    def agent_config(self) -> AgentConfig: ...
 
 
 @dataclass
@@ -52,7 +65,7 @@ class ReplayController:
         return mode == "on" or (mode == "auto" and not provider_configured(model, provider_options))
 
     @contextlib.contextmanager
-    def following(self, runtime: Any) -> Iterator[None]:
+    def following(self, runtime: FollowingRuntime) -> Iterator[None]:
         """Around a command that records entries (``%agent pin`` …): while recorded cells replay,
         every session follows its recorded path, so an entry the command records again is the
         recorded one, and the replayed cells after it still find their recording under the leaf."""

@@ -45,7 +45,7 @@ class AgentRuntime:
         self.plugins = plugins or default_plugins()  # the process's: loaded once per kernel (load_plugins)
         self.slots: dict[str, SessionSlot] = {}
         self.active = "default"
-        self.bridge: Any = None
+        self.bridge: bridge_mod.KernelBridge | None = None
         self.persister = Persister(None)
         self.load_result: LoadResult | None = None
         self.notes: list[str] = []

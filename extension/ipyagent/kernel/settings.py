@@ -36,7 +36,7 @@ def _masked(value: Any) -> Any:
     return strip_url_credentials(value) if isinstance(value, str) else value
 
 
-class ShownWithoutSecrets(dict):
+class ShownWithoutSecrets(dict[str, Any]):
     """A dict whose repr masks its secrets. ``%config Agent`` lists every trait with ``repr``, and
     ``%config Agent.provider_options`` displays the value, so the keys in ``provider_options``
     must not show there. The nested dicts are of this class too."""
@@ -61,7 +61,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-class ServersShownWithoutSecrets(dict):
+class ServersShownWithoutSecrets(dict[str, Any]):
     """``Agent.mcp_servers`` as ``%config`` shows it: every ``env`` and ``headers`` value is ``***``
     (whatever its name: a server's variables are its credentials), URLs lose their credentials."""
 
@@ -102,7 +102,7 @@ class _ProviderOptions(Dict):
         return None if value is None else _shown_without_secrets(value)
 
 
-class _Share(Float):
+class _Share(Float):  # type: ignore[type-arg]
     """A share of the compaction threshold, 0 to 1: ``False`` is 0 (off), ``True`` the default."""
 
     def validate(self, obj: Any, value: Any) -> Any:

@@ -71,7 +71,7 @@ def _candidate(value: Any) -> Path | None:
 
 
 def find_notebook_path(user_ns: Mapping[str, Any] | None, environ: Mapping[str, str] = os.environ,
-                       explicit: str | os.PathLike | None = None) -> tuple[Path | None, str]:
+                       explicit: str | os.PathLike[str] | None = None) -> tuple[Path | None, str]:
     """``(path, source)``: where this kernel's notebook is, and how that was learnt.
 
     ``source`` is ``"explicit"``, ``"__session__"``, ``"JPY_SESSION_NAME"``,
@@ -98,7 +98,7 @@ def find_notebook_path(user_ns: Mapping[str, Any] | None, environ: Mapping[str, 
     return None, "none"
 
 
-def hydrate_from_disk(path: str | os.PathLike) -> tuple[NotebookSessions, LoadReport]:
+def hydrate_from_disk(path: str | os.PathLike[str]) -> tuple[NotebookSessions, LoadReport]:
     """The notebook's sessions (metadata ∪ journal outputs) and what was wrong with them.
 
     Never raises for a missing, unreadable or malformed file: that is reported, and the result

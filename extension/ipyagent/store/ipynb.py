@@ -14,7 +14,7 @@ import os
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipyagent.session import deep_json
 from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
@@ -22,6 +22,9 @@ from ipyagent.store.chunks import CHUNK_PREFIX, assemble, store_value, texts_und
 from ipyagent.store.journal import JOURNAL_MIME, journal_outputs
 from ipyagent.store.schema import DEFAULT_SESSION, METADATA_KEY, NotebookSessions
 from ipyagent.store.validation import Gather
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 __all__ = [
     "NotebookError",
@@ -85,7 +88,7 @@ def sessions_from_notebook(nb: dict[str, Any], source: str = "", *, check_sizes:
     return NotebookSessions.from_gathered(gather.result()), report
 
 
-def session_from_notebook_file(path: str | Path, name: str | None = None, **kwargs: Any):
+def session_from_notebook_file(path: str | Path, name: str | None = None, **kwargs: Any) -> Session:
     """The named (default: active) session of the notebook at ``path`` as a ``Session``."""
     path = Path(path)
     sessions, _ = sessions_from_notebook(read_notebook(path), source=str(path))

@@ -31,7 +31,7 @@ def journal_payload(session_name: str, header: dict[str, Any] | None, leaf: str 
             "leaf": leaf, "settings": strip_secrets(settings or {}), "entries": list(entries)}
 
 
-def journal_outputs(nb: dict[str, Any], *, positions: bool = False) -> Iterator[tuple]:
+def journal_outputs(nb: dict[str, Any], *, positions: bool = False) -> Iterator[tuple[Any, ...]]:
     """Every journal payload of ``nb`` in cell order: ``(cell_index, payload)``
     (``(cell_index, output_index, payload)`` with ``positions=True``).
 

@@ -13,8 +13,9 @@ comes from outside is checked by :mod:`ipyagent.store.validation` (``from_metada
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry
@@ -30,6 +31,9 @@ from ipyagent.store.validation import (
     newest_timestamp,
     strip_secrets,
 )
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 __all__ = [
     "DEFAULT_SESSION",
@@ -89,14 +93,14 @@ class StoredSession:
 class _hybridmethod:
     """A method that works on the class (builds a new object) and on an instance (updates it)."""
 
-    def __init__(self, func):
+    def __init__(self, func: Callable[..., Any]) -> None:
         self.func = func
         self.__doc__ = func.__doc__
 
-    def __get__(self, obj, cls):
+    def __get__(self, obj: object, cls: type | None = None) -> Callable[..., Any]:
         target = obj if obj is not None else cls
 
-        def bound(*args, **kwargs):
+        def bound(*args: Any, **kwargs: Any) -> Any:
             return self.func(target, *args, **kwargs)
 
         bound.__doc__ = self.func.__doc__
@@ -145,8 +149,8 @@ class NotebookSessions:
         return out
 
     @_hybridmethod
-    def from_session(target, name: str, session: Any, settings: dict[str, Any] | None = None
-                     ) -> NotebookSessions:
+    def from_session(target: NotebookSessions | type[NotebookSessions], name: str, session: Any,
+                     settings: dict[str, Any] | None = None) -> NotebookSessions:
         """Store a :class:`ipyagent.core.Session` under ``name`` and make it the active session.
 
         On the class, ``NotebookSessions.from_session(name, session, settings)`` returns a new
@@ -202,7 +206,7 @@ class NotebookSessions:
                 self.set_aside.append(item)
         return added
 
-    def to_session(self, name: str | None = None, **session_kwargs: Any):
+    def to_session(self, name: str | None = None, **session_kwargs: Any) -> Session:
         """The named (default: the active) session as a :class:`ipyagent.core.Session`."""
         from ipyagent.core import Session
 

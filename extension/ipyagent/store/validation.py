@@ -119,7 +119,7 @@ def _too_deep(value: Any) -> bool:
 def _same(a: Any, b: Any) -> bool:
     """``a == b``, or False where the values nest too deeply for ``==`` (they are set aside anyway)."""
     try:
-        return a == b
+        return bool(a == b)
     except RecursionError:
         return False
 

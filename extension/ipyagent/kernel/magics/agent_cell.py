@@ -17,20 +17,29 @@ life in the cell is :class:`~ipyagent.kernel.cell_run.CellRun`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic import Magics, magics_class
 
 from ipyagent.agent.prompt.interpolate import interpolate
 from ipyagent.display.untrusted import escape_html
 from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.code_cells import begin_code_cells
 from ipyagent.kernel.context import KernelLookup, cell_identity
-from ipyagent.kernel.magics.commands import cell_magic_parser, dispatch
+from ipyagent.kernel.magics.commands import (
+    argument,
+    cell_magic_parser,
+    dispatch,
+    line_cell_magic,
+    magic_arguments,
+    parse_argstring,
+)
 from ipyagent.kernel.persistence import add_reset_notice
 from ipyagent.session.messages import CELL_PROMPT_FIELD
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["AgentMagics", "fork_point", "run_agent_cell"]
 
@@ -67,7 +76,7 @@ def interpolation_bundle(note: str) -> dict[str, str]:
             "text/html": f"<div style='color:#666;font-size:90%;font-style:italic'>{escape_html(note)}</div>"}
 
 
-def run_agent_cell(runtime: Any, line: str, cell: str) -> Any:
+def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
     args = parse_argstring(_agent_cell_args, line)
     runtime.idle.join()  # a background compaction ends first (this cell then uses its result)
     runtime.absorb_push()
@@ -127,8 +136,8 @@ def settle_background_compaction(runtime: Any, line: str) -> None:
 
 @magics_class
 class AgentMagics(Magics):
-    def __init__(self, shell: Any, runtime: Any):
-        super().__init__(shell)
+    def __init__(self, shell: Any, runtime: AgentRuntime):
+        super().__init__(shell)  # type: ignore[no-untyped-call]  # IPython's (untyped_calls_exclude misses super())
         self.runtime = runtime
 
     @line_cell_magic

@@ -12,6 +12,10 @@ from the parsers, so they always list every command and option.
 environment's keys, ``Agent.provider_options``', the MCP servers' ``env``, ``headers`` and URL
 credentials): whatever a command prints, displays, raises or returns is scrubbed, so no command
 has to remember to.
+
+IPython's decorators and its argument parser carry no annotations; the command modules take them
+from here, typed (:func:`magic_arguments`, :func:`argument`, :func:`parse_argstring`,
+:func:`line_cell_magic`), so that the functions they decorate stay typed.
 """
 
 from __future__ import annotations
@@ -21,18 +25,46 @@ import contextlib
 import io
 import shlex
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from IPython.core import magic
+from IPython.core import magic_arguments as ipython_arguments
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
 from ipyagent.agent.redaction import Redactor
 from ipyagent.display.redacted_output import redacted_output
 
-__all__ = ["COMMANDS", "GROUPS", "command", "dispatch", "help_text", "show", "usage"]
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
-Command = Callable[[Any, str], Any]
+__all__ = ["COMMANDS", "GROUPS", "argument", "command", "dispatch", "help_text", "line_cell_magic", "magic_arguments",
+           "parse_argstring", "show", "usage"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def magic_arguments() -> Callable[[F], F]:
+    """IPython's ``@magic_arguments()``: gives the function an argparse parser (``func.parser``)."""
+    return cast("Callable[[F], F]", ipython_arguments.magic_arguments())
+
+
+def argument(*args: Any, **kwargs: Any) -> Callable[[F], F]:
+    """IPython's ``@argument(...)``: one ``add_argument`` call on the function's parser."""
+    return cast("Callable[[F], F]", ipython_arguments.argument(*args, **kwargs))
+
+
+def parse_argstring(func: Callable[..., Any], line: str) -> argparse.Namespace:
+    """The arguments of ``line``, parsed by ``func``'s parser (a usage error names the command)."""
+    return cast(argparse.Namespace, ipython_arguments.parse_argstring(func, line))
+
+
+def line_cell_magic(func: F) -> F:
+    """IPython's ``@line_cell_magic``: the method serves as ``%name`` and ``%%name``."""
+    return cast(F, magic.line_cell_magic(func))
+
+
+Command = Callable[["AgentRuntime", str], Any]
 COMMANDS: dict[str, Command] = {}
 # the parsers of the cell magics, shown before the subcommands (%%agent, %compact)
 CELL_MAGICS: dict[str, argparse.ArgumentParser] = {}
@@ -71,12 +103,12 @@ def cell_magic_parser(name: str, func: Any) -> None:
     CELL_MAGICS[name] = func.parser
 
 
-def _plugin_commands(runtime: Any) -> dict[str, Any]:
+def _plugin_commands(runtime: AgentRuntime) -> dict[str, Any]:
     plugins = getattr(runtime, "plugins", None)
     return dict(plugins.commands) if plugins is not None else {}
 
 
-def dispatch(runtime: Any, line: str) -> Any:
+def dispatch(runtime: AgentRuntime, line: str) -> Any:
     name, _, rest = line.strip().partition(" ")
     name = name or "status"
     func = COMMANDS.get(name)
@@ -190,15 +222,15 @@ def one_command_help(runtime: Any, name: str) -> str | None:
     name = name.strip()
     bare = name.removeprefix("%agent ").removeprefix("agent ").strip()
     if bare in COMMANDS:
-        return COMMANDS[bare].parser.format_help()  # type: ignore[attr-defined]
+        return str(COMMANDS[bare].parser.format_help())  # type: ignore[attr-defined]
     plugin_command = _plugin_commands(runtime).get(bare)
     if plugin_command is not None:
         if plugin_command.parser is not None:
-            return plugin_command.parser.format_help() + f"\n(from the plugin {plugin_command.plugin})"
+            return str(plugin_command.parser.format_help()) + f"\n(from the plugin {plugin_command.plugin})"
         return (f"%agent {bare} [the rest of the line]\n\n{plugin_command.description}\n\n"
                 f"(from the plugin {plugin_command.plugin})")
-    for magic, parser in CELL_MAGICS.items():
-        if bare in (magic, magic.lstrip("%")):
+    for cell_magic, parser in CELL_MAGICS.items():
+        if bare in (cell_magic, cell_magic.lstrip("%")):
             return parser.format_help()
     return None
 
@@ -206,7 +238,7 @@ def one_command_help(runtime: Any, name: str) -> str | None:
 @command("help", group=HELP)
 @magic_arguments()
 @argument("name", nargs="?", default=None, help="one command to explain, or 'all' (default: the list of commands)")
-def agent_help(runtime: Any, rest: str) -> None:
+def agent_help(runtime: AgentRuntime, rest: str) -> None:
     """Every magic and %agent command by group; %agent help COMMAND explains one."""
     args = parse_argstring(agent_help, rest)
     if args.name is None or args.name == "all":

@@ -8,11 +8,10 @@ metadata); it never touches a visible cell.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic import Magics, magics_class
 
 from ipyagent.compaction.summarizer import SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
@@ -20,7 +19,16 @@ from ipyagent.display.stream import error_bundle
 from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import escape_html, markdown_html
 from ipyagent.kernel.cell_run import CellRun
-from ipyagent.kernel.magics.commands import cell_magic_parser
+from ipyagent.kernel.magics.commands import (
+    argument,
+    cell_magic_parser,
+    line_cell_magic,
+    magic_arguments,
+    parse_argstring,
+)
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["CompactMagics", "run_compact"]
 
@@ -46,7 +54,7 @@ def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: fl
     }
 
 
-def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
+def run_compact(runtime: AgentRuntime, line: str, cell: str | None = None) -> None:
     args = parse_argstring(_compact_args, line)
     if runtime.idle.join() is not None:  # it joined a compaction in the kernel's idle time: that is this one
         if not (cell or "".join(args.focus)).strip():
@@ -76,14 +84,14 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
                 run.view.renderer.show(error_bundle(str(exc), title="Compaction failed"))
         else:
             after = run.agent.request_tokens()
-            if run.view is not None:
+            if entry is not None and run.view is not None:  # (a manual compaction raises rather than None)
                 run.view.renderer.show(_summary_bundle(entry, before, after, time.monotonic() - started))
 
 
 @magics_class
 class CompactMagics(Magics):
-    def __init__(self, shell: Any, runtime: Any):
-        super().__init__(shell)
+    def __init__(self, shell: Any, runtime: AgentRuntime):
+        super().__init__(shell)  # type: ignore[no-untyped-call]  # IPython's (untyped_calls_exclude misses super())
         self.runtime = runtime
 
     @line_cell_magic

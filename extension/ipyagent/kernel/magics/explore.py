@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from ipyagent.kernel.magics.commands import COMPACTION, command
+from ipyagent.kernel.magics.commands import COMPACTION, argument, command, magic_arguments, parse_argstring
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
 __all__: list[str] = []
 
@@ -24,7 +26,7 @@ __all__: list[str] = []
 @argument("--keep-recent", type=int, default=None, dest="keep_recent",
           help="keep-recent to start with (default: Agent.keep_recent_tokens)")
 @argument("--estimator", default=None, help="chars4, tiktoken, chars4x1.2 or tiktokenx1.1 (default: the session's)")
-def agent_explore(runtime: Any, rest: str) -> None:
+def agent_explore(runtime: AgentRuntime, rest: str) -> None:
     """The compaction explorer: move the sliders, watch the cut point move."""
     args = parse_argstring(agent_explore, rest)
     if args.session and args.session not in runtime.slots:

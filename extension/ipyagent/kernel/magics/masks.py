@@ -9,17 +9,18 @@ and Pi reads the exported session the same way.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ipyagent.kernel.magics.commands import CONTEXT, command
+from ipyagent.kernel.magics.commands import CONTEXT, argument, command, magic_arguments, parse_argstring
 from ipyagent.session import masking
 from ipyagent.session.tree import SessionError
 
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
-def _report(verb: str, runtime: Any, slot: Any, entries: list[dict[str, Any]], before: int) -> None:
+def _report(verb: str, runtime: AgentRuntime, slot: Any, entries: list[dict[str, Any]], before: int) -> None:
     after = runtime.budget_agent(slot).request_tokens()
     print(f"{verb} {len(entries)} tool result{'s' if len(entries) != 1 else ''} in session {slot.name!r}: "
           f"context {before:,} → {after:,} tokens (with the system prompt and tools, as the budget counts them); "
@@ -34,7 +35,7 @@ def _report(verb: str, runtime: Any, slot: Any, entries: list[dict[str, Any]], b
           help="hide every tool result but those of the last N turns (1: keep the latest turn's; 0: hide them "
                "all); a turn is a prompt and what followed it, and the kept end of a turn whose prompt a "
                "compaction summarised counts as one")
-def agent_mask(runtime: Any, rest: str) -> None:
+def agent_mask(runtime: AgentRuntime, rest: str) -> None:
     """Hide old tool results behind a placeholder (a context edit; no summary, no model call)."""
     args = parse_argstring(agent_mask, rest)
     slot = runtime.slot()
@@ -69,7 +70,7 @@ def agent_mask(runtime: Any, rest: str) -> None:
 @command("unmask", group=CONTEXT)
 @magic_arguments()
 @argument("entry", nargs="?", help="the masked entry to show again (default: every masked entry)")
-def agent_unmask(runtime: Any, rest: str) -> None:
+def agent_unmask(runtime: AgentRuntime, rest: str) -> None:
     """Put masked tool results back into the context (one more context edit each)."""
     args = parse_argstring(agent_unmask, rest)
     slot = runtime.slot()

@@ -11,19 +11,21 @@ approval question shows those, ``kernel/cell_run.py``); every output is scrubbed
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ipyagent.agent.mcp.hub import START_TIMEOUT
-from ipyagent.kernel.magics.commands import TOOLS, command
+from ipyagent.kernel.magics.commands import TOOLS, argument, command, magic_arguments, parse_argstring
 from ipyagent.text import one_line
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["mcp_report"]
 
 
-def mcp_report(runtime: Any, *, window: int | None) -> str:
+def mcp_report(runtime: AgentRuntime, *, window: int | None) -> str:
     rows = runtime.mcp.rows()
     if not rows:
         return ('No MCP servers defined. Set %config Agent.mcp_servers = {"NAME": {"command": ..., "args": [...]}} '
@@ -52,7 +54,7 @@ def mcp_report(runtime: Any, *, window: int | None) -> str:
     return "\n".join(lines)
 
 
-def replaying(runtime: Any) -> bool:
+def replaying(runtime: AgentRuntime) -> bool:
     """Whether the active session's recorded cells replay now (then no server is needed)."""
     config = runtime.agent_config()
     return bool(runtime.replay.recorded_cells(runtime.active)) and runtime.replay.replays(
@@ -65,7 +67,7 @@ def replaying(runtime: Any) -> bool:
           help="list (default): servers, states, tools and their tokens; start: start them now and wait; "
                "restart NAME; stop [NAME]")
 @argument("name", nargs="?", default=None, help="one server (default: all)")
-def agent_mcp(runtime: Any, rest: str) -> None:
+def agent_mcp(runtime: AgentRuntime, rest: str) -> None:
     """MCP servers: each one's state, its tools and the tokens their definitions take."""
     args = parse_argstring(agent_mcp, rest)
     mcp = runtime.mcp

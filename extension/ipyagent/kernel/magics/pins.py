@@ -7,17 +7,19 @@ with the notebook like every other entry: pins survive a kernel restart, an expo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ipyagent.agent.prompt.pins import MAX_PIN_BYTES, PIN_TYPE, Pin, active_pins, pin_entry, unpin_entry
-from ipyagent.kernel.magics.commands import CONTEXT, command
+from ipyagent.kernel.magics.commands import CONTEXT, argument, command, magic_arguments, parse_argstring
 from ipyagent.text import chars4
 
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
-def _pins(runtime: Any) -> tuple[Any, list[Pin]]:
+
+def _pins(runtime: AgentRuntime) -> tuple[Any, list[Pin]]:
     slot = runtime.slot()
     return slot, active_pins(slot.session.entries)
 
@@ -25,7 +27,7 @@ def _pins(runtime: Any) -> tuple[Any, list[Pin]]:
 @command("pin", group=CONTEXT)
 @magic_arguments()
 @argument("text", nargs="*", help="the instruction, as written after 'pin' (quotes are kept)")
-def agent_pin(runtime: Any, rest: str) -> None:
+def agent_pin(runtime: AgentRuntime, rest: str) -> None:
     """Keep an instruction in the system prompt for the whole session (it survives compaction)."""
     text = rest.strip()
     if text in ("-h", "--help"):
@@ -56,7 +58,7 @@ def _pinned_on_path(session: Any) -> set[str]:
 
 @command("pins", group=CONTEXT)
 @magic_arguments()
-def agent_pins(runtime: Any, rest: str) -> None:
+def agent_pins(runtime: AgentRuntime, rest: str) -> None:
     """The pinned instructions of the active session, numbered for %agent unpin."""
     parse_argstring(agent_pins, rest)
     slot, pins = _pins(runtime)
@@ -71,7 +73,7 @@ def agent_pins(runtime: Any, rest: str) -> None:
 @command("unpin", group=CONTEXT)
 @magic_arguments()
 @argument("number", help="the pin's number in %agent pins (or its entry id)")
-def agent_unpin(runtime: Any, rest: str) -> None:
+def agent_unpin(runtime: AgentRuntime, rest: str) -> None:
     """Remove pinned instruction N (see %agent pins)."""
     args = parse_argstring(agent_unpin, rest)
     slot, pins = _pins(runtime)

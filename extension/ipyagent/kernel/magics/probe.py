@@ -8,18 +8,20 @@ records the probe and replays it offline like a ``%%agent`` cell.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
 from ipyagent.display.stream import error_bundle
 from ipyagent.display.untrusted import escape_html
 from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.context import cell_identity
-from ipyagent.kernel.magics.commands import COMPACTION, command
+from ipyagent.kernel.magics.commands import COMPACTION, argument, command, magic_arguments, parse_argstring
 from ipyagent.providers.registry import provider_configured
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["agent_probe", "probe_bundle"]
 
@@ -31,7 +33,7 @@ __all__ = ["agent_probe", "probe_bundle"]
 @argument("--questions", type=int, default=2, help="questions of each kind (default 2)")
 @argument("--recompact", action="store_true", help="probe a fresh compaction of the same history")
 @argument("--focus", default=None, help="additional focus for --recompact's summary")
-def agent_probe(runtime: Any, rest: str) -> None:
+def agent_probe(runtime: AgentRuntime, rest: str) -> None:
     """What the latest compaction lost: questions about what it summarised away, answered from the full
     history, the compacted context and the compacted context with recall, graded 0–5 by the judge."""
     args = parse_argstring(agent_probe, rest)
@@ -98,7 +100,7 @@ def agent_probe(runtime: Any, rest: str) -> None:
         slot.session.append(entry)
 
 
-def _recorded(runtime: Any, name: str, cell_id: str | None, model: str,
+def _recorded(runtime: AgentRuntime, name: str, cell_id: str | None, model: str,
               provider_options: dict[str, dict[str, Any]] | None) -> dict[str, Any] | None:
     """The probe this cell recorded, when replay applies to it (``Agent.replay``, as for ``%%agent``)."""
     mode = runtime.config.replay
@@ -116,7 +118,8 @@ def _recorded(runtime: Any, name: str, cell_id: str | None, model: str,
     key = (name, f"probe:{cell_id}")
     run = runtime.replay.runs[key]
     runtime.replay.runs[key] += 1
-    return runs[min(run, len(runs) - 1)]["data"]
+    data: dict[str, Any] = runs[min(run, len(runs) - 1)]["data"]  # a dict: checked above
+    return data
 
 
 def probe_bundle(report: Any) -> dict[str, str]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-
-from ipyagent.kernel.magics.commands import REPLAY, command
+from ipyagent.kernel.magics.commands import REPLAY, argument, command, magic_arguments, parse_argstring
 from ipyagent.providers.registry import provider_configured
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
 
 @command("replay", group=REPLAY)
@@ -17,7 +18,7 @@ from ipyagent.providers.registry import provider_configured
 @argument("--tools", dest="tools", action="store_true", default=None,
           help="run recorded tool calls again and report results that differ")
 @argument("--no-tools", dest="tools", action="store_false", help="use the recorded tool results (default)")
-def agent_replay(runtime: Any, rest: str) -> None:
+def agent_replay(runtime: AgentRuntime, rest: str) -> None:
     """Replay recorded responses: each %%agent cell takes its model and summary responses from what the
     session recorded for that cell; the budget, trigger and cut point run for real."""
     args = parse_argstring(agent_replay, rest)

@@ -4,19 +4,21 @@ sessions of this kernel, their trees, and moving them in and out of files."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
 from ipyagent.agent.budget import recorded_request_tokens
 from ipyagent.agent.redaction import Redactor, Replacements
 from ipyagent.core import Session
 from ipyagent.display.stream import error_bundle, short_args
-from ipyagent.kernel.magics.commands import SESSIONS, command
+from ipyagent.kernel.magics.commands import SESSIONS, argument, command, magic_arguments, parse_argstring
 from ipyagent.session.messages import prompt_text, text_of
 from ipyagent.text import one_line
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["session_markdown", "tree_lines"]
 
@@ -27,7 +29,7 @@ __all__ = ["session_markdown", "tree_lines"]
 @command("new", group=SESSIONS)
 @magic_arguments()
 @argument("name", nargs="?", default=None, help="the new session's name (default: session-N)")
-def agent_new(runtime: Any, rest: str) -> None:
+def agent_new(runtime: AgentRuntime, rest: str) -> None:
     """Start a new, empty session and make it the active one."""
     args = parse_argstring(agent_new, rest)
     name = args.name or runtime.next_session_name()
@@ -41,7 +43,7 @@ def agent_new(runtime: Any, rest: str) -> None:
 
 @command("sessions", group=SESSIONS)
 @magic_arguments()
-def agent_sessions(runtime: Any, rest: str) -> None:
+def agent_sessions(runtime: AgentRuntime, rest: str) -> None:
     """The sessions in this kernel."""
     parse_argstring(agent_sessions, rest)
     if not runtime.slots:
@@ -57,7 +59,7 @@ def agent_sessions(runtime: Any, rest: str) -> None:
 @command("switch", group=SESSIONS)
 @magic_arguments()
 @argument("name", help="the session to make active")
-def agent_switch(runtime: Any, rest: str) -> None:
+def agent_switch(runtime: AgentRuntime, rest: str) -> None:
     """Make another session the active one."""
     args = parse_argstring(agent_switch, rest)
     if args.name not in runtime.slots:
@@ -142,7 +144,7 @@ def tree_lines(session: Session, limit: int | None = None) -> list[str]:
 @argument("--all", action="store_true", help="every entry, however many")
 @argument("--limit", type=int, default=TREE_LIMIT, metavar="N",
           help=f"at most about N lines: the first quarter and the end (default {TREE_LIMIT})")
-def agent_tree(runtime: Any, rest: str) -> None:
+def agent_tree(runtime: AgentRuntime, rest: str) -> None:
     """The session's tree of entries (branches indented; * the current path)."""
     args = parse_argstring(agent_tree, rest)
     slot = runtime.slot()
@@ -156,7 +158,7 @@ def agent_tree(runtime: Any, rest: str) -> None:
 @argument("id", help="the entry to move to (a prompt: the leaf goes before it, so it can be asked again)")
 @argument("--summarize", action="store_true", help="summarise the branch being left, as a branch summary")
 @argument("--focus", default=None, help="what the branch summary should focus on")
-def agent_checkout(runtime: Any, rest: str) -> None:
+def agent_checkout(runtime: AgentRuntime, rest: str) -> None:
     """Move the session to another point of its tree."""
     args = parse_argstring(agent_checkout, rest)
     slot = runtime.slot()
@@ -196,7 +198,7 @@ def session_markdown(name: str, session: Session, settings: dict[str, Any] | Non
 @magic_arguments()
 @argument("--format", "-f", choices=["pi", "markdown"], default="pi", help="Pi JSONL (default) or Markdown")
 @argument("-o", "--output", default=None, help="file to write (default: show it)")
-def agent_export(runtime: Any, rest: str) -> None:
+def agent_export(runtime: AgentRuntime, rest: str) -> None:
     """The active session as a Pi session file or Markdown."""
     args = parse_argstring(agent_export, rest)
     slot = runtime.slot()
@@ -218,7 +220,7 @@ def agent_export(runtime: Any, rest: str) -> None:
 @magic_arguments()
 @argument("file", help="a Pi session file (.jsonl)")
 @argument("--name", default=None, help="the session's name (default: the file's name)")
-def agent_import(runtime: Any, rest: str) -> None:
+def agent_import(runtime: AgentRuntime, rest: str) -> None:
     """A Pi session file as a new session (made active)."""
     args = parse_argstring(agent_import, rest)
     try:
@@ -247,7 +249,7 @@ def agent_import(runtime: Any, rest: str) -> None:
 @command("load", group=SESSIONS)
 @magic_arguments()
 @argument("path", help="a notebook (.ipynb: metadata and journal outputs) or a Pi session file (.jsonl)")
-def agent_load(runtime: Any, rest: str) -> None:
+def agent_load(runtime: AgentRuntime, rest: str) -> None:
     """Merge the sessions stored in another file into this kernel, by entry id."""
     args = parse_argstring(agent_load, rest)
     from ipyagent.agent.config import upgrade_saved_settings

@@ -5,21 +5,22 @@ and descriptions come from the repository (untrusted)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from IPython.core.magic_arguments import magic_arguments, parse_argstring
+from typing import TYPE_CHECKING
 
 from ipyagent.agent.skills.discovery import find_skills
 from ipyagent.agent.skills.tool import MAX_LISTED, MAX_LISTING_CHARS, listed_skills
 from ipyagent.agent.tools.truncate import format_size
 from ipyagent.kernel.context import instruction_approver
-from ipyagent.kernel.magics.commands import TOOLS, command
+from ipyagent.kernel.magics.commands import TOOLS, command, magic_arguments, parse_argstring
 from ipyagent.text import one_line
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["skills_report"]
 
 
-def skills_report(runtime: Any) -> str:
+def skills_report(runtime: AgentRuntime) -> str:
     if not runtime.config.skills:
         return "Agent Skills are off (%config Agent.skills = True offers them)."
     # what this kernel's user already decided about skills outside the project; nothing is asked here
@@ -52,7 +53,7 @@ def skills_report(runtime: Any) -> str:
 
 @command("skills", group=TOOLS)
 @magic_arguments()
-def agent_skills(runtime: Any, rest: str) -> None:
+def agent_skills(runtime: AgentRuntime, rest: str) -> None:
     """The Agent Skills found: name, where each came from, its size."""
     parse_argstring(agent_skills, rest)
     print(skills_report(runtime))

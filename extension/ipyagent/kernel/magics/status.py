@@ -4,10 +4,9 @@ request hold, and the settings."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
 from ipyagent.agent.prompt.pins import active_pins, pins_note
@@ -15,10 +14,23 @@ from ipyagent.display.budget_widget import cost_text, static_bundle
 from ipyagent.display.run_view import facts_for
 from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import escape_html, markdown_html
-from ipyagent.kernel.magics.commands import COMPACTION, CONTEXT, STATUS_AND_SETTINGS, command, show
+from ipyagent.kernel.magics.commands import (
+    COMPACTION,
+    CONTEXT,
+    STATUS_AND_SETTINGS,
+    argument,
+    command,
+    magic_arguments,
+    parse_argstring,
+    show,
+)
 from ipyagent.session import masking
 from ipyagent.session.entries import last_compaction_note
 from ipyagent.text import chars4, one_line
+
+if TYPE_CHECKING:
+    from ipyagent.kernel.persistence import SessionSlot
+    from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["NEXT_ACTIVITY_LABEL", "context_report"]
 
@@ -37,7 +49,7 @@ def budget_words(agent: Any) -> str:
 
 @command("status", group=STATUS_AND_SETTINGS)
 @magic_arguments()
-def agent_status(runtime: Any, rest: str) -> None:
+def agent_status(runtime: AgentRuntime, rest: str) -> None:
     """The active session's budget, the model, and how the session is saved."""
     parse_argstring(agent_status, rest)
     slot = runtime.slot()
@@ -61,7 +73,7 @@ def agent_status(runtime: Any, rest: str) -> None:
 
 @command("config", group=STATUS_AND_SETTINGS)
 @magic_arguments()
-def agent_config(runtime: Any, rest: str) -> None:
+def agent_config(runtime: AgentRuntime, rest: str) -> None:
     """Every Agent setting (change one with %config Agent.NAME = VALUE)."""
     parse_argstring(agent_config, rest)
     rows = runtime.config.settings_table()
@@ -76,7 +88,7 @@ def agent_config(runtime: Any, rest: str) -> None:
 @command("model", group=STATUS_AND_SETTINGS)
 @magic_arguments()
 @argument("model", nargs="?", default=None, help="provider:model to use from now on")
-def agent_model(runtime: Any, rest: str) -> None:
+def agent_model(runtime: AgentRuntime, rest: str) -> None:
     """Show or set the model (same as %config Agent.model = "M")."""
     args = parse_argstring(agent_model, rest)
     if args.model:
@@ -98,7 +110,7 @@ def agent_model(runtime: Any, rest: str) -> None:
 NEXT_ACTIVITY_LABEL = "notebook activity (goes before the next %%agent prompt)"
 
 
-def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]], int]:
+def context_report(runtime: AgentRuntime, slot: SessionSlot) -> tuple[list[tuple[str, int, str]], int]:
     """Each part of the next request (the system prompt's parts, tools, each message, and the
     notebook-activity block the next prompt would carry): (label, tokens, text)."""
     from ipyagent.agent.loop import Agent
@@ -142,7 +154,7 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
 
 @command("context", group=CONTEXT)
 @magic_arguments()
-def agent_context(runtime: Any, rest: str) -> None:
+def agent_context(runtime: AgentRuntime, rest: str) -> None:
     """Exactly what the next request would send, with token counts per part."""
     parse_argstring(agent_context, rest)
     slot = runtime.slot()
@@ -164,7 +176,7 @@ def agent_context(runtime: Any, rest: str) -> None:
 
 @command("summary", group=COMPACTION)
 @magic_arguments()
-def agent_summary(runtime: Any, rest: str) -> None:
+def agent_summary(runtime: AgentRuntime, rest: str) -> None:
     """The latest compaction summary of the active session."""
     parse_argstring(agent_summary, rest)
     summary = runtime.slot().session.latest_summary()

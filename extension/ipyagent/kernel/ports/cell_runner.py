@@ -49,7 +49,7 @@ class _Publisher(DisplayPublisher):
     """Keeps displayed outputs in order; honours ``clear_output`` and updates by display id."""
 
     def __init__(self, outputs: list[CellOutput]):
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # IPython's (untyped_calls_exclude misses super())
         self.captured = outputs
         self._by_display_id: dict[str, int] = {}
 
@@ -87,7 +87,7 @@ class _ValueHook:
 
 def _quiet(code: str) -> bool:
     try:
-        return DisplayHook.semicolon_at_end_of_expression(code)
+        return bool(DisplayHook.semicolon_at_end_of_expression(code))
     except Exception:  # noqa: BLE001 - not tokenizable Python (a cell magic): IPython would not silence it either
         return False
 
