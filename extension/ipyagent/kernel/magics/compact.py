@@ -14,6 +14,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from ipyagent.compaction.settings import unknown_window_note
 from ipyagent.compaction.summarizer import SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
 from ipyagent.display.stream import error_bundle
@@ -45,6 +46,19 @@ def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: fl
     }
 
 
+def _nothing_to_compact(agent: Any, reason: str, tokens: int) -> str:
+    """Why nothing was compacted; with the window unknown, what the kept part is and how to set it."""
+    try:
+        known = agent.context_window()
+    except ValueError:
+        known = None
+    if known:
+        return reason
+    budget = agent.budget()
+    return (f"{reason.rstrip('.')} (the conversation holds about {tokens:,} tokens): "
+            f"{unknown_window_note(budget.reserve_tokens, budget.keep_recent_tokens)}.")
+
+
 def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
     args = parse_argstring(_compact_args, line)
     runtime.absorb_push()
@@ -63,7 +77,9 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
         started = time.monotonic()
         try:
             entry = run.agent.compact(focus or None, extra={"cellId": run.cell_id} if run.cell_id else None)
-        except (NothingToCompact, CompactionCancelled) as exc:
+        except NothingToCompact as exc:
+            run.note(_nothing_to_compact(run.agent, str(exc), before))
+        except CompactionCancelled as exc:
             run.note(str(exc))
         except (SummarizerError, ValueError) as exc:
             if run.view is not None:

@@ -25,8 +25,9 @@ def _context_tokens(session: Any) -> int:
 
 def _report(verb: str, slot: Any, entries: list[dict[str, Any]], before: int) -> None:
     after = _context_tokens(slot.session)
+    hint = "; recall(entry_id) returns a masked one in full" if verb == "masked" else ""
     print(f"{verb} {len(entries)} tool result{'s' if len(entries) != 1 else ''} in session {slot.name!r}: "
-          f"context {before:,} → {after:,} tokens (estimated); recall(entry_id) returns a masked one in full")
+          f"context {before:,} → {after:,} tokens (estimated){hint}")
 
 
 @command("mask")
