@@ -138,6 +138,21 @@ class DocumentBridge {
       panel.context.model.metadataChanged.connect((_, change) => this.onMetadataChanged(change), this);
       this.liftJournals();
     });
+    // a rename (and the rename of a new notebook on its first save): the kernel follows the path
+    panel.context.pathChanged.connect((_, path) => this.onPathChanged(path), this);
+  }
+
+  /** The comms that said hello on this document's kernels, each told of a new path. */
+  private readonly comms = new Set<Kernel.IComm>();
+
+  private onPathChanged(path: string): void {
+    for (const comm of [...this.comms]) {
+      if (comm.isDisposed) {
+        this.comms.delete(comm);
+      } else {
+        send(comm, { type: 'path', path });
+      }
+    }
   }
 
   /** The session store over this document's metadata (layout 2: chunks under their own keys). */
@@ -220,6 +235,7 @@ class DocumentBridge {
     comm.onMsg = (m: KernelMessage.ICommMsgMsg) => this.onCommMsg(comm, m);
     waitForSubshell(comm, kernel);
     if (readMessage(msg.content.data)?.type === 'hello') {
+      this.comms.add(comm);
       send(comm, {
         type: 'hello_ack',
         protocol: PROTOCOL,
