@@ -131,6 +131,10 @@ class Agent:
         self._run_entries: list[dict[str, Any]] | None = None
         self._said: set[str] = set()  # notices given once (budgets that do not fit the window)
         self._run_said: set[str] = set()  # what this run said already (a compaction skipped, and why)
+        # whether the server's count of a prompt with tools was read (left out or not), and whether a
+        # streamed reply to one came without usage (then the next goes whole once: _whole_for_tools)
+        self._tools_judged = False
+        self._streamed_without_usage = False
         self.system_context: SystemContext | None = None  # the notebook's, as the last prompt parts read it
 
     # ---- what the agent works on, and what a run takes from outside -------------------------
@@ -629,25 +633,31 @@ class Agent:
             self._emit(ev.Notice(message))
 
     def _whole_for_tools(self, provider: Provider, request: ModelRequest, model_id: str) -> ModelRequest:
-        """A request that offers tools to llama-cpp-python's server goes whole: it answers a stream
-        whose reply calls a tool with nothing, and only whole answers carry usage, which is how a
-        server that left the tools out is recognised (:meth:`_check_tools_sent`)."""
-        found = self._discovery(model_id)
-        if not request.tools or found is None or found.server != "llama-cpp-python" \
-                or "stream" in request.options or not getattr(provider, "streaming", False):
+        """One request that offers tools goes whole to a server whose streams carry no usage
+        (llama-cpp-python, known by its model listing, or any whose streamed reply came without
+        usage): whole answers carry usage, the server's own count of the prompt, which shows
+        whether it passed the tools to the model (:meth:`_check_tools_sent`). Once judged, requests
+        stream again."""
+        if not request.tools or self._tools_judged or "stream" in request.options \
+                or not getattr(provider, "streaming", False):
             return request
-        self._say_once("llama-cpp-python-whole",
-                       "llama-cpp-python's server cannot stream a reply that calls a tool (the stream comes back "
-                       "empty), so requests that offer tools go to it whole: their text shows when each reply "
-                       "is complete (%%agent --no-tools streams).")
+        found = self._discovery(model_id)
+        if not (self._streamed_without_usage or (found is not None and found.server == "llama-cpp-python")):
+            return request
         return dataclasses.replace(request, options={**request.options, "stream": False})
 
     def _check_tools_sent(self, request: ModelRequest, message: dict[str, Any], model_id: str) -> None:
         """Say once when the server's own count of the prompt shows it left the tool definitions out."""
-        if not request.tools or tool_calls_of(message) or "tools-left-out" in self._said:
+        if not request.tools or self._tools_judged:
             return
         usage = message.get("usage") or {}
         reported = usage_tokens(usage) - int(usage.get("output") or 0)
+        if reported <= 0:
+            self._streamed_without_usage = request.options.get("stream") is not False
+            return
+        self._tools_judged = True
+        if tool_calls_of(message):
+            return
         left_out, whole, tools = tools_left_out(reported, request.system_prompt, request.tools, request.messages,
                                                 raw_token_ratio(self._discovery(model_id)))
         if left_out:
