@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -63,7 +62,6 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
             FakeProviderServer(policy=policy, api_key=FAKE_KEY) as server:
         for name, text in spec.files.items():
             (Path(work) / name).write_text(text, encoding="utf-8")
-        shutil.copy(HERE / "tour_helpers.py", Path(work) / "tour_helpers.py")
         for k in keys:
             os.environ.pop(k, None)
         os.environ.update(OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY=FAKE_KEY, IPYAGENT_MODEL=MODEL)

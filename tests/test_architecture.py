@@ -23,6 +23,10 @@ LAYERS: list[set[str]] = [
     {"core"},                       # Session: the tree with compaction and hooks
     {"providers"},                  # the wire APIs and their transport
     {"agent"},                      # the loop, its tools, MCP, skills, prompts
+    # the plugin surface: loads packages' tools, providers, commands, hooks and MCP transports into
+    # the registries of the layers below (and the built-ins, which live there, as plugins); the
+    # kernel loads it at %load_ext and dispatches the plugins' commands
+    {"plugins"},
     {"store", "testing"},           # the notebook as the store; the fake provider server
     {"display", "bridge"},          # what a cell shows; the frontend comm and the headless runner
     {"explorer"},                   # the compaction explorer

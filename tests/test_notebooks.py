@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -187,7 +186,6 @@ def test_running_a_notebook_twice_leaves_its_session_byte_identical(path, tmp_pa
     """Replay is idempotent: every replayed cell reproduces its recording, so it moves along the
     recorded entries (same ids, same leaf) and the session is not copied into a second branch.
     The first run is ``--replay``; the second the README's plain command (no key: it replays)."""
-    shutil.copy(NOTEBOOKS_DIR / "tour_helpers.py", tmp_path / "tour_helpers.py")
     first, second = tmp_path / "first.ipynb", tmp_path / "second.ipynb"
     log = tmp_path / "run.log"
     result = _run([str(path), "--replay", "-o", str(first)], log)

@@ -73,13 +73,15 @@ def test_pip_wheel_without_node_builds_a_wheel_without_the_bridge(tmp_path):
 
 
 def test_what_the_readme_says_about_httpx2_is_true():
-    """genai-prices imports httpx2 with its price data: the README must not give keeping httpx2 out
+    """genai-prices imports httpx2 with its price data: the README and docs must not give keeping httpx2 out
     of the kernel as what the MCP extra's pin buys (issue 28, item 11)."""
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys\nfrom ipyagent.providers import pricing\n"
-         "pricing.calculate('openai', 'gpt-4o', {'input': 10, 'output': 5})\nprint('httpx2' in sys.modules)"],
+        [sys.executable, "-c", ("import sys\nfrom ipyagent.providers import pricing\n"
+                                "pricing.calculate('openai', 'gpt-4o', {'input': 10, 'output': 5})\n"
+                                "print('httpx2' in sys.modules)")],
         capture_output=True, text=True, check=True).stdout.strip()
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join(" ".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+                      .split())
     assert loaded == "True"  # if this changes, so must the README
     assert "a second HTTP stack in every kernel" not in readme
     assert "genai-prices (every release since 0.0.6x) depends on `httpx2` and imports it" in readme

@@ -1,7 +1,8 @@
 """ipyagent: a coding agent inside the Jupyter kernel, with Pi-style context compaction.
 
 ``from ipyagent import Session, CompactionSettings`` is the core API; ``%load_ext ipyagent``
-adds the notebook magics. Names are imported lazily so that ``import ipyagent.providers`` (or
+adds the notebook magics; ``ipyagent.hookimpl`` (and ``ipyagent.read_only``) are what a plugin
+needs (``ipyagent/plugins``, docs/extending.md). Names are imported lazily so that ``import ipyagent.providers`` (or
 the CLI) does not pay for the layers it does not use.
 """
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
 __version__ = "0.1.0"
-__all__ = ["Session", "CompactionSettings", "Agent", "explore"]
+__all__ = ["Session", "CompactionSettings", "Agent", "explore", "hookimpl", "hookspec", "read_only"]
 
 # ``Session.from_file("x.ipynb")`` reads through the notebook layer, imported on first use: the core
 # never imports it, and ``import ipyagent`` stays light.
@@ -35,6 +36,14 @@ def __getattr__(name: str) -> Any:
         from ipyagent.agent.loop import Agent
 
         return Agent
+    if name in ("hookimpl", "hookspec"):
+        from ipyagent import hooks
+
+        return getattr(hooks, name)
+    if name == "read_only":
+        from ipyagent.agent.tools.functions import read_only
+
+        return read_only
     if name == "explore":
         from ipyagent.explorer.widget import explore
 

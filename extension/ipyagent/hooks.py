@@ -1,5 +1,6 @@
-"""Hooks: Python functions (or packages, through the ``ipyagent.hooks`` entry-point group) that
-observe or steer compaction, tree navigation and provider calls.
+"""Hooks: Python functions (or plugins, ``register_hooks`` in ``ipyagent/plugins``) that observe or
+steer compaction, tree navigation and provider calls; and the plugins' pluggy markers
+(:data:`hookimpl`, :data:`hookspec`), here so that every layer can mark its built-in plugin.
 
     from ipyagent.hooks import hooks
 
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
+import pluggy
+
 EVENTS = (
     "session_before_compact",
     "session_compact",
@@ -31,7 +34,9 @@ EVENTS = (
     "turn_end",
     "agent_end",
 )
-ENTRY_POINT_GROUP = "ipyagent.hooks"
+PROJECT = "ipyagent"  # pluggy's project name, and the plugins' entry-point group
+hookimpl = pluggy.HookimplMarker(PROJECT)
+hookspec = pluggy.HookspecMarker(PROJECT)
 
 Handler = Callable[["HookEvent"], Any]
 H = TypeVar("H", bound=Handler)
@@ -60,7 +65,6 @@ class HookError:
 class HookRegistry:
     handlers: dict[str, list[Handler]] = field(default_factory=lambda: {e: [] for e in EVENTS})
     errors: list[HookError] = field(default_factory=list)
-    _entry_points_loaded: bool = False
 
     @overload
     def on(self, event: str, handler: None = None) -> Callable[[H], H]: ...
@@ -107,24 +111,6 @@ class HookRegistry:
                 if _cancels(value):
                     return value
         return result
-
-    def load_entry_points(self) -> list[str]:
-        """Call every ``ipyagent.hooks`` entry point with this registry; return their names."""
-        if self._entry_points_loaded:
-            return []
-        self._entry_points_loaded = True
-        from importlib.metadata import entry_points
-
-        loaded = []
-        for point in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                point.load()(self)
-                loaded.append(point.name)
-            except Exception as exc:  # noqa: BLE001 - a broken hook package is reported, never fatal
-                self.errors.append(HookError("load", point.name, f"{type(exc).__name__}: {exc}"))
-                warnings.warn(f"ipyagent could not load hook package {point.name}: {exc}", RuntimeWarning,
-                              stacklevel=2)
-        return loaded
 
 
 def _cancels(value: Any) -> bool:

@@ -195,19 +195,24 @@ NOTEBOOK = Notebook("custom-compaction", [
     md("cc-packages", """
         ## Shipping hooks in a package
 
-        Besides `hooks.on(...)` in a notebook, a package can provide hooks to every session through
-        the `ipyagent.hooks` entry-point group; ipyagent calls each entry point with the registry:
+        Besides `hooks.on(...)` in a notebook, a package can provide hooks to every session as an
+        ipyagent plugin: an entry point of the `ipyagent` group whose module has a
+        `register_hooks` hook (the same plugin can add tools, providers and `%agent` commands;
+        `docs/extending.md`). ipyagent loads it at `%load_ext`, and `%agent plugins` lists it:
 
         ```toml
         # pyproject.toml of your package
-        [project.entry-points."ipyagent.hooks"]
-        my-compaction = "my_package.hooks:register"
+        [project.entry-points.ipyagent]
+        my-compaction = "my_package.plugin"
         ```
 
         ```python
-        # my_package/hooks.py
-        def register(registry):
-            registry.on("session_before_compact", my_handler)
+        # my_package/plugin.py
+        import ipyagent
+
+        @ipyagent.hookimpl
+        def register_hooks(hooks):
+            hooks.on("session_before_compact", my_handler)
         ```
 
         Other events: `session_compact` (after a compaction), `session_before_tree` / `session_tree`

@@ -207,6 +207,15 @@ def _check(nb: dict[str, Any], policy: Scripted, server: FakeProviderServer) -> 
     manual = next(e for e in compactions if e.get("cellId") == "tour-compact")
     assert f"id {manual['firstKeptEntryId']})" in shown["tour-explore"].splitlines()[1], shown["tour-explore"]
     assert "it splits the turn" in shown["tour-explore-api"], shown["tour-explore-api"]
+    # the figures agree: "after" is the last compaction note's "→ N", and the mask masks something
+    texts = {c["id"]: "".join("".join((o.get("data") or {}).get("text/plain", "")) + "".join(o.get("text", ""))
+                              for o in c.get("outputs", [])) for c in nb["cells"] if c["cell_type"] == "code"}
+    order = [c["id"] for c in nb["cells"] if c["cell_type"] == "code"]
+    notes = [n for cid in order[:order.index("tour-before-after")] for n in re.findall(r"→ ([\d,]+)", texts[cid])]
+    after = re.search(r"after: +([\d,]+) tokens", texts["tour-before-after"])
+    assert after and notes and after.group(1) == notes[-1], (notes[-1:], texts["tour-before-after"])
+    masked = re.search(r"masked (\d+) tool results? .*context ([\d,]+) → ([\d,]+)", texts["tour-forget"])
+    assert masked and int(masked.group(1)) > 0 and masked.group(2) != masked.group(3), texts["tour-forget"]
 
 
 NOTEBOOK = Notebook("how-compaction-works", [
@@ -246,7 +255,8 @@ NOTEBOOK = Notebook("how-compaction-works", [
         # tokens); in this tiny window that would crowd out the conversation, so the tour leaves it out.
         %config Agent.notebook_context = False
 
-        from tour_helpers import CompactionSpy, context_preview, current_session, overhead_tokens, timeline, usage_table
+        from ipyagent.kernel.teaching import (CompactionSpy, context_preview, context_tokens, current_session,
+                                              overhead_tokens, timeline, usage_table)
 
         spy = CompactionSpy().install()   # a hook that only watches: it records each compaction's plan"""),
     code("tour-data", READINGS_CODE),
@@ -297,12 +307,11 @@ NOTEBOOK = Notebook("how-compaction-works", [
         The compaction entry records the context size it started from (`tokensBefore`). After it,
         the context is the summary plus the kept tail:"""),
     code("tour-before-after", """
-        s = current_session()
-        c = s.compactions()[-1]
-        fixed = overhead_tokens()   # system prompt + tool definitions: compaction does not touch them
-        print(f"before: {c['tokensBefore']:,} tokens (the provider's count of the last request)")
-        print(f"after:  {s.context_tokens() + fixed:,} tokens ≈ {fixed:,} system prompt and tools "
-              f"+ {s.context_tokens():,} summary and kept messages (estimated)")"""),
+        c = current_session().compactions()[-1]
+        fixed, now = overhead_tokens(), context_tokens()   # the widget's figures
+        print(f"before: {c['tokensBefore']:,} tokens (the entry's tokensBefore: Pi's count of the context)")
+        print(f"after:  {now:,} tokens, as the widget counts them: {fixed:,} system prompt and tools "
+              f"(compaction does not touch them) + {now - fixed:,} summary and kept messages (estimated)")"""),
     md("tour-context-md", """
         ### What the model sees now
 

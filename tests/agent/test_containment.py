@@ -3,7 +3,11 @@ and the verdict for a path against a root — inside, outside (needs approval) o
 
 from __future__ import annotations
 
-from ipyagent.agent.containment import Verdict, check_path, is_within, project_scope
+import os
+
+import pytest
+
+from ipyagent.agent.containment import Verdict, check_path, is_within, project_scope, repository_refusal
 
 
 def test_the_search_stops_at_the_repository_root(tmp_path):
@@ -17,9 +21,14 @@ def test_the_search_stops_at_the_repository_root(tmp_path):
     assert scope.dirs == (nb_dir, nb_dir.parent, repo)
     assert scope.outermost_first == (repo, nb_dir.parent, nb_dir)
     assert scope.root == repo and scope.repository and scope.start == nb_dir
-    # a worktree or a submodule has a .git file, not a folder: the same root
+    # a worktree or a submodule has a .git file, not a folder: the same root when it leads to a git directory
     (repo / ".git").rmdir()
-    (repo / ".git").write_text("gitdir: /elsewhere/.git/worktrees/repo\n")
+    worktree = tmp_path / "main" / ".git" / "worktrees" / "repo"
+    worktree.mkdir(parents=True)
+    (worktree / "HEAD").write_text("ref: refs/heads/topic\n")
+    (repo / ".git").write_text(f"gitdir: {worktree}\n")
+    assert project_scope(nb_dir, home=home).root == repo
+    (repo / ".git").write_text("gitdir: ../../main/.git/worktrees/repo\n")  # relative to the .git file's folder
     assert project_scope(nb_dir, home=home).root == repo
 
 
@@ -41,6 +50,50 @@ def test_with_neither_on_the_way_the_search_never_leaves_the_start_folder(tmp_pa
     nb_dir.mkdir(parents=True)
     scope = project_scope(nb_dir, home=tmp_path / "elsewhere")
     assert scope.dirs == (nb_dir,) and scope.root == nb_dir and not scope.repository
+
+
+@pytest.mark.parametrize("planted", ["gitdir-nowhere", "dangling-link", "not-gitdir", "gitdir-plain-folder"])
+def test_a_git_file_planted_in_a_shared_parent_makes_no_root(tmp_path, planted):
+    # git's CVE-2022-24765: anyone may write /tmp/.git; it must not make /tmp the project's root
+    tmp_path = tmp_path.resolve()
+    shared = tmp_path / "shared"
+    nb_dir = shared / "alice" / "analysis"
+    nb_dir.mkdir(parents=True)
+    (tmp_path / "plain").mkdir()
+    dot_git = shared / ".git"
+    if planted == "gitdir-nowhere":
+        dot_git.write_text("gitdir: /nonexistent\n")
+    elif planted == "dangling-link":
+        dot_git.symlink_to("/nonexistent/.git")
+    elif planted == "not-gitdir":
+        dot_git.write_text("[core]\n\tbare = false\n")
+    else:
+        dot_git.write_text(f"gitdir: {tmp_path / 'plain'}\n")  # a folder, but no git directory (no HEAD)
+    scope = project_scope(nb_dir, home=tmp_path / "elsewhere")
+    assert scope.dirs == (nb_dir,) and scope.root == nb_dir and not scope.repository
+    ((folder, why),) = scope.refused
+    assert folder == shared and f"does not make {shared} a repository root" in why
+
+
+def test_a_repository_owned_by_another_user_makes_no_root(tmp_path):
+    # as git's safe.directory: the folder, its .git and the git directory belong to the kernel's user
+    tmp_path = tmp_path.resolve()
+    repo = tmp_path / "repo"
+    nb_dir = repo / "analysis"
+    nb_dir.mkdir(parents=True)
+    (repo / ".git").mkdir()
+    mine = os.geteuid()
+    assert repository_refusal(repo, owner=mine) is None
+    assert project_scope(nb_dir, home=tmp_path / "h", owner=mine).root == repo
+    stranger = project_scope(nb_dir, home=tmp_path / "h", owner=mine + 1)
+    assert stranger.root == nb_dir and not stranger.repository
+    assert f"belongs to user id {mine}, not to the kernel's user ({mine + 1})" in stranger.refused[0][1]
+    # a .git link to a git directory counts as the directory itself
+    (repo / ".git").rmdir()
+    (tmp_path / "real.git").mkdir()
+    (repo / ".git").symlink_to(tmp_path / "real.git")
+    assert project_scope(nb_dir, home=tmp_path / "h").root == repo
+    assert repository_refusal(nb_dir) == ""  # no .git at all: nothing to refuse
 
 
 def test_the_start_folder_is_resolved(tmp_path):

@@ -112,6 +112,54 @@ def test_import_then_export_is_identical(tmp_path, capsys):
     assert out == jsonl.read_text(encoding="utf-8")
 
 
+GIT_CONFIG = ("credential.https://dev.azure.com.usehttppath=true\ninit.defaultbranch=master\nuser.name=wh\n"
+              "user.email=wh@example.com\n")
+DATABASE = "postgresql://analyst:s3cret-Passw0rd@db.example.com:5432/sales"
+
+
+def _session_file(path, *texts):
+    entries = chain(len(texts))
+    for entry, text in zip(entries, texts):
+        entry["message"]["content"] = text
+    path.write_text(dump_pi_jsonl(HEADER, entries), encoding="utf-8")
+    return [e["id"] for e in entries]
+
+
+def test_a_credential_pattern_never_crosses_a_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    jsonl, nb, back = tmp_path / "s.jsonl", tmp_path / "nb.ipynb", tmp_path / "back.jsonl"
+    _session_file(jsonl, "Here is my config:\n" + GIT_CONFIG, "and a mail: wh@example.com\tor https://x.org/a@b")
+    code, out, _ = run(capsys, "import", jsonl, nb)
+    assert code == 0 and "replaced" not in out
+    code, _, err = run(capsys, "export", nb, "--format", "pi", "-o", back)
+    assert code == 0 and "replaced" not in err
+    assert back.read_bytes() == jsonl.read_bytes()  # four lines of git config, byte for byte
+
+
+def test_an_import_says_what_it_replaced_and_keep_secrets_keeps_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    jsonl, nb = tmp_path / "s.jsonl", tmp_path / "nb.ipynb"
+    ids = _session_file(jsonl, "Connect to the sales database.", f"I used {DATABASE} for it.", GIT_CONFIG)
+    code, out, _ = run(capsys, "import", jsonl, nb)
+    assert code == 0
+    assert "replaced 1 value(s) that look like credentials" in out and f"entry {ids[1]}" in out
+    assert ids[0] not in out and ids[2] not in out and "--keep-secrets" in out
+    stored = nb.read_text(encoding="utf-8")
+    assert "s3cret-Passw0rd" not in stored and "postgresql://***@db.example.com:5432/sales" in stored
+    assert "user.email=wh@example.com" in stored
+
+    kept = tmp_path / "kept.ipynb"
+    code, out, _ = run(capsys, "import", jsonl, kept, "--keep-secrets")
+    assert code == 0 and "kept 1 value(s) that look like credentials" in out and f"(--keep-secrets), in entry {ids[1]}" in out
+    assert DATABASE in kept.read_text(encoding="utf-8")
+    code, _, err = run(capsys, "export", kept, "--format", "pi", "-o", tmp_path / "as-is.jsonl", "--keep-secrets")
+    assert code == 0 and "replaced" not in err
+    assert (tmp_path / "as-is.jsonl").read_bytes() == jsonl.read_bytes()
+    code, out, err = run(capsys, "export", kept, "--format", "pi")
+    assert code == 0 and "s3cret-Passw0rd" not in out
+    assert "replaced 1 value(s) that look like credentials" in err and f"entry {ids[1]}" in err
+
+
 def test_import_refuses_to_overwrite_unless_forced(tmp_path, capsys):
     jsonl = tmp_path / "s.jsonl"
     jsonl.write_text(dump_pi_jsonl(HEADER, chain(4)))

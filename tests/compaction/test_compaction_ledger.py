@@ -113,7 +113,7 @@ def test_ledger_of_messages_collects_variables_commands_errors_and_cells():
     assert text.startswith("\n\n<kernel-variables>\njson [entry e1]\nrows2 [entry e1]\nrows [entry e5]\n"
                            "</kernel-variables>\n\n<shell-commands>\nls -la data/\npwd\n</shell-commands>")
     assert "<tool-errors>\npython [entry e6]: File \"<agent>\", line 2 | boom() | NameError" in text
-    assert text.endswith("<notebook-cells>\n[3] cell cell-a: load the data\n</notebook-cells>")
+    assert text.endswith("<notebook-cells>\ncell 3 (id cell-a): load the data\n</notebook-cells>")
 
 
 def test_describe_fills_type_and_shape_and_marks_what_is_gone():
@@ -304,7 +304,7 @@ def test_in_a_kernel_the_latest_summary_lists_the_agents_variables_with_type_and
     for line in ("Grid: class Grid [entry", "grid: Grid, shape (3, 4) [entry", "names: list, len 2 [entry",
                  "js: module json [entry", "pairs: dict, len 2 [entry", "k: str, len 1 [entry"):
         assert line in summary, summary
-    assert "<notebook-cells>\n[2] cell cell-1: Make a grid and a list of names." in summary
+    assert "<notebook-cells>\ncell 2 (id cell-1): Make a grid and a list of names." in summary
     variables = {v["name"]: v for v in second["details"]["artifacts"]["variables"]}
     assert variables["grid"]["type"] == "Grid, shape (3, 4)" and variables["grid"]["defined"] is True
     assert json.dumps(second["details"]).count("readFiles") == 1
@@ -334,3 +334,14 @@ def test_the_ledger_is_appended_once_and_not_sent_back_to_the_summariser():
     assert plan is not None and [m["role"] for m in plan.messages_to_summarize] == []
     third = compact(plan, summarizer("UNUSED"))
     assert third.summary.count("<kernel-variables>") == 1 and third.summary.count("<read-files>") == 1
+
+
+def test_a_cell_is_listed_with_the_prompt_as_typed_not_the_activity_block():
+    """A prompt that carries the notebook-activity block keeps what the user typed in ``cellPrompt``:
+    the ledger lists that, as ``cell N (id …)`` (issue 28, item 10)."""
+    block = "<notebook-activity>\nWhat happened in the notebook since the previous prompt: …\n</notebook-activity>"
+    prompt = {"role": "user", "content": [{"type": "text", "text": block}, {"type": "text", "text": "plot it"}],
+              "cellPrompt": "plot it", "executionCount": 7, "cellId": "c-7", "timestamp": 1}
+    [cell] = build_ledger([prompt], ["e0"]).cells
+    assert cell.prompt == "plot it"
+    assert build_ledger([prompt], ["e0"]).text().endswith("<notebook-cells>\ncell 7 (id c-7): plot it\n</notebook-cells>")

@@ -1,5 +1,5 @@
-"""Hooks (pi.md §6.1): registration, result rules, failures reported not fatal, entry points,
-and the compaction hooks as the Session fires them."""
+"""Hooks (pi.md §6.1): registration, result rules, failures reported not fatal, and the compaction
+hooks as the Session fires them (packages' hooks: tests/plugins/test_plugins.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import warnings
 import pytest
 
 from conftest import new_session, turn
-from ipyagent import hooks as hooks_module
 from ipyagent.compaction.compact import CompactionRejected
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
@@ -84,39 +83,6 @@ def test_failing_handler_is_reported_not_fatal(registry):
         assert registry.emit("turn_end") == "after"
     [error] = registry.errors
     assert error.event == "turn_end" and "broken" in error.handler and "KeyError" in error.error
-
-
-class FakeEntryPoint:
-    def __init__(self, name, fn):
-        self.name, self._fn = name, fn
-
-    def load(self):
-        if isinstance(self._fn, Exception):
-            raise self._fn
-        return self._fn
-
-
-def test_entry_points_are_loaded_once_and_failures_reported(monkeypatch, registry):
-    import importlib.metadata
-
-    def install(reg):
-        reg.on("agent_end", lambda e: "from package")
-
-    points = [FakeEntryPoint("good", install), FakeEntryPoint("bad", ImportError("no module named nope"))]
-    groups = []
-
-    def fake_entry_points(group):
-        groups.append(group)
-        return points
-
-    monkeypatch.setattr(importlib.metadata, "entry_points", fake_entry_points)
-    with pytest.warns(RuntimeWarning, match="could not load hook package bad"):
-        assert registry.load_entry_points() == ["good"]
-    assert groups == [hooks_module.ENTRY_POINT_GROUP] == ["ipyagent.hooks"]
-    assert registry.emit("agent_end") == "from package"
-    assert registry.errors[0].handler == "bad" and "ImportError" in registry.errors[0].error
-    assert registry.load_entry_points() == []  # once per registry
-    assert len(registry.handlers["agent_end"]) == 1
 
 
 # ---- the compaction hooks, fired by Session.compact ---------------------------------------------

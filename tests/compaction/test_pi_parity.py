@@ -246,6 +246,31 @@ def test_pi_written_sessions_plan_context_load_and_round_trip_as_pi_16(pi_writte
         assert session.to_pi_jsonl_bytes() == f.read_bytes(), f.name  # the round trip
 
 
+GIT_CONFIG_LIST = ("credential.https://dev.azure.com.usehttppath=true\ninit.defaultbranch=master\nuser.name=wh\n"
+                   "user.email=wh@example.com\n")  # what `git config --list` shows
+
+
+def test_pi_written_sessions_import_and_export_byte_for_byte(pi_written, tmp_path, capsys):
+    """``ipyagent import`` then ``export`` gives the file back, byte for byte, with a tool result
+    that shows ``git config --list`` added the way Pi writes a line (compact JSON): no credential
+    pattern runs across its lines."""
+    from ipyagent.cli import main
+
+    for f in pi_written[:10]:
+        data = f.read_bytes()
+        last = json.loads(data.splitlines()[-1])
+        shown = {"type": "message", "id": "9e1d7c0b", "parentId": last["id"], "timestamp": last["timestamp"],
+                 "message": {"role": "user", "content": [{"type": "text", "text": GIT_CONFIG_LIST}], "timestamp": 1}}
+        data += (json.dumps(shown, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+        source, nb, back = tmp_path / f.name, tmp_path / f"{f.stem}.ipynb", tmp_path / f"{f.stem}.back.jsonl"
+        source.write_bytes(data)
+        assert main(["import", str(source), str(nb)]) == 0
+        assert main(["export", str(nb), "--format", "pi", "-o", str(back)]) == 0
+        out, err = capsys.readouterr()
+        assert "replaced" not in out + err, f.name  # nothing in them is a credential
+        assert back.read_bytes() == data, f.name
+
+
 # ------------------------------------------------------------------------------------------------
 # Crafted cases: what Pi 1.6 does, checked on the real package
 # ------------------------------------------------------------------------------------------------

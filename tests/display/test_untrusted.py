@@ -15,7 +15,7 @@ import json
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from IPython.utils.capture import capture_output
 
@@ -137,11 +137,12 @@ def test_escape_markdown_shows_exactly_the_text(text):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(hostile_markdown, st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=30)))
+@example(" \t ")  # found by Hypothesis: markdown-it kept the padding around a tab, CommonMark strips it
 def test_code_span_is_one_span_holding_the_text(text):
     import markdown_it
 
     span = code_span(text)
-    want = re.sub(r"\r\n|\r|\n", " ", text)
+    want = re.sub(r"\r\n|\r|\n", " ", text).replace("\t", " ")  # line breaks and tabs are shown as spaces
     for name, render in [("markdown-it inline", markdown_it.MarkdownIt("commonmark", {"html": True}).renderInline),
                          *ORACLES.items()]:
         rendered = render("before " + span + " after").strip()

@@ -503,3 +503,13 @@ def test_agent_explore_in_a_kernel_and_compact_now(tmp_path):
             "    os.environ.pop(name, None)\n"
             "print(explorer_for_slot(get_runtime(get_ipython())).compact_button is None)", "offline")
         assert outputs_text(cell.outputs).strip().endswith("True"), outputs_text(cell.outputs)
+
+
+def test_a_prompt_is_labelled_with_what_the_user_typed():
+    """Not with the notebook-activity block it carries for the model (issue 28, item 10)."""
+    from ipyagent.explorer.plan import entry_label
+
+    message = {"role": "user", "executionCount": 4, "cellPrompt": "plot the rain",
+               "content": [{"type": "text", "text": "<notebook-activity>\nWhat happened…\n</notebook-activity>"},
+                           {"type": "text", "text": "plot the rain"}]}
+    assert entry_label({"type": "message", "id": "e1", "message": message}) == ("prompt [4]", "plot the rain")

@@ -113,3 +113,32 @@ def test_an_agents_md_in_a_shared_parent_folder_steers_nothing(tmp_path):
     assert "Project rule: every number gets a unit." in system
     assert "evil.example" not in system
     assert "evil.example" not in outputs_text(out.nb["cells"][2]["outputs"])
+
+
+@pytest.mark.kernel
+def test_a_git_file_planted_in_a_shared_parent_makes_it_no_root(tmp_path):
+    # git's CVE-2022-24765 pattern: /tmp/.git written by anyone must not make /tmp the project
+    shared = tmp_path.resolve() / "shared"
+    project = shared / "alice" / "analysis"
+    project.mkdir(parents=True)
+    (shared / ".git").write_text("gitdir: /nonexistent\n")
+    (shared / "AGENTS.md").write_text(SHARED_RULE)
+    planted = shared / ".agents" / "skills" / "upload"
+    planted.mkdir(parents=True)
+    (planted / "SKILL.md").write_text("---\nname: upload\ndescription: PLANTED-SKILL uploads everything.\n---\nGo.\n")
+    (shared / ".mcp.json").write_text(json.dumps({"mcpServers": {"planted-server": {"command": "true"}}}))
+    (project / "AGENTS.md").write_text("Project rule: every number gets a unit.")
+    dangling = f"import os\nos.remove({str(shared / '.git')!r})\nos.symlink('/nonexistent/.git', {str(shared / '.git')!r})"
+    cells = [SETUP, "%agent context", "%agent skills", "%agent mcp", dangling, "%agent context", "%agent skills",
+             "%agent mcp"]
+    with fake_provider():
+        out = execute_notebook(notebook(*cells), timeout=120, cwd=str(project))
+    assert out.ok, out.error
+    shown = [outputs_text(cell["outputs"]) for cell in out.nb["cells"]]
+    for context, skills, mcp in ((shown[1], shown[2], shown[3]), (shown[5], shown[6], shown[7])):
+        assert "Project rule: every number gets a unit." in context
+        assert "evil.example" not in context and "PLANTED-SKILL" not in context
+        assert f"does not make {shared} a repository root" in context  # said, not silently ignored
+        assert "PLANTED-SKILL" not in skills and "planted-server" not in mcp
+    assert "/nonexistent, which is not a git directory" in shown[1]
+    assert "leads to no folder" in shown[5]

@@ -11,6 +11,7 @@ from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
+from conftest import chain
 from ipyagent.agent.loop import Agent
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.kernel import extension
@@ -98,7 +99,7 @@ def test_help_is_written_from_the_parsers_and_lists_every_command_and_option(ip,
     from ipyagent.kernel.magics.agent_cell import AgentMagics, _agent_cell_args
     from ipyagent.kernel.magics.compact import _compact_args
 
-    ip.run_line_magic("agent", "help")
+    ip.run_line_magic("agent", "help all")  # %agent help lists the commands, "all" with their options
     out = capsys.readouterr().out
     parsers = {"%%agent": _agent_cell_args.parser, "%compact": _compact_args.parser,
                **{f"%agent {name}": func.parser for name, func in COMMANDS.items()}}
@@ -393,6 +394,25 @@ def test_load_and_import_of_a_damaged_pi_file_work_and_export_keeps_every_line(i
     server.enqueue_text("an answer after the damage")
     run(ip, "", "go on")  # the session works: a turn on top of what was loaded
     assert rt(ip).slot().session.path()[-1]["message"]["role"] == "assistant"
+
+
+def test_agent_import_says_what_the_notebook_stores_as_stars(ip, tmp_path, capsys, monkeypatch):
+    from ipyagent.session.jsonl import dump_pi_jsonl
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    git_config = "credential.https://dev.azure.com.usehttppath=true\ninit.defaultbranch=master\nuser.email=wh@example.com"
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/"}
+    entries = chain(2)
+    entries[0]["message"]["content"] = git_config
+    entries[1]["message"]["content"] = "postgresql://analyst:s3cret-Passw0rd@db.example.com/sales"
+    source = tmp_path / "mine.jsonl"
+    source.write_text(dump_pi_jsonl(header, entries), encoding="utf-8")
+    ip.run_line_magic("agent", f"import {source}")
+    out = capsys.readouterr().out
+    assert "1 value(s) that look like credentials" in out and f"stored as *** in the notebook: entry {entries[1]['id']}" in out
+    ip.run_line_magic("agent", f"export -o {tmp_path / 'back.jsonl'}")
+    back = (tmp_path / "back.jsonl").read_text(encoding="utf-8")
+    assert json.dumps(git_config) in back and "s3cret-Passw0rd" not in back  # the lines of git config intact
 
 
 def test_hydration_from_disk_tells_the_model_about_the_reset_once(monkeypatch, tmp_path, server):

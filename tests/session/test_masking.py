@@ -12,6 +12,7 @@ from ipyagent.agent.config import AgentConfig
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session
 from ipyagent.hooks import HookRegistry
+from ipyagent.session.entries import compaction_entry
 from ipyagent.session.messages import text_of
 from ipyagent.session.tree import SessionError
 from ipyagent.testing import FakeProviderServer
@@ -59,6 +60,27 @@ def test_tool_results_before_the_last_turns_and_unmask():
     assert [text_of(m["content"]) for m in s.build_context() if m["role"] == "toolResult"] == [BIG] * 3
     with pytest.raises(SessionError, match="not a tool result"):
         s.mask(s.path()[0]["id"])
+
+
+def test_the_kept_end_of_a_split_turn_counts_as_a_turn():
+    """After a compaction that kept the end of a turn and summarised its prompt (a split turn, as in
+    the tour), ``--tool-results-before 1`` masks that remainder's results and keeps the latest turn's."""
+    s = new_session()
+    s.append_message(user("read the parts"))
+    s.append_message(assistant("", call("c0", "read", path="part0.csv")))
+    s.append_message(tool_result("c0", BIG))
+    kept = s.append_message(assistant("", call("c1", "read", path="part1.csv")))
+    s.append_message(tool_result("c1", BIG))
+    s.append_message(assistant("both read"))
+    s.append(compaction_entry("SUMMARY", kept["id"], 9000))
+    s.append_message(user("and part 2"))
+    s.append_message(assistant("", call("c2", "read", path="part2.csv")))
+    s.append_message(tool_result("c2", BIG))
+    s.append_message(assistant("part 2 read"))
+    results = tool_results(s)
+    written = s.mask_tool_results(1)
+    assert [e["targetId"] for e in written] == [results[1]["id"]]  # c0's result is summarised, c2's is the latest turn's
+    assert [e["targetId"] for e in s.mask_tool_results(0)] == [results[2]["id"]]
 
 
 def test_recall_returns_a_masked_result_in_full():

@@ -19,12 +19,11 @@ from typing import Any
 
 from ipyagent.providers import models
 from ipyagent.providers.discovery import Discovery
-from ipyagent.session.messages import Message
+from ipyagent.session.messages import Message, current_tools, system_prompt_text
 from ipyagent.session.tokens import estimated_texts, message_chars, usage_tokens
 from ipyagent.text import chars4
 
 MAX_TOKEN_FACTOR = 4.0
-SOURCES = ("config", "table", "server", "error")
 
 
 @dataclass(frozen=True)
@@ -170,3 +169,13 @@ def request_tokens(session: Any, system_prompt: str, tool_specs: Iterable[Any], 
         usage = usage_tokens(state.agent_messages[state.last_usage_index].get("usage"))
         return usage + math.ceil(float(state.trailing) * factor)
     return math.ceil(float(state.trailing + system_tools_tokens(system_prompt, tool_specs)) * factor)
+
+
+def recorded_request_tokens(session: Any, factor: float = 1.0) -> int:
+    """:func:`request_tokens` with the system prompt and tools the session recorded last (its
+    system messages): the figure outside a kernel (``ipyagent inspect``), equal to the agent's
+    after a run."""
+    state = session.context_state()
+    system = state.current_system_message()
+    tools = current_tools([m for _, m, _ in state.system_messages])
+    return request_tokens(session, system_prompt_text(system), tools, factor)

@@ -4,9 +4,15 @@ Project files (``AGENTS.md``, skills, ``.mcp.json``…) are found by walking up 
 folder. A hostile repository or a shared parent folder must not steer the agent, so:
 
 * :func:`project_scope` — the folders to search, nearest first: the start folder and its parents
-  up to the repository root (a folder holding ``.git``) or the home folder, whichever comes first.
-  With neither on the way, only the start folder. The scope's ``root`` is the repository root, or
-  the start folder when there is no repository: what lies inside it is the project's own.
+  up to the repository root or the home folder, whichever comes first. With neither on the way,
+  only the start folder. The scope's ``root`` is the repository root, or the start folder when
+  there is no repository: what lies inside it is the project's own.
+* :func:`repository_refusal` — whether a folder's ``.git`` makes it a repository root. Anyone may
+  write a ``.git`` file into a shared parent such as ``/tmp`` (git's own CVE-2022-24765), so, as
+  git's ``safe.directory`` check does, a folder is a root only when its ``.git`` is a directory
+  (or a ``gitdir:`` file, or a link, leading to an existing git directory) and the folder, its
+  ``.git`` and the git directory are owned by the user running the kernel. A ``.git`` refused is
+  reported (:attr:`ProjectScope.refused`) and the search goes on above it.
 * :func:`check_path` — a :class:`PathVerdict` for a file against a root, symlinks and ``..``
   resolved: ``INSIDE`` (read freely), ``OUTSIDE`` (read only when the user approves) or
   ``FORBIDDEN`` (under ``/proc``, ``/sys`` or ``/dev``, anywhere on its chain of links: never read).
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["FORBIDDEN_ROOTS", "PathVerdict", "ProjectScope", "Verdict", "check_path", "is_forbidden",
-           "is_within", "leads_to_forbidden", "project_scope"]
+           "is_within", "leads_to_forbidden", "project_scope", "repository_refusal"]
 
 # Kernel interfaces, not files: /proc/self/environ holds the process's keys, /dev/zero never ends.
 FORBIDDEN_ROOTS = ("/proc", "/sys", "/dev")
@@ -54,6 +60,7 @@ class ProjectScope:
     root: Path  # the repository root, or ``start`` when there is no repository
     dirs: tuple[Path, ...]  # ``start`` and the parents searched, nearest first, ending at ``root`` or home
     repository: bool  # whether ``root`` is a repository root
+    refused: tuple[tuple[Path, str], ...] = ()  # folders whose ``.git`` was not taken, and why
 
     @property
     def outermost_first(self) -> tuple[Path, ...]:
@@ -61,21 +68,81 @@ class ProjectScope:
         return tuple(reversed(self.dirs))
 
 
-def project_scope(start: str | Path, home: str | Path | None = None) -> ProjectScope:
+def _owner() -> int | None:
+    """The user running the kernel (None where files have no owner id to compare, on Windows)."""
+    return os.geteuid() if hasattr(os, "geteuid") else None
+
+
+def _not_owned(path: str, owner: int | None, what: str) -> str | None:
+    if owner is None:
+        return None
+    try:
+        uid = os.stat(path).st_uid if what == "git directory" else os.lstat(path).st_uid
+    except OSError as exc:
+        return f"the {what} {path} cannot be read ({exc.strerror})"
+    return None if uid == owner else f"the {what} {path} belongs to user id {uid}, not to the kernel's user ({owner})"
+
+
+def _gitdir_of(dot_git: str, folder: str) -> tuple[str | None, str]:
+    """(the git directory a ``.git`` leads to, or None; why not)."""
+    if os.path.islink(dot_git) or os.path.isdir(dot_git):
+        if not os.path.isdir(dot_git):
+            return None, f"it is a link to {os.readlink(dot_git)!r}, which leads to no folder"
+        return os.path.realpath(dot_git), ""
+    if not os.path.isfile(dot_git):
+        return None, "it is neither a folder nor a file"
+    try:
+        with open(dot_git, "rb") as handle:
+            first = handle.read(4097).decode("utf-8", errors="replace").splitlines()[:1]
+    except OSError as exc:
+        return None, f"it cannot be read ({exc.strerror})"
+    line = first[0].strip() if first else ""
+    if not line.startswith("gitdir:"):
+        return None, "it is a file without a 'gitdir:' line"
+    target = os.path.realpath(os.path.join(folder, line[len("gitdir:"):].strip()))
+    if not os.path.isfile(os.path.join(target, "HEAD")):
+        return None, f"it points at {target}, which is not a git directory"
+    return target, ""
+
+
+def repository_refusal(folder: str | Path, owner: int | None = None) -> str | None:
+    """None when ``folder`` is a repository root (see the module's docstring; ``owner`` defaults to
+    the user running the kernel), else why its ``.git`` is not taken ("" when it has none)."""
+    folder = os.fspath(folder)
+    dot_git = os.path.join(folder, ".git")
+    if not os.path.lexists(dot_git):
+        return ""
+    gitdir, why = _gitdir_of(dot_git, folder)
+    if gitdir is None:
+        return f"{dot_git} does not make {folder} a repository root: {why}"
+    owner = _owner() if owner is None else owner
+    for path, what in ((folder, "folder"), (dot_git, ".git"), (gitdir, "git directory")):
+        why_not = _not_owned(path, owner, what)
+        if why_not is not None:
+            return f"{dot_git} does not make {folder} a repository root: {why_not}"
+    return None
+
+
+def project_scope(start: str | Path, home: str | Path | None = None, owner: int | None = None) -> ProjectScope:
     """The scope of a search from ``start`` (see the module's docstring); ``home`` defaults to the
-    user's home folder. A folder counts as a repository root when it holds ``.git`` (a folder, or
-    the file a worktree or submodule has)."""
+    user's home folder, ``owner`` to the user id running the kernel. A folder counts as a
+    repository root when :func:`repository_refusal` says so (a worktree's or a submodule's
+    ``gitdir:`` file counts when it leads to a git directory)."""
     home_dir = Path(os.path.realpath(home if home is not None else Path.home()))
     folder = Path(os.path.realpath(start))
     walked: list[Path] = []
+    refused: list[tuple[Path, str]] = []
     while True:
         walked.append(folder)
-        if os.path.lexists(folder / ".git"):
-            return ProjectScope(walked[0], folder, tuple(walked), True)
+        why = repository_refusal(folder, owner)
+        if why is None:
+            return ProjectScope(walked[0], folder, tuple(walked), True, tuple(refused))
+        if why:
+            refused.append((folder, why))
         if folder == home_dir:
-            return ProjectScope(walked[0], walked[0], tuple(walked), False)
+            return ProjectScope(walked[0], walked[0], tuple(walked), False, tuple(refused))
         if folder.parent == folder:  # the filesystem's root: neither repository nor home on the way
-            return ProjectScope(walked[0], walked[0], (walked[0],), False)
+            return ProjectScope(walked[0], walked[0], (walked[0],), False, tuple(refused))
         folder = folder.parent
 
 

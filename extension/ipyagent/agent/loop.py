@@ -33,12 +33,13 @@ from ipyagent.agent.compaction_oracle import CompactionRuling
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.ports import RunPorts, ToolResultSource
 from ipyagent.agent.prompt.activity import format_activity
-from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD, NotebookContext, SystemContext
+from ipyagent.agent.prompt.notebook_context import NotebookContext, SystemContext
 from ipyagent.agent.prompt.pins import active_pins
 from ipyagent.agent.prompt.record import declarations, is_system_entry, sections_of, system_patch
 from ipyagent.agent.prompt.system import PromptPart, compose_system_prompt, system_prompt_parts
 from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget
 from ipyagent.agent.redaction import RedactedSummaries, Redactor
+from ipyagent.agent.skills.tool import listed_skills
 from ipyagent.agent.tools.approval import ApprovalPolicy, run_tool_call
 from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.cell import CellRunner
@@ -60,6 +61,7 @@ from ipyagent.session import masking
 from ipyagent.session.context import edits_by_target
 from ipyagent.session.ids import now_ms
 from ipyagent.session.messages import (
+    CELL_PROMPT_FIELD,
     NOT_RUN_INTERRUPTED,
     call_arguments,
     system_prompt_text,
@@ -247,7 +249,7 @@ class Agent:
                 # the sample is built only when the server will be asked: it reads the whole context
                 tools = [t.spec() for t in self.tools.values()]
                 wait = discovery.DEFAULT_WAIT if wait is None else wait
-                sample = calibration_sample(self._composed_system_prompt(), tools, self.session.agent_messages(),
+                sample = calibration_sample(self.composed_system_prompt(), tools, self.session.agent_messages(),
                                             prompt)
                 discovery.discover(provider, model_id, wait=wait if needs_window else 0.0, sample=sample)
         except Exception:  # noqa: BLE001 - discovery is a help, never a reason for a prompt to fail
@@ -263,10 +265,11 @@ class Agent:
 
     def request_tokens(self) -> int:
         """What the next request will hold: the count the trigger and the widget share."""
-        return request_tokens(self.session, self._composed_system_prompt(), [t.spec() for t in self.tools.values()],
+        return request_tokens(self.session, self.composed_system_prompt(), [t.spec() for t in self.tools.values()],
                               self.token_factor())
 
-    def _composed_system_prompt(self) -> str:
+    def composed_system_prompt(self) -> str:
+        """The system prompt the next request sends: composed once per prompt during a run."""
         return self._system_prompt if self._system_prompt is not None else self.system_prompt()
 
     def summarizer(self) -> Summarizer:
@@ -289,16 +292,28 @@ class Agent:
             context = dataclasses.replace(context, skills=())  # listed only where the skill tool is offered
         self.system_context = context
         skills = tuple(context.skills) if context is not None else ()
-        self.tool_context.skills, self.tool_context.readable = skills, tuple(s.folder for s in skills)
+        self.tool_context.skills = skills
+        self.tool_context.readable = tuple(s.folder for s in skills if s.readable)
         return system_prompt_parts(self.config.system_prompt, context, active_pins(self.session.entries))
 
     def system_prompt(self) -> str:
         return compose_system_prompt(self.system_prompt_parts())
 
     def _report_context(self) -> None:
-        """A notice, in each run, for each instruction file found and not read."""
-        for skipped in self.system_context.skipped if self.system_context is not None else ():
+        """A notice, in each run, for each instruction file found and not read, and one line for
+        the skills left out of the system prompt's list."""
+        context = self.system_context
+        for skipped in context.skipped if context is not None else ():
             self._emit(ev.Notice(f"Instruction file not read: {skipped.reason}."))
+        if context is None:
+            return
+        _, unlisted = listed_skills(context.skills)
+        left_out = len(context.skipped_skills)
+        if unlisted or left_out:
+            over = f"{len(unlisted):,} of {len(context.skills):,} skills are over the list's cap (named in one line)"
+            said = [over] if unlisted else []
+            said += [f"{left_out:,} skill(s) found are not used"] if left_out else []
+            self._emit(ev.Notice(f"Skills: {'; '.join(said)}. %agent skills lists each one, and why."))
 
     def _record_system_prompt(self) -> None:
         """Record the system prompt this prompt sends as Pi 1.6's system message (the whole
@@ -402,7 +417,7 @@ class Agent:
     def fixed_tokens(self) -> int:
         """The fixed part of every request, the system prompt and the tool definitions, as the
         budget counts it (chars/4, times the server's token factor): the same figure everywhere."""
-        fixed = system_tools_tokens(self._composed_system_prompt(), [t.spec() for t in self.tools.values()])
+        fixed = system_tools_tokens(self.composed_system_prompt(), [t.spec() for t in self.tools.values()])
         return math.ceil(fixed * self.token_factor())
 
     def _room_under(self, threshold: int | None) -> Callable[[int], bool] | None:
@@ -615,7 +630,7 @@ class Agent:
         replaced = self.session.hooks.emit("context", messages=messages, session=self.session)
         if isinstance(replaced, dict) and isinstance(replaced.get("messages"), list):
             messages = replaced["messages"]
-        system_prompt = self._composed_system_prompt()
+        system_prompt = self.composed_system_prompt()
         session_id = self.session.header.get("id")
         request = ModelRequest(model=model_id, messages=messages, system_prompt=system_prompt,
                                tools=[t.spec() for t in self.tools.values()],

@@ -14,6 +14,9 @@ name says key, token, secret, password or credential (``OPENAI_API_KEY``, ``AWS_
 (``api_key``, an ``Authorization`` or ``x-api-key`` header — ``Bearer …`` and the token alone) and
 the credentials of every URL (``base_url``). Values shorter than 8 characters are left alone
 (they would match ordinary text).
+
+What a scrub replaced can be counted (:meth:`Redactor.data_counted`, :class:`Replacements`): an
+import or export says how many values it replaced, and in which entries.
 """
 
 from __future__ import annotations
@@ -23,13 +26,13 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from ipyagent.compaction.summarizer import SummaryRequest, SummaryResponse
-from ipyagent.providers.transport.http import scrub, url_credentials
+from ipyagent.providers.transport.http import scrub_counted, url_credentials
 
-__all__ = ["MARKER", "Redactor", "RedactedSummaries", "configured_secrets"]
+__all__ = ["MARKER", "Redactor", "RedactedSummaries", "Replacements", "configured_secrets"]
 
 MARKER = "***"  # what scrub puts in a secret's place
 MIN_SECRET_CHARS = 8
@@ -103,7 +106,11 @@ class Redactor:
         return cls(configured_secrets(provider_options, environ, extra))
 
     def text(self, text: str) -> str:
-        return scrub(text, self.secrets) if text else text
+        return self.text_counted(text)[0]
+
+    def text_counted(self, text: str) -> tuple[str, int]:
+        """The scrubbed text, and how many values were replaced in it."""
+        return scrub_counted(text, self.secrets) if text else (text, 0)
 
     def bytes(self, data: bytes) -> bytes:
         """``data`` scrubbed as UTF-8 text; bytes that are not UTF-8 pass through unchanged."""
@@ -112,21 +119,46 @@ class Redactor:
     def data(self, value: T) -> T:
         """A copy of ``value`` (dicts, lists, tuples, strings) with every string scrubbed; dict
         keys are kept as they are."""
-        scrubbed: T = self._data(value, 0)
-        return scrubbed
+        return self.data_counted(value)[0]
 
-    def _data(self, value: Any, depth: int) -> Any:
+    def data_counted(self, value: T) -> tuple[T, int]:
+        """:meth:`data`'s copy, and how many values were replaced in it."""
+        counter = [0]
+        scrubbed: T = self._data(value, 0, counter)
+        return scrubbed, counter[0]
+
+    def _data(self, value: Any, depth: int, counter: list[int]) -> Any:
         if isinstance(value, str):
-            return self.text(value)
+            text, replaced = self.text_counted(value)
+            counter[0] += replaced
+            return text
         if depth > 200:  # deeper than any entry: left as it is rather than recursing on
             return value
         if isinstance(value, dict):
-            return {key: self._data(item, depth + 1) for key, item in value.items()}
+            return {key: self._data(item, depth + 1, counter) for key, item in value.items()}
         if isinstance(value, list):
-            return [self._data(item, depth + 1) for item in value]
+            return [self._data(item, depth + 1, counter) for item in value]
         if isinstance(value, tuple):
-            return tuple(self._data(item, depth + 1) for item in value)
+            return tuple(self._data(item, depth + 1, counter) for item in value)
         return value
+
+
+@dataclass
+class Replacements:
+    """What a scrub replaced: how many values, and where (entry ids, or other labels)."""
+
+    count: int = 0
+    where: list[str] = field(default_factory=list)
+
+    def add(self, count: int, where: str) -> None:
+        if count:
+            self.count += count
+            self.where.append(where)
+
+    def places(self, limit: int = 20) -> str:
+        """The places, at most ``limit`` of them named (for one line of output)."""
+        shown = ", ".join(self.where[:limit])
+        return shown + (f" and {len(self.where) - limit:,} more" if len(self.where) > limit else "")
 
 
 class RedactedSummaries:

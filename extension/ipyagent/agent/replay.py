@@ -26,7 +26,6 @@ from typing import Any
 
 from ipyagent.agent.compaction_oracle import SKIP, CompactionRuling
 from ipyagent.agent.ports import RunPorts
-from ipyagent.agent.prompt.notebook_context import prompt_text
 from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.compaction.ledger import split_appendix
 from ipyagent.compaction.prompts import SPLIT_TURN_SEPARATOR
@@ -34,7 +33,7 @@ from ipyagent.compaction.summarizer import Summarizer, SummarizerError, SummaryR
 from ipyagent.providers.base import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
 from ipyagent.providers.errors import ProviderError
 from ipyagent.session.entries import same_content
-from ipyagent.session.messages import NOT_RUN_INTERRUPTED, entry_to_message, text_of, tool_calls_of
+from ipyagent.session.messages import NOT_RUN_INTERRUPTED, entry_to_message, prompt_text, text_of, tool_calls_of
 
 Notice = Callable[[str], None]
 

@@ -267,7 +267,6 @@ class RunOutcome:
     nb: dict[str, Any]
     error: str | None = None
     sessions: NotebookSessions | None = None
-    bridge_messages: int = 0
     problems: list[str] = field(default_factory=list)
     replies_recovered: int = 0  # execute replies only the watchdog's extra poll found (0 when healthy)
     cell_error: str | None = None  # a failing cell's full report (nbclient's), when a cell raised
@@ -429,7 +428,7 @@ def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_na
     place_inserted_cells(out.setdefault("cells", []), frontend.inserted)
     sessions = _final_sessions(out, stored, frontend)
     write_sessions_into_notebook(out, sessions)
-    return RunOutcome(out, error, sessions, frontend.received, [str(p) for p in report.problems],
+    return RunOutcome(out, error, sessions, [str(p) for p in report.problems],
                       replies_recovered=watchdog.recovered, cell_error=cell_error, interrupted=interrupted)
 
 

@@ -24,12 +24,14 @@ __all__ = ["CliError", "build_parser", "command", "main"]
 def build_parser() -> argparse.ArgumentParser:
     from ipyagent import __version__
 
-    parser = argparse.ArgumentParser(prog="ipyagent", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="ipyagent", description="Run, inspect, compact, probe, export and import ipyagent sessions "
+        "(notebooks or Pi JSONL session files).", epilog="ipyagent COMMAND --help shows one command's options.")
     parser.add_argument("--version", action="version", version=f"ipyagent {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
     for name, (configure, run_command) in COMMANDS.items():
-        child = sub.add_parser(name, help=(run_command.__doc__ or "").strip().splitlines()[0]
-                               if run_command.__doc__ else None)
+        summary = (run_command.__doc__ or "").strip().splitlines()[0] if run_command.__doc__ else None
+        child = sub.add_parser(name, help=summary, description=summary)
         configure(child)
         child.set_defaults(run=run_command)
     return parser

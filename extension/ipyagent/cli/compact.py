@@ -30,7 +30,7 @@ def _configure_compact(parser: argparse.ArgumentParser) -> None:
 
 @command("compact", _configure_compact)
 def run_compact(args: argparse.Namespace) -> int:
-    """Plan (--dry-run) or run a compaction of a session file or notebook."""
+    """Plan (--dry-run) or run a compaction of a session."""
     loaded = load_session_file(args)
     session = loaded.session
     if session.load_report.problems:  # what could not be loaded is said, never silently skipped

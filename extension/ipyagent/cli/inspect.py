@@ -11,8 +11,9 @@ import json
 import sys
 from typing import Any
 
+from ipyagent.agent.budget import recorded_request_tokens
 from ipyagent.cli.base import Budget, budget_args, budget_of, command, file_args, load_session_file
-from ipyagent.compaction.settings import fit_budget
+from ipyagent.compaction.settings import fit_budget, should_compact
 
 
 def _configure_inspect(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +24,7 @@ def _configure_inspect(parser: argparse.ArgumentParser) -> None:
 
 @command("inspect", _configure_inspect)
 def run_inspect(args: argparse.Namespace) -> int:
-    """Show a session's entries, path, compactions, context tokens and budget."""
+    """Show a session's entries, compactions, tokens and budget."""
     loaded = load_session_file(args)
     session = loaded.session
     budget = budget_of(args, loaded.settings)
@@ -44,7 +45,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         "leaf": session.leaf_id,
         "path_length": len(path),
         "context_messages": len(session.build_context()),
-        "context_tokens": session.context_tokens(),
+        "context_tokens": recorded_request_tokens(session),  # the widget's count (system prompt and tools included)
         "estimator": session.estimator.name,
         "compactions": compactions,  # those on the current path, oldest first
         "compactions_off_path": off_path,  # on branches the leaf is not on
@@ -70,8 +71,8 @@ def _budget_report(session: Any, budget: Budget) -> dict[str, Any]:
             "keep_recent_tokens": fitted.keep_recent_tokens, "reserve_from": fitted.reserve_from,
             "keep_recent_from": fitted.keep_from, "budget_text": fitted.describe(), "problem": fitted.problem,
             "auto_compact": settings.enabled,
-            "percent": round(100 * session.context_tokens() / window, 1),
-            "would_compact": session.should_compact(window, settings)}
+            "percent": round(100 * recorded_request_tokens(session) / window, 1),
+            "would_compact": should_compact(recorded_request_tokens(session), window, settings)}
 
 
 def _print_inspect(report: dict[str, Any], session: Any) -> None:

@@ -7,6 +7,8 @@ tab with the notebook would see a "file changed" conflict on its next save).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +18,7 @@ from ipyagent.session.entries import Entry
 from ipyagent.session.intake import LoadReport
 
 if TYPE_CHECKING:
+    from ipyagent.agent.redaction import Replacements
     from ipyagent.store.schema import NotebookSessions
 
 
@@ -56,7 +59,7 @@ def _configure_lift(parser: argparse.ArgumentParser) -> None:
 
 @command("lift", _configure_lift)
 def run_lift(args: argparse.Namespace) -> int:
-    """Move journal outputs' entries into the notebook's metadata (outputs are kept)."""
+    """Move journal outputs' entries into the notebook's metadata."""
     from ipyagent.store.ipynb import NotebookError, lift_notebook_report
 
     src = Path(args.notebook)
@@ -89,12 +92,42 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
                         help="pi: a Pi v3 session file (JSONL); markdown: a readable transcript")
     parser.add_argument("-o", "--output", help="the file to write (default: standard output)")
     parser.add_argument("--session", help="which session of the notebook (default: the active one)")
+    parser.add_argument("--keep-secrets", action="store_true",
+                        help="write the session as it is stored: no URL credential or key configured here is "
+                             "replaced with ***")
+
+
+_LOOKS = "value(s) that look like credentials (a URL's user:password@, a key configured here)"
+
+
+def _scrub_export(data: bytes, jsonl: bool) -> tuple[bytes, Replacements]:
+    """The export's bytes scrubbed line by line (a line is an entry: its id says where)."""
+    from ipyagent.agent.redaction import Redactor, Replacements
+
+    redactor = Redactor.configured()
+    found = Replacements()
+    out: list[bytes] = []
+    for number, line in enumerate(data.splitlines(keepends=True), 1):
+        text, count = redactor.text_counted(line.decode("utf-8", "surrogateescape"))
+        if count:
+            found.add(count, _entry_id(line) if jsonl else f"line {number}")
+            line = text.encode("utf-8", "surrogateescape")
+        out.append(line)
+    return b"".join(out), found
+
+
+def _entry_id(line: bytes) -> str:
+    """The id of the entry a JSONL line holds (else what the line is)."""
+    with contextlib.suppress(ValueError):
+        row = json.loads(line)
+        if isinstance(row, dict) and isinstance(row.get("id"), str):
+            return f"entry {row['id']}" if row.get("type") != "session" else "the header"
+    return "a line set aside"
 
 
 @command("export", _configure_export)
 def run_export(args: argparse.Namespace) -> int:
-    """Export a notebook's session as a Pi session file or a Markdown transcript."""
-    from ipyagent.agent.redaction import Redactor
+    """Export a session as a Pi session file or as Markdown."""
     from ipyagent.display.journal_view import transcript_markdown
     from ipyagent.store.schema import SessionNotFound
 
@@ -128,7 +161,15 @@ def run_export(args: argparse.Namespace) -> int:
                   f"file at its last entry ({session.entries[-1]['id']})", file=sys.stderr)
     else:
         data = transcript_markdown(session, name, settings).encode("utf-8")
-    data = Redactor.configured().bytes(data)  # the keys of this environment never leave in an export
+    if args.keep_secrets:
+        from ipyagent.agent.redaction import Replacements
+
+        found = Replacements()
+    else:  # the keys of this environment and URL credentials never leave in an export, unless asked
+        data, found = _scrub_export(data, args.format == "pi")
+    if found.count:
+        print(f"replaced {found.count} {_LOOKS} with *** in {found.places()} (--keep-secrets exports them as "
+              "they are)", file=sys.stderr)
     kept = f" and {len(session.set_aside)} set-aside line(s) in their places" if args.format == "pi" \
         and session.set_aside else ""
     if args.output:
@@ -149,6 +190,32 @@ def _configure_import(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("notebook", help="the notebook to store it in (created if missing)")
     parser.add_argument("--session", help="the name to store it under (default: 'default')")
     parser.add_argument("--force", action="store_true", help="replace a session of the same name")
+    parser.add_argument("--keep-secrets", action="store_true",
+                        help="store the file as it is (your own file into your own notebook): no URL credential "
+                             "or key configured here is replaced with ***")
+
+
+def _scrub_import(header: dict[str, Any], entries: list[Entry], report: LoadReport,
+                  keep: bool) -> tuple[dict[str, Any], list[Entry], Replacements]:
+    """The header, entries and set-aside lines with every credential replaced (as they are with
+    ``keep``), and what was (or would have been) replaced where."""
+    from ipyagent.agent.redaction import Redactor, Replacements
+
+    redactor = Redactor.configured()
+    found = Replacements()
+    header_out, count = redactor.data_counted(header)
+    found.add(count, "the header")
+    scrubbed: list[Entry] = []
+    for entry in entries:
+        clean, count = redactor.data_counted(entry)
+        found.add(count, f"entry {entry.get('id')}")
+        scrubbed.append(clean)
+    for index, item in enumerate(report.set_aside):
+        clean_item, count = redactor.data_counted(item)
+        found.add(count, f"set-aside line ({item.get('where', index)})")
+        if not keep:
+            report.set_aside[index] = clean_item
+    return (header, entries, found) if keep else (header_out, scrubbed, found)
 
 
 def _model_of(entries: list[Entry]) -> dict[str, str]:
@@ -161,7 +228,7 @@ def _model_of(entries: list[Entry]) -> dict[str, str]:
 
 @command("import", _configure_import)
 def run_import(args: argparse.Namespace) -> int:
-    """Store a Pi session file as a session of a notebook (made if missing)."""
+    """Store a Pi session file as a session of a notebook."""
     from ipyagent.session.jsonl import read_pi_jsonl
     from ipyagent.store.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
     from ipyagent.store.schema import DEFAULT_SESSION, NotebookSessions
@@ -174,6 +241,7 @@ def run_import(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"cannot read {source}: {exc}") from None
     _warn_report(report)
+    header, entries, found = _scrub_import(header, entries, report, args.keep_secrets)
     target = Path(args.notebook)
     name = args.session or DEFAULT_SESSION
     if target.exists():
@@ -197,4 +265,9 @@ def run_import(args: argparse.Namespace) -> int:
     print(f"{verb} session {name!r}: {len(entries)} entries from {source} into {target}"
           + (f"; {aside} line(s) that could not be loaded are kept under metadata.ipyagent.set_aside "
              "and written back by an export" if aside else ""))
+    if found.count and args.keep_secrets:
+        print(f"kept {found.count} {_LOOKS} as they are (--keep-secrets), in {found.places()}")
+    elif found.count:
+        print(f"replaced {found.count} {_LOOKS} with *** in {found.places()}; --keep-secrets imports the file as "
+              "it is")
     return 0

@@ -37,7 +37,7 @@ def _configure_probe(parser: argparse.ArgumentParser) -> None:
 
 @command("probe", _configure_probe)
 def run_probe(args: argparse.Namespace) -> int:
-    """Probe what the latest compaction lost: questions, three ways of answering, graded by a judge."""
+    """Probe what the latest compaction lost (graded by a judge)."""
     from ipyagent.agent.config import AgentConfig
     from ipyagent.agent.probe.runner import ProbeError, ProbeRunner, Progress, RecordingSummarizer, recompact
     from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TextIO
 
+from ipyagent.agent.tools.truncate import clean_output
 from ipyagent.cli.base import CliError, command
 
 
@@ -22,9 +24,16 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--live", action="store_true", help="never replay, even where no provider is configured")
 
 
+def _for_terminal(text: str, stream: TextIO) -> str:
+    """The kernel's traceback is coloured (ANSI escapes): kept for a terminal, plain text for a
+    file, a pipe or a CI log."""
+    isatty = getattr(stream, "isatty", None)
+    return text if isatty is not None and isatty() else clean_output(text)
+
+
 @command("run", _configure_run)
 def run_run(args: argparse.Namespace) -> int:
-    """Execute a notebook headlessly and store its ipyagent sessions in the output's metadata."""
+    """Execute a notebook headlessly, keeping its sessions."""
     try:
         from ipyagent.bridge.headless import run_notebook
     except ImportError as exc:  # nbclient / nbformat missing
@@ -56,7 +65,7 @@ def run_run(args: argparse.Namespace) -> int:
               "watchdog's extra poll (each cost a few seconds)", file=sys.stderr)
     if outcome.error:
         if outcome.cell_error:  # the failing cell's traceback, then the one line that sums it up
-            print(outcome.cell_error.rstrip(), file=sys.stderr)
+            print(_for_terminal(outcome.cell_error.rstrip(), sys.stderr), file=sys.stderr)
         print(f"ipyagent run: failed: {outcome.error} (the output notebook holds every delivered session)",
               file=sys.stderr)
         return 1

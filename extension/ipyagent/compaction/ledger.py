@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from ipyagent.session.messages import Message, call_arguments, text_of
+from ipyagent.session.messages import Message, call_arguments, prompt_text, text_of
 from ipyagent.text import one_line
 
 PYTHON_TOOLS = frozenset({"python"})
@@ -141,8 +141,7 @@ class Ledger:
             count = count if isinstance(count, int) and not isinstance(count, bool) else None
             cell_id = cell_id if isinstance(cell_id, str) and cell_id else None
             if count is not None or cell_id is not None:
-                self.cells.append(Cell(count, cell_id, one_line(text_of(message.get("content"), " "), PROMPT_CHARS),
-                                       entry_id))
+                self.cells.append(Cell(count, cell_id, one_line(prompt_text(message), PROMPT_CHARS), entry_id))
         elif role == "assistant" and isinstance(message.get("content"), list):
             for call in message["content"]:
                 if not isinstance(call, dict) or call.get("type") != "toolCall":
@@ -430,9 +429,10 @@ def _variable_line(v: Variable) -> str:
 
 
 def _cell_line(c: Cell) -> str:
-    where = f"[{c.executionCount}]" if c.executionCount is not None else "[ ]"
-    cell = f" cell {c.cellId}" if c.cellId else ""
-    return f"{where}{cell}: {c.prompt}" if c.prompt else f"{where}{cell}"
+    """``cell 3 (id …): the prompt as typed`` — the execution count first, as a notebook shows it."""
+    where = "cell" + (f" {c.executionCount}" if c.executionCount is not None else "")
+    cell = f"{where} (id {c.cellId})" if c.cellId else where
+    return f"{cell}: {c.prompt}" if c.prompt else cell
 
 
 def _str(value: Any, limit: int = 40) -> str | None:

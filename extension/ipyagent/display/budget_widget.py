@@ -27,6 +27,7 @@ from typing import Any
 from ipyagent.agent import budget as agent_budget
 from ipyagent.agent.config import AgentConfig
 from ipyagent.compaction.settings import Budget, fit_budget
+from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import code_span, escape_html, escape_markdown, markdown_html, safe_markdown
 from ipyagent.session.messages import Message
 
@@ -109,7 +110,9 @@ def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_
     # chars/4 of the system prompt and tools, times the server's token factor. Where the total is a
     # provider's count, the difference from the estimates is the messages', so only they are scaled
     # to it (scaling the fixed part too made it drift from turn to turn with the usage).
-    system = min(math.ceil(system * token_factor), total) if total > 0 else system
+    # (never clamped to the total: a server that counts less than the system prompt and tools has
+    # dropped some of them, and the figure says what was sent)
+    system = math.ceil(system * token_factor)
     estimated = summary + history + tail
     rest = total - system
     if estimated and total > 0 and rest != estimated:  # scale the message parts to the rest of the total
@@ -217,7 +220,7 @@ def summary_html(f: BudgetFacts) -> str:
     if not f.latest_summary:
         return ""
     return ("<details><summary>Latest summary</summary>"
-            f'<div style="font-size:85%">{markdown_html(f.latest_summary)}</div></details>')
+            f'<div style="font-size:85%">{markdown_html(readable_summary(f.latest_summary))}</div></details>')
 
 
 def static_html(f: BudgetFacts) -> str:
@@ -237,7 +240,7 @@ def static_markdown(f: BudgetFacts) -> str:
     if f.status:
         lines += ["", f"*{escape_markdown(f.status)}*"]
     if f.latest_summary:
-        lines += ["", "**Latest summary**", "", safe_markdown(f.latest_summary)]
+        lines += ["", "**Latest summary**", "", safe_markdown(readable_summary(f.latest_summary))]
     return "\n".join(lines)
 
 
@@ -290,7 +293,7 @@ class BudgetWidget:
                                 f'{escape_html(_headline(facts))}</div>{bar_html(facts)}{legend_html(facts)}'
                                 f'<div style="font-size:85%;color:#555">{escape_html(_details_line(facts))}</div>')
             self._status.value = f"<i>{escape_html(facts.status)}</i>" if facts.status else ""
-            text = facts.latest_summary or ""
+            text = readable_summary(facts.latest_summary or "")
             self._summary.value = f'<div style="font-size:85%">{markdown_html(text)}</div>' if text else ""
             self._accordion.layout.display = "" if text else "none"
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD
 from ipyagent.display.untrusted import code_span, escape_markdown, safe_markdown
+from ipyagent.session.messages import CELL_PROMPT_FIELD
 from ipyagent.store.journal import JOURNAL_MIME, journal_payload
 from ipyagent.text import clip
 

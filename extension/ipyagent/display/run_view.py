@@ -12,7 +12,28 @@ from IPython.display import display
 from ipyagent.display.budget_widget import BudgetWidget, budget_facts, static_bundle
 from ipyagent.display.stream import RunRenderer
 
-__all__ = ["RunView"]
+__all__ = ["RunView", "facts_for"]
+
+
+def facts_for(agent: Any, session_name: str, status: str = "", config: Any = None) -> Any:
+    """The budget facts of ``agent``'s session as its next request would count them: its composed
+    system prompt, the tools it offers, its window, token factor and budget. The widget, ``%agent
+    status`` and ``%agent context`` all take their figures from here, so they agree."""
+    config = config if config is not None else agent.config
+    try:  # the composed system prompt (environment, instruction files, pins) counts in the budget
+        budget_config = replace(config, system_prompt=agent.composed_system_prompt())
+    except Exception:  # noqa: BLE001 - a system prompt that cannot be composed: the budget counts the base one
+        budget_config = config
+    try:
+        info = agent.window_info()
+        window, source, factor = info.window, info.describe(), agent.token_factor()
+        budget = agent.budget()
+    except Exception:  # noqa: BLE001 - no window known: the budget is drawn without one
+        window, source, factor, budget = config.context_window, "", 1.0, None
+    return budget_facts(agent.session, budget_config, window=window,
+                        tool_specs=[t.spec() for t in agent.tools.values()],
+                        session_name=session_name, status=status, window_source=source, token_factor=factor,
+                        budget=budget)
 
 
 class RunView:
@@ -20,10 +41,6 @@ class RunView:
 
     def __init__(self, runtime: Any, slot: Any, agent: Any, config: Any):
         self.runtime, self.slot, self.agent, self.config = runtime, slot, agent, config
-        try:  # the composed system prompt (environment, instruction files, pins) counts in the budget
-            self.budget_config = replace(config, system_prompt=agent.system_prompt())
-        except Exception:  # noqa: BLE001 - a system prompt that cannot be composed: the budget counts the base one
-            self.budget_config = config
         self.widget = None
         self.handle = None
         if runtime.config.show_widget:
@@ -37,16 +54,7 @@ class RunView:
                                     redact=agent.redactor().text)
 
     def facts(self, status: str) -> Any:
-        try:
-            info = self.agent.window_info()
-            window, source, factor = info.window, info.describe(), self.agent.token_factor()
-            budget = self.agent.budget()
-        except Exception:  # noqa: BLE001 - no window known: the budget is drawn without one
-            window, source, factor, budget = self.config.context_window, "", 1.0, None
-        return budget_facts(self.slot.session, self.budget_config, window=window,
-                            tool_specs=[t.spec() for t in self.agent.tools.values()],
-                            session_name=self.slot.name, status=status, window_source=source, token_factor=factor,
-                            budget=budget)
+        return facts_for(self.agent, self.slot.name, status, self.config)
 
     def close(self) -> None:
         """When the run ends, its output becomes the static view alone and the widget's models are

@@ -159,9 +159,12 @@ def code_span(text: Any) -> str:
     fence is one backtick longer than the longest run inside; a space pads each side where the
     text starts or ends with a backtick, or with spaces at both ends, since one is stripped).
 
+    Line breaks and tabs become spaces: renderers disagree on whether a tab is a space when they
+    strip the padding (markdown-it does not strip around ``" \t "``, CommonMark's reference does).
+
     The span only holds if the same paragraph has no other unescaped backtick of untrusted
     origin before it: put it next to your own text or :func:`escape_markdown` output only."""
-    value = _LINE_BREAK.sub(" ", str(text))
+    value = _LINE_BREAK.sub(" ", str(text)).replace("\t", " ")
     longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
     fence = "`" * (longest + 1)
     if not value.strip(" "):

@@ -41,7 +41,7 @@ from ipyagent.compaction.summarizer import SummaryRequest
 from ipyagent.session import masking
 from ipyagent.session.context import ContextState, edits_by_target, latest_compaction_index
 from ipyagent.session.entries import Entry
-from ipyagent.session.messages import Message, compaction_summary_message, text_of
+from ipyagent.session.messages import Message, compaction_summary_message, prompt_text, text_of
 from ipyagent.session.tokens import Estimator, make_estimator
 from ipyagent.text import one_line
 
@@ -86,7 +86,7 @@ def entry_label(entry: Entry, limit: int = 120) -> tuple[str, str]:
         if role == "user":
             count = message.get("executionCount")
             name = f"prompt [{count}]" if isinstance(count, int) else "prompt"
-            return name, one_line(text_of(message.get("content"), " "), limit)
+            return name, one_line(prompt_text(message), limit)  # as typed, not the activity block
         if role == "assistant":
             content = message.get("content")
             blocks = content if isinstance(content, list) else []

@@ -463,9 +463,9 @@ def _runtime_compactor(runtime: Any, slot_name: str) -> Compactor:
                                     keep_recent_tokens=settings.keep_recent_tokens)
         config.context_window = settings.window
         agent = runtime.agent_for(slot, config)
-        before = slot.session.context_tokens()
+        before = agent.request_tokens()  # the budget's count, as %compact and the widget show it
         entry = agent.compact(settings.focus or None, plan=plan)
-        after = slot.session.context_tokens()
+        after = agent.request_tokens()
         report = (f"Compacted: {before:,} → {after:,} tokens (first kept entry {entry.get('firstKeptEntryId')}).")
         bridge = runtime.bridge
         if bridge is not None and bridge.connected:

@@ -23,7 +23,6 @@ from typing import Any
 
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.mcp.config import ServerConfig
-from ipyagent.agent.skills.discovery import find_skills
 from ipyagent.agent.skills.tool import SkillTool
 from ipyagent.agent.tools import Tool
 from ipyagent.display.approval import make_approver
@@ -115,10 +114,8 @@ class CellRun:
         if no_tools:
             return
         builtins = list(self.agent.tools.values())
-        if self.runtime.config.skills and "skill" not in self.agent.tools:
-            search = find_skills(self.runtime.notebook_folder())  # any skill, or one that needs approval
-            if search.skills or any(s.needs_approval for s in search.skipped):
-                builtins.append(SkillTool())
+        if "skill" not in self.agent.tools and self.runtime.wants_skill_tool():
+            builtins.append(SkillTool())
         if self.replaying is not None:
             extra: list[Tool] = list(replayed_tools(self.slot.session.entries))
         else:

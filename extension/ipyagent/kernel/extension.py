@@ -29,8 +29,10 @@ def load(ipython: Any) -> AgentRuntime:
         setattr(ipython, _RUNTIME_ATTR, runtime)
     if runtime.config not in ipython.configurables:
         ipython.configurables.append(runtime.config)
-    from ipyagent.kernel.magics import register_magics
+    from ipyagent.kernel.magics import BUILTIN_COMMANDS, register_magics
 
+    if fresh:  # before the magics, so that %agent? lists the plugins' commands
+        runtime.load_plugins(BUILTIN_COMMANDS)
     register_magics(ipython, runtime)
     if fresh:
         _register_widget_control()

@@ -15,8 +15,9 @@ has not stored yet go through the bridge if a frontend acknowledged it; otherwis
 with ONE journal output that carries them. The kernel never writes the notebook file.
 
 The formats and the reading live in ``store/schema.py`` (metadata), ``store/validation.py``
-(checking it), ``store/ipynb.py`` (notebook files), ``store/journal.py`` (the journal format; its views are ``display/journal_view.py``)
-and ``store/hydration.py`` (finding and reading the notebook on disk).
+(checking it), ``store/ipynb.py`` (notebook files), ``store/journal.py`` (the journal format; its
+views are ``display/journal_view.py``) and ``store/hydration.py`` (finding and reading the notebook
+on disk).
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from ipyagent.agent.loop import Agent
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.prompt.pins import active_pins, pins_note
 from ipyagent.agent.redaction import Redactor
+from ipyagent.agent.skills.discovery import find_skills
+from ipyagent.agent.skills.tool import SkillTool
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
@@ -30,15 +32,17 @@ from ipyagent.kernel.ports.namespace import namespace_describer
 from ipyagent.kernel.ports.notebook_port import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
 from ipyagent.kernel.settings import AgentSettings
+from ipyagent.plugins import Plugins, default_plugins
 from ipyagent.store.hydration import find_notebook_path
 
 __all__ = ["AgentRuntime"]
 
 
 class AgentRuntime:
-    def __init__(self, shell: Any):
+    def __init__(self, shell: Any, plugins: Plugins | None = None):
         self.shell = shell
         self.config = AgentSettings(parent=shell)
+        self.plugins = plugins or default_plugins()  # the process's: loaded once per kernel (load_plugins)
         self.slots: dict[str, SessionSlot] = {}
         self.active = "default"
         self.bridge: Any = None
@@ -140,6 +144,19 @@ class AgentRuntime:
                 slot.agent.cancel.set()
         self.mcp.close()  # every MCP server stopped: no process left behind
 
+    def load_plugins(self, reserved_commands: Iterable[str]) -> None:
+        """Load the plugins (once per kernel: a second runtime finds them loaded); a failing one is
+        a note. ``Agent.disabled_plugins`` changed later turns plugins off or on at once."""
+        self.notes.extend(self.plugins.load(disabled=self.config.disabled_plugins,
+                                            reserved_commands=reserved_commands))
+        self.plugins.reserved_commands.update(reserved_commands)
+        self.plugins.set_disabled(self.config.disabled_plugins)  # loaded by an earlier runtime: as this one says
+        self.config.observe(self._plugins_changed, "disabled_plugins")
+
+    def _plugins_changed(self, change: Any) -> None:
+        for line in self.plugins.set_disabled(change["new"]):
+            print(line)
+
     # ---- sessions ----------------------------------------------------------------------------
 
     def slot(self, name: str | None = None, *, create: bool = True) -> SessionSlot:
@@ -185,6 +202,29 @@ class AgentRuntime:
                              namespace=self.shell.user_ns, root=self.notebook_folder(), cell_runner=cell_runner,
                              notebook_port=notebook_port)
         return slot.agent
+
+    def wants_skill_tool(self) -> bool:
+        """Whether a run offers the ``skill`` tool: skills are on and the notebook's folder or
+        repository has one (or one that waits for approval)."""
+        if not self.config.skills:
+            return False
+        search = find_skills(self.notebook_folder())
+        return bool(search.skills or any(s.needs_approval for s in search.skipped))
+
+    def offered_tools(self) -> list[Tool]:
+        """The tools a run would offer now, without starting anything: the built-ins, the skill
+        tool where it is due, and the tools of the MCP servers already running."""
+        builtins = default_tools()
+        if self.wants_skill_tool() and all(t.name != "skill" for t in builtins):
+            builtins.append(SkillTool())
+        taken = {t.name for t in builtins}
+        return [*builtins, *(t for t in self.mcp.ready_tools() if t.name not in taken)]
+
+    def budget_agent(self, slot: SessionSlot | None = None) -> Agent:
+        """The slot's agent set up as a run would be (:meth:`offered_tools`): the one every figure
+        of the budget outside a run comes from (``%agent status``, ``context``, ``mask``)."""
+        slot = slot or self.slot()
+        return self.agent_for(slot, self.agent_config(), tools=self.offered_tools())
 
     def ports_for(self, *, approve: ApprovalCallback | None = None) -> RunPorts:
         """What a run in this kernel takes from outside: ``approve`` for the calls that ask, and the

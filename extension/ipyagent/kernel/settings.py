@@ -174,6 +174,10 @@ class AgentSettings(Configurable):
                              "from the notebook's folder up to the repository root, and ~/.agents/skills): their "
                              "names and descriptions in the system prompt, their bodies through the skill tool."
                   ).tag(config=True)
+    disabled_plugins = List(Unicode(), default_value=[],
+                            help="Plugins not to use, by name (as %agent plugins lists them) or package name; "
+                                 "a plugin turned off here has what it added taken back at once "
+                                 "(docs/extending.md).").tag(config=True)
     show_widget = Bool(True, help="Show the context-budget widget under each %%agent run.").tag(config=True)
     max_updates_per_second = Float(10.0, help="Streaming display updates per second, at most.").tag(config=True)
     notebook_path = Unicode(None, allow_none=True,

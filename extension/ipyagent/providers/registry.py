@@ -1,6 +1,7 @@
 """Model strings ``provider:model`` and the providers they name.
 
-Built-in providers are registered exactly as a user registers their own::
+Built-in providers (``builtin.py``, a plugin) are registered exactly as a plugin's
+(``register_providers``) or a user's own::
 
     from ipyagent.providers import register_provider, OpenAIChatProvider
     register_provider("together", lambda **cfg: OpenAIChatProvider(
@@ -13,31 +14,36 @@ Built-in providers are registered exactly as a user registers their own::
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ipyagent.providers.apis.anthropic import AnthropicProvider
-from ipyagent.providers.apis.openai_chat import OpenAIChatProvider
-from ipyagent.providers.apis.openai_responses import OpenAIResponsesProvider, responses_only
+from ipyagent.providers.apis.openai_responses import responses_only
 from ipyagent.providers.base import Provider
+from ipyagent.providers.builtin import RESPONSES
+from ipyagent.providers.builtin import register_providers as _register_builtins
 
 ProviderFactory = Callable[..., Provider]
-RESPONSES = "openai-responses"
 
 _factories: dict[str, ProviderFactory] = {}
 _instances: dict[tuple[str, str], Provider] = {}
 _lock = threading.Lock()
 
 
-def register_provider(name: str, factory: ProviderFactory) -> None:
-    """Make ``name:model`` strings resolve through ``factory(**config)``; replaces an earlier one."""
+def register_provider(name: str, factory: ProviderFactory) -> ProviderFactory | None:
+    """Make ``name:model`` strings resolve through ``factory(**config)``; replaces an earlier one,
+    which it returns."""
+    if not isinstance(name, str) or not name or ":" in name or name != name.strip():
+        raise ValueError(f"a provider name is a word without ':' (it is the prefix of 'name:model'), got {name!r}")
+    if not callable(factory):
+        raise TypeError(f"provider {name!r}: the factory must be callable, got {factory!r}")
     with _lock:
+        previous = _factories.get(name)
         _factories[name] = factory
         for key in [k for k in _instances if k[0] == name]:
             del _instances[key]
+    return previous
 
 
 def unregister_provider(name: str) -> None:
@@ -45,6 +51,10 @@ def unregister_provider(name: str) -> None:
         _factories.pop(name, None)
         for key in [k for k in _instances if k[0] == name]:
             del _instances[key]
+
+
+def provider_factory(name: str) -> ProviderFactory | None:
+    return _factories.get(name)
 
 
 def registered_providers() -> list[str]:
@@ -93,20 +103,7 @@ def resolve_provider(model_string: str, config: Mapping[str, Mapping[str, Any]] 
     return provider, model
 
 
-def _compatible(name: str, label: str, base_url: str, key_env: str = "", base_url_env: str = "") -> ProviderFactory:
-    return functools.partial(OpenAIChatProvider, name=name, label=label, default_base_url=base_url,
-                             key_env=key_env, base_url_env=base_url_env)
-
-
-register_provider("openai", OpenAIChatProvider)
-register_provider(RESPONSES, OpenAIResponsesProvider)
-register_provider("anthropic", AnthropicProvider)
-register_provider("ollama", _compatible("ollama", "Ollama", "http://localhost:11434/v1", "", "OLLAMA_BASE_URL"))
-register_provider("llamacpp", _compatible("llamacpp", "llama.cpp", "http://localhost:8080/v1", "", "LLAMACPP_BASE_URL"))
-register_provider("openrouter", _compatible("openrouter", "OpenRouter", "https://openrouter.ai/api/v1",
-                                            "OPENROUTER_API_KEY"))
-register_provider("deepseek", _compatible("deepseek", "DeepSeek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"))
-register_provider("groq", _compatible("groq", "Groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY"))
+_register_builtins(register_provider)
 
 
 # provider name -> environment variables whose presence means "configured"

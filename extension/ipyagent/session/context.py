@@ -163,6 +163,7 @@ class ContextState:
     entry_ids: list[str] = field(default_factory=list)
     agent_messages: list[Message] = field(default_factory=list)
     llm_messages: list[Message] = field(default_factory=list)
+    llm_entry_ids: list[str] = field(default_factory=list)  # the entry of each of llm_messages
     estimates: list[int] = field(default_factory=list)
     projection: list[Projected] = field(default_factory=list)
     entry_tokens: list[int] = field(default_factory=list)  # per projected entry: its messages' estimates
@@ -229,6 +230,7 @@ class ContextState:
             llm = to_llm_message(message)
             if llm is not None:
                 self.llm_messages.append(llm)
+                self.llm_entry_ids.append(entry["id"])
             self.estimates.append(tokens)
             if index >= self.usage_floor and is_valid_usage_message(message):
                 self.last_usage_index = index

@@ -23,8 +23,6 @@ ENTRY_TYPES = (
     "usage",  # Pi 1.6: model usage that is no assistant message (cache warming…); counted in costs
     "context_edit",  # Pi 1.6: hides (replacement null) or replaces the content of an earlier entry
 )
-MESSAGE_ROLES = ("user", "assistant", "toolResult", "bashExecution", "custom", "hookMessage",
-                 "branchSummary", "compactionSummary", "system")
 
 # type -> (field, accepted python types) that must be present for the entry to be usable
 _REQUIRED: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {

@@ -58,11 +58,23 @@ def masked_entries(projection: Sequence[Projected], edits: dict[str, Entry]) -> 
             and is_masked(p.entry, edits.get(p.entry.get("id", "")))]
 
 
-def tool_results_before(projection: Sequence[Projected], edits: dict[str, Entry], recent_turns: int) -> list[Entry]:
-    """The tool results in the context that are not masked yet and lie before the last
-    ``recent_turns`` turns (a turn starts at a prompt, a ``!command`` or an extension message)."""
+def turn_starts(projection: Sequence[Projected]) -> list[int]:
+    """Where each turn of the context begins: at a prompt, a ``!command`` or an extension message —
+    and, when a compaction kept the end of a turn whose prompt it summarised (a split turn), at
+    the first entry after the summary, for that remainder is a turn too."""
     starts = [i for i, p in enumerate(projection) if p.entry.get("type") != "compaction"
               and any(m.get("role") in TURN_START_ROLES for m in p.messages)]
+    first = next((i for i, p in enumerate(projection) if p.entry.get("type") != "compaction" and p.messages), None)
+    if first is not None and (not starts or starts[0] > first):
+        starts.insert(0, first)
+    return starts
+
+
+def tool_results_before(projection: Sequence[Projected], edits: dict[str, Entry], recent_turns: int) -> list[Entry]:
+    """The tool results in the context that are not masked yet and lie before the last
+    ``recent_turns`` turns (:func:`turn_starts`): ``1`` keeps the results of the latest turn only,
+    ``0`` masks them all."""
+    starts = turn_starts(projection)
     if len(starts) <= recent_turns:
         return []
     end = starts[len(starts) - recent_turns] if recent_turns > 0 else len(projection)
@@ -75,4 +87,4 @@ def masked_chars(entries: Sequence[Entry]) -> int:
 
 
 __all__ = ["PLACEHOLDER", "is_masked", "is_tool_result", "mask_edit", "masked_chars", "masked_entries", "placeholder",
-           "tool_results_before", "unmask_edit"]
+           "tool_results_before", "turn_starts", "unmask_edit"]

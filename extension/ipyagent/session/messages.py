@@ -28,8 +28,6 @@ BRANCH_SUMMARY_SUFFIX = "</summary>"
 CUT_ROLES = ("user", "assistant", "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary")
 TURN_START_ROLES = ("user", "bashExecution", "custom", "hookMessage", "branchSummary", "compactionSummary")
 
-STOP_REASONS = ("stop", "length", "toolUse", "error", "aborted", "deferred")
-
 # The result a tool call gets when it was never run because the run was interrupted (an error
 # result, so the session stays one a provider accepts: every call has its result).
 NOT_RUN_INTERRUPTED = "Not run: the user interrupted the run."
@@ -72,6 +70,19 @@ def text_of(content: Any, sep: str = "") -> str:
     if not isinstance(content, list):
         return ""
     return sep.join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
+# A user message whose content is more than what the user typed (the notebook-activity block, or
+# interpolated values) keeps the typed prompt here; Pi ignores the field.
+CELL_PROMPT_FIELD = "cellPrompt"
+
+
+def prompt_text(message: Message) -> str:
+    """The prompt as the user typed it (without the activity block or interpolated values)."""
+    typed = message.get(CELL_PROMPT_FIELD)
+    if isinstance(typed, str):
+        return typed
+    return text_of(message.get("content"), "\n")
 
 
 def tool_calls_of(message: Message) -> list[dict[str, Any]]:

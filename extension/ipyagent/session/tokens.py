@@ -21,8 +21,6 @@ from ipyagent.text import chars4, js_length
 
 IMAGE_CHARS = 4800  # Pi counts an image as 4800 chars (about 1200 tokens)
 
-USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
-
 
 def normalize_usage(raw: dict[str, Any] | None) -> dict[str, Any]:
     """Pi's usage dict with every field present; a missing total is the sum of the parts.

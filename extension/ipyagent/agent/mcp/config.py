@@ -6,9 +6,11 @@ notebook-intelligence):
      "old": {"command": "…", "disabled": true},
      "git": {"command": "mcp-server-git", "tools": ["git_log", "git_status"]}}
 
-``tools`` (or ``enabledTools``) lists the only tools offered; absent: all of them. ``env`` and
-``headers`` values are secrets: they reach the server and nothing else (never a repr, a display,
-the notebook or an export); :meth:`ServerConfig.shown` names their keys only.
+``type`` names the transport (``transports.py``'s table: ``stdio``, ``http``, a plugin's);
+without it a ``command`` is stdio and a ``url`` Streamable HTTP. ``tools`` (or ``enabledTools``)
+lists the only tools offered; absent: all of them. ``env`` and ``headers`` values are secrets:
+they reach the server and nothing else (never a repr, a display, the notebook or an export);
+:meth:`ServerConfig.shown` names their keys only.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ipyagent.agent.mcp.transports import transport_for, transport_types
 
 USER_CONFIG = "Agent.mcp_servers"
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -37,10 +41,11 @@ class ServerConfig:
     disabled: bool = False
     enabled_tools: tuple[str, ...] | None = None  # None: every tool the server lists
     origin: str = USER_CONFIG  # where it was defined: Agent.mcp_servers, or a project file's path
+    kind: str = ""  # the transport's name (transports.py); "" : http for a url, else stdio
 
     @property
     def transport(self) -> str:
-        return "http" if self.url else "stdio"
+        return self.kind or ("http" if self.url else "stdio")
 
     @property
     def from_project(self) -> bool:
@@ -68,7 +73,7 @@ class ServerConfig:
         """Identifies exactly what would be started (secrets included, hashed): an approval or a
         running server is for this definition, and a changed one is asked about or started anew."""
         data = [self.origin, self.name, self.command, list(self.args), sorted(self.env.items()), self.cwd,
-                self.url, sorted(self.headers.items())]
+                self.url, sorted(self.headers.items()), self.transport]
         return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:16]
 
     def offers(self, tool: str) -> bool:
@@ -104,10 +109,18 @@ def parse_server(name: str, spec: Any, origin: str = USER_CONFIG) -> ServerConfi
     if bool(command) == bool(url):
         raise ValueError(f"MCP server {name!r}: give either a command (stdio) or a url (Streamable HTTP)")
     kind = spec.get("type")
-    if kind is not None and kind not in ("stdio", "http", "streamable-http", "streamableHttp"):
-        raise ValueError(f"MCP server {name!r}: type {kind!r} is not supported (stdio or http)")
-    if url and not url.startswith(("http://", "https://")):
-        raise ValueError(f"MCP server {name!r}: the url must start with http:// or https://")
+    transport = transport_for(kind if isinstance(kind, str) else "") if kind is not None else \
+        transport_for("http" if url else "stdio")
+    if transport is None:
+        kind = kind if kind is not None else ("http" if url else "stdio")
+        raise ValueError(f"MCP server {name!r}: type {kind!r} is not supported (the transports are: "
+                         f"{', '.join(transport_types()) or 'none; is the builtin-mcp plugin turned off?'})")
+    if transport.needs == "url" and not url:
+        raise ValueError(f"MCP server {name!r}: the {transport.name} transport needs a url")
+    if transport.needs == "command" and not command:
+        raise ValueError(f"MCP server {name!r}: the {transport.name} transport needs a command")
+    if url and not url.startswith(transport.url_schemes):
+        raise ValueError(f"MCP server {name!r}: the url must start with {' or '.join(transport.url_schemes)}")
     tools = spec.get("tools", spec.get("enabledTools"))
     cwd = spec.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
@@ -117,7 +130,8 @@ def parse_server(name: str, spec: Any, origin: str = USER_CONFIG) -> ServerConfi
         env=_string_map(spec.get("env", {}), f"MCP server {name!r}: env"), cwd=cwd, url=url,
         headers=_string_map(spec.get("headers", {}), f"MCP server {name!r}: headers"),
         disabled=bool(spec.get("disabled", False)),
-        enabled_tools=None if tools is None else _strings(tools, f"MCP server {name!r}: tools"), origin=origin)
+        enabled_tools=None if tools is None else _strings(tools, f"MCP server {name!r}: tools"), origin=origin,
+        kind=transport.name)
 
 
 def parse_servers(servers: Any, origin: str = USER_CONFIG) -> tuple[list[ServerConfig], list[str]]:

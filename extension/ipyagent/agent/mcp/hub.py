@@ -20,7 +20,6 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Any, TextIO
 
 from ipyagent.agent.mcp.config import ServerConfig
 from ipyagent.agent.mcp.results import tool_output
+from ipyagent.agent.mcp.transports import ConnectContext, transport_for, transport_types
 from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.text import one_line
 
@@ -240,23 +240,14 @@ class McpHub:
     async def _connect(self, stack: contextlib.AsyncExitStack, server: _Server) -> Any:
         from mcp import ClientSession  # the optional extra: only when a server starts
 
-        config = server.config
-        if config.url:
-            import httpx
-            from mcp.client.streamable_http import streamable_http_client
-            from mcp.shared._httpx_utils import create_mcp_http_client
-
-            client = await stack.enter_async_context(create_mcp_http_client(
-                headers=dict(config.headers), timeout=httpx.Timeout(30.0, read=self.call_timeout)))
-            read, write, _ = await stack.enter_async_context(streamable_http_client(config.url, http_client=client))
-        else:
-            from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
-
-            if server.stderr is None:
-                server.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-            params = StdioServerParameters(command=config.command, args=list(config.args),
-                                           env={**get_default_environment(), **config.env}, cwd=config.cwd)
-            read, write = await stack.enter_async_context(stdio_client(params, errlog=server.stderr))
+        transport = transport_for(server.config.transport)
+        if transport is None:
+            raise RuntimeError(f"no MCP transport {server.config.transport!r} (known: {', '.join(transport_types())})")
+        context = ConnectContext(self.call_timeout, server.stderr)
+        try:
+            read, write = await transport.connect(stack, server.config, context)
+        finally:
+            server.stderr = context.stderr  # its last line explains a failure
         return await stack.enter_async_context(ClientSession(read, write))
 
     @staticmethod

@@ -116,7 +116,7 @@ class Question:
     reference: str
 
 
-def _json_in(text: str, opener: str, closer: str) -> Any:
+def _json_in(text: str, opener: str) -> Any:
     """The first JSON value that starts with ``opener`` in ``text`` (code fences and prose around it allowed)."""
     decoder = json.JSONDecoder()
     for match in re.finditer(re.escape(opener), text):
@@ -130,7 +130,7 @@ def _json_in(text: str, opener: str, closer: str) -> Any:
 
 def parse_questions(text: str, per_kind: int) -> list[Question]:
     """The questions in a reply: known kinds only, at most ``per_kind`` each, in the order given."""
-    value = _json_in(text, "[", "]")
+    value = _json_in(text, "[")
     if isinstance(value, dict):
         value = value.get("questions")
     out: list[Question] = []
@@ -149,7 +149,7 @@ def parse_questions(text: str, per_kind: int) -> list[Question]:
 
 def parse_grade(text: str) -> tuple[int | None, str]:
     """(score 0–5 or None when the reply holds none, reason)."""
-    value = _json_in(text, "{", "}")
+    value = _json_in(text, "{")
     if isinstance(value, dict) and isinstance(value.get("score"), (int, float)) and not isinstance(value.get("score"), bool):
         return max(0, min(5, round(value["score"]))), str(value.get("reason") or "").strip()[:500]
     match = re.search(r"score\W{0,3}([0-5])\b", text, re.IGNORECASE)

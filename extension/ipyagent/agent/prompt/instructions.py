@@ -91,6 +91,8 @@ def search_instruction_files(start: str | Path, *, names: Sequence[str] = INSTRU
     skipped: list[SkippedFile] = []
     seen_paths: set[str] = set()
     seen_texts: set[str] = set()
+    # a .git that did not make its folder the root (a planted one in a shared parent): said once
+    skipped += [SkippedFile(str(folder / ".git"), why) for folder, why in scope.refused]
     for folder in scope.outermost_first:
         for name in names:
             path = folder / name

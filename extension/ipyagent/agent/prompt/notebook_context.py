@@ -14,16 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from ipyagent.agent.prompt.instructions import InstructionFile, SkippedFile
 from ipyagent.agent.skills.discovery import Skill
 from ipyagent.agent.tools.base import ApprovalCallback
-from ipyagent.session.messages import text_of
-
-# A user message whose content is more than what the user typed (the notebook-activity block, or
-# interpolated values) keeps the typed prompt here; Pi ignores the field.
-CELL_PROMPT_FIELD = "cellPrompt"
 
 
 @dataclass(frozen=True)
@@ -75,7 +70,7 @@ class SystemContext:
     files: Sequence[InstructionFile] = field(default_factory=tuple)
     skipped: Sequence[SkippedFile] = field(default_factory=tuple)  # found, not read (never sent)
     skills: Sequence[Skill] = field(default_factory=tuple)  # Agent Skills: name and description are sent
-    skipped_skills: Sequence[SkippedFile] = field(default_factory=tuple)
+    skipped_skills: Sequence[SkippedFile] = field(default_factory=tuple)  # found, not used (the run says so)
 
 
 class NotebookContext(Protocol):
@@ -90,9 +85,3 @@ class NotebookContext(Protocol):
         """The prompt went out (its run is over): the next activity starts from here."""
 
 
-def prompt_text(message: dict[str, Any]) -> str:
-    """The prompt as the user typed it (without the activity block or interpolated values)."""
-    typed = message.get(CELL_PROMPT_FIELD)
-    if isinstance(typed, str):
-        return typed
-    return text_of(message.get("content"), "\n")

@@ -30,8 +30,12 @@ def outside_root(path: str, context: ToolContext) -> str | None:
     full = resolve_path(path, context.cwd)
     real = os.path.realpath(full)
     root = root_of(context)
-    if is_within(real, root) or any(is_within(real, os.path.realpath(f)) for f in context.readable):
+    if is_within(real, root):
         return None
+    for folder in context.readable:  # a skill's folder, unless it holds the notebook's folder (a link to ../..)
+        real_folder = os.path.realpath(folder)
+        if is_within(real, real_folder) and not is_within(root, real_folder):
+            return None
     shown = real if real == full else f"{full} (really {real})"
     return f"it reads {shown}, outside the notebook's folder {root}"
 

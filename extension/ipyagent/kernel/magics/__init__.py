@@ -10,14 +10,16 @@ from typing import Any
 # the command groups register themselves; this order is the help's
 from ipyagent.kernel.magics import explore, masks, mcp, pins, probe, replay, sessions, skills, status  # noqa: F401
 from ipyagent.kernel.magics.agent_cell import AgentMagics
-from ipyagent.kernel.magics.commands import help_text
+from ipyagent.kernel.magics.commands import COMMANDS, help_text
 from ipyagent.kernel.magics.compact import CompactMagics
 
-__all__ = ["register_magics", "unregister_magics"]
+__all__ = ["BUILTIN_COMMANDS", "register_magics", "unregister_magics"]
+
+BUILTIN_COMMANDS = tuple(COMMANDS)  # a plugin's command may not take one of these names
 
 
 def register_magics(shell: Any, runtime: Any) -> None:
-    AgentMagics.agent.__doc__ = help_text()  # ``%agent?`` shows what ``%agent help`` shows
+    AgentMagics.agent.__doc__ = help_text(runtime, full=True)  # ``%agent?`` shows what ``%agent help all`` shows
     shell.register_magics(AgentMagics(shell, runtime))
     shell.register_magics(CompactMagics(shell, runtime))
 

@@ -24,13 +24,13 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ipyagent.agent.prompt.interpolate import interpolate
-from ipyagent.agent.prompt.notebook_context import CELL_PROMPT_FIELD
 from ipyagent.display.untrusted import escape_html
 from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.code_cells import begin_code_cells
 from ipyagent.kernel.context import KernelLookup, cell_identity
 from ipyagent.kernel.magics.commands import cell_magic_parser, dispatch
 from ipyagent.kernel.persistence import add_reset_notice
+from ipyagent.session.messages import CELL_PROMPT_FIELD
 
 __all__ = ["AgentMagics", "fork_point", "run_agent_cell"]
 

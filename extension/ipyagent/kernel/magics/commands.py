@@ -1,14 +1,19 @@
-"""``%agent COMMAND …``: the registry of subcommands, the dispatch, and the help built from them.
+"""``%agent COMMAND …``: the registry of subcommands, the dispatch (to the plugins' commands too),
+the help built from them, and ``%agent plugins``.
 
 Each subcommand is a function of ``(runtime, rest_of_line)`` with its own ``magic_arguments``,
-declared once with :func:`command`, in the module of its group (``status.py``, ``sessions.py``,
-``pins.py``, ``probe.py``, ``replay.py``, ``explore.py``). ``%agent help`` and the magic's
-docstring are written from the parsers, so they always list every command and option.
+declared once with :func:`command` and its help group, in the module of its group (``status.py``,
+``sessions.py``, ``pins.py``, ``probe.py``, ``replay.py``, ``explore.py``…). A plugin's command is
+``function(args)`` (``ipyagent/plugins``). ``%agent help`` and the magic's docstring are written
+from the parsers, so they always list every command and option.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -18,24 +23,36 @@ from IPython.display import display
 
 from ipyagent.agent.redaction import Redactor
 
-__all__ = ["COMMANDS", "command", "dispatch", "help_text", "show", "usage"]
+__all__ = ["COMMANDS", "GROUPS", "command", "dispatch", "help_text", "show", "usage"]
 
 Command = Callable[[Any, str], Any]
 COMMANDS: dict[str, Command] = {}
 # the parsers of the cell magics, shown before the subcommands (%%agent, %compact)
 CELL_MAGICS: dict[str, argparse.ArgumentParser] = {}
 
+# the groups of ``%agent help``, in its order; each command names its own (``command(name, group)``)
+SESSIONS, STATUS_AND_SETTINGS, CONTEXT, COMPACTION, TOOLS, REPLAY, HELP = GROUP_TITLES = (
+    "Sessions", "Status and settings", "Context", "Compaction", "Tools, MCP, skills and plugins", "Replay", "Help")
+PLUGINS = "From plugins"
+GROUPS: dict[str, str] = {}  # command -> its group
 
-def command(name: str) -> Callable[[Command], Command]:
-    """Register a ``magic_arguments`` function as ``%agent NAME``; its parser is named so that its
-    usage (and errors) read as typed."""
+
+def command(name: str, group: str) -> Callable[[Command], Command]:
+    """Register a ``magic_arguments`` function as ``%agent NAME`` in one of the help's groups; its
+    parser is named so that its usage (and errors) read as typed."""
+    if group not in GROUP_TITLES:
+        raise ValueError(f"%agent {name}: group {group!r} is none of {GROUP_TITLES}")
 
     def register(func: Command) -> Command:
         parser = getattr(func, "parser", None)
         if parser is None:
             raise TypeError(f"%agent {name}: decorate {func.__name__} with @magic_arguments() first")
         parser.prog = f"agent {name}"  # IPython's formatter writes the "%" of the usage itself
+        for action in parser._actions:  # argparse %-formats each help ("%agent" would be "%a"…)
+            if action.help and "%" in action.help and "%(" not in action.help:
+                action.help = action.help.replace("%", "%%")
         COMMANDS[name] = func
+        GROUPS[name] = group
         return func
 
     return register
@@ -47,14 +64,40 @@ def cell_magic_parser(name: str, func: Any) -> None:
     CELL_MAGICS[name] = func.parser
 
 
+def _plugin_commands(runtime: Any) -> dict[str, Any]:
+    plugins = getattr(runtime, "plugins", None)
+    return dict(plugins.commands) if plugins is not None else {}
+
+
 def dispatch(runtime: Any, line: str) -> Any:
     name, _, rest = line.strip().partition(" ")
     name = name or "status"
     func = COMMANDS.get(name)
-    if func is None:
-        raise UsageError(f"%agent: unknown command {name!r}. Commands: {', '.join(sorted(COMMANDS))} "
-                         "(%agent help; %%agent runs the agent on a cell).")
-    return func(runtime, rest.strip())
+    if func is not None:
+        return func(runtime, rest.strip())
+    plugin_command = _plugin_commands(runtime).get(name)
+    if plugin_command is not None:
+        return run_plugin_command(plugin_command, rest.strip())
+    known = sorted([*COMMANDS, *_plugin_commands(runtime)])
+    raise UsageError(f"%agent: unknown command {name!r}. Commands: {', '.join(known)} "
+                     "(%agent help; %%agent runs the agent on a cell).")
+
+
+def run_plugin_command(plugin_command: Any, rest: str) -> Any:
+    """A plugin's ``%agent NAME``: its function with the parsed arguments (its parser's errors and
+    ``-h`` as the built-in commands have them), or with the rest of the line."""
+    parser = plugin_command.parser
+    if parser is None:
+        return plugin_command.function(rest)
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            args = parser.parse_args(shlex.split(rest))
+    except SystemExit as exc:
+        if exc.code in (0, None):  # -h: argparse printed the help
+            return None
+        raise UsageError(errors.getvalue().strip() or f"%agent {plugin_command.name}: invalid arguments") from None
+    return plugin_command.function(args)
 
 
 def show(text: str, html_view: str | None = None) -> None:
@@ -74,38 +117,100 @@ def usage(parser: argparse.ArgumentParser) -> str:
     return text.removeprefix(":: ").removeprefix("usage: ").replace(" [-h]", "")
 
 
-def _description(parser: argparse.ArgumentParser) -> str:
-    lines = (parser.description or "").strip().splitlines()
+def _description(parser: argparse.ArgumentParser | None, fallback: str = "") -> str:
+    lines = ((parser.description if parser is not None else None) or fallback or "").strip().splitlines()
     return " ".join(line.strip() for line in lines[:3] if line.strip()).split(". ")[0].rstrip(".")
 
 
-def help_text() -> str:
-    """Every magic and ``%agent`` subcommand: its usage, what it does, and its options."""
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    lines = []
+    for action in parser._actions:  # argparse keeps its actions there; there is no public accessor
+        if isinstance(action, argparse._HelpAction) or not action.help:
+            continue
+        flags = ", ".join(action.option_strings) or action.dest
+        # as argparse prints it: "%%" written once, "%(default)s" filled in
+        lines.append(f"      {flags}: {parser._get_formatter()._expand_help(action)}")
+    return lines
+
+
+def _grouped(runtime: Any) -> list[tuple[str, list[tuple[str, argparse.ArgumentParser | None, str]]]]:
+    """(group, [(name, parser, description)]) in the help's order: the cell magics, the built-in
+    groups, then the plugins' commands."""
+    groups: list[tuple[str, list[tuple[str, argparse.ArgumentParser | None, str]]]] = [
+        ("Running the agent", [(name, parser, _description(parser)) for name, parser in CELL_MAGICS.items()])]
+    for title in GROUP_TITLES:
+        names = [n for n in COMMANDS if GROUPS.get(n) == title]
+        parsers = [(n, COMMANDS[n].parser) for n in names]  # type: ignore[attr-defined]
+        groups.append((title, [(n, p, _description(p)) for n, p in parsers]))
+    plugin_commands = _plugin_commands(runtime)
+    if plugin_commands:
+        groups.append((PLUGINS, [(n, c.parser, f"{_description(c.parser, c.description)} (plugin {c.plugin})")
+                                 for n, c in plugin_commands.items()]))
+    return [(title, rows) for title, rows in groups if rows]
+
+
+def help_text(runtime: Any = None, *, full: bool = False) -> str:
+    """Every magic and ``%agent`` command by group, one line each (``full``: with its usage and
+    options, as ``%agent help all`` and ``%agent?`` show them)."""
     blocks = []
-    names = sorted(COMMANDS, key=lambda name: name == "help")  # in registration order, help last
-    for parser in [*CELL_MAGICS.values(), *(COMMANDS[n].parser for n in names)]:  # type: ignore[attr-defined]
-        lines = [usage(parser), f"    {_description(parser)}"]
-        for action in parser._actions:  # argparse keeps its actions there; there is no public accessor
-            if isinstance(action, argparse._HelpAction) or not action.help:
-                continue
-            flags = ", ".join(action.option_strings) or action.dest
-            lines.append(f"      {flags}: {action.help}")
-        blocks.append("\n".join(lines))
-    blocks.append("Settings: %agent config; change one with %config Agent.NAME = VALUE (or c.Agent.NAME in "
-                  "ipython_config.py). %agent help COMMAND shows one command.")
+    for title, rows in _grouped(runtime):
+        if full:
+            entries = []
+            for name, parser, description in rows:
+                head = usage(parser) if parser is not None else f"%agent {name} …"
+                entries.append("\n".join([head, f"    {description}", *(_options(parser) if parser else [])]))
+            blocks.append(f"{title}\n\n" + "\n\n".join(entries))
+        else:
+            width = max(len(_short_name(name)) for name, _, _ in rows)
+            blocks.append(title + "\n" + "\n".join(f"  {_short_name(name):<{width}}  {description}"
+                                                      for name, _, description in rows))
+    blocks.append("%agent help COMMAND shows one command's usage and options; %agent help all, every one. "
+                  "Settings: %agent config; change one with %config Agent.NAME = VALUE (or c.Agent.NAME in "
+                  "ipython_config.py).")
     return "\n\n".join(blocks)
 
 
-@command("help")
+def _short_name(name: str) -> str:
+    return name if name.startswith("%") else f"%agent {name}"
+
+
+def one_command_help(runtime: Any, name: str) -> str | None:
+    """``%agent help NAME``: its usage, description and options (None: no such command)."""
+    name = name.strip()
+    bare = name.removeprefix("%agent ").removeprefix("agent ").strip()
+    if bare in COMMANDS:
+        return COMMANDS[bare].parser.format_help()  # type: ignore[attr-defined]
+    plugin_command = _plugin_commands(runtime).get(bare)
+    if plugin_command is not None:
+        if plugin_command.parser is not None:
+            return plugin_command.parser.format_help() + f"\n(from the plugin {plugin_command.plugin})"
+        return (f"%agent {bare} [the rest of the line]\n\n{plugin_command.description}\n\n"
+                f"(from the plugin {plugin_command.plugin})")
+    for magic, parser in CELL_MAGICS.items():
+        if bare in (magic, magic.lstrip("%")):
+            return parser.format_help()
+    return None
+
+
+@command("help", group=HELP)
 @magic_arguments()
-@argument("name", nargs="?", default=None, help="one command to explain (default: all of them)")
+@argument("name", nargs="?", default=None, help="one command to explain, or 'all' (default: the list of commands)")
 def agent_help(runtime: Any, rest: str) -> None:
-    """Every magic and %agent command, with its options."""
+    """Every magic and %agent command by group; %agent help COMMAND explains one."""
     args = parse_argstring(agent_help, rest)
-    if args.name is None:
-        print(help_text())
+    if args.name is None or args.name == "all":
+        print(help_text(runtime, full=args.name == "all"))
         return
-    parser = CELL_MAGICS.get(args.name) or getattr(COMMANDS.get(args.name), "parser", None)
-    if parser is None:
-        raise UsageError(f"%agent help: no command {args.name!r}; commands: {', '.join(COMMANDS)}")
-    print(parser.format_help())
+    text = one_command_help(runtime, args.name)
+    if text is None:
+        known = sorted([*COMMANDS, *_plugin_commands(runtime)])
+        raise UsageError(f"%agent help: no command {args.name!r}; commands: {', '.join(known)}")
+    print(text)
+
+
+@command("plugins", group=TOOLS)
+@magic_arguments()
+def agent_plugins(runtime: Any, rest: str) -> None:
+    """The plugins: each one's source and what it added (tools, providers, commands, hooks, MCP transports)."""
+    parse_argstring(agent_plugins, rest)
+    show(runtime.plugins.listing())

@@ -18,6 +18,7 @@ from ipyagent.compaction.settings import unknown_window_note
 from ipyagent.compaction.summarizer import SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
 from ipyagent.display.stream import error_bundle
+from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import escape_html, markdown_html
 from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.magics.commands import cell_magic_parser
@@ -42,7 +43,7 @@ def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: fl
     return {
         "text/plain": f"{head}\n\n{summary}",
         "text/html": (f"<div><b>{escape_html(head)}</b></div><details><summary>Summary</summary>"
-                      f"{markdown_html(summary)}</details>"),
+                      f"{markdown_html(readable_summary(summary))}</details>"),
     }
 
 
@@ -73,7 +74,7 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
     slot = runtime.slot(args.session)
     with CellRun(runtime, slot, config, interrupted_note="Compaction interrupted; the session is unchanged.") as run:
         run.replay()
-        before = slot.session.context_tokens()
+        before = run.agent.request_tokens()  # the budget's count, as the widget shows it
         started = time.monotonic()
         try:
             entry = run.agent.compact(focus or None, extra={"cellId": run.cell_id} if run.cell_id else None)
@@ -85,7 +86,7 @@ def run_compact(runtime: Any, line: str, cell: str | None = None) -> None:
             if run.view is not None:
                 run.view.renderer.show(error_bundle(str(exc), title="Compaction failed"))
         else:
-            after = slot.session.context_tokens()
+            after = run.agent.request_tokens()
             if run.view is not None:
                 run.view.renderer.show(_summary_bundle(entry, before, after, time.monotonic() - started))
 

@@ -8,7 +8,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from ipyagent.kernel.magics.commands import command
+from ipyagent.kernel.magics.commands import COMPACTION, command
 
 __all__: list[str] = []
 
@@ -16,7 +16,7 @@ __all__: list[str] = []
 # ---- the compaction explorer ---------------------------------------------------------------------
 
 
-@command("explore")
+@command("explore", group=COMPACTION)
 @magic_arguments()
 @argument("--session", "-s", default=None, help="the session to explore (default: the active one)")
 @argument("--window", type=int, default=None, help="the window to start with (default: the model's)")

@@ -14,27 +14,27 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ipyagent.kernel.magics.commands import command
+from ipyagent.kernel.magics.commands import CONTEXT, command
 from ipyagent.session import masking
 from ipyagent.session.tree import SessionError
 
 
-def _context_tokens(session: Any) -> int:
-    return session.estimated_context_tokens()
-
-
-def _report(verb: str, slot: Any, entries: list[dict[str, Any]], before: int) -> None:
-    after = _context_tokens(slot.session)
+def _report(verb: str, runtime: Any, slot: Any, entries: list[dict[str, Any]], before: int) -> None:
+    after = runtime.budget_agent(slot).request_tokens()
     hint = "; recall(entry_id) returns a masked one in full" if verb == "masked" else ""
     print(f"{verb} {len(entries)} tool result{'s' if len(entries) != 1 else ''} in session {slot.name!r}: "
-          f"context {before:,} → {after:,} tokens (estimated){hint}")
+          f"context {before:,} → {after:,} tokens (with the system prompt and tools, as the budget counts them)"
+          f"{hint}")
 
 
-@command("mask")
+@command("mask", group=CONTEXT)
 @magic_arguments()
-@argument("entry", nargs="?", help="the id of a tool-result entry to hide (as %agent context and the explorer show it)")
+@argument("entry", nargs="?",
+          help="the id of a tool-result entry to hide (as %%agent context and the explorer show it)")
 @argument("--tool-results-before", type=int, default=None, metavar="N",
-          help="hide every tool result before the last N turns (0: all of them)")
+          help="hide every tool result but those of the last N turns (1: keep the latest turn's; 0: hide them "
+               "all); a turn is a prompt and what followed it, and the kept end of a turn whose prompt a "
+               "compaction summarised counts as one")
 def agent_mask(runtime: Any, rest: str) -> None:
     """Hide old tool results behind a placeholder (a context edit; no summary, no model call)."""
     args = parse_argstring(agent_mask, rest)
@@ -51,7 +51,7 @@ def agent_mask(runtime: Any, rest: str) -> None:
         raise UsageError("%agent mask: give an entry or --tool-results-before N, not both")
     if args.tool_results_before is not None and args.tool_results_before < 0:
         raise UsageError("%agent mask --tool-results-before needs a number of turns, 0 or more")
-    before = _context_tokens(session)
+    before = runtime.budget_agent(slot).request_tokens()
     try:
         if args.entry is not None:
             edit = session.mask(args.entry)
@@ -64,21 +64,21 @@ def agent_mask(runtime: Any, rest: str) -> None:
     except SessionError as exc:
         raise UsageError(str(exc)) from None
     runtime.persist(slot)
-    _report("masked", slot, written, before)
+    _report("masked", runtime, slot, written, before)
 
 
-@command("unmask")
+@command("unmask", group=CONTEXT)
 @magic_arguments()
 @argument("entry", nargs="?", help="the masked entry to show again (default: every masked entry)")
 def agent_unmask(runtime: Any, rest: str) -> None:
     """Put masked tool results back into the context (one more context edit each)."""
     args = parse_argstring(agent_unmask, rest)
     slot = runtime.slot()
-    before = _context_tokens(slot.session)
+    before = runtime.budget_agent(slot).request_tokens()
     try:
         written = slot.session.unmask(args.entry)
     except SessionError as exc:
         raise UsageError(str(exc)) from None
     if written:
         runtime.persist(slot)
-    _report("unmasked", slot, written, before)
+    _report("unmasked", runtime, slot, written, before)

@@ -15,7 +15,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ipyagent.agent.mcp.hub import START_TIMEOUT
-from ipyagent.kernel.magics.commands import command
+from ipyagent.kernel.magics.commands import TOOLS, command
 from ipyagent.text import one_line
 
 __all__ = ["mcp_report"]
@@ -64,7 +64,7 @@ def replaying(runtime: Any) -> bool:
         runtime.config.replay, config.model, config.provider_options)
 
 
-@command("mcp")
+@command("mcp", group=TOOLS)
 @magic_arguments()
 @argument("action", nargs="?", default="list", choices=["list", "start", "restart", "stop"],
           help="list (default): servers, states, tools and their tokens; start: start them now and wait; "

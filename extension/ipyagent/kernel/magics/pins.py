@@ -13,7 +13,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ipyagent.agent.prompt.pins import MAX_PIN_BYTES, PIN_TYPE, Pin, active_pins, pin_entry, unpin_entry
-from ipyagent.kernel.magics.commands import command
+from ipyagent.kernel.magics.commands import CONTEXT, command
 from ipyagent.text import chars4
 
 
@@ -22,7 +22,7 @@ def _pins(runtime: Any) -> tuple[Any, list[Pin]]:
     return slot, active_pins(slot.session.entries)
 
 
-@command("pin")
+@command("pin", group=CONTEXT)
 @magic_arguments()
 @argument("text", nargs="*", help="the instruction, as written after 'pin' (quotes are kept)")
 def agent_pin(runtime: Any, rest: str) -> None:
@@ -54,7 +54,7 @@ def _pinned_on_path(session: Any) -> set[str]:
             and isinstance(e["data"].get("text"), str)}
 
 
-@command("pins")
+@command("pins", group=CONTEXT)
 @magic_arguments()
 def agent_pins(runtime: Any, rest: str) -> None:
     """The pinned instructions of the active session, numbered for %agent unpin."""
@@ -68,9 +68,9 @@ def agent_pins(runtime: Any, rest: str) -> None:
         print(f"{number}. {pin.text}  ({chars4(pin.text)} tokens, entry {pin.id}{cut})")
 
 
-@command("unpin")
+@command("unpin", group=CONTEXT)
 @magic_arguments()
-@argument("number", help="the pin's number in %agent pins (or its entry id)")
+@argument("number", help="the pin's number in %%agent pins (or its entry id)")
 def agent_unpin(runtime: Any, rest: str) -> None:
     """Remove pinned instruction N (see %agent pins)."""
     args = parse_argstring(agent_unpin, rest)

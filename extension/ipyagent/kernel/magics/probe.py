@@ -18,13 +18,13 @@ from ipyagent.display.stream import error_bundle
 from ipyagent.display.untrusted import escape_html
 from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.context import cell_identity
-from ipyagent.kernel.magics.commands import command
+from ipyagent.kernel.magics.commands import COMPACTION, command
 from ipyagent.providers.registry import provider_configured
 
 __all__ = ["agent_probe", "probe_bundle"]
 
 
-@command("probe")
+@command("probe", group=COMPACTION)
 @magic_arguments()
 @argument("--model", "-m", default=None, help="provider:model that answers (default: Agent.model)")
 @argument("--judge", default=None, help="provider:model that writes the questions and grades (default: --model)")

@@ -6,11 +6,11 @@ from typing import Any
 
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ipyagent.kernel.magics.commands import command
+from ipyagent.kernel.magics.commands import REPLAY, command
 from ipyagent.providers.registry import provider_configured
 
 
-@command("replay")
+@command("replay", group=REPLAY)
 @magic_arguments()
 @argument("mode", nargs="?", choices=["on", "off", "auto", "status"], default="status",
           help="on: replay every recorded cell; auto: only without a configured provider; off: never")

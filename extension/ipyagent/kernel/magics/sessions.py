@@ -10,12 +10,12 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from ipyagent.agent.prompt.notebook_context import prompt_text
-from ipyagent.agent.redaction import Redactor
+from ipyagent.agent.budget import recorded_request_tokens
+from ipyagent.agent.redaction import Redactor, Replacements
 from ipyagent.core import Session
 from ipyagent.display.stream import error_bundle, short_args
-from ipyagent.kernel.magics.commands import command
-from ipyagent.session.messages import text_of
+from ipyagent.kernel.magics.commands import SESSIONS, command
+from ipyagent.session.messages import prompt_text, text_of
 from ipyagent.text import one_line
 
 __all__ = ["session_markdown", "tree_lines"]
@@ -24,7 +24,7 @@ __all__ = ["session_markdown", "tree_lines"]
 # ---- sessions ----------------------------------------------------------------------------------
 
 
-@command("new")
+@command("new", group=SESSIONS)
 @magic_arguments()
 @argument("name", nargs="?", default=None, help="the new session's name (default: session-N)")
 def agent_new(runtime: Any, rest: str) -> None:
@@ -39,7 +39,7 @@ def agent_new(runtime: Any, rest: str) -> None:
 
 
 
-@command("sessions")
+@command("sessions", group=SESSIONS)
 @magic_arguments()
 def agent_sessions(runtime: Any, rest: str) -> None:
     """The sessions in this kernel."""
@@ -49,12 +49,12 @@ def agent_sessions(runtime: Any, rest: str) -> None:
         return
     for name, slot in runtime.slots.items():
         mark = "*" if name == runtime.active else " "
-        print(f"{mark} {name}: {len(slot.session)} entries, {slot.session.context_tokens():,} context tokens, "
+        print(f"{mark} {name}: {len(slot.session)} entries, {recorded_request_tokens(slot.session):,} context tokens, "
               f"{len(slot.session.compactions())} compactions ({slot.origin})")
 
 
 
-@command("switch")
+@command("switch", group=SESSIONS)
 @magic_arguments()
 @argument("name", help="the session to make active")
 def agent_switch(runtime: Any, rest: str) -> None:
@@ -137,7 +137,7 @@ def tree_lines(session: Session, limit: int | None = None) -> list[str]:
     return [line(e, d) for e, d in order[:head]] + middle + [line(e, d) for e, d in order[len(order) - tail:]]
 
 
-@command("tree")
+@command("tree", group=SESSIONS)
 @magic_arguments()
 @argument("--all", action="store_true", help="every entry, however many")
 @argument("--limit", type=int, default=TREE_LIMIT, metavar="N",
@@ -151,7 +151,7 @@ def agent_tree(runtime: Any, rest: str) -> None:
 
 
 
-@command("checkout")
+@command("checkout", group=SESSIONS)
 @magic_arguments()
 @argument("id", help="the entry to move to (a prompt: the leaf goes before it, so it can be asked again)")
 @argument("--summarize", action="store_true", help="summarise the branch being left, as a branch summary")
@@ -192,7 +192,7 @@ def session_markdown(name: str, session: Session, settings: dict[str, Any] | Non
     return transcript_markdown(session, name, settings)
 
 
-@command("export")
+@command("export", group=SESSIONS)
 @magic_arguments()
 @argument("--format", "-f", choices=["pi", "markdown"], default="pi", help="Pi JSONL (default) or Markdown")
 @argument("-o", "--output", default=None, help="file to write (default: show it)")
@@ -214,7 +214,7 @@ def agent_export(runtime: Any, rest: str) -> None:
 
 
 
-@command("import")
+@command("import", group=SESSIONS)
 @magic_arguments()
 @argument("file", help="a Pi session file (.jsonl)")
 @argument("--name", default=None, help="the session's name (default: the file's name)")
@@ -232,13 +232,19 @@ def agent_import(runtime: Any, rest: str) -> None:
 
     runtime.slots[name] = SessionSlot(name, session, origin="load")
     runtime.active = name
+    found = Replacements()
+    redactor = Redactor.configured(runtime.agent_config().provider_options)  # as persist stores them
+    for entry in session.entries:
+        found.add(redactor.data_counted(entry)[1], f"entry {entry['id']}")
     print(f"imported {len(session)} entries as session {name!r} (active)"
-          + (f"\n{session.load_report.summary()}" if session.load_report.problems else ""))
+          + (f"\n{session.load_report.summary()}" if session.load_report.problems else "")
+          + (f"\n{found.count} value(s) that look like credentials (a URL's user:password@, a key configured "
+             f"here) are stored as *** in the notebook: {found.places()}" if found.count else ""))
     runtime.persist(runtime.slots[name])
 
 
 
-@command("load")
+@command("load", group=SESSIONS)
 @magic_arguments()
 @argument("path", help="a notebook (.ipynb: metadata and journal outputs) or a Pi session file (.jsonl)")
 def agent_load(runtime: Any, rest: str) -> None:

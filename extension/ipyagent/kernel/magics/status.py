@@ -4,7 +4,6 @@ request hold, and the settings."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -12,13 +11,24 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from ipyagent.agent.prompt.pins import active_pins, pins_note
-from ipyagent.display.budget_widget import budget_facts, cost_text, static_bundle
+from ipyagent.display.budget_widget import cost_text, static_bundle
+from ipyagent.display.run_view import facts_for
+from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import escape_html, markdown_html
-from ipyagent.kernel.magics.commands import command, show
+from ipyagent.kernel.magics.commands import COMPACTION, CONTEXT, STATUS_AND_SETTINGS, command, show
 from ipyagent.session import masking
 from ipyagent.text import chars4, one_line
 
 __all__ = ["NEXT_ACTIVITY_LABEL", "context_report"]
+
+
+def budget_words(agent: Any) -> str:
+    """The budget's count of the context (the widget's and the trigger's figure), and what it is."""
+    tokens = agent.request_tokens()
+    counted = agent.session.context_state().last_usage_index >= 0
+    basis = ("the server's count of the last request plus estimates since" if counted
+             else "estimated: no usage since the last compaction")
+    return f"the budget counts {tokens:,} tokens with the system prompt and tools ({basis})"
 
 
 # ---- status, config, model ---------------------------------------------------------------------
@@ -39,26 +49,13 @@ def _local_model(config: Any) -> bool:
     return isinstance(base_url, str) and is_local_server(base_url)
 
 
-@command("status")
+@command("status", group=STATUS_AND_SETTINGS)
 @magic_arguments()
 def agent_status(runtime: Any, rest: str) -> None:
     """The active session's budget, the model, and how the session is saved."""
     parse_argstring(agent_status, rest)
     slot = runtime.slot()
-    config = runtime.agent_config()
-    from ipyagent.agent.tools import default_tools
-
-    agent = runtime.agent_for(slot, config)
-    try:
-        info = agent.window_info()
-        window, source, factor = info.window, info.describe(), agent.token_factor()
-        budget = agent.budget()
-    except Exception:  # noqa: BLE001 - no window known: the status is shown without one
-        window, source, factor, budget = config.context_window, "", 1.0, None
-    facts = budget_facts(slot.session, replace(config, system_prompt=agent.system_prompt()), window=window,
-                         tool_specs=[t.spec() for t in [*default_tools(), *runtime.mcp.ready_tools()]],
-                         session_name=slot.name,
-                         window_source=source, token_factor=factor, budget=budget)
+    facts = facts_for(runtime.budget_agent(slot), slot.name)
     lines = [f"session {slot.name!r}: {len(slot.session)} entries, leaf {slot.session.leaf_id}",
              f"persistence: {runtime.bridge_state()}"]
     result = runtime.load_result
@@ -68,7 +65,7 @@ def agent_status(runtime: Any, rest: str) -> None:
     elif result is not None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
     lines.append(cost_text(facts.costs) if facts.costs is not None and facts.costs.priced
-                 else "cost: free (local server)" if _local_model(config)
+                 else "cost: free (local server)" if _local_model(runtime.agent_config())
                  else cost_text(facts.costs) or "cost: no priced calls yet")
     lines.append("pins: " + pins_note(active_pins(slot.session.entries)))
     if facts.budget is not None and facts.budget.problem:
@@ -79,7 +76,7 @@ def agent_status(runtime: Any, rest: str) -> None:
 
 
 
-@command("config")
+@command("config", group=STATUS_AND_SETTINGS)
 @magic_arguments()
 def agent_config(runtime: Any, rest: str) -> None:
     """Every Agent setting (change one with %config Agent.NAME = VALUE)."""
@@ -93,7 +90,7 @@ def agent_config(runtime: Any, rest: str) -> None:
 
 
 
-@command("model")
+@command("model", group=STATUS_AND_SETTINGS)
 @magic_arguments()
 @argument("model", nargs="?", default=None, help="provider:model to use from now on")
 def agent_model(runtime: Any, rest: str) -> None:
@@ -122,12 +119,11 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
     """Each part of the next request (the system prompt's parts, tools, each message, and the
     notebook-activity block the next prompt would carry): (label, tokens, text)."""
     from ipyagent.agent.loop import Agent
-    from ipyagent.agent.tools import default_tools
     from ipyagent.kernel.context import KernelNotebookContext
     from ipyagent.providers.registry import parse_model_string
 
     config = runtime.agent_config()
-    probe = Agent(slot.session, config=config, namespace={}, tools=[*default_tools(), *runtime.mcp.ready_tools()],
+    probe = Agent(slot.session, config=config, namespace={}, tools=runtime.offered_tools(),
                   notebook=KernelNotebookContext(runtime, slot.name))
     model_id = parse_model_string(config.model)[1] if config.model else "(no model)"
     request = probe.request(model_id)
@@ -140,10 +136,14 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
                       "\n".join(f"{s.path}: {s.reason}" for s in skipped)))
     parts.append((f"tools ({len(specs)})", chars4(specs) if specs else 0, json.dumps(specs, indent=1)))
     messages = request.messages
+    # each message's entry id, for %agent mask, checkout and recall (unless a context hook rewrote them)
+    ids = slot.session.context_state().llm_entry_ids
+    ids = ids if len(ids) == len(messages) else []
     for i, message in enumerate(messages):
         content = message.get("content")
         text = content if isinstance(content, str) else json.dumps(content, indent=1, ensure_ascii=False)
-        parts.append((f"{i + 1}. {message.get('role')}", estimator.estimate(message), text))
+        entry = f" (id {ids[i]})" if ids else ""
+        parts.append((f"{i + 1}. {message.get('role')}{entry}", estimator.estimate(message), text))
     block = probe.notebook_activity_block()
     if block:
         parts.append((NEXT_ACTIVITY_LABEL, chars4(block), block))
@@ -158,7 +158,7 @@ def context_report(runtime: Any, slot: Any) -> tuple[list[tuple[str, int, str]],
     return [(redact(label), tokens, redact(text)) for label, tokens, text in parts], sum(p[1] for p in parts)
 
 
-@command("context")
+@command("context", group=CONTEXT)
 @magic_arguments()
 def agent_context(runtime: Any, rest: str) -> None:
     """Exactly what the next request would send, with token counts per part."""
@@ -166,18 +166,21 @@ def agent_context(runtime: Any, rest: str) -> None:
     slot = runtime.slot()
     parts, total = context_report(runtime, slot)
     messages = sum(1 for label, _, _ in parts if label[:1].isdigit())
-    plain = [f"next request: {messages} messages, ≈{total:,} tokens (estimated)"]
+    headline = (f"next request: {messages} messages, ≈{total:,} tokens by the chars/4 estimates below; "
+                f"{budget_words(runtime.budget_agent(slot))}")
+    plain = [headline]
     rows = []
     for label, tokens, text in parts:
         plain.append(f"--- {label} ({tokens:,} tokens)\n{text}")
         rows.append(f"<details><summary><code>{escape_html(label)}</code> — {tokens:,} tokens: "
                     f"{escape_html(one_line(text, 80))}</summary><pre style='white-space:pre-wrap'>"
                     f"{escape_html(text)}</pre></details>")
-    show("\n".join(plain), f"<div><b>Next request</b>: ≈{total:,} tokens</div>{''.join(rows)}")
+    show("\n".join(plain), f"<div><b>Next request</b>: {escape_html(headline[len('next request: '):])}</div>"
+                            f"{''.join(rows)}")
 
 
 
-@command("summary")
+@command("summary", group=COMPACTION)
 @magic_arguments()
 def agent_summary(runtime: Any, rest: str) -> None:
     """The latest compaction summary of the active session."""
@@ -186,4 +189,4 @@ def agent_summary(runtime: Any, rest: str) -> None:
     if summary is None:
         print("no compaction yet (%compact makes one)")
         return
-    show(summary, f"<div class='ipyagent-summary'>{markdown_html(summary)}</div>")
+    show(summary, f"<div class='ipyagent-summary'>{markdown_html(readable_summary(summary))}</div>")

@@ -55,13 +55,27 @@ def new_client(timeout: httpx.Timeout | float | None = None) -> httpx.Client:
 
 
 # scheme://user:password@ — the userinfo ends at the authority's last "@" (a raw "@" in a password
-# is common enough), and never spans a "/", "?", "#", a quote or whitespace.
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/?#\s'\"<>]*@")
+# is common enough), and never spans a "/", "?", "#", a quote, whitespace or a backslash (in JSON
+# text a line break is "\n": the userinfo must not run on into the next line).
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/?#\s'\"<>\\]*)@")
 
 
 def strip_url_credentials(text: str) -> str:
     """``text`` with the ``user:password@`` of every URL in it replaced by ``***@``."""
-    return _URL_USERINFO.sub(r"\1***@", text) if text and "@" in text else text
+    return _strip_counted(text)[0]
+
+
+def _strip_counted(text: str) -> tuple[str, int]:
+    if not text or "@" not in text:
+        return text, 0
+    count = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal count
+        count += match.group(2) != "***"  # already scrubbed: no new replacement
+        return f"{match.group(1)}***@"
+
+    return _URL_USERINFO.sub(replace, text), count
 
 
 def url_credentials(url: str | None) -> list[str]:
@@ -118,13 +132,20 @@ def scrub(text: str, secret: str | Iterable[str | None] | None) -> str:
     """Remove secrets from text that may echo them (some servers quote the key they rejected;
     URLs may carry ``user:password@``): each secret of 4 characters or more becomes ``***``, and
     the credentials of every URL in the text are removed."""
+    return scrub_counted(text, secret)[0]
+
+
+def scrub_counted(text: str, secret: str | Iterable[str | None] | None) -> tuple[str, int]:
+    """:func:`scrub`'s text, and how many values it replaced (URL credentials and secrets)."""
     if not text:
-        return text
+        return text, 0
     secrets = [secret] if isinstance(secret, str) or secret is None else list(secret)
-    text = strip_url_credentials(text)
+    text, count = _strip_counted(text)
     for value in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
-        text = text.replace(value, "***")
-    return text
+        if value in text:
+            count += text.count(value)
+            text = text.replace(value, "***")
+    return text, count
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:

@@ -40,10 +40,8 @@ from ipyagent.providers.transport.http import (
     error_from_response,
     network_error,
     new_client,
-    scrub,
     split_url_credentials,
     strip_url_credentials,
-    url_credentials,
 )
 from ipyagent.providers.transport.message import MessageBuilder
 from ipyagent.providers.transport.sse import SSEEvent, iter_sse
@@ -398,10 +396,3 @@ def interrupt(stream: Iterator[StreamEvent]) -> StreamInterrupted | None:
     if close is not None:
         close()
     return None
-
-
-def redact_headers(headers: dict[str, str], key: str | None, base_url: str | None = None) -> dict[str, str]:
-    """Headers safe to log or show (also without the base URL's credentials)."""
-    secret_names = {"authorization", "x-api-key", "api-key", "proxy-authorization"}
-    secrets = [key, *url_credentials(base_url)]
-    return {k: ("REDACTED" if k.lower() in secret_names else scrub(v, secrets)) for k, v in headers.items()}

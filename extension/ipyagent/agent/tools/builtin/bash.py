@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import IO, Any, ClassVar
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
-from ipyagent.agent.tools.registry import register_tool
 from ipyagent.agent.tools.truncate import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
@@ -165,7 +164,6 @@ def _seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-@register_tool
 class BashTool(Tool):
     name = "bash"
     description = (

@@ -20,7 +20,6 @@ from ipyagent.agent.tools.notebook_port import (
     NotebookPort,
     NotebookUnavailable,
 )
-from ipyagent.agent.tools.registry import register_tool
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 
 MAX_OUTPUT_CHARS_PER_CELL = 2000  # a cell's outputs in a listing: head and tail kept
@@ -67,7 +66,6 @@ def format_cells(view: CellsView, cell_id: str | None = None) -> tuple[str, bool
             False)
 
 
-@register_tool
 class NotebookTool(Tool):
     name = "notebook"
     description = (

@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.cell import cell_tool_output
-from ipyagent.agent.tools.registry import register_tool
 from ipyagent.agent.tools.truncate import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
@@ -56,7 +55,6 @@ def _user_frames(tb: TracebackType | None, filename: str) -> TracebackType | Non
     return tb
 
 
-@register_tool
 class PythonTool(Tool):
     name = "python"
     description = (

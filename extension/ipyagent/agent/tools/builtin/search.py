@@ -21,7 +21,6 @@ from ipyagent.agent.tools.paths import (
     resolve_path,
     root_of,
 )
-from ipyagent.agent.tools.registry import register_tool
 from ipyagent.agent.tools.truncate import (
     DEFAULT_MAX_BYTES,
     GREP_MAX_LINE_LENGTH,
@@ -79,7 +78,6 @@ def _missing(path: str) -> ToolOutput:
     return ToolOutput(f"Path not found: {path}", is_error=True)
 
 
-@register_tool
 class LsTool(_PathTool):
     name = "ls"
     description = (
@@ -111,7 +109,6 @@ class LsTool(_PathTool):
         return _finish(names, notices, details)
 
 
-@register_tool
 class GrepTool(_PathTool):
     name = "grep"
     description = (
@@ -266,7 +263,6 @@ def glob_to_regex(pattern: str) -> str:
     return "".join(out)
 
 
-@register_tool
 class FindTool(_PathTool):
     name = "find"
     description = (

@@ -8,10 +8,8 @@ from typing import Any, ClassVar
 
 from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.paths import looks_binary, resolve_path
-from ipyagent.agent.tools.registry import register_tool
 
 
-@register_tool
 class WriteTool(Tool):
     name = "write"
     description = (
@@ -39,7 +37,6 @@ class WriteTool(Tool):
         return ToolOutput(f"Successfully wrote {len(data)} bytes to {path}")
 
 
-@register_tool
 class EditTool(Tool):
     name = "edit"
     description = (

@@ -1,6 +1,9 @@
 """Small drawing helpers for the teaching notebooks (no matplotlib: HTML with a plain-text twin).
 
-    from tour_helpers import current_session, timeline, usage_table, CompactionSpy
+    from ipyagent.kernel.teaching import current_session, timeline, usage_table, CompactionSpy
+
+They ship in the package (not beside the notebooks), so a notebook that uses them runs wherever it
+is written, for example the tour's output at the repository's root.
 
 * ``current_session()`` — the live ipyagent ``Session`` of this kernel (the active one).
 * ``timeline(session)`` — every entry on the current path as a box, with, for a compaction,
@@ -39,32 +42,35 @@ class Drawing:
         return self.text
 
 
-def current_session(name: str | None = None) -> Any:
-    """The ipyagent session this kernel is running (``%load_ext ipyagent`` first)."""
-    from IPython import get_ipython
+def _runtime() -> Any:
+    from IPython.core.getipython import get_ipython
 
     from ipyagent.kernel.extension import get_runtime
 
     runtime = get_runtime(get_ipython())
     if runtime is None:
         raise RuntimeError("ipyagent is not loaded: run %load_ext ipyagent first")
-    return runtime.slot(name).session
+    return runtime
+
+
+def current_session(name: str | None = None) -> Any:
+    """The ipyagent session this kernel is running (``%load_ext ipyagent`` first)."""
+    return _runtime().slot(name).session
+
+
+def _budget_agent() -> Any:
+    return _runtime().budget_agent()
 
 
 def overhead_tokens() -> int:
-    """Estimated tokens of the system prompt and the tool definitions (sent with every request)."""
-    from IPython import get_ipython
+    """The system prompt and the tool definitions as the budget counts them (sent with every request):
+    the widget's "system + tools"."""
+    return int(_budget_agent().fixed_tokens())
 
-    from ipyagent.agent.tools import default_tools
-    from ipyagent.display.budget_widget import system_tools_tokens
-    from ipyagent.kernel.extension import get_runtime
 
-    runtime = get_runtime(get_ipython())
-    config = runtime.agent_config()
-    slot = runtime.slot()
-    # the system prompt as sent: the base prompt, the environment, instruction files and pins
-    config.system_prompt = runtime.agent_for(slot, config).system_prompt()
-    return system_tools_tokens(config, [t.spec() for t in default_tools()])
+def context_tokens() -> int:
+    """The context as the budget counts it: the widget's total, and the "after" of a compaction's note."""
+    return int(_budget_agent().request_tokens())
 
 
 # ---- entries -----------------------------------------------------------------------------------
@@ -106,7 +112,7 @@ def _label(entry: dict[str, Any]) -> str:
         count = entry["message"].get("executionCount")
         return f"prompt [{count}]" if count is not None else "prompt"
     if kind == "assistant":
-        calls = [b.get("name") for b in entry["message"].get("content") or []
+        calls = [str(b.get("name")) for b in entry["message"].get("content") or []
                  if isinstance(b, dict) and b.get("type") == "toolCall"]
         return "reply → " + ", ".join(calls) if calls else "reply"
     if kind == "toolResult":
