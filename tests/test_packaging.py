@@ -73,3 +73,23 @@ def test_pip_wheel_without_node_builds_a_wheel_without_the_bridge(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "ipyagent/store/journal.py" in names
     assert not [n for n in names if n.endswith("labextensions/ipyagent-bridge/package.json")]
+
+
+def test_what_the_readme_says_about_httpx2_is_true():
+    """genai-prices imports httpx2 with its price data: the README and docs must not give keeping httpx2 out
+    of the kernel as what the MCP extra's pin buys (issue 28, item 11)."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", ("import sys\nfrom ipyagent.providers import pricing\n"
+                                "pricing.calculate('openai', 'gpt-4o', {'input': 10, 'output': 5})\n"
+                                "print('httpx2' in sys.modules)")],
+        capture_output=True, text=True, check=True).stdout.strip()
+    readme = " ".join(" ".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+                      .split())
+    assert loaded == "True"  # if this changes, so must the README
+    assert "a second HTTP stack in every kernel" not in readme
+    assert "genai-prices (every release since 0.0.6x) depends on `httpx2` and imports it" in readme
+
+
+def test_a_virtual_environment_in_the_checkout_is_ignored():
+    lines = (ROOT / ".gitignore").read_text().splitlines()
+    assert ".venv/" in lines

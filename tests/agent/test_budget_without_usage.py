@@ -55,7 +55,9 @@ def test_the_trigger_fires_when_system_and_tools_tip_the_request_over():
     agent = Agent(session, config=AgentConfig(model="openai:local-model", compaction=CompactionSettings(200, 50)),
                   summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY))
     messages = session.context_tokens()
-    window = messages + 200 + 100  # the messages alone stay under the threshold; the whole request does not
+    # the messages alone stay under the threshold; the whole request does not; and a compaction
+    # can make room (the system prompt and tools with the last turn fit the window)
+    window = max(messages + 200 + 100, agent.fixed_tokens() + 100)
     agent.config.context_window = window
     assert messages <= window - 200 < agent.request_tokens()
     assert agent.check_budget() is not None and len(session.compactions()) == 1
@@ -109,3 +111,20 @@ def test_with_tools_and_no_usage_compaction_comes_before_the_request_outgrows_th
         # since the session records the system prompt and the tools as a system message it counts
         assert window - 300 < compacted_at[0] and window - 300 < agent.session.compactions()[0]["tokensBefore"]
         assert not [r for r in server.requests if r.outcome == "overflow"]  # the fake counts the tools too
+
+
+def test_a_reported_prompt_without_the_tools_is_told_apart_from_one_with_them():
+    from ipyagent.agent.budget import tools_left_out
+    from ipyagent.providers.base import ToolSpec
+
+    tools = [ToolSpec(f"tool_{i}", "does a thing " * 40, {"type": "object", "properties": {}}) for i in range(6)]
+    messages = [{"role": "user", "content": "hello " * 50}]
+    left_out, whole, tool_tokens = tools_left_out(10_000, "system " * 30, tools, messages)
+    assert not left_out and tool_tokens > 0.5 * (whole - tool_tokens)
+    rest = whole - tool_tokens
+    assert tools_left_out(rest, "system " * 30, tools, messages)[0]  # the server counted no tools
+    # a tokenizer counting 20 % fewer tokens than chars/4 is no missing tools
+    assert not tools_left_out(int(0.8 * whole), "system " * 30, tools, messages)[0]
+    # tools a small share of a long conversation: not judged
+    long = [{"role": "user", "content": "word " * 20_000}]
+    assert not tools_left_out(1, "", tools, long)[0]

@@ -83,7 +83,9 @@ def test_a_prompt_too_large_for_the_window_is_not_sent_and_the_error_says_why():
         assert result.error is not None
         assert "more than the 6,000-token window" in result.error
         assert "one prompt (entry " in result.error and "Shorten it or split it over several cells" in result.error
-        assert "compaction cannot make it smaller" in result.error
+        # no compaction can make it fit: said first, and nothing summarised for nothing (issue 28)
+        assert "even after the deepest compaction (so none was run)" in result.error
+        assert not [r for r in server.requests if r.kind == "summary"]
         assert server.chat_calls == calls  # nothing was sent
 
 

@@ -578,3 +578,22 @@ def _fresh_kernels(jupyterlab):
         jupyterlab.shutdown_kernels()
     except Exception:  # noqa: BLE001 - the kernels may be gone already
         pass
+
+
+def test_status_follows_the_notebook_path_after_a_rename(jupyterlab, context):
+    """JupyterLab names a new notebook on its first save (a rename of Untitled.ipynb): the kernel
+    keeps running, and `%agent status` names the notebook by its new path (issue 28, item 9)."""
+    lab = jupyterlab
+    name, renamed = "Untitled3.ipynb", "named-on-first-save.ipynb"
+    _write_notebook(lab.root / name, ["%load_ext ipyagent", "%agent status"])
+    page = context.new_page()
+    _open(page, lab, name)
+    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    before = _text(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 1]))
+    assert "notebook path:" in before and name in before, before
+    # what the first save's "Rename file" dialog does: the contents API renames the file
+    page.evaluate("([a, b]) => window.jupyterapp.serviceManager.contents.rename(a, b)", [name, renamed])
+    page.wait_for_function(f"() => window.__ipa.ready({json.dumps(renamed)})", timeout=30_000)
+    after = _text(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [renamed, 1]))
+    assert f"notebook path: {renamed}" in after and name not in after, after
+    lab.shutdown_kernels()

@@ -76,7 +76,10 @@ class LlamaServer:
             self.process.wait(30)
 
 
-def start_server(log: Path, n_ctx: int = N_CTX) -> LlamaServer:
+TOOLS_FORMAT = ("--chat_format", "chatml-function-calling")  # what llama-cpp-python needs for tool calls
+
+
+def start_server(log: Path, n_ctx: int = N_CTX, extra: tuple[str, ...] = ()) -> LlamaServer:
     """Start the server on a free loopback port and wait until it lists its model; fail clearly
     when the package or the model is missing or the server dies."""
     missing = [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
@@ -86,7 +89,7 @@ def start_server(log: Path, n_ctx: int = N_CTX) -> LlamaServer:
     path = model_path()
     port = free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", MODEL_ALIAS,
-               "--n_ctx", str(n_ctx), "--host", "127.0.0.1", "--port", str(port), "--seed", "42"]
+               "--n_ctx", str(n_ctx), "--host", "127.0.0.1", "--port", str(port), "--seed", "42", *extra]
     started = time.monotonic()
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)

@@ -204,7 +204,10 @@ def test_tools_on_the_estimated_request_never_exceeds_the_window(real_provider_e
               "@_hooks.on('before_provider_request')\n"
               "def _count(event):\n"
               "    _requests.append([_runtime(get_ipython()).slot().agent.request_tokens(),\n"
-              "                      len(event.payload.tools)])\n")
+              "                      len(event.payload.tools)])\n"
+              # streamed, so that no reply carries usage: this test is about the estimate alone
+              # (a request with tools would otherwise go whole to this server, issue 28)
+              "    event.payload.options['stream'] = True\n")
     cells = agent_cells(6, tools=True)
     # the system prompt and the eight tools take ~1,350 of the 2,048 tokens: a small reserve (it
     # also caps the summary) and a small kept tail leave room for a prompt after each compaction

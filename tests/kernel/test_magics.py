@@ -289,6 +289,22 @@ def test_compact_with_focus(ip, server):
     assert "focusing on the database" in cap2.outputs[0].data["text/html"]
 
 
+def test_nothing_to_compact_with_an_unknown_window_says_the_kept_part_and_explore_agrees(ip, server):
+    server.enqueue_text("short")
+    run(ip, "", "hi")
+    assert rt(ip).slot().agent.context_window() is None  # the fake model is in no table
+    with capture_output() as cap:
+        ip.run_line_magic("compact", "")
+    shown = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
+    assert "Nothing to compact" in shown and "the context window is unknown" in shown
+    assert "kept recent part is 20,000 tokens" in shown and "%config Agent.context_window = N" in shown
+    with capture_output() as cap:
+        ip.run_line_magic("agent", "explore")
+    explored = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
+    # one rule: the same kept part and the same sentence, drawn on the assumed window
+    assert "window 128,000, assumed" in explored and "kept recent part is 20,000 tokens" in explored, explored
+
+
 def test_compact_cell_form_and_nothing_to_compact(ip, server):
     server.enqueue_text("short")
     run(ip, "", "hi")
@@ -622,3 +638,38 @@ def test_status_shows_the_budgets_derived_from_the_window_and_set_ones_that_cann
     text = status()
     assert "compacts above 1,536" in text and "above -" not in text
     assert text.count("cannot work with a 2,048-token window") == 1
+
+
+def test_small_wording_of_mcp_masks_status_and_tool_rounds(ip, server, tmp_path):
+    # %agent mcp, a server defined and not started: its definitions are not "~0 tokens"
+    ip.run_line_magic("config", 'Agent.mcp_servers = {"time": {"command": "no-such-mcp-server"}}')
+    ip.run_line_magic("config", "Agent.mcp_project_files = False")
+    with capture_output() as cap:
+        ip.run_line_magic("agent", "mcp")
+    assert "~0 tokens" not in cap.stdout and "no server has started yet" in cap.stdout, cap.stdout
+    ip.run_line_magic("config", "Agent.mcp_servers = {}")
+    # one masked tool result: singular, and unmasking does not repeat the mask's hint
+    ip.run_line_magic("config", 'Agent.tool_approval = "auto"')
+    server.enqueue_tool_call("python", {"code": "print(6 * 7)"})
+    server.enqueue_text("42.")
+    run(ip, "", "compute")
+    with capture_output() as masked:
+        ip.run_line_magic("agent", "mask --tool-results-before 0")
+    assert "masked 1 tool result in" in masked.stdout and "recall(entry_id)" in masked.stdout
+    with capture_output() as context:
+        ip.run_line_magic("agent", "context")
+    shown = context.stdout + "".join(o.data.get("text/plain", "") for o in context.outputs)
+    assert "masked: 1 tool result sent" in shown, shown
+    with capture_output() as unmasked:
+        ip.run_line_magic("agent", "unmask")
+    assert "unmasked 1 tool result in" in unmasked.stdout and "recall(entry_id)" not in unmasked.stdout
+    # free calls to a server on this machine: the cost says so
+    with capture_output() as status:
+        ip.run_line_magic("agent", "status")
+    assert "cost: free (local server)" in status.stdout, status.stdout
+    # one tool round is one round
+    ip.run_line_magic("config", "Agent.max_tool_rounds = 1")
+    server.enqueue_tool_call("python", {"code": "1"})
+    out = run(ip, "", "again")
+    assert "Stopped after 1 tool round (Agent.max_tool_rounds)" in out.stdout + "".join(
+        o.data.get("text/plain", "") for o in out.outputs)

@@ -13,6 +13,7 @@ from ipyagent.providers import (
     AuthenticationError,
     ModelRequest,
     OpenAIChatProvider,
+    ProviderNote,
     ServerError,
     StreamInterrupted,
     TextDelta,
@@ -381,3 +382,36 @@ def test_user_registered_provider(server):
         assert collect(provider.stream(ModelRequest(model=model, messages=[]))).message["provider"] == "mylocal"
     finally:
         unregister_provider("mylocal")
+
+
+def test_tools_go_with_tool_choice_auto_and_calls_with_a_string_content(server):
+    # llama-cpp-python's function-calling format drops tools without tool_choice, and rejects a
+    # null content beside tool calls
+    server.enqueue_text("ok")
+    history = [{"role": "user", "content": "hi"},
+               {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "python",
+                                                  "arguments": {"code": "1"}}],
+                "provider": "openai", "api": "openai-completions", "model": "m", "stopReason": "toolUse"},
+               {"role": "toolResult", "toolCallId": "c1", "toolName": "python",
+                "content": [{"type": "text", "text": "1"}], "isError": False}]
+    collect(server.provider("openai").stream(request(*history, tools=[PYTHON_TOOL])))
+    body = server.last_request.body
+    assert body["tool_choice"] == "auto"
+    assert body["messages"][2]["content"] == "" and body["messages"][2]["tool_calls"]
+
+
+def test_a_stream_with_tools_that_comes_back_empty_sends_such_requests_whole_from_then_on(server):
+    provider = server.provider("openai")
+    server.enqueue_raw([])  # a 200 stream with no event: llama-cpp-python when the reply calls a tool
+    server.enqueue_tool_call("python", {"code": "1 + 1"})
+    first = collect(provider.stream(request(tools=[PYTHON_TOOL])))
+    assert first.message["content"][0]["type"] == "toolCall"
+    notes = [e for e in first.events if isinstance(e, ProviderNote)]
+    assert len(notes) == 1 and "go whole from now on" in notes[0].text
+    server.enqueue_text("done")
+    again = collect(provider.stream(request(tools=[PYTHON_TOOL])))
+    assert server.last_request.body["stream"] is False  # whole at once, no empty stream first
+    assert not [e for e in again.events if isinstance(e, ProviderNote)]
+    server.enqueue_text("plain")
+    collect(provider.stream(request()))
+    assert server.last_request.body["stream"] is True  # without tools it streams as before

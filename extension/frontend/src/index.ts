@@ -140,6 +140,21 @@ class DocumentBridge {
       this.liftJournals();
       this.scheduleMove();
     });
+    // a rename (and the rename of a new notebook on its first save): the kernel follows the path
+    panel.context.pathChanged.connect((_, path) => this.onPathChanged(path), this);
+  }
+
+  /** The comms that said hello on this document's kernels, each told of a new path. */
+  private readonly comms = new Set<Kernel.IComm>();
+
+  private onPathChanged(path: string): void {
+    for (const comm of [...this.comms]) {
+      if (comm.isDisposed) {
+        this.comms.delete(comm);
+      } else {
+        send(comm, { type: 'path', path });
+      }
+    }
   }
 
   /** A problem of the store, said once per page (a console warning and a notification). */
@@ -294,6 +309,7 @@ class DocumentBridge {
     comm.onMsg = (m: KernelMessage.ICommMsgMsg) => this.onCommMsg(comm, m);
     waitForSubshell(comm, kernel);
     if (readMessage(msg.content.data)?.type === 'hello') {
+      this.comms.add(comm);
       send(comm, {
         type: 'hello_ack',
         protocol: PROTOCOL,

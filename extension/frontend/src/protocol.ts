@@ -87,4 +87,8 @@ export type Cells =
   | { type: 'cells'; seq: Json; cells: CellText[]; path: string | null }
   | { type: 'cells'; seq: Json; error: string };
 
-export type ToKernel = HelloAck | Ack | InsertCellAck | Cells;
+/** The document was renamed or saved under a new name (JupyterLab names a new notebook on its
+ * first save): the path, relative to the server's root, as `hello_ack` gave it. */
+export type PathChanged = { type: 'path'; path: string | null };
+
+export type ToKernel = HelloAck | Ack | InsertCellAck | Cells | PathChanged;

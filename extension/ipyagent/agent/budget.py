@@ -20,7 +20,7 @@ from typing import Any
 from ipyagent.providers import models
 from ipyagent.providers.discovery import Discovery
 from ipyagent.session.messages import Message, current_tools, system_prompt_text
-from ipyagent.session.tokens import estimated_texts, usage_tokens
+from ipyagent.session.tokens import estimated_texts, message_chars, usage_tokens
 from ipyagent.text import chars4
 
 MAX_TOKEN_FACTOR = 4.0
@@ -63,6 +63,38 @@ def resolve_window(provider: str, model: str, discovery: Discovery | None, confi
     return info
 
 
+LEARNED_WINDOW = "learned_window"  # the key, in a session's saved settings, of a window an overflow revealed
+
+
+def learned_window_setting(model_string: str) -> dict[str, Any] | None:
+    """The window an overflow error revealed for ``model_string`` in this kernel, as saved with the
+    session (with its source), or None."""
+    if ":" not in model_string:
+        return None
+    provider, model = model_string.split(":", 1)
+    window = models.learned_window(provider, model)
+    if not window:
+        return None
+    return {"model": model_string, "window": window, "source": "error", "detail": "an overflow error named it"}
+
+
+def restore_learned_window(settings: Any) -> int | None:
+    """Learn again the window a session's saved settings hold (after a restart or a reopen);
+    returns it. A value that is no window is ignored."""
+    saved = settings.get(LEARNED_WINDOW) if isinstance(settings, dict) else None
+    if not isinstance(saved, dict):
+        return None
+    model_string, window = saved.get("model"), saved.get("window")
+    if not isinstance(model_string, str) or ":" not in model_string or isinstance(window, bool) \
+            or not isinstance(window, int) or window <= 0:
+        return None
+    provider, model = model_string.split(":", 1)
+    known = models.learned_window(provider, model)
+    if not known or window < known:
+        models.learn_window(provider, model, window)
+    return window
+
+
 def tool_dicts(tool_specs: Iterable[Any]) -> list[Any]:
     return [s.to_dict() if hasattr(s, "to_dict") else s for s in tool_specs]
 
@@ -100,6 +132,34 @@ def token_factor(discovery: Discovery | None) -> float:
     if estimate <= 0:
         return 1.0
     return min(MAX_TOKEN_FACTOR, max(1.0, discovery.sample_tokens / estimate))
+
+
+def raw_token_ratio(discovery: Discovery | None) -> float:
+    """Real tokens per chars/4-estimated token as the server's tokenizer counted the sample, not
+    clamped (:func:`token_factor` never goes below 1); 1 when unknown."""
+    if discovery is None or not discovery.sample_tokens or not discovery.sample:
+        return 1.0
+    estimate = chars4(discovery.sample)
+    return min(MAX_TOKEN_FACTOR, max(1 / MAX_TOKEN_FACTOR, discovery.sample_tokens / estimate)) if estimate else 1.0
+
+
+TOOLS_SHARE_TO_JUDGE = 0.5  # tool definitions at least half the rest of the request: tokenizers differ less
+
+
+def tools_left_out(reported: int, system_prompt: str, tool_specs: Iterable[Any], messages: Iterable[Message],
+                   ratio: float = 1.0) -> tuple[bool, int, int]:
+    """Whether a server's reported prompt tokens say it left the tool definitions out of the
+    prompt (llama-cpp-python without a function-calling chat format does, silently): the count is
+    nearer the request without the tools than the request with them. Judged only when the
+    definitions are a large share of the request, so that a tokenizer counting differently from
+    chars/4 cannot pass for missing tools. Returns (left out?, the request's estimate, the tools')."""
+    specs = tool_dicts(tool_specs)
+    tools = chars4(specs) if specs else 0
+    rest = chars4(system_prompt or "") + sum(math.ceil(message_chars(m) / 4) for m in messages)
+    whole = math.ceil((rest + tools) * ratio)
+    if not tools or reported <= 0 or tools < TOOLS_SHARE_TO_JUDGE * rest:
+        return False, whole, math.ceil(tools * ratio)
+    return reported < (rest + tools / 2) * ratio, whole, math.ceil(tools * ratio)
 
 
 def request_tokens(session: Any, system_prompt: str, tool_specs: Iterable[Any], factor: float = 1.0) -> int:

@@ -22,10 +22,12 @@ from ipyagent.agent import events as ev
 from ipyagent.agent.budget import (
     WindowInfo,
     calibration_sample,
+    raw_token_ratio,
     request_tokens,
     resolve_window,
     system_tools_tokens,
     token_factor,
+    tools_left_out,
 )
 from ipyagent.agent.compaction_oracle import CompactionRuling
 from ipyagent.agent.config import AgentConfig
@@ -49,7 +51,7 @@ from ipyagent.compaction.settings import Budget, CompactionSettings, fit_budget,
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact, Session
 from ipyagent.providers import discovery, models
-from ipyagent.providers.base import MessageDone, ModelRequest, Provider, Retrying, TextDelta
+from ipyagent.providers.base import MessageDone, ModelRequest, Provider, ProviderNote, Retrying, TextDelta
 from ipyagent.providers.discovery import Discovery
 from ipyagent.providers.errors import ContextOverflowError, ProviderError, StreamInterrupted
 from ipyagent.providers.overflow import is_silent_overflow
@@ -69,7 +71,7 @@ from ipyagent.session.messages import (
     unanswered_tool_calls,
     user_message,
 )
-from ipyagent.session.tokens import normalize_usage
+from ipyagent.session.tokens import normalize_usage, usage_tokens
 
 Listener = Callable[[Any], None]
 __all__ = ["Agent", "AgentRunError", "RunPorts", "RunResult", "ToolResultSource"]
@@ -80,6 +82,15 @@ OVERFLOW_GAVE_UP = ("Context overflow recovery failed after one compact-and-retr
 
 # Agent.compact's reason -> the trigger its entry records
 _TRIGGER_OF = {"manual": "manual", "threshold": "foreground", "overflow": "overflow", "idle": "idle"}
+
+
+def tools_left_out_message(reported: int, whole: int, tools: int, count: int) -> str:
+    return (f"The server left the tool definitions out of the prompt: it counted {reported:,} prompt tokens, where "
+            f"the request holds about {whole:,} with the {count} tool definitions (about {tools:,} of them). The "
+            "model cannot call a tool this way; a reply that says it ran one made it up. For tools, start "
+            "llama-cpp-python's server with --chat_format chatml-function-calling, or use a model and server that "
+            "support tool calls (Ollama, llama.cpp's llama-server --jinja, vLLM --enable-auto-tool-choice); "
+            "without tools, run the cells with %%agent --no-tools.")
 
 
 class AgentRunError(RuntimeError):
@@ -125,6 +136,11 @@ class Agent:
         self._listeners: list[Listener] = []
         self._run_entries: list[dict[str, Any]] | None = None
         self._said: set[str] = set()  # notices given once (budgets that do not fit the window)
+        self._run_said: set[str] = set()  # what this run said already (a compaction skipped, and why)
+        # whether the server's count of a prompt with tools was read (left out or not), and whether a
+        # streamed reply to one came without usage (then the next goes whole once: _whole_for_tools)
+        self._tools_judged = False
+        self._streamed_without_usage = False
         self.system_context: SystemContext | None = None  # the notebook's, as the last prompt parts read it
 
     # ---- what the agent works on, and what a run takes from outside -------------------------
@@ -388,8 +404,11 @@ class Agent:
             self._emit(ev.CompactionEnd(reason, aborted=True, duration=time.monotonic() - started))
             raise
         except (NothingToCompact, CompactionCancelled, SummarizerError) as exc:
-            self._emit(ev.CompactionEnd(reason, error=str(exc), aborted=isinstance(exc, CompactionCancelled),
-                                        duration=time.monotonic() - started))
+            repeated = reason != "manual" and isinstance(exc, NothingToCompact) and str(exc) in self._run_said
+            self._run_said.add(str(exc))
+            if not repeated:  # an automatic compaction skipped for the same reason is said once a run
+                self._emit(ev.CompactionEnd(reason, error=str(exc), aborted=isinstance(exc, CompactionCancelled),
+                                            duration=time.monotonic() - started))
             if reason == "manual":
                 raise
             if isinstance(exc, SummarizerError):
@@ -419,6 +438,8 @@ class Agent:
         settings, window = budget.settings(self.config.compaction.enabled), budget.window
         if not should_compact(self.request_tokens(), window, settings):
             return None
+        if not self.fits_after_deepest_compaction():
+            return None  # no summary makes room: the request's check says what is too large
         if self.config.auto_mask_turns is not None and self._auto_mask(self.config.auto_mask_turns) \
                 and not should_compact(self.request_tokens(), window, settings):
             return None  # masking old tool results made room: no summary needed
@@ -438,6 +459,19 @@ class Agent:
         fixed, factor = self.fixed_tokens(), self.token_factor()
         return lambda after: fixed + math.ceil(after * factor) <= threshold
 
+    def fits_after_deepest_compaction(self) -> bool:
+        """Whether the next request could fit the window after the deepest compaction there is: one
+        that cuts at the last cut point, keeping only from there (a prompt, or a tool call with its
+        results, is never cut), with a summary counted as nothing. When it could not, a compaction
+        cannot help and is not run."""
+        window = self.context_window()
+        if not window:
+            return True
+        state = self.session.context_state()
+        start = state.cut_points[-1] if state.cut_points else 0
+        kept = math.ceil(sum(state.entry_tokens[start:]) * self.token_factor())
+        return self.fixed_tokens() + kept + (self.config.max_output_tokens or 0) <= window
+
     def _request_fits(self) -> tuple[bool, int, int | None]:
         window = self.context_window()
         tokens = self.request_tokens()
@@ -449,7 +483,7 @@ class Agent:
         fits, tokens, window = self._request_fits()
         if fits:
             return
-        if self.config.compaction.enabled and not self.failures.blocked:
+        if self.config.compaction.enabled and not self.failures.blocked and self.fits_after_deepest_compaction():
             self.compact(reason="threshold")
             fits, tokens, window = self._request_fits()
             if fits:
@@ -465,6 +499,8 @@ class Agent:
             why = "and automatic compaction is off (Agent.auto_compact = False; %compact compacts by hand)"
         elif self.failures.blocked:
             why = "and automatic compaction has stopped after failing (see above; %compact retries)"
+        elif not self.fits_after_deepest_compaction():
+            why = "even after the deepest compaction (so none was run)"
         else:
             why = "and compaction cannot make it smaller"
         head = (f"The next request would hold about {tokens:,} tokens"
@@ -543,6 +579,7 @@ class Agent:
         check once the run has ended (the kernel compacts in its idle time instead, kernel/idle.py)."""
         self._model()
         self.cancel.clear()
+        self._run_said = set()
         entries: list[dict[str, Any]] = []
         self._run_entries = entries
         result = RunResult(new_entries=entries)
@@ -609,9 +646,12 @@ class Agent:
             if not calls:
                 return stored
             if self.config.max_tool_rounds and rounds >= self.config.max_tool_rounds:
-                raise AgentRunError(f"Stopped after {rounds} tool rounds (Agent.max_tool_rounds).")
+                raise AgentRunError(f"Stopped after {rounds} tool round{'s' * (rounds != 1)} (Agent.max_tool_rounds).")
 
     def _recover_from_overflow(self, reason: str) -> None:
+        _, tokens, window = self._request_fits()
+        if window and not self.fits_after_deepest_compaction():
+            raise AgentRunError(f"Context overflow ({reason}). " + self._too_large(tokens, window))
         self._emit(ev.AgentError(f"Context overflow ({reason}); compacting and retrying once.", kind="overflow"))
         if self.compact(reason="overflow") is None:
             raise AgentRunError(f"Context overflow, and compaction was not possible. {OVERFLOW_GAVE_UP}")
@@ -635,9 +675,45 @@ class Agent:
             request = replaced["payload"]
         return request
 
+    def _say_once(self, key: str, message: str) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            self._emit(ev.Notice(message))
+
+    def _whole_for_tools(self, provider: Provider, request: ModelRequest, model_id: str) -> ModelRequest:
+        """One request that offers tools goes whole to a server whose streams carry no usage
+        (llama-cpp-python, known by its model listing, or any whose streamed reply came without
+        usage): whole answers carry usage, the server's own count of the prompt, which shows
+        whether it passed the tools to the model (:meth:`_check_tools_sent`). Once judged, requests
+        stream again."""
+        if not request.tools or self._tools_judged or "stream" in request.options \
+                or not getattr(provider, "streaming", False):
+            return request
+        found = self._discovery(model_id)
+        if not (self._streamed_without_usage or (found is not None and found.server == "llama-cpp-python")):
+            return request
+        return dataclasses.replace(request, options={**request.options, "stream": False})
+
+    def _check_tools_sent(self, request: ModelRequest, message: dict[str, Any], model_id: str) -> None:
+        """Say once when the server's own count of the prompt shows it left the tool definitions out."""
+        if not request.tools or self._tools_judged:
+            return
+        usage = message.get("usage") or {}
+        reported = usage_tokens(usage) - int(usage.get("output") or 0)
+        if reported <= 0:
+            self._streamed_without_usage = request.options.get("stream") is not False
+            return
+        self._tools_judged = True
+        if tool_calls_of(message):
+            return
+        left_out, whole, tools = tools_left_out(reported, request.system_prompt, request.tools, request.messages,
+                                                raw_token_ratio(self._discovery(model_id)))
+        if left_out:
+            self._say_once("tools-left-out", tools_left_out_message(reported, whole, tools, len(request.tools)))
+
     def _call_model(self, model_id: str) -> dict[str, Any]:
         provider = self._provider()
-        request = self.request(model_id)
+        request = self._whole_for_tools(provider, self.request(model_id), model_id)
         self._emit(ev.RequestStart(self.config.model, self.request_tokens(), len(request.messages)))
         message = None
         received: list[str] = []
@@ -653,6 +729,9 @@ class Agent:
                         received.append(event.text)
                     elif isinstance(event, Retrying):
                         received.clear()
+                    elif isinstance(event, ProviderNote):
+                        self._say_once(event.text, event.text)
+                        continue
                     self._emit(event)
         except StreamInterrupted as exc:
             self._append(exc.partial)  # what arrived, recorded as an aborted message
@@ -667,6 +746,7 @@ class Agent:
             raise AgentRunError(str(exc)) from exc
         if message is None:
             raise AgentRunError("The provider's stream ended without a message.")
+        self._check_tools_sent(request, message, model_id)
         return message
 
     def _aborted_message(self, model_id: str, text: str) -> dict[str, Any]:

@@ -652,6 +652,11 @@ class KernelBridge:
                 self.on_hello_ack(dict(data))
             # A new frontend: whatever was never acknowledged goes to it now.
             self.resend_unacked()
+        elif kind == "path":
+            path = data.get("path")
+            with self._lock:
+                if c is self._comm and self._hello_ack is not None and (path is None or isinstance(path, str)):
+                    self._hello_ack["path"] = path  # renamed (or named on its first save)
         elif kind == "ack":
             with self._lock:
                 seq = data.get("seq")

@@ -126,6 +126,10 @@ def budget_of(args: argparse.Namespace, stored: dict[str, Any]) -> Budget:
     window = stored.get("context_window")
     if _is_int(window) and window > 0:
         return Budget(settings, window, "stored with the session")
+    learned = stored.get("learned_window")
+    window = learned.get("window") if isinstance(learned, dict) else None
+    if _is_int(window) and window > 0:
+        return Budget(settings, window, "learned from an overflow error, stored with the session")
     return Budget(settings, None, "")
 
 

@@ -16,6 +16,18 @@ from typing import Any
 PI_RESERVE_TOKENS = 16384
 PI_KEEP_RECENT_TOKENS = 20000
 FULL_BUDGET_WINDOW = 65536  # from this window up Pi's values are kept; below it both scale with the window
+# With the window unknown the budget is Pi's defaults, those of every window from FULL_BUDGET_WINDOW
+# up: %compact uses them, and %agent explore draws them on a window of this size.
+ASSUMED_WINDOW = 128_000
+
+
+def unknown_window_note(reserve: int, keep: int) -> str:
+    """What the budget is while the context window is unknown, and how to set it: one sentence for
+    %compact, the budget's users and %agent explore."""
+    return (f"the context window is unknown, so the kept recent part is {keep:,} tokens and the reserve "
+            f"{reserve:,} (Pi's defaults; %agent explore draws them on an assumed {ASSUMED_WINDOW:,}-token "
+            "window). Set the window (%config Agent.context_window = N) to have both derived from it, or the "
+            "kept part itself (%config Agent.keep_recent_tokens = N)")
 
 
 @dataclass

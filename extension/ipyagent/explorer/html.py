@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ipyagent.compaction.settings import unknown_window_note
 from ipyagent.compaction.summarizer import SummaryRequest
 from ipyagent.display.untrusted import escape_html
 from ipyagent.explorer.plan import Box, Exploration, entry_label
@@ -155,11 +156,14 @@ def _lines(x: Exploration) -> list[str]:
         lines.append(f"Tokens (estimated): before {_n(x.estimated_before)} → after {_n(x.kept_tokens)} kept + the "
                      f"summary, at most {_n(x.after_max_tokens)} in all (the summary may take up to "
                      f"{_n(x.summary_max_tokens)}; one that would not shrink the context is rejected).")
-    window = f"window {_n(x.settings.window)}" + ("" if x.window_known else ", assumed: the model's window is unknown")
+    window = f"window {_n(x.settings.window)}" + ("" if x.window_known else ", assumed")
     verdict = "it would compact automatically now" if x.would_compact else "below that: no automatic compaction yet"
     counted = "" if x.tokens_before == x.estimated_before else " (the last reply's usage plus estimates after it)"
     lines.append(f"Trigger: compacts above {_n(x.threshold)} tokens ({window}, minus reserve "
                  f"{_n(x.settings.reserve_tokens)}); the context counts {_n(x.tokens_before)}{counted}: {verdict}.")
+    if not x.window_known:
+        note = unknown_window_note(x.settings.reserve_tokens, x.settings.keep_recent_tokens)
+        lines.append(note[0].upper() + note[1:] + ".")
     lines.append(f"Path: {_plural(x.path_length, 'entry', 'entries')} of {_n(x.entries_total)} in session "
                  f"{x.session_name!r}; tokens estimated with {x.estimator_name}"
                  + (f"; from {x.source}" if x.source else "") + ".")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.loop import Agent
 from ipyagent.compaction.prepare import CompactionPlan
-from ipyagent.compaction.settings import CompactionSettings, fit_budget
+from ipyagent.compaction.settings import ASSUMED_WINDOW, CompactionSettings, fit_budget
 from ipyagent.display.untrusted import escape_html
 from ipyagent.explorer.html import (
     legend_html,
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CompactionExplorer", "explore", "explorer_for_slot"]
 
-ASSUMED_WINDOW = 128_000  # when neither the settings nor the model table know the window
 # Building the summariser's input slower than this (a huge history): an open input section is
 # no longer rebuilt on every slider move, it offers a button instead.
 SLOW_INPUT_MS = 150.0

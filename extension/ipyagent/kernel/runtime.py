@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from ipyagent.agent.budget import LEARNED_WINDOW, learned_window_setting
 from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.ports import RunPorts
@@ -282,7 +283,11 @@ class AgentRuntime:
 
     def settings_of(self, slot: SessionSlot, config: AgentConfig | None = None) -> dict[str, Any]:
         settings = dict(slot.settings)
-        settings.update((config or self.agent_config()).saved_settings())
+        config = config or self.agent_config()
+        settings.update(config.saved_settings())
+        learned = learned_window_setting(config.model)
+        if learned:  # survives a restart and a reopen, and `ipyagent inspect` reads it
+            settings[LEARNED_WINDOW] = learned
         slot.settings = settings
         return settings
 

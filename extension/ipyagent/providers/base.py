@@ -88,6 +88,14 @@ class Retrying:
 
 
 @dataclass
+class ProviderNote:
+    """Something the provider changed about how it talks to this server, said once (a server whose
+    streams with tools come back empty gets such requests whole from then on)."""
+
+    text: str
+
+
+@dataclass
 class MessageDone:
     """Always the last event: the complete Pi assistant message (stopReason stop/length/toolUse,
     or aborted when the stream was interrupted)."""
@@ -96,7 +104,8 @@ class MessageDone:
 
 
 StreamEvent = (
-    TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | UsageUpdate | Retrying | MessageDone
+    TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | UsageUpdate | Retrying | ProviderNote
+    | MessageDone
 )
 
 

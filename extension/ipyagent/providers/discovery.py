@@ -81,6 +81,7 @@ class Discovery:
     sample: str = ""  # the text counted with the server's tokenizer
     sample_tokens: int | None = None
     tokenizer: str = ""  # the endpoint that counted it
+    server: str = ""  # the server, where an endpoint only it has answered ("llama-cpp-python")
     notes: list[str] = field(default_factory=list)  # published values skipped as no window
 
 
@@ -138,6 +139,15 @@ def model_entry(listing: Any, model: str) -> dict[str, Any] | None:
         if isinstance(entry.get("id"), str) and _same_model(entry["id"], model):
             return entry
     return entries[0] if len(entries) == 1 else None
+
+
+def server_of_entry(entry: Any) -> str:
+    """The server a model listing's entry comes from, where its shape says so: llama-cpp-python
+    lists ``{"id", "object", "owned_by": "me", "permissions": []}`` (its ``ModelData``)."""
+    if isinstance(entry, dict) and entry.get("owned_by") == "me" and entry.get("permissions") == [] \
+            and set(entry) <= {"id", "object", "owned_by", "permissions"}:
+        return "llama-cpp-python"
+    return ""
 
 
 def window_from_entry(entry: dict[str, Any], where: str, notes: list[str] | None = None) -> Found | None:
@@ -221,6 +231,7 @@ class _Prober:
         self.client, self.base, self.root, self.headers = client, base_url.rstrip("/"), server_root(base_url), headers
         self.failures: list[str] = []
         self.notes: list[str] = []  # published values skipped as no window
+        self.server = ""
         self.deadline = time.monotonic() + PROBE_DEADLINE
 
     def json(self, method: str, url: str, body: Any = None) -> Any:
@@ -263,6 +274,7 @@ class _Prober:
         fallback: Found | None = None
         path = self.base[len(self.root):] or ""
         entry = model_entry(self.json("GET", f"{self.base}/models"), model)
+        self.server = server_of_entry(entry)
         found = window_from_entry(entry, f"GET {path}/models", self.notes) if entry else None
         if found and found.runtime:
             return found, False
@@ -319,7 +331,7 @@ def probe(provider: Any, model: str, sample: str = "") -> Discovery:
     try:
         prober = _Prober(client, base, headers)
         found, provisional = prober.window(model)
-        result = Discovery(provisional=provisional, sample=sample, notes=prober.notes)
+        result = Discovery(provisional=provisional, sample=sample, notes=prober.notes, server=prober.server)
         skipped = f" ({'; '.join(prober.notes[:3])})" if prober.notes else ""
         if found:
             result.window, result.where = found.window, found.where + skipped
@@ -330,6 +342,8 @@ def probe(provider: Any, model: str, sample: str = "") -> Discovery:
         counted = prober.count(model, sample) if sample else None
         if counted:
             result.sample_tokens, result.tokenizer = counted
+            if result.tokenizer == "POST /extras/tokenize":
+                result.server = "llama-cpp-python"
         return result
     finally:
         client.close()

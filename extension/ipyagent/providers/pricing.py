@@ -54,6 +54,25 @@ def _load() -> Any:
         return None
 
 
+def is_local_server(base_url: str) -> bool:
+    """Whether ``base_url`` points at this machine or a private network (a local model server,
+    whose calls cost nothing): a loopback or private address, ``localhost`` or a ``.local`` name."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(base_url).hostname or "").lower()
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith((".localhost", ".local")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private
+
+
 def price_id(provider: str) -> str | None:
     """The genai-prices provider id for an ipyagent provider name; None for local servers."""
     if provider in FREE_PROVIDERS:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, magics_class
 
+from ipyagent.compaction.settings import unknown_window_note
 from ipyagent.compaction.summarizer import SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
 from ipyagent.display.stream import error_bundle
@@ -54,6 +55,19 @@ def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: fl
     }
 
 
+def _nothing_to_compact(agent: Any, reason: str, tokens: int) -> str:
+    """Why nothing was compacted; with the window unknown, what the kept part is and how to set it."""
+    try:
+        known = agent.context_window()
+    except ValueError:
+        known = None
+    if known:
+        return reason
+    budget = agent.budget()
+    return (f"{reason.rstrip('.')} (the conversation holds about {tokens:,} tokens): "
+            f"{unknown_window_note(budget.reserve_tokens, budget.keep_recent_tokens)}.")
+
+
 def run_compact(runtime: AgentRuntime, line: str, cell: str | None = None) -> None:
     args = parse_argstring(_compact_args, line)
     if runtime.idle.join() is not None:  # it joined a compaction in the kernel's idle time: that is this one
@@ -77,7 +91,9 @@ def run_compact(runtime: AgentRuntime, line: str, cell: str | None = None) -> No
         started = time.monotonic()
         try:
             entry = run.agent.compact(focus or None, extra={"cellId": run.cell_id} if run.cell_id else None)
-        except (NothingToCompact, CompactionCancelled) as exc:
+        except NothingToCompact as exc:
+            run.note(_nothing_to_compact(run.agent, str(exc), before))
+        except CompactionCancelled as exc:
             run.note(str(exc))
         except (SummarizerError, ValueError) as exc:
             if run.view is not None:

@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 
 def _report(verb: str, runtime: AgentRuntime, slot: Any, entries: list[dict[str, Any]], before: int) -> None:
     after = runtime.budget_agent(slot).request_tokens()
+    hint = "; recall(entry_id) returns a masked one in full" if verb == "masked" else ""
     print(f"{verb} {len(entries)} tool result{'s' if len(entries) != 1 else ''} in session {slot.name!r}: "
-          f"context {before:,} → {after:,} tokens (with the system prompt and tools, as the budget counts them); "
-          "recall(entry_id) returns a masked one in full")
+          f"context {before:,} → {after:,} tokens (with the system prompt and tools, as the budget counts them)"
+          f"{hint}")
 
 
 @command("mask", group=CONTEXT)

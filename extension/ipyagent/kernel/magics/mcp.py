@@ -50,7 +50,14 @@ def mcp_report(runtime: AgentRuntime, *, window: int | None) -> str:
             for tool in row.tools:
                 lines.append(f"    {tool.name}: {one_line(tool.description, 90)}")
         total += row.tokens
-    lines.append(f"MCP tool definitions in all: ~{total:,} tokens (counted in the budget like the built-in tools').")
+    waiting = [r for r in rows if not (r.tools or r.listed) and r.state != "ready" and r.state != "disabled"]
+    if waiting and not any(r.tools or r.listed for r in rows):
+        lines.append("MCP tool definitions in all: not counted, no server has started yet (%agent mcp start "
+                     "starts them now); once started they count in the budget like the built-in tools'.")
+    else:
+        later = f"; {len(waiting)} server{'s' * (len(waiting) != 1)} not started yet" if waiting else ""
+        lines.append(f"MCP tool definitions in all: ~{total:,} tokens (counted in the budget like the built-in "
+                     f"tools'){later}.")
     return "\n".join(lines)
 
 

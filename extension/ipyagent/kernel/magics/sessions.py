@@ -252,6 +252,7 @@ def agent_import(runtime: AgentRuntime, rest: str) -> None:
 def agent_load(runtime: AgentRuntime, rest: str) -> None:
     """Merge the sessions stored in another file into this kernel, by entry id."""
     args = parse_argstring(agent_load, rest)
+    from ipyagent.agent.budget import restore_learned_window
     from ipyagent.agent.config import upgrade_saved_settings
     from ipyagent.kernel.persistence import SessionSlot, merge_into
     from ipyagent.store.hydration import load_path
@@ -268,6 +269,7 @@ def agent_load(runtime: AgentRuntime, rest: str) -> None:
             summary.append(f"{name}: {added} new entries merged")
         else:
             runtime.slots[name] = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin="load")
+            restore_learned_window(runtime.slots[name].settings)
             summary.append(f"{name}: {len(session)} entries")
     if found.active in runtime.slots:
         runtime.active = found.active

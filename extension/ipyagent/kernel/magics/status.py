@@ -47,6 +47,21 @@ def budget_words(agent: Any) -> str:
 # ---- status, config, model ---------------------------------------------------------------------
 
 
+def _local_model(config: Any) -> bool:
+    """Whether the session model is served from this machine or a private network (free)."""
+    from ipyagent.providers.pricing import is_local_server
+    from ipyagent.providers.registry import resolve_provider
+
+    if not config.model:
+        return False
+    try:
+        provider = resolve_provider(config.model, config.provider_options)[0]
+    except ValueError:
+        return False
+    base_url = getattr(provider, "base_url", None)
+    return isinstance(base_url, str) and is_local_server(base_url)
+
+
 @command("status", group=STATUS_AND_SETTINGS)
 @magic_arguments()
 def agent_status(runtime: AgentRuntime, rest: str) -> None:
@@ -57,9 +72,14 @@ def agent_status(runtime: AgentRuntime, rest: str) -> None:
     lines = [f"session {slot.name!r}: {len(slot.session)} entries, leaf {slot.session.leaf_id}",
              f"persistence: {runtime.bridge_state()}"]
     result = runtime.load_result
-    if result is not None:
+    shown = runtime.bridge.path if runtime.bridge is not None else None
+    if shown:  # the frontend's path follows a rename; the kernel's (found at load) does not
+        lines.append(f"notebook path: {shown} (the frontend's, relative to the server's root)")
+    elif result is not None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
-    lines.append(cost_text(facts.costs) or "cost: no priced calls yet")
+    lines.append(cost_text(facts.costs) if facts.costs is not None and facts.costs.priced
+                 else "cost: free (local server)" if _local_model(runtime.agent_config())
+                 else cost_text(facts.costs) or "cost: no priced calls yet")
     lines.append("pins: " + pins_note(active_pins(slot.session.entries)))
     lines.append(last_compaction_note(slot.session.compactions()) or "last compaction: none yet")
     lines.append(runtime.idle.status())
@@ -145,7 +165,8 @@ def context_report(runtime: AgentRuntime, slot: SessionSlot) -> tuple[list[tuple
     masked = slot.session.masked_entries()
     if masked:
         listed = "\n".join(f"{e['id']}: {masking.placeholder(e)}" for e in masked if masking.is_tool_result(e))
-        label = (f"masked: {len(masked)} tool results sent as placeholders ({masking.masked_chars(masked):,} "
+        results = f"{len(masked)} tool result{'s' * (len(masked) != 1)}"
+        label = (f"masked: {results} sent as placeholders ({masking.masked_chars(masked):,} "
                  "chars left out; recall returns them)")
         parts.append((label, 0, listed))
     redact = probe.redactor().text  # instruction files, pins, old entries: no key is shown

@@ -78,7 +78,8 @@ def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[d
             text = "".join(b["text"] for b in message["content"] if b["type"] == "text")
             calls = [_wire_call(b, same=message.get("provider") == provider)
                      for b in message["content"] if b["type"] == "toolCall"]
-            wire: dict[str, Any] = {"role": "assistant", "content": text or None}
+            # "" rather than null beside tool calls: OpenAI takes either, llama-cpp-python only a string
+            wire: dict[str, Any] = {"role": "assistant", "content": text or ("" if calls else None)}
             if calls:
                 wire["tool_calls"] = calls
             if text or calls:
@@ -133,10 +134,14 @@ class OpenAIChatProvider(HTTPProvider):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if not self.streaming:
+        whole = request.options.get("stream") is False or (bool(request.tools) and self.tools_whole)
+        if not self.streaming or whole:
             body = self.unstreamed(body)
         if request.tools:
             body["tools"] = [{"type": "function", "function": t.to_dict()} for t in request.tools]
+            # OpenAI's default with tools, said aloud: llama-cpp-python's function-calling chat
+            # format takes a missing tool_choice for "none" and leaves the tools out of the prompt
+            body["tool_choice"] = "auto"
         if request.max_tokens:
             # api.openai.com wants the new name; compatible servers mostly know only the old one
             field = "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"

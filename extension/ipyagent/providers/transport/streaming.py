@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from ipyagent.providers.base import MessageDone, ModelRequest, StreamEvent
+from ipyagent.providers.base import MessageDone, ModelRequest, ProviderNote, StreamEvent
 from ipyagent.providers.errors import (
     AuthenticationError,
     BadRequestError,
@@ -89,6 +89,9 @@ class HTTPProvider:
         self.no_content_timeout = float(no_content_timeout) if no_content_timeout else NO_CONTENT_TIMEOUT
         self.total_timeout = float(total_timeout) if total_timeout else TOTAL_TIMEOUT
         self._lock = threading.Lock()
+        # set when a stream that offered tools came back empty and the same request sent whole was
+        # answered (llama-cpp-python cannot stream a tool call): such requests go whole from then on
+        self.tools_whole = False
 
     def __repr__(self) -> str:  # never shows the key, nor the base URL's credentials
         return f"{type(self).__name__}(name={self.name!r}, base_url={self.shown_base_url!r})"
@@ -204,6 +207,13 @@ class HTTPProvider:
                     response = self._open(url, plain, headers, ctx, client=spare)
                     _watch(cancel, finished, response, deadlines)
                     stop = yield from self.events(self._unstreamed(response, ctx), builder, ctx, cancel)
+                    if body.get("tools") and not self.tools_whole and stop != "aborted":
+                        self.tools_whole = True
+                        yield ProviderNote(
+                            f"{self.label} at {self.shown_base_url} answered a streamed request that offered "
+                            "tools with an empty stream, and the same request sent whole with a reply: requests "
+                            "with tools go whole from now on (their text shows when each reply is complete). "
+                            "llama-cpp-python's server does this whenever the model calls a tool.")
             except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # configuration, not bad luck
                 raise BadRequestError(f"{self.label}: invalid base URL {self.shown_base_url!r} "
                                       f"({ctx.scrub(str(exc))}); it should look like {self.default_base_url!r}"
