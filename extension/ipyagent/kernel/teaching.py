@@ -23,6 +23,8 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent.text import one_line
+
 __all__ = ["current_session", "overhead_tokens", "timeline", "usage_table", "CompactionSpy", "Drawing",
            "context_preview"]
 
@@ -88,11 +90,6 @@ def _text(content: Any) -> str:
         elif block.get("type") == "toolCall":
             parts.append(f"{block.get('name')}(…)")
     return " ".join(parts)
-
-
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _kind(entry: dict[str, Any]) -> str:
@@ -192,7 +189,7 @@ def timeline(session: Any, compaction: int = -1) -> Drawing:
             lines.append(f"{'':2}{'':>3}  ✂ ---- cut point: everything below is kept verbatim ----")
             boxes.append('<div title="cut point" style="display:inline-block;width:3px;height:46px;'
                          'background:#d9534f;margin:0 3px;vertical-align:top"></div>')
-        lines.append(f"{'':2}{i:>3}  {entry['id']:8}  {_one_line(label, 28):28} {tokens:>6}  "
+        lines.append(f"{'':2}{i:>3}  {entry['id']:8}  {one_line(label, 28):28} {tokens:>6}  "
                      f"{FATE_TEXT.get(fate, fate)}")
         message = entry.get("message") or {}
         snippet = entry.get("summary", "") if kind == "compaction" else _text(message.get("content"))
@@ -201,7 +198,7 @@ def timeline(session: Any, compaction: int = -1) -> Drawing:
         if entry.get("type") == "compaction" and i == chosen:
             style = "outline:3px solid #8e6cc9"
         boxes.append(
-            f'<div title="{html.escape(entry["id"])} — {html.escape(_one_line(snippet, 300))}" '
+            f'<div title="{html.escape(entry["id"])} — {html.escape(one_line(snippet, 300))}" '
             f'style="display:inline-block;vertical-align:top;width:{width}px;height:40px;margin:3px 2px;'
             f'padding:2px 3px;box-sizing:border-box;border-radius:4px;background:{COLORS[kind]};color:white;'
             f'font:10px/1.25 sans-serif;overflow:hidden;{style}">'
@@ -249,7 +246,7 @@ def usage_table(session: Any) -> Drawing:
             prompt_tokens = sum(int(usage.get(k) or 0) for k in ("input", "cacheRead", "cacheWrite"))
             read = int(usage.get("cacheRead") or 0)
             share = f"{100 * read / prompt_tokens:.0f} %" if prompt_tokens else "–"
-            rows.append((prompt, _one_line(_label(entry), 30), f"{prompt_tokens:,}", f"{read:,}", share,
+            rows.append((prompt, one_line(_label(entry), 30), f"{prompt_tokens:,}", f"{read:,}", share,
                          f"{int(usage.get('output') or 0):,}"))
     head = ("cell", "reply", "prompt tokens", "cache read", "cached", "output")
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
