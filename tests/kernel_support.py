@@ -142,7 +142,7 @@ class LiveKernel:
     def _connect(self) -> None:
         self.kc = self.km.client()
         self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
+        self.kc.wait_for_ready(timeout=120)
         self.frontend.kc = self.kc
         self.frontend.comms.clear()
         self._comms: dict[str, Any] = {}
@@ -194,6 +194,14 @@ class LiveKernel:
             except queue.Empty:
                 pass
 
+    def drain_until(self, condition: Any, what: str, timeout: float = 120) -> None:
+        """Process IOPub until ``condition()`` holds (the timeout is a safety net, not a measure)."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, f"never happened: {what}"
+            with contextlib.suppress(queue.Empty):
+                self._handle(self.kc.get_iopub_msg(timeout=0.1))
+
     def send_execute(self, code: str, cell_id: str | None = None, *, silent: bool = False) -> str:
         content = {"code": code, "silent": silent, "store_history": not silent, "user_expressions": {},
                    "allow_stdin": bool(self.answers), "stop_on_error": True}
@@ -204,7 +212,7 @@ class LiveKernel:
         self.kc.shell_channel.send(msg)
         return msg["header"]["msg_id"]
 
-    def wait(self, msg_id: str, timeout: float = 60, until: Any = None) -> CellRun | None:
+    def wait(self, msg_id: str, timeout: float = 180, until: Any = None) -> CellRun | None:
         """Process iopub until ``msg_id`` is idle (or ``until()`` is true); return its cell."""
         deadline = time.time() + timeout
         idle = False
@@ -223,7 +231,7 @@ class LiveKernel:
                 break
         if not idle and until is None:
             raise TimeoutError(f"no idle for {msg_id} within {timeout} s")
-        reply = self._reply(msg_id, timeout=10)
+        reply = self._reply(msg_id, timeout=60)
         index = self._by_msg.get(msg_id)
         if index is None:
             return None
@@ -238,7 +246,7 @@ class LiveKernel:
         if request["msg_type"] == "input_request":
             # a person answers once the question is on screen: its output comes on IOPub, the
             # request on the stdin channel, in no fixed order
-            deadline = time.time() + 30
+            deadline = time.time() + 120
             while self._questions <= len(self.prompts) and time.time() < deadline:
                 with contextlib.suppress(queue.Empty):
                     self._handle(self.kc.get_iopub_msg(timeout=0.1))
@@ -264,7 +272,7 @@ class LiveKernel:
                 return reply
         return None
 
-    def run(self, code: str, cell_id: str | None = None, timeout: float = 60) -> CellRun:
+    def run(self, code: str, cell_id: str | None = None, timeout: float = 180) -> CellRun:
         cell = self.wait(self.send_execute(code, cell_id), timeout)
         assert cell is not None
         self.drain(0.2)  # acks and late comm traffic
@@ -285,7 +293,7 @@ class LiveKernel:
 
     def push(self) -> None:
         msg_id = self.send_execute(push_code(self.frontend.metadata, source="test-frontend"), silent=True)
-        self._reply(msg_id, timeout=30)
+        self._reply(msg_id, timeout=120)
 
     def restart(self) -> None:
         self.kc.stop_channels()
@@ -294,7 +302,7 @@ class LiveKernel:
         if self.frontend.metadata.get("sessions"):
             self.push()
 
-    def interrupt_when(self, predicate: Any, msg_id: str, timeout: float = 60) -> CellRun:
+    def interrupt_when(self, predicate: Any, msg_id: str, timeout: float = 180) -> CellRun:
         """Interrupt the kernel as soon as ``predicate()`` holds while ``msg_id`` runs."""
         self.wait(msg_id, timeout, until=predicate)
         self.km.interrupt_kernel()

@@ -52,7 +52,7 @@ class FakeFrontend:
         self.metadata: dict = {"version": 1, "sessions": {}}
 
     # ---- plumbing
-    def execute(self, code: str, timeout: float = 30) -> dict:
+    def execute(self, code: str, timeout: float = 120) -> dict:
         """Run code; collect its stdout and the iopub comm traffic seen meanwhile."""
         msg_id = self.kc.execute(code)
         out = []
@@ -143,10 +143,10 @@ def frontend():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PKG_PARENT, env.get("PYTHONPATH")) if p)
     km, kc = jupyter_client.manager.start_new_kernel(
-        kernel_name="python3", env=env, startup_timeout=60
+        kernel_name="python3", env=env, startup_timeout=120
     )
     try:
-        kc.wait_for_ready(timeout=60)
+        kc.wait_for_ready(timeout=120)
         fe = FakeFrontend(km, kc)
         fe.drain(0.2)
         yield fe

@@ -29,13 +29,10 @@ from kernel_support import SETUP, chatty, fake_provider, notebook, outputs_text,
 def test_thirty_headless_runs_in_a_row_never_miss_a_reply(tmp_path, capsys):
     src = tmp_path / "twelve.ipynb"
     write_notebook(src, notebook(*twelve_cells()))
-    times = []
     with fake_provider(policy=chatty) as server:
         for run in range(30):
             out_path = tmp_path / f"out-{run}.ipynb"
-            started = time.monotonic()
             rc = cli.main(["run", str(src), "-o", str(out_path), "--timeout", "120"])
-            times.append(time.monotonic() - started)
             captured = capsys.readouterr()
             assert rc == 0, captured.err
             assert "watchdog" not in captured.err  # no reply needed the extra poll
@@ -43,9 +40,7 @@ def test_thirty_headless_runs_in_a_row_never_miss_a_reply(tmp_path, capsys):
             roles = [e["message"]["role"] for e in session["entries"] if e["type"] == "message"]
             assert roles.count("user") == 10 and roles.count("assistant") == 10
             assert sum(e["type"] == "compaction" for e in session["entries"]) >= 1
-        assert server.chat_calls == 300
-    ordered = sorted(times)
-    print(f"30 runs: median {ordered[14]:.2f} s, max {ordered[-1]:.2f} s")  # figures: tests/benchmarks/headless.py
+        assert server.chat_calls == 300  # the run times: tests/benchmarks/headless.py
 
 
 @pytest.mark.kernel
@@ -154,16 +149,16 @@ def test_watchdog_polls_again_once_the_kernel_is_idle_then_fails_clearly(reply_w
     watchdog.saw_idle("req")
 
     async def wait() -> dict:
-        return await asyncio.wait_for(kc.shell_channel.get_msg(timeout=None), 10)
+        # without the watchdog this read never ends: asyncio's TimeoutError (a safety net, a
+        # minute) would fail the test, never the clock
+        return await asyncio.wait_for(kc.shell_channel.get_msg(timeout=None), 60)
 
-    started = time.monotonic()
     if reply_waiting:
         assert _run(wait)["msg_type"] == "execute_reply"
         assert watchdog.recovered == 1
     else:
         with pytest.raises(ReplyLost, match="execute_reply never arrived"):
             _run(wait)
-    assert time.monotonic() - started < 10  # never the (here: unlimited) cell timeout
 
 
 def test_watchdog_leaves_a_running_cell_alone():

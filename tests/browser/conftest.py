@@ -143,7 +143,7 @@ def _start_server(base: Path, module: str, extra: list[str], env_extra: dict | N
             cmd, cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
         )
     lab = JupyterLab(root, port, token, proc, log)
-    deadline = time.time() + 90
+    deadline = time.time() + 180
     while True:
         if proc.poll() is not None:
             pytest.fail(f"{module} exited ({proc.returncode}):\n{log.read_text()[-3000:]}")

@@ -37,7 +37,7 @@ def test_the_whole_call_is_shown_before_the_question(jupyterlab, context):
             " const shown = [...c.querySelectorAll('.jp-RenderedText')].map(e => e.innerText).join('\\n');"
             " return p && p.innerText.includes('Allow `' + tool + '`') && c.querySelector('.jp-Stdin-input')"
             " && shown.includes('approve this `' + tool + '` call?'); }",
-            arg=[tool], timeout=30_000)
+            arg=[tool], timeout=90_000)
         assert cell.locator(".jp-Stdin-prompt").inner_text().strip() == f"Allow `{tool}` as shown above? [y/N]"
         shown = "\n".join(cell.locator(".jp-OutputArea-output").all_inner_texts())
         assert f"ipyagent: approve this `{tool}` call?" in shown and expected in shown, shown
@@ -55,7 +55,7 @@ def test_the_whole_call_is_shown_before_the_question(jupyterlab, context):
     page.wait_for_function(
         "(p) => { const s = (window.__ipa.meta(p) || {}).sessions; return s && s.default.entries"
         ".filter(e => e.type === 'message' && e.message.role === 'assistant').length >= 2; }",
-        arg=name, timeout=30_000)
+        arg=name, timeout=90_000)
     meta = page.evaluate("(p) => window.__ipa.meta(p)", name)
     results = [e["message"] for e in meta["sessions"]["default"]["entries"]
                if e["type"] == "message" and e["message"]["role"] == "toolResult"]
@@ -67,7 +67,7 @@ def test_the_whole_call_is_shown_before_the_question(jupyterlab, context):
     # block (JupyterLab wrote the prompt and the typed "n" in between), no question left below
     outputs_js = "([p, i]) => window.__ipa.panel(p).content.widgets[i].model.outputs.toJSON()"
     page.wait_for_function(f"(a) => JSON.stringify(({outputs_js})(a)).includes('Nothing was run.')",
-                           arg=[name, 1], timeout=30_000)
+                           arg=[name, 1], timeout=90_000)
     outputs = page.evaluate(outputs_js, [name, 1])
     plain = [(o.get("data") or {}).get("text/plain", "") if "data" in o else "".join(o.get("text", ""))
              for o in outputs]

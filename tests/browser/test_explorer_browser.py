@@ -41,7 +41,7 @@ def _keep_value(page) -> int:
     return int(text.replace(",", "").strip())
 
 
-def _saved_outputs(path, want, timeout: float = 20):
+def _saved_outputs(path, want, timeout: float = 120):
     deadline = time.time() + timeout
     last = None
     while time.time() < deadline:
@@ -83,8 +83,8 @@ def test_keep_recent_slider_moves_the_cut_and_the_view_is_saved(jupyterlab, cont
     assert not [o for o in out if o.get("output_type") == "error"], out
 
     widget = page.locator(".ipyagent-explore-widget").first
-    widget.wait_for(state="visible", timeout=30_000)
-    page.locator(".ipyagent-explore-cut").first.wait_for(state="visible", timeout=30_000)
+    widget.wait_for(state="visible", timeout=90_000)
+    page.locator(".ipyagent-explore-cut").first.wait_for(state="visible", timeout=90_000)
     first_cut, first_keep = _cut(page), _keep_value(page)
     assert first_keep == 300 and first_cut.isdigit()
 
@@ -95,7 +95,7 @@ def test_keep_recent_slider_moves_the_cut_and_the_view_is_saved(jupyterlab, cont
         handle.press("ArrowRight")
         keep = _keep_value(page)
         # the kernel re-planned for this value and drew it
-        page.locator(f'.ipyagent-explore-numbers[data-keep-recent="{keep}"]').first.wait_for(timeout=20_000)
+        page.locator(f'.ipyagent-explore-numbers[data-keep-recent="{keep}"]').first.wait_for(timeout=90_000)
         if _cut(page) != first_cut:
             break
     moved_cut, moved_keep = _cut(page), _keep_value(page)
@@ -118,7 +118,7 @@ def test_keep_recent_slider_moves_the_cut_and_the_view_is_saved(jupyterlab, cont
 
     # keep this view as the output's static HTML, save, and read the file
     page.get_by_role("button", name="Keep this view in the notebook").click()
-    page.locator(".ipyagent-explore-widget", has_text="now shows these settings").first.wait_for(timeout=20_000)
+    page.locator(".ipyagent-explore-widget", has_text="now shows these settings").first.wait_for(timeout=90_000)
     _save(page, name)
     saved = _saved_outputs(path, lambda nb: f"keep-recent {moved_keep:,}" in _explorer_output(nb)[1])
     output, html = _explorer_output(saved)
@@ -128,13 +128,13 @@ def test_keep_recent_slider_moves_the_cut_and_the_view_is_saved(jupyterlab, cont
 
     # compact now: it asks first; then the fake provider summarises and the bridge saves the entry
     page.get_by_role("button", name="Compact now with these settings…").click()
-    page.get_by_role("button", name="Yes, compact").wait_for(state="visible", timeout=10_000)
-    page.locator(".ipyagent-explore-widget", has_text="Compact session default now?").first.wait_for(timeout=10_000)
+    page.get_by_role("button", name="Yes, compact").wait_for(state="visible", timeout=90_000)
+    page.locator(".ipyagent-explore-widget", has_text="Compact session default now?").first.wait_for(timeout=90_000)
     summaries = lab.fake.summary_calls
     page.get_by_role("button", name="Yes, compact").click()
     page.locator(".ipyagent-explore-widget", has_text="Compacted:").first.wait_for(timeout=60_000)
     assert lab.fake.summary_calls > summaries
-    page.locator(".ipyagent-explore-numbers", has_text="just compacted").first.wait_for(timeout=20_000)
+    page.locator(".ipyagent-explore-numbers", has_text="just compacted").first.wait_for(timeout=90_000)
     out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, check_cell])
     assert _line(out, "LAST") == "compaction"
     _save(page, name)

@@ -124,7 +124,7 @@ def test_a_turn_run_but_not_saved_survives_a_restart(jupyterlab, context):
     page.wait_for_function(
         f"() => !!(window.__ipa.panel({json.dumps(name)}).context.model.getMetadata('ipyagent')"
         ".sessions || {}).work",
-        timeout=30_000,
+        timeout=90_000,
     )
     assert path.read_text() == on_disk  # not saved: the turn is only in the page's model
 

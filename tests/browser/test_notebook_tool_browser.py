@@ -43,7 +43,7 @@ def _text(outputs) -> str:
     return "\n".join(parts)
 
 
-def _saved_cells(path, want: int, timeout: float = 20):
+def _saved_cells(path, want: int, timeout: float = 120):
     deadline = time.time() + timeout
     cells = []
     while time.time() < deadline:

@@ -58,7 +58,7 @@ def _restart_and_run_all(page, name: str) -> None:
         name,
     )
     page.evaluate("() => { void window.jupyterapp.commands.execute('notebook:restart-run-all'); }")
-    page.locator(".jp-Dialog .jp-mod-accept").click(timeout=30_000)  # "Restart Kernel?"
+    page.locator(".jp-Dialog .jp-mod-accept").click(timeout=90_000)  # "Restart Kernel?"
 
 
 def _journals(outputs: list[list[dict]]) -> list[int]:
@@ -155,10 +155,10 @@ def test_a_kernel_killed_in_the_sixth_tool_round_leaves_the_five_before_in_the_s
             "() => window.__ipa.statuses.some(s => ['restarting', 'autorestarting', 'dead'].includes(s))",
             timeout=120_000)
         dialog = page.locator(".jp-Dialog .jp-mod-accept")  # "The kernel … appears to have died"
-        dialog.click(timeout=30_000)
+        dialog.click(timeout=90_000)
         page.wait_for_function(f"() => window.__ipa.ready({json.dumps(name)})", timeout=90_000)
         _save(page, name)
-        deadline = time.time() + 30
+        deadline = time.time() + 120
         while True:
             try:
                 saved = json.loads(path.read_text())

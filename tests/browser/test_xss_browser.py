@@ -117,7 +117,7 @@ def _text(outputs: list[dict]) -> str:
 
 def _untouched(page, name: str, stage: str, canaries: int) -> None:
     """No payload ran, no output holds a live payload, and the trusted canary ran ``canaries`` times."""
-    page.wait_for_function(f"() => (window.__canary || 0) >= {canaries}", timeout=30_000)
+    page.wait_for_function(f"() => (window.__canary || 0) >= {canaries}", timeout=90_000)
     problems = page.evaluate(AUDIT)
     assert page.evaluate(f"() => typeof window.{SENTINEL}") == "undefined", (stage, problems)
     assert not problems, (stage, problems)
@@ -150,7 +150,7 @@ def test_hostile_text_never_runs(jupyterlab, context):
 
     assert "ACTIVE True" in _text(_run(page, name, 0))
     _run(page, name, 1)
-    page.wait_for_function("() => window.__canary === 1", timeout=30_000)  # trusted handlers do run here
+    page.wait_for_function("() => window.__canary === 1", timeout=90_000)  # trusted handlers do run here
 
     _enqueue_run(server)
     out = _run(page, name, RUN)
@@ -180,7 +180,7 @@ def test_hostile_text_never_runs(jupyterlab, context):
 
     # save (JupyterLab signs the notebook: every output is trusted on the next open), close, reopen
     _save(page, name)
-    page.wait_for_function(f"() => !window.__ipa.panel({json.dumps(name)}).context.model.dirty", timeout=30_000)
+    page.wait_for_function(f"() => !window.__ipa.panel({json.dumps(name)}).context.model.dirty", timeout=90_000)
     saved = json.loads(path.read_text())
     assert "Replaying this cell" in json.dumps(saved["cells"][RUN]["outputs"])
     page.evaluate("(path) => window.__ipa.panel(path).close()", name)

@@ -492,9 +492,8 @@ def test_agent_explore_in_a_kernel_and_compact_now(tmp_path):
         assert len(summaries) == len(result["shown"]) >= 1
         for shown, request in zip(result["shown"], summaries):
             assert json.dumps(shown)[1:-1] in json.dumps(request.body), "the summariser got what the explorer showed"
-        k.drain(0.5)
-        stored = k.metadata["sessions"]["default"]["entries"]
-        assert stored[-1]["type"] == "compaction", "the bridge saved the compaction entry"
+        k.drain_until(lambda: [e["type"] for e in k.metadata["sessions"]["default"]["entries"]][-1:] == ["compaction"],
+                      "the bridge saved the compaction entry")
 
         # without a provider there is no button
         cell = k.run(

@@ -114,7 +114,9 @@ def test_restart_push_then_hydration_from_disk(tmp_path):
 def test_interrupt_during_agent_cell_keeps_a_valid_session(tmp_path):
     with fake_provider(chunk_delay=0.03) as server, LiveKernel(cwd=str(tmp_path)) as k:
         k.run(SETUP + "%config Agent.show_widget = False", "setup")
-        server.enqueue_text("Once upon a time " + "there was a very long story " * 60)
+        # a minute of streaming (the interrupt ends it within the first second): a loaded machine
+        # cannot reach the end before the interrupt lands
+        server.enqueue_text("Once upon a time " + "there was a very long story " * 600)
         msg_id = k.send_execute("%%agent\nTell me a long story.", "c1")
 
         def streaming():

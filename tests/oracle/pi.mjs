@@ -46,8 +46,16 @@ const pis = {};
 let cached = { key: undefined, manager: undefined };
 
 function manager(pi, version, file) {
+  // the file's manager, or the error Pi rejected it with, kept for the next requests on the file
   const key = `${version}\0${file}`;
-  if (cached.key !== key) cached = { key, manager: new pi.SessionManager(process.cwd(), "", file, false) };
+  if (cached.key !== key) {
+    try {
+      cached = { key, manager: new pi.SessionManager(process.cwd(), "", file, false) };
+    } catch (error) {
+      cached = { key, error };
+    }
+  }
+  if (cached.error !== undefined) throw cached.error;
   return cached.manager;
 }
 
@@ -56,7 +64,6 @@ function load(pi, version, file) {
   try {
     m = manager(pi, version, file);
   } catch (err) {
-    cached = { key: undefined, manager: undefined };
     return { rejected: String(err?.message ?? err) };
   }
   const entries = m.getEntries();

@@ -113,18 +113,21 @@ def test_damaged_files_plan_and_context_as_pi_16(tmp_path):
         data, _ = corrupt_pi_file(1000 + seed, n_entries=80)
         files.append(tmp_path / f"{seed:03d}.jsonl")
         files[-1].write_bytes(data)
-    loads = pi_load(files)
-    readable = [f for f, verdict in zip(files, loads) if "rejected" not in verdict]
+    # one batch: each file's load verdict, context and plans (Pi loads each file once for all four;
+    # the context and plans of a file Pi rejects are errors, and are not looked at)
     requests = []
-    for f in readable:
-        requests.append({"op": "context", "file": str(f)})
+    for f in files:
+        requests += [{"op": "load", "file": str(f)}, {"op": "context", "file": str(f)}]
         requests += [{"op": "prepare", "file": str(f), "keepRecentTokens": k} for k in (1, 300, 3000)]
-    answers = iter(run_oracle(requests))
+    answers = run_oracle(requests, errors_ok=True)
+    by_file = {f: answers[5 * i:5 * i + 5] for i, f in enumerate(files)}
+    readable = [f for f in files if "rejected" not in by_file[f][0]]
     verdicts: dict[str, int] = {}
     for f in readable:
         session = Session.from_file(f, estimator="chars4")
-        found = [explain_context(session, next(answers), context_of(session))]
-        found += [explain_plan(session, next(answers), plan_of(session, 16384, k)) for k in (1, 300, 3000)]
+        pi_context, *pi_plans = by_file[f][1:]
+        found = [explain_context(session, pi_context, context_of(session))]
+        found += [explain_plan(session, pi, plan_of(session, 16384, k)) for pi, k in zip(pi_plans, (1, 300, 3000))]
         # a file with lines ipyagent set aside (not JSON objects, too deep, not UTF-8, in a cycle,
         # a copy of a duplicate id) is, by design, another session than the one Pi indexes
         found = [v if v != "unexplained" or not session.set_aside else "#3 lines set aside" for v in found]

@@ -144,7 +144,7 @@ json_values = st.recursive(
     max_leaves=20)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=json_values, text=st.text(max_size=40))
 def test_any_json_payload_round_trips(value, text):
     entry = {"type": "custom", "id": "aaaaaaaa", "parentId": None, "timestamp": "2026-01-01T00:00:00.000Z",

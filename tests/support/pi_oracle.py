@@ -11,6 +11,7 @@ the packages: ``ensure_oracle`` installs them with ``npm ci``.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -38,15 +39,22 @@ def _installed() -> bool:
 
 
 def ensure_oracle() -> None:
-    """Install the pinned Pi packages when missing (npm registry only; no audit, no fund)."""
+    """Install the pinned Pi packages when missing (npm registry only; no audit, no fund).
+
+    Both xdist workers may reach this first on a fresh clone: an exclusive lock on a file beside
+    the packages makes one install while the other waits, then finds them installed."""
     if _installed():
         return
-    npm = shutil.which("npm")
-    assert npm and shutil.which("node"), "the Pi parity oracle needs node and npm on PATH"
-    proc = subprocess.run([npm, "ci", "--prefix", str(ORACLE), "--no-audit", "--no-fund"],
-                          capture_output=True, text=True, timeout=900, check=False)
-    assert proc.returncode == 0, f"npm ci for the Pi oracle failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    assert _installed()
+    with (ORACLE / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _installed():
+            return
+        npm = shutil.which("npm")
+        assert npm and shutil.which("node"), "the Pi parity oracle needs node and npm on PATH"
+        proc = subprocess.run([npm, "ci", "--prefix", str(ORACLE), "--no-audit", "--no-fund"],
+                              capture_output=True, text=True, timeout=900, check=False)
+        assert proc.returncode == 0, f"npm ci for the Pi oracle failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        assert _installed()
 
 
 def run_oracle(requests: Sequence[dict[str, Any]], *, errors_ok: bool = False) -> list[dict[str, Any]]:
