@@ -21,7 +21,7 @@ import ipyagent  # noqa: E402  (after the path: the package of this checkout, al
 
 project = "ipyagent"
 author = "the ipyagent authors"
-copyright = "the ipyagent authors"  # noqa: A001  (Sphinx's name for it)
+copyright = "the ipyagent authors"
 version = release = ipyagent.__version__
 
 extensions = ["myst_nb", "sphinx.ext.autodoc", "ipyagent_docs"]

@@ -8,7 +8,6 @@ No provider is configured for the kernel, so the notebook replays its recorded s
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ WORK_PARENT = "/tmp"  # where each notebook runs (in a fresh directory; see buil
 
 
 def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
-    from ipyagent.bridge.headless import execute_notebook
+    from ipyagent.bridge.headless import execute_notebook, kernel_environment
     from ipyagent.store.ipynb import new_notebook, write_notebook
 
     nb = new_notebook(spec.cells)
@@ -52,9 +51,9 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
     for cell in nb["cells"]:
         cell["source"] = cell["source"].replace("{path}", f"notebooks/{spec.name}.ipynb")
     policy = Scripted(spec.turns, spec.probe)
-    keys = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "IPYAGENT_MODEL", "JPY_SESSION_NAME", "IPYAGENT_REPLAY",
-            "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
-    saved = {k: os.environ.get(k) for k in keys}
+    # Nothing of the caller's provider settings reaches the kernels: only the fake server.
+    unset = dict.fromkeys(("OPENAI_BASE_URL", "OPENAI_API_KEY", "IPYAGENT_MODEL", "JPY_SESSION_NAME",
+                           "IPYAGENT_REPLAY", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"))
     # The server answers only requests that carry "Authorization: Bearer <FAKE_KEY>" (others get a
     # 401). The work dir's path is in the system prompt, so its length is in every token count: the
     # same parent on every machine (whatever TMPDIR says) keeps the recorded usage and cuts the same.
@@ -62,24 +61,14 @@ def build(spec: Notebook, out_dir: Path, *, timeout: int = 120) -> Path:
             FakeProviderServer(policy=policy, api_key=FAKE_KEY) as server:
         for name, text in spec.files.items():
             (Path(work) / name).write_text(text, encoding="utf-8")
-        for k in keys:
-            os.environ.pop(k, None)
-        os.environ.update(OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY=FAKE_KEY, IPYAGENT_MODEL=MODEL)
-        try:
+        with kernel_environment(**{**unset, "OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": FAKE_KEY,
+                            "IPYAGENT_MODEL": MODEL}):
             outcome = execute_notebook(nb, timeout=timeout, cwd=work)
-            if spec.replay_after_build and not outcome.error:
-                for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "IPYAGENT_MODEL"):
-                    os.environ.pop(k, None)
-                os.environ["IPYAGENT_REPLAY"] = "on"
-                calls = len(server.requests)
+        if spec.replay_after_build and not outcome.error:
+            calls = len(server.requests)
+            with kernel_environment(**{**unset, "IPYAGENT_REPLAY": "on"}):
                 outcome = execute_notebook(outcome.nb, timeout=timeout, cwd=work)
-                assert len(server.requests) == calls, f"{spec.name}: the replay reached the provider"
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+            assert len(server.requests) == calls, f"{spec.name}: the replay reached the provider"
         refused = [r.path for r in server.requests if r.outcome == "fault:status:401"]
         if refused:
             raise SystemExit(f"{spec.name}: {len(refused)} requests without 'Authorization: Bearer <FAKE_KEY>' "

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipyagent.bridge.headless import HeadlessFrontend, push_code
+from ipyagent.bridge.headless import HeadlessFrontend, kernel_environment, push_code
 from ipyagent.store.ipynb import new_notebook
 from ipyagent.testing import FakeProviderServer
 
@@ -52,21 +52,10 @@ def chatty(body: dict) -> str:
 
 @contextlib.contextmanager
 def fake_provider(**server_kwargs: Any) -> Iterator[FakeProviderServer]:
-    saved = {k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "JPY_SESSION_NAME",
-                                             "IPYAGENT_MODEL")}
-    with FakeProviderServer(**server_kwargs) as server:
-        os.environ["OPENAI_BASE_URL"] = server.openai_base_url
-        os.environ["OPENAI_API_KEY"] = FAKE_KEY
-        os.environ.pop("JPY_SESSION_NAME", None)
-        os.environ.pop("IPYAGENT_MODEL", None)
-        try:
-            yield server
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    with FakeProviderServer(**server_kwargs) as server, \
+            kernel_environment(OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY=FAKE_KEY, JPY_SESSION_NAME=None,
+                        IPYAGENT_MODEL=None):
+        yield server
 
 
 def code_cell(source: str, cell_id: str) -> dict[str, Any]:

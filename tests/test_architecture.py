@@ -4,7 +4,8 @@ import between packages points inward along the one table of layers below (a pac
 imports one of its own layer or above), and code outside ``agent/`` touches no private attribute
 of the agent's objects.
 
-:data:`LAYERS` is the truth about the layering; the README's "Layout" and DESIGN quote it."""
+:data:`LAYERS` is the truth about the layering; the README's "Layout" and docs/contributing.md quote
+it (checked below). DESIGN.md's arrow line is in the shared folder, which this project cannot edit."""
 
 from __future__ import annotations
 
@@ -16,23 +17,23 @@ MAX_MODULES = 12
 
 # Inner layers first. A package may import the packages of the layers before its own, never one
 # of its own layer or a later one ("__init__" is the root package, the public facade).
-LAYERS: list[set[str]] = [
-    {"text", "patterns", "hooks"},  # pure helpers and the hook registry: import nothing of ipyagent
-    {"session"},                    # entries, the tree, context, tokens, Pi JSONL (pure)
-    {"compaction"},                 # cut points, preparation, prompts, summarising (pure)
-    {"core"},                       # Session: the tree with compaction and hooks
-    {"providers"},                  # the wire APIs and their transport
-    {"agent"},                      # the loop, its tools, MCP, skills, prompts
+LAYERS: list[tuple[str, ...]] = [
+    ("text", "patterns", "hooks"),  # pure helpers and the hook registry: import nothing of ipyagent
+    ("session",),                   # entries, the tree, context, tokens, Pi JSONL (pure)
+    ("compaction",),                # cut points, preparation, prompts, summarising (pure)
+    ("core",),                      # Session: the tree with compaction and hooks
+    ("providers",),                 # the wire APIs and their transport
+    ("agent",),                     # the loop, its tools, MCP, skills, prompts
     # the plugin surface: loads packages' tools, providers, commands, hooks and MCP transports into
     # the registries of the layers below (and the built-ins, which live there, as plugins); the
     # kernel loads it at %load_ext and dispatches the plugins' commands
-    {"plugins"},
-    {"store", "testing"},           # the notebook as the store; the fake provider server
-    {"display", "bridge"},          # what a cell shows; the frontend comm and the headless runner
-    {"explorer"},                   # the compaction explorer
-    {"kernel"},                     # the IPython extension and its magics
-    {"cli"},                        # the command line
-    {"__init__", "__main__"},
+    ("plugins",),
+    ("store", "testing"),           # the notebook as the store; the fake provider server
+    ("display", "bridge"),          # what a cell shows; the frontend comm and the headless runner
+    ("explorer",),                  # the compaction explorer
+    ("kernel",),                    # the IPython extension and its magics
+    ("cli",),                       # the command line
+    ("__init__", "__main__"),
 ]
 RANKS = {name: rank for rank, layer in enumerate(LAYERS) for name in layer}
 
@@ -150,6 +151,12 @@ def test_imports_between_packages_point_inward():
                      if target != "ipyagent" and _layer(target) != _layer(module)
                      and RANKS[_layer(target)] >= RANKS[_layer(module)])
     assert against == []
+
+
+def test_the_readme_and_the_contributing_page_quote_the_table():
+    drawn = " → ".join(" · ".join(layer) for layer in LAYERS[:-1])  # (the facade is not drawn)
+    for page in (PACKAGE.parents[1] / "README.md", PACKAGE.parents[1] / "docs" / "contributing.md"):
+        assert drawn in " ".join(page.read_text(encoding="utf-8").split()), f"{page.name} draws other layers"
 
 
 def _private(attr: str) -> bool:

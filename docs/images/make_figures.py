@@ -63,10 +63,10 @@ def budget_cut() -> str:
         _rect(x(0), top, SYSTEM_TOOLS * scale, bar, "#9e9e9e"),
         _rect(x(SYSTEM_TOOLS), top, (cut - SYSTEM_TOOLS) * scale, bar, "#8e6cc9"),
         _rect(x(cut), top, keep * scale, bar, "#3fb27f"),
-        f'<line x1="{x(threshold):.1f}" y1="{top - 14}" x2="{x(threshold):.1f}" y2="{top + bar + 14}" '
-        'stroke="#c0392b" stroke-width="2" stroke-dasharray="5 3"/>',
-        f'<line x1="{x(cut):.1f}" y1="{top - 14}" x2="{x(cut):.1f}" y2="{top + bar + 14}" stroke="#222" '
-        'stroke-width="2"/>',
+        (f'<line x1="{x(threshold):.1f}" y1="{top - 14}" x2="{x(threshold):.1f}" y2="{top + bar + 14}" '
+        'stroke="#c0392b" stroke-width="2" stroke-dasharray="5 3"/>'),
+        (f'<line x1="{x(cut):.1f}" y1="{top - 14}" x2="{x(cut):.1f}" y2="{top + bar + 14}" stroke="#222" '
+        'stroke-width="2"/>'),
         _text(x(cut), top - 20, "cut point", anchor="middle", weight="bold"),
         _text(x(threshold), top - 20, f"threshold {threshold:,}", anchor="middle", fill="#c0392b", weight="bold"),
         _text(x(SYSTEM_TOOLS / 2), top + bar / 2 + 5, "system", anchor="middle", fill="#fff", size=12),
@@ -99,8 +99,8 @@ def entry_flow() -> str:
              ("file", ["the .ipynb, saved", "by the frontend"], "#9e9e9e")]
     w, h, gap, top = 190.0, 84.0, 40.0, 50.0
     parts = [_text(20, 28, "Where a session entry travels", size=15, weight="bold"),
-             '<defs><marker id="arrow" markerWidth="10" markerHeight="8" refX="9" refY="4" orient="auto">'
-             '<path d="M0,0 L10,4 L0,8 z" fill="#444"/></marker></defs>']
+             ('<defs><marker id="arrow" markerWidth="10" markerHeight="8" refX="9" refY="4" orient="auto">'
+             '<path d="M0,0 L10,4 L0,8 z" fill="#444"/></marker></defs>')]
     for i, (name, note, colour) in enumerate(boxes):
         x = 20 + i * (w + gap)
         parts += [_rect(x, top, w, h, colour, rx=8),
@@ -112,8 +112,8 @@ def entry_flow() -> str:
                          f'y2="{top + h / 2:.1f}" stroke="#444" stroke-width="2" marker-end="url(#arrow)"/>')
     first, last = 20 + w / 2, 20 + 3 * (w + gap) + w / 2
     bottom = top + h
-    parts += [f'<path d="M{last:.1f},{bottom + 2:.1f} V{bottom + 40:.1f} H{first:.1f} V{bottom + 8:.1f}" fill="none" '
-              'stroke="#444" stroke-width="2" stroke-dasharray="6 4" marker-end="url(#arrow)"/>',
+    parts += [(f'<path d="M{last:.1f},{bottom + 2:.1f} V{bottom + 40:.1f} H{first:.1f} V{bottom + 8:.1f}" fill="none" '
+              'stroke="#444" stroke-width="2" stroke-dasharray="6 4" marker-end="url(#arrow)"/>'),
               _text((first + last) / 2, bottom + 60, "at a kernel start or restart: the frontend pushes the stored "
                     "sessions back (or the kernel reads the file: hydration)", anchor="middle", size=12)]
     return _svg(int(20 + 4 * w + 3 * gap + 20), int(bottom + 80), parts, "Where a session entry travels")

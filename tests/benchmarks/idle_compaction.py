@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "extension"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from ipyagent.bridge.headless import kernel_environment
 from ipyagent.testing.specs import Reply
 from kernel_support import SETUP, SMALL_WINDOW, LiveKernel, fake_provider, outputs_text
 
@@ -81,14 +82,10 @@ def fake_round(idle: bool, summary_delay: float, pause: float) -> dict[str, Any]
 
 
 def llama_round(idle: bool, server: Any, pause: float, cells: list[str]) -> dict[str, Any]:
-    import os
-
-    saved = {name: os.environ.get(name) for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "IPYAGENT_REPLAY")}
-    os.environ.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="unused", IPYAGENT_REPLAY="off")
     from interop.test_llama_cpp_server import MAX_OUTPUT, MODEL_ALIAS
 
     waited, started = 0, time.monotonic()
-    try:
+    with kernel_environment(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="unused", IPYAGENT_REPLAY="off"):
         with tempfile.TemporaryDirectory() as tmp, LiveKernel(cwd=tmp, frontend=PAGE) as k:
             k.run("\n".join(["%load_ext ipyagent", f"%config Agent.model = 'openai:{MODEL_ALIAS}'",
                              f"%config Agent.max_output_tokens = {MAX_OUTPUT}",
@@ -103,12 +100,6 @@ def llama_round(idle: bool, server: Any, pause: float, cells: list[str]) -> dict
             k.drain(0.5)
             compactions = k.evaluate("[e.get('trigger') for e in get_ipython()._ipyagent_runtime.slot()"
                                      ".session.entries if e['type'] == 'compaction']")
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     return {"waited": waited, "seconds": time.monotonic() - started, "compactions": compactions}
 
 

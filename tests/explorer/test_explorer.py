@@ -439,6 +439,33 @@ def test_hostile_stored_settings_are_reported_not_raised(tmp_path, window):
     assert "The stored context_window" in shown
 
 
+def test_the_widgets_and_the_saved_view_show_no_key_the_kernel_knows(ip, server, monkeypatch):
+    """The widgets' values are synced to the page and saved with the notebook when the page saves
+    widget state, and "Keep this view" rewrites the output from a button's click, outside any
+    command: both are scrubbed like every output. Here the value became a secret after the
+    session held it (the token was exported after the cells ran)."""
+    import ipywidgets as widgets
+
+    from ipyagent.explorer.widget import explorer_for_slot
+    from support.shell import rt, run
+
+    token = "tok-warehouse-0123456789abcdef"
+    for k in range(3):
+        server.enqueue_text(f"Use the token {token} for part {k}. " * 20)
+        run(ip, "--no-tools", f"which token for part {k}?")
+    monkeypatch.setenv("WAREHOUSE_TOKEN", token)
+    explorer = explorer_for_slot(rt(ip), keep_recent=10)
+    explorer.accordion.selected_index = 0  # the summariser's input, open
+    explorer.keep.value = 20
+    shown = {name: c.value for name, c in vars(explorer).items() if isinstance(c, widgets.HTML)}
+    assert "Use the token ***" in shown["input"] and "Use the token ***" in shown["timeline"]
+    assert not [name for name, value in shown.items() if token in value]
+    explorer._handle = type("Handle", (), {"update": lambda self, data, raw: kept.append(data)})()
+    kept: list[dict] = []
+    explorer.keep_static_view()
+    assert kept and token not in json.dumps(kept) and "***" in kept[0]["text/html"]
+
+
 # ---- a real kernel -------------------------------------------------------------------------------
 
 

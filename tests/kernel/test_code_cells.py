@@ -5,11 +5,10 @@ inserting the cells a second time). Real kernels, the fake provider, ``ipyagent 
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from ipyagent import cli
+from ipyagent.bridge.headless import kernel_environment
 from ipyagent.kernel.code_cells import MARKER_PREFIX, marked_source
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import SETUP, LiveKernel, fake_provider, notebook, outputs_text
@@ -66,11 +65,8 @@ def test_a_replayed_notebook_rebuilds_the_namespace_from_the_inserted_cells(tmp_
     assert cells[2]["execution_count"] is None  # added by the runner, not executed
     assert runs.read_text() == "ran\n"
 
-    saved = {k: os.environ.pop(k) for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL") if k in os.environ}
-    try:  # no provider: Run All replays the %%agent cell
+    with kernel_environment(OPENAI_API_KEY=None, OPENAI_BASE_URL=None):  # no provider: Run All replays the %%agent cell
         assert cli.main(["run", str(src), "-o", str(out), "--timeout", "120"]) == 0, capsys.readouterr().err
-    finally:
-        os.environ.update(saved)
     replayed = read_notebook(out)
     assert [c["id"] for c in replayed["cells"]] == [c["id"] for c in cells]  # nothing inserted again
     assert "Replaying this cell's recorded responses" in outputs_text(replayed["cells"][1]["outputs"])

@@ -5,11 +5,12 @@ tool block, and nothing the code shows or raises leaks into the ``%%agent`` cell
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 
 import pytest
 
+from ipyagent.bridge.headless import kernel_environment
 from kernel_support import LiveKernel, fake_provider, outputs_text
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel
@@ -22,18 +23,9 @@ SETUP = ("%load_ext ipyagent\n%config Agent.model = {model!r}\n%config Agent.too
 @pytest.fixture
 def anthropic_env():
     """The kernel also reaches the fake server as Anthropic (it inherits the environment)."""
-    saved = {k: os.environ.get(k) for k in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY")}
-
-    def point(server):
-        os.environ["ANTHROPIC_BASE_URL"] = server.anthropic_base_url
-        os.environ["ANTHROPIC_API_KEY"] = "sk-ant-ipyagent-test"
-
-    yield point
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+    with contextlib.ExitStack() as stack:
+        yield lambda server: stack.enter_context(kernel_environment(
+            ANTHROPIC_BASE_URL=server.anthropic_base_url, ANTHROPIC_API_KEY="sk-ant-ipyagent-test"))
 
 
 def _tool_results(k):

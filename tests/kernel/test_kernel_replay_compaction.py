@@ -14,11 +14,11 @@ the budget asks again after that call and compacts there, splitting the turn.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from ipyagent import cli
+from ipyagent.bridge.headless import kernel_environment
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import fake_provider, notebook, outputs_text, path_of
 
@@ -78,11 +78,8 @@ def _session(nb) -> dict:
 
 
 def _replay(src, out, capsys) -> dict:
-    saved = {k: os.environ.pop(k) for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "IPYAGENT_MODEL") if k in os.environ}
-    try:
+    with kernel_environment(OPENAI_API_KEY=None, OPENAI_BASE_URL=None, IPYAGENT_MODEL=None):  # no provider
         assert cli.main(["run", str(src), "-o", str(out), "--timeout", "120"]) == 0, capsys.readouterr().err
-    finally:
-        os.environ.update(saved)
     return read_notebook(out)
 
 

@@ -6,11 +6,11 @@ server's ``env`` and ``headers`` reach neither the notebook, its outputs nor its
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from ipyagent import cli
+from ipyagent.bridge.headless import kernel_environment
 from ipyagent.session.messages import text_of
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import fake_provider, notebook, outputs_text
@@ -38,15 +38,12 @@ def _results(nb) -> list[dict]:
 
 @pytest.fixture
 def secrets():
-    saved = {k: os.environ.get(k) for k in ("MCP_TEST_TOKEN", "MCP_TEST_AUTH")}
-    os.environ["MCP_TEST_TOKEN"], os.environ["MCP_TEST_AUTH"] = SECRET_ENV, SECRET_HEADER
-    yield
-    for key, value in saved.items():
-        os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+    with kernel_environment(MCP_TEST_TOKEN=SECRET_ENV, MCP_TEST_AUTH=SECRET_HEADER):
+        yield
 
 
 def offline_env():
-    return {k: os.environ.pop(k) for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "IPYAGENT_MODEL") if k in os.environ}
+    return kernel_environment(OPENAI_API_KEY=None, OPENAI_BASE_URL=None, IPYAGENT_MODEL=None)
 
 
 def test_recorded_mcp_calls_replay_without_the_server_and_no_secret_is_saved(tmp_path, secrets, capsys):
@@ -78,14 +75,11 @@ def test_recorded_mcp_calls_replay_without_the_server_and_no_secret_is_saved(tmp
     assert "mcp__time__get_current_time" in exports[0]  # the call is in the exported session
 
     # replay, offline: no provider, and the server is never started
-    saved = offline_env()
     replay_marker = server_marker()
     src.write_text(src.read_text().replace(marker, replay_marker))
-    try:
+    with offline_env():
         out = tmp_path / "replayed.ipynb"
         assert cli.main(["run", str(src), "-o", str(out), "--timeout", "120"]) == 0, capsys.readouterr().err
-    finally:
-        os.environ.update(saved)
     replayed = read_notebook(out)
     assert _results(replayed) == [result]  # the recorded result, as recorded
     assert "MCP servers are not started" in outputs_text(replayed["cells"][1]["outputs"])
@@ -114,12 +108,9 @@ def test_a_recorded_mcp_call_without_a_result_is_not_run(tmp_path, secrets, caps
     write_sessions_into_notebook(nb, NotebookSessions.from_session("default", session, {"model": "openai:fake-model"}))
     src = tmp_path / "stranger.ipynb"
     write_notebook(src, nb)
-    saved = offline_env()
-    try:
+    with offline_env():
         out = tmp_path / "out.ipynb"
         assert cli.main(["run", str(src), "-o", str(out), "--timeout", "120"]) == 0, capsys.readouterr().err
-    finally:
-        os.environ.update(saved)
     [result] = _results(read_notebook(out))
     assert result["toolCallId"] == "call-time-1" and result["isError"]
     assert text_of(result["content"]) == "Not run: the user interrupted the run."

@@ -71,3 +71,26 @@ def test_every_figure_of_the_context_is_the_budgets_one_count(ip, server, tmp_pa
     assert before == now and after < now, masked
     assert _tokens(r"\] ([\d,]+) / 8,192 tokens", _command(ip, "status")) == [after]
     assert _inspect(tmp_path, runtime.slot().session, capsys)["context_tokens"] == after
+
+
+def test_after_a_cell_without_tools_the_figures_count_no_tools(ip, server):
+    """A user running ``%%agent --no-tools`` (a local model without tool calls) sees, outside the
+    run, the context the next such cell sends: without the ~1,500 tokens of tool definitions."""
+    ip.run_line_magic("config", "Agent.context_window = 4096")
+    server.enqueue_text("An answer without tools. " * 10)
+    cap = run(ip, "--no-tools", "What is a median?")
+    widget = [o.data["text/plain"] for o in cap.outputs if o.data.get("text/plain", "").startswith("Context")][-1]
+    [shown] = _tokens(r"\] ([\d,]+) / 4,096 tokens", widget)
+    assert server.requests[-1].body.get("tools") in (None, [])  # what was sent: no tool definitions
+    status = _command(ip, "status")
+    assert _tokens(r"\] ([\d,]+) / 4,096 tokens", status) == [shown]
+    context = _command(ip, "context")
+    assert _tokens(r"the budget counts ([\d,]+) tokens", context) == [shown]
+    assert "no tools: the last cell ran with --no-tools" in context and "tools (0)" in context
+    [estimate] = _tokens(r"≈([\d,]+) tokens by the chars/4 estimates", context)
+    assert estimate < shown + 200, context[:300]  # (with the ten definitions it was ≈1,690)
+    server.enqueue_text("Now with tools.")
+    cap = run(ip, "", "And a mean?")
+    assert server.requests[-1].body["tools"]
+    with_tools = _tokens(r"the budget counts ([\d,]+) tokens", _command(ip, "context"))
+    assert with_tools[0] > shown + 1000  # the definitions count again

@@ -222,6 +222,47 @@ def test_turning_a_plugin_off_takes_back_what_it_added_and_on_again_restores_it(
     assert "turned on" in line and find_tool("word_count") is not None and "shout" in plugins.commands
 
 
+REPLACING = '''
+    import ipyagent
+    from ipyagent.agent.mcp.transports import McpTransport
+
+    async def connect(stack, endpoint, context):
+        raise RuntimeError("not a real transport")
+
+    @ipyagent.read_only
+    def read(path: str) -> str:
+        """Read a file, the plugin's way."""
+        return path
+
+    def openai(model, **options):
+        raise RuntimeError("the plugin's provider")
+
+    @ipyagent.hookimpl
+    def register_tools(register):
+        register(read)
+
+    @ipyagent.hookimpl
+    def register_providers(register):
+        register("openai", openai)
+
+    @ipyagent.hookimpl
+    def register_mcp_transports(register):
+        register(McpTransport("stdio", connect))
+'''
+
+
+def test_a_plugin_that_replaces_a_builtin_gives_it_back_when_turned_off(site):
+    builtins = find_tool("read"), provider_factory("openai"), transport_for("stdio")
+    site.add("replacing", REPLACING)
+    plugins = manager(site)
+    assert plugins.load() == []
+    now = find_tool("read"), provider_factory("openai"), transport_for("stdio")
+    assert all(mine is not builtin for mine, builtin in zip(now, builtins))
+    assert now[0].description == "Read a file, the plugin's way."
+    plugins.set_disabled(["replacing"])
+    assert (find_tool("read"), provider_factory("openai"), transport_for("stdio")) == builtins
+
+
 def test_a_disabled_plugin_is_never_imported(site):
     site.add("good", GOOD)
     plugins = manager(site)

@@ -472,11 +472,15 @@ def _final_sessions(out: dict[str, Any], stored: NotebookSessions, frontend: Hea
 
 
 @contextlib.contextmanager
-def _kernel_environment(**values: str | None) -> Iterator[None]:
+def kernel_environment(**values: str | None) -> Iterator[None]:
+    """Set (a string) or unset (``None``) these environment variables until the block ends, then
+    put back what was there: what a kernel started in the block inherits."""
     saved = {name: os.environ.get(name) for name in values}
     try:
         for name, value in values.items():
-            if value is not None:
+            if value is None:
+                os.environ.pop(name, None)
+            else:
                 os.environ[name] = value
         yield
     finally:
@@ -498,7 +502,8 @@ def run_notebook(path: str | Path, output: str | Path | None = None, *, timeout:
     """
     path = Path(path)
     nb = read_notebook(path)
-    with _kernel_environment(IPYAGENT_REPLAY=replay, IPYAGENT_REPLAY_TOOLS="1" if replay_tools else None):
+    chosen = {"IPYAGENT_REPLAY": replay, "IPYAGENT_REPLAY_TOOLS": "1" if replay_tools else None}
+    with kernel_environment(**{name: value for name, value in chosen.items() if value is not None}):
         outcome = execute_notebook(nb, timeout=timeout, kernel_name=kernel_name, cwd=str(path.parent.resolve()),
                                    progress=progress)
     write_notebook(Path(output) if output else path, outcome.nb)

@@ -42,6 +42,7 @@ from ipyagent.explorer.html import (
 from ipyagent.explorer.plan import ESTIMATOR_LABELS, Exploration, ExplorerModel, ExploreSettings
 
 if TYPE_CHECKING:
+    from ipyagent.agent.redaction import Redactor
     from ipyagent.core import Session
 
 __all__ = ["CompactionExplorer", "explore", "explorer_for_slot"]
@@ -65,13 +66,31 @@ def _ceil_to(value: float, step: int) -> int:
     return int(math.ceil(value / step) * step)
 
 
+def _scrubbed_html(redact: Callable[[str], str]) -> Any:
+    """An HTML widget class whose every value is scrubbed before it is kept and sent to the page
+    (a widget's state is not an output: it reaches the notebook when the page saves widget state)."""
+    import ipywidgets as w
+    from traitlets import validate
+
+    class ScrubbedHTML(w.HTML):  # type: ignore[misc]  # (ipywidgets is untyped)
+        @validate("value")
+        def _scrub(self, proposal: Any) -> str:
+            return redact(proposal["value"])
+
+    return ScrubbedHTML
+
+
 class CompactionExplorer:
     """The panel. ``model`` holds the session and the settings; ``compactor`` (None: no button)
-    runs a compaction with the settings and plan on screen."""
+    runs a compaction with the settings and plan on screen; ``redact`` scrubs every text it shows
+    (the session's entries are kept as they came: keys are scrubbed where they leave the kernel)."""
 
-    def __init__(self, model: ExplorerModel, *, compactor: Compactor | None = None, compact_model: str = ""):
+    def __init__(self, model: ExplorerModel, *, compactor: Compactor | None = None, compact_model: str = "",
+                 redact: Callable[[str], str] | None = None):
         import ipywidgets as w
 
+        self.redact = redact or (lambda text: text)
+        html = _scrubbed_html(self.redact)
         self.model = model
         self.compactor = compactor
         self.compact_model = compact_model
@@ -97,19 +116,19 @@ class CompactionExplorer:
         self.focus = w.Text(description="focus", style={"description_width": "50px"}, layout=w.Layout(width="460px"),
                             value=s.focus, continuous_update=False,
                             placeholder="optional: what the summary should keep (as in %compact FOCUS)")
-        self.title = w.HTML()
-        self.numbers = w.HTML()
-        self.timeline = w.HTML()
-        self.legend = w.HTML(legend_html())
-        self.input = w.HTML()
-        self.input_note = w.HTML()
+        self.title = html()
+        self.numbers = html()
+        self.timeline = html()
+        self.legend = html(legend_html())
+        self.input = html()
+        self.input_note = html()
         self.input_button = w.Button(description="Show it for these settings", layout=w.Layout(width="auto"))
         self.input_button.on_click(lambda _: self._render_input(force=True))
         self.input_button.layout.display = "none"
         self._input_ms = 0.0
         self.accordion = w.Accordion(children=[w.VBox([self.input_note, self.input_button, self.input])])
         self.accordion.selected_index = None
-        self.status = w.HTML()
+        self.status = html()
         self.keep_view = w.Button(description="Keep this view in the notebook", layout=w.Layout(width="auto"),
                                   tooltip="Save the view on screen as the output's static HTML (for viewers "
                                           "without a kernel)")
@@ -119,7 +138,7 @@ class CompactionExplorer:
         self.refresh_button.on_click(lambda _: self.refresh())
         buttons: list[Any] = [self.refresh_button, self.keep_view]
         self.compact_button = self.confirm_yes = self.confirm_no = None
-        self.confirm_text = w.HTML()
+        self.confirm_text = html()
         self.confirm = w.HBox([])
         if compactor is not None:
             self.compact_button = w.Button(description="Compact now with these settings…", button_style="warning",
@@ -308,7 +327,7 @@ class CompactionExplorer:
         data: dict[str, Any] = dict(self.static_bundle())
         data.update(self.view._repr_mimebundle_() or {})
         data["text/plain"] = static_plain(self.exploration)
-        return data
+        return {mime: self.redact(value) if isinstance(value, str) else value for mime, value in data.items()}
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -459,6 +478,7 @@ class ExplorerRuntime(Protocol[SlotT]):
     def agent_for(self, slot: SlotT, config: AgentConfig) -> Agent: ...
     def absorb_push(self) -> None: ...
     def persist(self, slot: SlotT, config: AgentConfig) -> str | None: ...
+    def redactor(self) -> Redactor: ...
 
 
 def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, *, window: int | None = None,
@@ -486,7 +506,7 @@ def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, 
     summary_model = config.summary_model or config.model
     live = bool(summary_model) and provider_configured(summary_model, config.provider_options)
     compactor = _runtime_compactor(runtime, slot_name) if live else None
-    return CompactionExplorer(model, compactor=compactor, compact_model=summary_model)
+    return CompactionExplorer(model, compactor=compactor, compact_model=summary_model, redact=runtime.redactor().text)
 
 
 def _runtime_compactor(runtime: ExplorerRuntime[SlotT], slot_name: str) -> Compactor:

@@ -58,6 +58,8 @@ class SessionSlot:
     origin: str = "new"  # "new", "push", "disk", "load"
     agent: Agent | None = None
     earlier: set[str] = field(default_factory=set)  # ids an earlier kernel wrote (loaded from the notebook)
+    # False after a cell ran with --no-tools: the figures outside a run then count no tools either
+    tools_offered: bool = True
 
     def unpersisted(self) -> list[dict[str, Any]]:
         return [e for e in self.session.entries if e["id"] not in self.persisted]

@@ -247,11 +247,17 @@ class AgentRuntime:
         taken = {t.name for t in builtins}
         return [*builtins, *(t for t in self.mcp.ready_tools() if t.name not in taken)]
 
+    def tools_for(self, slot: SessionSlot) -> list[Tool]:
+        """The tools the slot's next run is counted with: :meth:`offered_tools`, or none when its
+        last cell ran with ``--no-tools`` (a user who runs without tools sees the context without
+        their definitions)."""
+        return self.offered_tools() if slot.tools_offered else []
+
     def budget_agent(self, slot: SessionSlot | None = None) -> Agent:
-        """The slot's agent set up as a run would be (:meth:`offered_tools`): the one every figure
-        of the budget outside a run comes from (``%agent status``, ``context``, ``mask``)."""
+        """The slot's agent set up as its next run would be (:meth:`tools_for`): the one every
+        figure of the budget outside a run comes from (``%agent status``, ``context``, ``mask``)."""
         slot = slot or self.slot()
-        return self.agent_for(slot, self.agent_config(), tools=self.offered_tools())
+        return self.agent_for(slot, self.agent_config(), tools=self.tools_for(slot))
 
     def ports_for(self, *, approve: ApprovalCallback | None = None) -> RunPorts:
         """What a run in this kernel takes from outside: ``approve`` for the calls that ask, and the

@@ -252,33 +252,36 @@ class Plugins:
 
     def _add_tool(self, record: PluginRecord, item: Any, **options: Any) -> Any:
         tool = tool_registry.as_tool(item, **options)
-        previous = tool_registry.add_tool(tool)
-        if record.builtin:
-            previous = None  # its own registration at import: turned off, the tool is gone
-
-        def undo() -> None:
-            if tool_registry.find_tool(tool.name) is tool:
-                if previous is not None:
-                    tool_registry.add_tool(previous)
-                else:
-                    tool_registry.unregister_tool(tool.name)
-
-        record.registered.append(Registration("tool", tool.name, undo))
+        self._keep_undo(record, "tool", tool.name, tool, tool_registry.add_tool(tool),
+                        current=tool_registry.find_tool, put=tool_registry.add_tool,
+                        remove=tool_registry.unregister_tool)
         return item
 
     def _add_provider(self, record: PluginRecord, name: str, factory: Callable[..., Any]) -> None:
-        previous = provider_registry.register_provider(name, factory)
+        def put(value: Callable[..., Any]) -> Any:
+            return provider_registry.register_provider(name, value)
+
+        self._keep_undo(record, "provider", name, factory, put(factory),
+                        current=provider_registry.provider_factory, put=put,
+                        remove=provider_registry.unregister_provider)
+
+    @staticmethod
+    def _keep_undo(record: PluginRecord, kind: str, name: str, value: Any, previous: Any, *,
+                   current: Callable[[str], Any], put: Callable[[Any], Any],
+                   remove: Callable[[str], Any]) -> None:
+        """Record how to take back one entry a plugin put in a table (tools, providers, MCP
+        transports): the entry it replaced comes back, unless someone replaced it since."""
         if record.builtin:
-            previous = None
+            previous = None  # its own registration at import: turned off, the entry is gone
 
         def undo() -> None:
-            if provider_registry.provider_factory(name) is factory:
+            if current(name) is value:
                 if previous is not None:
-                    provider_registry.register_provider(name, previous)
+                    put(previous)
                 else:
-                    provider_registry.unregister_provider(name)
+                    remove(name)
 
-        record.registered.append(Registration("provider", name, undo))
+        record.registered.append(Registration(kind, name, undo))
 
     def _add_command(self, record: PluginRecord, name: str, function: Callable[..., Any],
                      parser: argparse.ArgumentParser | None) -> None:
@@ -318,18 +321,10 @@ class Plugins:
     def _add_transport(self, record: PluginRecord, item: Any, *args: Any, **options: Any) -> None:
         transport = item if isinstance(item, mcp_transports.McpTransport) else \
             mcp_transports.McpTransport(item, *args, **options)
-        previous = mcp_transports.register_transport(transport)
-        if record.builtin:
-            previous = None
-
-        def undo() -> None:
-            if mcp_transports.transport_for(transport.name) is transport:
-                if previous is not None:
-                    mcp_transports.register_transport(previous)
-                else:
-                    mcp_transports.unregister_transport(transport.name)
-
-        record.registered.append(Registration("MCP transport", transport.name, undo))
+        self._keep_undo(record, "MCP transport", transport.name, transport,
+                        mcp_transports.register_transport(transport),
+                        current=mcp_transports.transport_for, put=mcp_transports.register_transport,
+                        remove=mcp_transports.unregister_transport)
 
     # ---- reading -----------------------------------------------------------------------------
 

@@ -108,6 +108,7 @@ def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
                 run.view.renderer.show(interpolation_bundle(filled.note()))
         replaying = run.replay()
         run.offer_tools(args.no_tools)
+        slot.tools_offered = not args.no_tools
         reproducing = replaying is not None and replaying.cell.prompt.strip() == prompt.strip()
         if rerun and not reproducing:
             run.note("Re-run of an earlier cell: the session forks from before its previous prompt.")

@@ -41,7 +41,9 @@ def budget_words(agent: Any) -> str:
     counted = agent.session.context_state().last_usage_index >= 0
     basis = ("the server's count of the last request plus estimates since" if counted
              else "estimated: no usage since the last compaction")
-    return f"the budget counts {tokens:,} tokens with the system prompt and tools ({basis})"
+    parts = ("the system prompt and tools" if agent.tools
+             else "the system prompt (no tools: the last cell ran with --no-tools)")
+    return f"the budget counts {tokens:,} tokens with {parts} ({basis})"
 
 
 # ---- status, config, model ---------------------------------------------------------------------
@@ -138,7 +140,7 @@ def context_report(runtime: AgentRuntime, slot: SessionSlot) -> tuple[list[tuple
     from ipyagent.providers.registry import parse_model_string
 
     config = runtime.agent_config()
-    probe = Agent(slot.session, config=config, namespace={}, tools=runtime.offered_tools(),
+    probe = Agent(slot.session, config=config, namespace={}, tools=runtime.tools_for(slot),
                   notebook=KernelNotebookContext(runtime, slot.name))
     model_id = parse_model_string(config.model)[1] if config.model else "(no model)"
     request = probe.request(model_id)
