@@ -53,8 +53,8 @@ def chatty(body: dict) -> str:
 @contextlib.contextmanager
 def fake_provider(**server_kwargs: Any) -> Iterator[FakeProviderServer]:
     with FakeProviderServer(**server_kwargs) as server, \
-            kernel_environment(OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY=FAKE_KEY, JPY_SESSION_NAME=None,
-                        IPYAGENT_MODEL=None):
+            kernel_environment(OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY=FAKE_KEY,
+                               JPY_SESSION_NAME=None, IPYAGENT_MODEL=None):
         yield server
 
 

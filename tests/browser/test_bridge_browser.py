@@ -394,9 +394,10 @@ def test_two_views_of_one_notebook_share_one_bridge(jupyterlab, context):
     page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 3])  # two messages
     state = _state(page, name, until=lambda s: s["connected"] and not s["unacked"])
     # one ack per message, not two (2 messages; 3 when the hello_ack, on its subshell, came after
-    # them and the unacknowledged entries went once more)
-    # (a message the page already held is acked once or not at all: never twice)
-    assert state["unacked"] == {} and 2 <= state["acks"] <= state["sent"], state
+    # them and the unacknowledged entries went once more). A message the page already held is
+    # acked once or not at all, never twice: when the first message reached the page before its
+    # handler and went again with the second, one ack answers both (seen at load 8)
+    assert state["unacked"] == {} and 1 <= state["acks"] <= state["sent"], state
     assert _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)) == ALL_IDS
     lab.shutdown_kernels()
 

@@ -292,17 +292,21 @@ def test_kernel_interrupt_while_waiting_for_the_network(server):
     server.enqueue(Reply(text="x" * 20000, chunk_size=10, delay=0.01))  # 20 s
     stream = server.provider("openai").stream(request())
     text = ""
+    timer = threading.Timer(0.02, _thread.interrupt_main)  # what the kernel's SIGINT does
     try:
         for event in stream:
             if isinstance(event, TextDelta):
                 text += event.text
                 if len(text) == 30:
-                    threading.Timer(0.02, _thread.interrupt_main).start()  # what the kernel's SIGINT does
+                    timer.start()
         raise AssertionError("the stream was not interrupted")
     except StreamInterrupted as exc:
         partial = exc.partial
     except KeyboardInterrupt:  # landed in this loop's own code: hand it to the stream
         partial = interrupt(stream).partial
+    finally:
+        if timer.ident is not None:
+            timer.join()  # an interrupt that came late lands here, never in a later test
     got = partial["content"][0]["text"]
     assert partial["stopReason"] == "aborted" and got.startswith("x" * 30) and len(got) < 20000
     wait_for(lambda: server.last_request.outcome == "client-closed", "the server to see the connection closed")
