@@ -185,3 +185,33 @@ def test_an_interrupt_cancels_it_and_the_next_cell_compacts_in_the_foreground(tm
         assert cell.status == "ok", outputs_text(cell.outputs)
         compactions = _compactions(k)
         assert len(compactions) == 1 and compactions[0]["trigger"] == "foreground"
+
+
+def test_compact_while_it_runs_joins_it(idle_run, tmp_path):
+    """``%compact`` during an idle compaction waits for it, showing its progress, and makes no
+    compaction of its own: no second summary request, one entry (the idle one)."""
+    hold = threading.Event()
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        try:
+            _run_up_to_the_pause(k, server, Reply(text=SUMMARY, hold=hold))
+            _until(k, _summary_requested(server))  # the idle compaction has started; its summary is held
+            msg_id = k.send_execute("%compact", "compact-1")
+            waiting = k.wait(msg_id, until=lambda: "Waiting for the background compaction"
+                             in outputs_text(k.cells[-1].outputs))
+            assert waiting is not None and not _compactions(k)
+            live = [o for o in k.cells[-1].outputs if "application/vnd.jupyter.widget-view+json" in (o.get("data") or {})]
+            assert live, k.cells[-1].outputs  # the join's progress bar, live while it waits
+            hold.set()
+            cell = k.wait(msg_id)
+            assert cell is not None and cell.status == "ok", outputs_text(cell.outputs)
+            k.drain(0.3)
+        finally:
+            hold.set()
+        shown = outputs_text(k.cells[-1].outputs)
+        assert "Compacted in the background:" in shown  # the join's line, now static
+        assert "the background compaction that was running compacted the session" in shown
+        # the same summary requests as the idle compaction alone makes, none of %compact's own
+        assert server.summary_calls == idle_run["summary_calls"], [r.kind for r in server.requests]
+        compactions = _compactions(k)
+        assert len(compactions) == 1 and compactions[0]["trigger"] == "idle"
+        assert "widget-view" not in json.dumps(k.cells[-1].outputs)  # the saved output holds no widget
