@@ -215,3 +215,51 @@ def test_compact_while_it_runs_joins_it(idle_run, tmp_path):
         compactions = _compactions(k)
         assert len(compactions) == 1 and compactions[0]["trigger"] == "idle"
         assert "widget-view" not in json.dumps(k.cells[-1].outputs)  # the saved output holds no widget
+
+
+def _idle_last(k: LiveKernel) -> str:
+    """How the last job ended; "still running" while one runs (a cancel waits for the job's end,
+    so right after a command that cancels, none runs)."""
+    return k.evaluate("(lambda rt: 'still running' if rt.idle.job else rt.idle.last)(get_ipython()._ipyagent_runtime)")
+
+
+def test_a_model_change_and_a_branch_switch_cancel_it(tmp_path):
+    """A running idle compaction is cancelled, with no entry written, by ``%config Agent.model``
+    and by ``%agent checkout`` (each while its summary is held)."""
+    hold = threading.Event()
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        try:
+            _run_up_to_the_pause(k, server, Reply(text=SUMMARY, hold=hold))
+            _until(k, _summary_requested(server))
+            k.run("%config Agent.model = 'openai:fake-model-2'", "model")
+            assert _idle_last(k).startswith("cancelled")
+            hold.set()
+            k.drain(0.3)
+            assert not _compactions(k)
+            assert "compaction" not in k.evaluate(
+                "[e['type'] for e in get_ipython()._ipyagent_runtime.slot().session.entries]")
+
+            # one more run that leaves the context between the idle share and the threshold (the
+            # window set just above what the session holds), so the kernel arms a job again
+            tokens = k.evaluate("get_ipython()._ipyagent_runtime.agent_for(get_ipython()._ipyagent_runtime.slot(),"
+                                " get_ipython()._ipyagent_runtime.agent_config()).request_tokens()")
+            k.run(f"%config Agent.context_window = {tokens + 1600}", "window")
+            hold = threading.Event()
+            server.enqueue_text("Mostly SI units.")
+            server.enqueue_summary(Reply(text=SUMMARY, hold=hold))
+            before = server.summary_calls
+            cell = k.run("%%agent\nWhich units?", "cell-units")
+            assert cell.status == "ok", outputs_text(cell.outputs)
+            assert server.summary_calls == before  # not compacted in the foreground
+            _until(k, lambda: server.summary_calls > before)
+            target = k.evaluate("[e['id'] for e in get_ipython()._ipyagent_runtime.slot().session.entries"
+                                " if e['type'] == 'message' and e['message']['role'] == 'user'][-1]")
+            checkout = k.run(f"%agent checkout {target}", "checkout")
+            assert checkout.status == "ok", outputs_text(checkout.outputs)
+            assert _idle_last(k).startswith("cancelled")
+        finally:
+            hold.set()
+        k.drain(0.3)
+        assert not _compactions(k)
+        assert "compaction" not in k.evaluate(
+            "[e['type'] for e in get_ipython()._ipyagent_runtime.slot().session.entries]")
