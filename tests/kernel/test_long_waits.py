@@ -10,6 +10,7 @@ fake server, a named pipe the test opens."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -127,3 +128,31 @@ def test_window_discovery_shows_a_live_line_then_a_static_one(ip, tmp_path, fres
         assert "no window known" in lines[0]["data"]["text/plain"]
         assert [r.kind for r in fake.requests] == ["chat"]  # the prompt went on
         assert discovery.DEFAULT_WAIT > 0
+
+
+PRICES_AT_LOAD = """
+import sys, threading
+from IPython.core.interactiveshell import InteractiveShell
+from ipyagent.kernel import extension
+from ipyagent.providers import pricing
+
+shell = InteractiveShell.instance()
+assert "genai_prices" not in sys.modules
+extension.load(shell)  # no model, no provider call
+warming = pricing._warming
+assert warming is not None, "loading the extension did not start loading the prices"
+assert warming.name == "ipyagent-prices" and warming is not threading.current_thread()
+warming.join(120)
+assert "genai_prices" in sys.modules
+print("PRICES LOADED IN THE BACKGROUND")
+"""
+
+
+def test_prices_load_in_the_background_from_load_ext_so_no_reply_waits_for_them(tmp_path):
+    """genai-prices (about half a second to load) is loaded by a thread that ``%load_ext``
+    starts, before any prompt is written; only a reply that ended within that half second after
+    loading the extension could wait for the rest. A fresh interpreter: this one has it loaded."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "IPYAGENT_"))}
+    done = subprocess.run([sys.executable, "-c", PRICES_AT_LOAD], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and "PRICES LOADED IN THE BACKGROUND" in done.stdout, done.stdout + done.stderr
