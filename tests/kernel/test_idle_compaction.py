@@ -79,7 +79,9 @@ def idle_run(tmp_path_factory):
         shown = outputs_text(k.cells[-1].outputs)
         summary_calls = server.summary_calls
         metadata = json.loads(json.dumps(k.metadata))
-    return {"metadata": metadata, "shown": shown, "summary_calls": summary_calls, "folder": folder}
+        status = outputs_text(k.run("%agent status", "status").outputs)
+    return {"metadata": metadata, "shown": shown, "summary_calls": summary_calls, "folder": folder,
+            "status": status}
 
 
 def test_idle_compaction_writes_one_entry_equal_in_kind_to_a_foreground_one(idle_run, tmp_path):
@@ -88,6 +90,9 @@ def test_idle_compaction_writes_one_entry_equal_in_kind_to_a_foreground_one(idle
     assert idle[0]["trigger"] == "idle" and idle[0]["summary"].startswith("## Goal")
     # the budget widget of the run said so, and became the static view with the new budget
     assert "Compacted in the background" in idle_run["shown"]
+    assert "last compaction: idle, " in idle_run["shown"]  # the widget's details say what made it
+    assert any(line.strip().startswith("last compaction: idle, ")  # and %agent status, in a line of its own
+               for line in idle_run["status"].splitlines()), idle_run["status"]
 
     # ipyagent run never compacts in idle time: the same run compacts in the foreground at its end
     with fake_provider() as server:
@@ -134,6 +139,9 @@ def test_a_cell_started_during_it_waits_and_ordinary_cells_run_meanwhile(tmp_pat
         try:
             _run_up_to_the_pause(k, server, Reply(text=SUMMARY, hold=hold))
             _until(k, _summary_requested(server))  # the idle compaction has started; its summary is held
+            # the run's live budget widget says so, with the summary's tokens as they arrive
+            status = k.evaluate("get_ipython()._ipyagent_runtime.idle.job.view.widget.facts.status")
+            assert status.startswith("Compacting in the background… ") and "tokens of summary" in status, status
 
             plain = k.run("x = 6 * 7\nx", "code-1")  # the kernel answers while the summary is made
             assert plain.status == "ok" and "42" in outputs_text(plain.outputs)
@@ -263,3 +271,31 @@ def test_a_model_change_and_a_branch_switch_cancel_it(tmp_path):
         assert not _compactions(k)
         assert "compaction" not in k.evaluate(
             "[e['type'] for e in get_ipython()._ipyagent_runtime.slot().session.entries]")
+
+
+def test_an_interrupt_of_the_cell_that_waits_for_it_cancels_it(tmp_path):
+    """A ``%%agent`` cell waiting for the running idle compaction, interrupted: the compaction is
+    cancelled (no entry), the cell says so, and the next cell compacts in the foreground."""
+    hold = threading.Event()
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        try:
+            _run_up_to_the_pause(k, server, Reply(text=SUMMARY, hold=hold))
+            _until(k, _summary_requested(server))
+            msg_id = k.send_execute(CELLS[LAST], f"cell-{LAST}")
+            cell = k.interrupt_when(lambda: "Waiting for the background compaction"
+                                    in outputs_text(k.cells[-1].outputs), msg_id)
+            assert cell.status == "error" and cell.error and cell.error["ename"] == "KeyboardInterrupt"
+            assert "cancelled by the interrupt; no entry was written" in outputs_text(cell.outputs)
+            assert _idle_last(k).startswith("cancelled")
+        finally:
+            hold.set()
+        k.drain(0.3)
+        assert not _compactions(k)
+        assert [r.kind for r in server.requests if r.kind == "chat"] == ["chat"] * 3  # the cell asked nothing
+
+        server.enqueue_summary(SUMMARY)
+        server.enqueue_text("The units are SI throughout.")
+        again = k.run(CELLS[LAST], f"cell-{LAST}-again")
+        assert again.status == "ok", outputs_text(again.outputs)
+        compactions = _compactions(k)
+        assert len(compactions) == 1 and compactions[0]["trigger"] == "foreground"
