@@ -299,3 +299,19 @@ def test_an_interrupt_of_the_cell_that_waits_for_it_cancels_it(tmp_path):
         assert again.status == "ok", outputs_text(again.outputs)
         compactions = _compactions(k)
         assert len(compactions) == 1 and compactions[0]["trigger"] == "foreground"
+
+
+def test_a_replay_on_a_notebook_page_starts_none(idle_run, tmp_path):
+    """``Agent.replay = "on"`` on a notebook page (not ``ipyagent run``): the cells replay their
+    recorded responses, the context ends above the idle share as it did, and the kernel arms no
+    idle compaction (nor asks the server anything)."""
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        k.frontend.metadata = json.loads(json.dumps(idle_run["metadata"]))
+        k.push()
+        k.run(CELLS[0] + "%config Agent.replay = 'on'\n", "cell-0")
+        for i in (1, 2, 3):
+            cell = k.run(CELLS[i], f"cell-{i}")
+            assert cell.status == "ok" and "Replaying" in outputs_text(cell.outputs), outputs_text(cell.outputs)
+        job = k.evaluate("(lambda rt: [rt.idle.job is None, rt.idle.last])(get_ipython()._ipyagent_runtime)")
+        assert job == [True, ""], job
+        assert server.requests == []
