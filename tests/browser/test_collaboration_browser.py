@@ -227,9 +227,10 @@ def test_an_idle_compaction_under_collaboration_is_made_once_and_stored_once(col
             arg=name, timeout=120_000)
     # the run's widget became the static view that says so (page one ran the cell; page two sees it
     # through the shared document)
-    for page in pages:
-        page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".ipyagent-budget", has_text="Compacted in the background") \
-            .wait_for(state="visible", timeout=60_000)
+    for page in pages:  # (the panel's own cells: the workspace may have reopened another notebook too)
+        panel = page.evaluate("(p) => window.__ipa.panel(p).id", name)
+        page.locator(f"[id='{panel}'] .jp-Notebook .jp-Cell").nth(3) \
+            .locator(".ipyagent-budget", has_text="Compacted in the background").wait_for(state="visible", timeout=60_000)
 
     acks = _text(two.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 5]))
     line = next(x for x in acks.splitlines() if x.startswith("ACKS "))
