@@ -315,3 +315,39 @@ def test_a_replay_on_a_notebook_page_starts_none(idle_run, tmp_path):
         job = k.evaluate("(lambda rt: [rt.idle.job is None, rt.idle.last])(get_ipython()._ipyagent_runtime)")
         assert job == [True, ""], job
         assert server.requests == []
+
+
+def test_an_agent_command_before_it_starts_leaves_it_armed(tmp_path):
+    """``%agent status`` (or any ``%agent`` command that does not cancel it) run before the kernel
+    has been idle long enough leaves the job armed: the status says so, and the compaction follows
+    once the kernel is idle. (The delay is set long while the command runs, then to 0, so that the
+    command surely comes before the start.)"""
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        for _ in range(3):
+            server.enqueue_text(ANSWER)
+        server.enqueue_summary(SUMMARY)
+        k.run(CELLS[0] + "%config Agent.idle_compaction_delay = 3600\n", "cell-0")
+        for i in (1, 2, 3):
+            assert k.run(CELLS[i], f"cell-{i}").status == "ok"
+        status = outputs_text(k.run("%agent status", "status").outputs)
+        assert "idle compaction: armed" in status, status
+        k.run("%config Agent.idle_compaction_delay = 0", "delay")
+        _until(k, lambda: bool(_compactions(k)))
+        compactions = _compactions(k)
+        assert len(compactions) == 1 and compactions[0]["trigger"] == "idle"
+
+
+def test_turning_it_off_while_a_job_waits_drops_the_job(tmp_path):
+    """``%config Agent.idle_compaction = 0`` after a run, before the kernel has been idle long
+    enough: the armed job does not start (no summary request, no entry)."""
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        for _ in range(3):
+            server.enqueue_text(ANSWER)
+        k.run(CELLS[0] + "%config Agent.idle_compaction_delay = 3600\n", "cell-0")
+        for i in (1, 2, 3):
+            assert k.run(CELLS[i], f"cell-{i}").status == "ok"
+        k.run("%config Agent.idle_compaction = 0\n%config Agent.idle_compaction_delay = 0", "off")
+        last = k.evaluate("(lambda rt: (rt.idle.job.done.wait(60) if rt.idle.job else True) and rt.idle.last)"
+                          "(get_ipython()._ipyagent_runtime)")
+        assert last == "dropped: Agent.idle_compaction was turned off", last
+        assert server.summary_calls == 0 and not _compactions(k)
