@@ -5,6 +5,9 @@
 Figures:
 - loading genai-prices and its bundled snapshot, in a fresh interpreter (what ``warm_up`` moves
   off the first reply, into a background thread);
+- how long the first reply against the fake provider waits to be priced, in a fresh interpreter:
+  with the loading started by the provider call (a program without the extension, or Run All
+  straight after ``%load_ext``), and started by ``%load_ext`` while the user writes the prompt;
 - pricing one reply (``price_usage``) once loaded: median over ``--calls`` calls, known model and
   unknown model;
 - ``Session.costs()`` on a generated session: the first call (counts every entry) and the median
@@ -27,6 +30,34 @@ from ipyagent.hooks import HookRegistry
 from ipyagent.providers.pricing import price_usage
 from support.sessiongen import generate_session
 
+FIRST_REPLY = """
+import sys, time
+from ipyagent import Agent, Session
+from ipyagent.agent.config import AgentConfig
+from ipyagent.providers import pricing
+from ipyagent.providers.transport import message
+from ipyagent.testing import FakeProviderServer
+
+spent = []
+priced = message.price_usage
+def timed(*args, **kwargs):
+    start = time.perf_counter()
+    try:
+        return priced(*args, **kwargs)
+    finally:
+        spent.append(time.perf_counter() - start)
+message.price_usage = timed  # a benchmark's probe, never in a test
+with FakeProviderServer() as server:
+    server.register("openai")
+    if sys.argv[1] == "load":  # %load_ext, then the user writes the prompt (longer than the load takes)
+        pricing.warm_up()
+        pricing._warming.join()
+    server.enqueue_text("Hello.")
+    agent = Agent(Session(), config=AgentConfig(model="openai:gpt-4.1-mini", context_window=100_000), tools=[])
+    agent.prompt("hi")
+print(spent[0])
+"""
+
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.3f} ms"
@@ -42,6 +73,12 @@ def main() -> None:
             "calculate('openai', 'gpt-4.1', {'input': 1000, 'output': 100}); print(time.perf_counter() - t)")
     cold = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     print(f"load genai-prices + first price (fresh process): {ms(cold)}")
+
+    for when in ("call", "load"):
+        spent = float(subprocess.run([sys.executable, "-c", FIRST_REPLY, when], capture_output=True, text=True,
+                                     check=True).stdout.split()[-1])
+        print(f"the first reply waits to be priced (loading started at the {'provider call' if when == 'call' else '%load_ext'}): "
+              f"{ms(spent)}")
 
     for model in ("gpt-4.1-mini", "not-a-priced-model"):
         times = []

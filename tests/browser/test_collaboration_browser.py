@@ -3,18 +3,24 @@ holding 2,000 entries (layout 2), three ``%%agent`` turns run from one page. One
 entry (no duplicate acks, no entry in two chunks), nothing is lost or duplicated in the saved
 file, and the server's Y store grows per turn by at most twice the new entries' JSON together
 with the cell's outputs (which any notebook stores; the store's own part is about 1x the entries).
+
+And a compaction in the kernel's idle time with two pages open: the second page's own requests
+while it runs (an ordinary cell) neither cancel it nor start another, and its entry, sent from the
+kernel's worker thread, is stored by one page only.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
 import nbformat
 
 from ipyagent.store.chunks import assemble, chunk_entries, chunk_keys, store_value
+from ipyagent.testing.specs import Reply
 from support.sessiongen import generate_session
 
 from .test_long_session_browser import HELPERS, _run, _text
@@ -144,3 +150,115 @@ def test_two_pages_three_turns_one_writer(collaborative_lab, context):
 
 def page_collaborative(page, name: str) -> bool:
     return page.evaluate("(p) => window.__ipa.panel(p).context.model.collaborative", name)
+
+
+IDLE_SETUP = ("%load_ext ipyagent\n%config Agent.context_window = 6000\n%config Agent.reserve_tokens = 1000\n"
+              "%config Agent.keep_recent_tokens = 1500\n")
+IDLE_ANSWER = "The columns hold measurements with consistent units and few gaps. " * 66
+IDLE_SUMMARY = "## Goal\nDescribe the measurements.\n\n## Progress\n- [x] the columns (idle summary)"
+RUNTIME = "get_ipython()._ipyagent_runtime"
+
+
+def _compactions(page, name: str) -> list[dict]:
+    view = page.evaluate("(p) => window.__ipaView(p)", name) or {}
+    return [e for e in view.get("default", []) if e["type"] == "compaction"]
+
+
+def _until(check, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while not check():
+        assert time.time() < deadline, "the awaited event never came"
+        time.sleep(0.1)
+
+
+def test_an_idle_compaction_under_collaboration_is_made_once_and_stored_once(collaborative_lab, context):
+    """Page one runs three ``%%agent`` cells that take the session past the idle share of its
+    threshold; the kernel compacts once it has been idle for ``Agent.idle_compaction_delay`` (the
+    default). While the summary is held, page two runs an ordinary cell: it answers at once, and
+    it makes the kernel's latest request page two's, so the entry's message (sent from the
+    compaction's thread) names page two's connection as its parent. Exactly one compaction entry
+    results (idle), acked once, in one chunk, the same on both pages and in the saved file; page
+    two's activity armed no other job and asked for no other summary."""
+    lab = collaborative_lab
+    server = lab.fake
+    name = "idle-shared.ipynb"
+    path = lab.root / name
+    cells = [IDLE_SETUP, "%%agent\nDescribe the data set, column by column.", "%%agent\nWhich columns have gaps?",
+             "%%agent\nWhich are measured, which derived?", "x = 6 * 7\nprint('ANSWER', x)",
+             ("import json, ipyagent.bridge.comm as B\nb = B.active_bridge()\n"
+              "print('ACKS', json.dumps([a['seq'] for a in b.acks], separators=(',', ':')),"
+              " json.dumps(b.unacked(), separators=(',', ':')))"),
+             f"rt = {RUNTIME}\nprint('JOB', rt.idle.job is None, '|', rt.idle.last)"]
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
+    nbformat.write(nb, str(path))
+
+    pages = []
+    for _ in range(2):
+        page = context.new_page()
+        page.add_init_script(HELPERS)
+        page.add_init_script(VIEW)
+        page.goto(lab.url(f"/lab/tree/{name}"))
+        page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=180_000)
+        pages.append(page)
+    one, two = pages
+    assert page_collaborative(one, name) and page_collaborative(two, name)
+
+    first = len(server.requests)
+    hold = threading.Event()
+    try:
+        for _ in range(3):
+            server.enqueue_text(IDLE_ANSWER)
+        server.enqueue_summary(Reply(text=IDLE_SUMMARY, hold=hold))
+        for i in range(4):
+            out = _run(one, name, i)
+            assert "ERROR" not in out, out
+        # the pause: the kernel starts the summary on its own (it is held after its first tokens)
+        _until(lambda: any(r.kind == "summary" for r in server.requests[first:]))
+        assert not _compactions(one, name)
+        plain = _run(two, name, 4)  # page two's own request while the summary is made
+        assert "ANSWER 42" in plain, plain
+    finally:
+        hold.set()
+    for page in pages:
+        page.wait_for_function(
+            "(p) => ((window.__ipaView(p) || {}).default || []).some(e => e.type === 'compaction')",
+            arg=name, timeout=120_000)
+    # the run's widget became the static view that says so (page one ran the cell; page two sees it
+    # through the shared document)
+    for page in pages:  # (the panel's own cells: the workspace may have reopened another notebook too)
+        panel = page.evaluate("(p) => window.__ipa.panel(p).id", name)
+        page.locator(f"[id='{panel}'] .jp-Notebook .jp-Cell").nth(3) \
+            .locator(".ipyagent-budget", has_text="Compacted in the background").wait_for(state="visible", timeout=60_000)
+
+    acks = _text(two.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 5]))
+    line = next(x for x in acks.splitlines() if x.startswith("ACKS "))
+    seqs = json.loads(line.split(" ", 2)[1])
+    assert seqs and len(seqs) == len(set(seqs)), line  # each message (the idle entry's too) acked by one page
+    assert json.loads(line.split(" ", 2)[2]) == {}, line
+    job = _text(two.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 6]))
+    assert "JOB True | compacted in the background" in job, job  # no job armed by page two's cells
+
+    kinds = [r.kind for r in server.requests[first:]]
+    assert kinds[:3] == ["chat"] * 3 and set(kinds[3:]) == {"summary"}, kinds  # one compaction's requests only
+    views = [page.evaluate("(p) => window.__ipaView(p)", name)["default"] for page in pages]
+    ids = [e["id"] for e in views[0]]
+    assert [e["id"] for e in views[1]] == ids and len(ids) == len(set(ids))  # no entry in two chunks
+    for view in views:
+        compactions = [e for e in view if e["type"] == "compaction"]
+        assert len(compactions) == 1 and compactions[0]["trigger"] == "idle", compactions
+
+    one.evaluate("(p) => window.__ipa.panel(p).context.save()", name)
+    deadline = time.time() + 60
+    while True:
+        saved = json.loads(path.read_text())["metadata"]
+        held = assemble(saved)
+        saved_ids = [e["id"] for e in (held.get("sessions", {}).get("default") or {}).get("entries", [])]
+        if saved_ids == ids or time.time() > deadline:
+            break
+        time.sleep(0.3)
+    assert saved_ids == ids
+    all_ids = [e["id"] for k in chunk_keys(saved) for e in chunk_entries(saved[k])[1] or []]
+    assert len(all_ids) == len(set(all_ids)) == len(ids)
+    lab.shutdown_kernels()

@@ -50,3 +50,76 @@ def test_a_failing_cells_traceback_is_plain_text_when_not_on_a_terminal(tmp_path
     assert result.returncode == 1
     assert "ZeroDivisionError" in result.stdout and "return 1 / 0" in result.stdout
     assert "\x1b" not in result.stdout, result.stdout
+
+
+def _three_cells(folder: Path) -> Path:
+    sources = ["%load_ext ipyagent\n%config Agent.model = 'openai:fake-model'", "total = 6 * 7",
+               "%%agent\nWhat is in `total`?"]
+    write_notebook(folder / "three.ipynb", new_notebook([
+        {"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [], "source": s}
+        for i, s in enumerate(sources)]))
+    return folder / "three.ipynb"
+
+
+def _run_on(args: list[str], cwd: Path, server, *, terminal: bool) -> tuple[int, str]:
+    """``ipyagent run`` against the fake provider; what reached its stderr (a pipe, or a terminal:
+    the slave end of a pty) and its return code."""
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_ENV and k != "NO_COLOR"}
+    env.update(OPENAI_BASE_URL=server.openai_base_url, OPENAI_API_KEY="sk-test-not-a-real-key")
+    command = [sys.executable, "-m", "ipyagent", "run", *args]
+    if not terminal:
+        done = subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, timeout=600, text=True)
+        return done.returncode, done.stderr
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=slave,
+                            stdin=subprocess.DEVNULL)
+    os.close(slave)
+    got = bytearray()
+    while True:  # until the child's end closes the terminal (EIO on Linux)
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(master)
+    return proc.wait(timeout=600), got.decode("utf-8", "replace")
+
+
+@pytest.mark.kernel
+def test_ipyagent_run_prints_one_line_per_cell_plain_off_a_terminal_and_none_when_quiet(tmp_path):
+    from ipyagent.testing import FakeProviderServer
+
+    src = _three_cells(tmp_path)
+    with FakeProviderServer() as server:
+        server.enqueue_text("`total` holds 42.")
+        code, err = _run_on([str(src), "-o", "out.ipynb"], tmp_path, server, terminal=False)
+        assert code == 0, err
+        lines = [ln for ln in err.splitlines() if ln.startswith("ipyagent run: cell")]
+        assert [ln.split()[3] for ln in lines] == ["1/3", "2/3", "3/3"], err
+        assert lines[0].endswith("%load_ext ipyagent") and lines[2].endswith("%%agent")
+        assert all(" s  " in ln for ln in lines)  # the elapsed seconds
+        assert "\x1b" not in err, err  # a pipe gets no escape codes
+
+        server.enqueue_text("`total` holds 42.")
+        code, err = _run_on([str(src), "-o", "quiet.ipynb", "--quiet"], tmp_path, server, terminal=True)
+        assert code == 0, err
+        assert "ipyagent run: cell" not in err, err
+
+
+@pytest.mark.kernel
+def test_ipyagent_run_dims_its_lines_on_a_terminal(tmp_path):
+    from ipyagent.testing import FakeProviderServer
+
+    src = _three_cells(tmp_path)
+    with FakeProviderServer() as server:
+        server.enqueue_text("`total` holds 42.")
+        code, err = _run_on([str(src), "-o", "out.ipynb"], tmp_path, server, terminal=True)
+    assert code == 0, err
+    lines = [ln for ln in err.splitlines() if "ipyagent run: cell" in ln]
+    assert len(lines) == 3 and all(ln.startswith("\x1b[2m") and ln.rstrip("\r").endswith("\x1b[0m")
+                                   for ln in lines), err

@@ -79,7 +79,9 @@ def idle_run(tmp_path_factory):
         shown = outputs_text(k.cells[-1].outputs)
         summary_calls = server.summary_calls
         metadata = json.loads(json.dumps(k.metadata))
-    return {"metadata": metadata, "shown": shown, "summary_calls": summary_calls, "folder": folder}
+        status = outputs_text(k.run("%agent status", "status").outputs)
+    return {"metadata": metadata, "shown": shown, "summary_calls": summary_calls, "folder": folder,
+            "status": status}
 
 
 def test_idle_compaction_writes_one_entry_equal_in_kind_to_a_foreground_one(idle_run, tmp_path):
@@ -88,6 +90,9 @@ def test_idle_compaction_writes_one_entry_equal_in_kind_to_a_foreground_one(idle
     assert idle[0]["trigger"] == "idle" and idle[0]["summary"].startswith("## Goal")
     # the budget widget of the run said so, and became the static view with the new budget
     assert "Compacted in the background" in idle_run["shown"]
+    assert "last compaction: idle, " in idle_run["shown"]  # the widget's details say what made it
+    assert any(line.strip().startswith("last compaction: idle, ")  # and %agent status, in a line of its own
+               for line in idle_run["status"].splitlines()), idle_run["status"]
 
     # ipyagent run never compacts in idle time: the same run compacts in the foreground at its end
     with fake_provider() as server:
@@ -134,6 +139,9 @@ def test_a_cell_started_during_it_waits_and_ordinary_cells_run_meanwhile(tmp_pat
         try:
             _run_up_to_the_pause(k, server, Reply(text=SUMMARY, hold=hold))
             _until(k, _summary_requested(server))  # the idle compaction has started; its summary is held
+            # the run's live budget widget says so, with the summary's tokens as they arrive
+            status = k.evaluate("get_ipython()._ipyagent_runtime.idle.job.view.widget.facts.status")
+            assert status.startswith("Compacting in the background… ") and "tokens of summary" in status, status
 
             plain = k.run("x = 6 * 7\nx", "code-1")  # the kernel answers while the summary is made
             assert plain.status == "ok" and "42" in outputs_text(plain.outputs)
@@ -185,3 +193,161 @@ def test_an_interrupt_cancels_it_and_the_next_cell_compacts_in_the_foreground(tm
         assert cell.status == "ok", outputs_text(cell.outputs)
         compactions = _compactions(k)
         assert len(compactions) == 1 and compactions[0]["trigger"] == "foreground"
+
+
+def test_compact_while_it_runs_joins_it(idle_run, tmp_path):
+    """``%compact`` during an idle compaction waits for it, showing its progress, and makes no
+    compaction of its own: no second summary request, one entry (the idle one)."""
+    hold = threading.Event()
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        try:
+            _run_up_to_the_pause(k, server, Reply(text=SUMMARY, hold=hold))
+            _until(k, _summary_requested(server))  # the idle compaction has started; its summary is held
+            msg_id = k.send_execute("%compact", "compact-1")
+            waiting = k.wait(msg_id, until=lambda: "Waiting for the background compaction"
+                             in outputs_text(k.cells[-1].outputs))
+            assert waiting is not None and not _compactions(k)
+            live = [o for o in k.cells[-1].outputs if "application/vnd.jupyter.widget-view+json" in (o.get("data") or {})]
+            assert live, k.cells[-1].outputs  # the join's progress bar, live while it waits
+            hold.set()
+            cell = k.wait(msg_id)
+            assert cell is not None and cell.status == "ok", outputs_text(cell.outputs)
+            k.drain(0.3)
+        finally:
+            hold.set()
+        shown = outputs_text(k.cells[-1].outputs)
+        assert "Compacted in the background:" in shown  # the join's line, now static
+        assert "the background compaction that was running compacted the session" in shown
+        # the same summary requests as the idle compaction alone makes, none of %compact's own
+        assert server.summary_calls == idle_run["summary_calls"], [r.kind for r in server.requests]
+        compactions = _compactions(k)
+        assert len(compactions) == 1 and compactions[0]["trigger"] == "idle"
+        assert "widget-view" not in json.dumps(k.cells[-1].outputs)  # the saved output holds no widget
+
+
+def _idle_last(k: LiveKernel) -> str:
+    """How the last job ended; "still running" while one runs (a cancel waits for the job's end,
+    so right after a command that cancels, none runs)."""
+    return k.evaluate("(lambda rt: 'still running' if rt.idle.job else rt.idle.last)(get_ipython()._ipyagent_runtime)")
+
+
+def test_a_model_change_and_a_branch_switch_cancel_it(tmp_path):
+    """A running idle compaction is cancelled, with no entry written, by ``%config Agent.model``
+    and by ``%agent checkout`` (each while its summary is held)."""
+    hold = threading.Event()
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        try:
+            _run_up_to_the_pause(k, server, Reply(text=SUMMARY, hold=hold))
+            _until(k, _summary_requested(server))
+            k.run("%config Agent.model = 'openai:fake-model-2'", "model")
+            assert _idle_last(k).startswith("cancelled")
+            hold.set()
+            k.drain(0.3)
+            assert not _compactions(k)
+            assert "compaction" not in k.evaluate(
+                "[e['type'] for e in get_ipython()._ipyagent_runtime.slot().session.entries]")
+
+            # one more run that leaves the context between the idle share and the threshold (the
+            # window set just above what the session holds), so the kernel arms a job again
+            tokens = k.evaluate("get_ipython()._ipyagent_runtime.agent_for(get_ipython()._ipyagent_runtime.slot(),"
+                                " get_ipython()._ipyagent_runtime.agent_config()).request_tokens()")
+            k.run(f"%config Agent.context_window = {tokens + 1600}", "window")
+            hold = threading.Event()
+            server.enqueue_text("Mostly SI units.")
+            server.enqueue_summary(Reply(text=SUMMARY, hold=hold))
+            before = server.summary_calls
+            cell = k.run("%%agent\nWhich units?", "cell-units")
+            assert cell.status == "ok", outputs_text(cell.outputs)
+            assert server.summary_calls == before  # not compacted in the foreground
+            _until(k, lambda: server.summary_calls > before)
+            target = k.evaluate("[e['id'] for e in get_ipython()._ipyagent_runtime.slot().session.entries"
+                                " if e['type'] == 'message' and e['message']['role'] == 'user'][-1]")
+            checkout = k.run(f"%agent checkout {target}", "checkout")
+            assert checkout.status == "ok", outputs_text(checkout.outputs)
+            assert _idle_last(k).startswith("cancelled")
+        finally:
+            hold.set()
+        k.drain(0.3)
+        assert not _compactions(k)
+        assert "compaction" not in k.evaluate(
+            "[e['type'] for e in get_ipython()._ipyagent_runtime.slot().session.entries]")
+
+
+def test_an_interrupt_of_the_cell_that_waits_for_it_cancels_it(tmp_path):
+    """A ``%%agent`` cell waiting for the running idle compaction, interrupted: the compaction is
+    cancelled (no entry), the cell says so, and the next cell compacts in the foreground."""
+    hold = threading.Event()
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        try:
+            _run_up_to_the_pause(k, server, Reply(text=SUMMARY, hold=hold))
+            _until(k, _summary_requested(server))
+            msg_id = k.send_execute(CELLS[LAST], f"cell-{LAST}")
+            cell = k.interrupt_when(lambda: "Waiting for the background compaction"
+                                    in outputs_text(k.cells[-1].outputs), msg_id)
+            assert cell.status == "error" and cell.error and cell.error["ename"] == "KeyboardInterrupt"
+            assert "cancelled by the interrupt; no entry was written" in outputs_text(cell.outputs)
+            assert _idle_last(k).startswith("cancelled")
+        finally:
+            hold.set()
+        k.drain(0.3)
+        assert not _compactions(k)
+        assert [r.kind for r in server.requests if r.kind == "chat"] == ["chat"] * 3  # the cell asked nothing
+
+        server.enqueue_summary(SUMMARY)
+        server.enqueue_text("The units are SI throughout.")
+        again = k.run(CELLS[LAST], f"cell-{LAST}-again")
+        assert again.status == "ok", outputs_text(again.outputs)
+        compactions = _compactions(k)
+        assert len(compactions) == 1 and compactions[0]["trigger"] == "foreground"
+
+
+def test_a_replay_on_a_notebook_page_starts_none(idle_run, tmp_path):
+    """``Agent.replay = "on"`` on a notebook page (not ``ipyagent run``): the cells replay their
+    recorded responses, the context ends above the idle share as it did, and the kernel arms no
+    idle compaction (nor asks the server anything)."""
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        k.frontend.metadata = json.loads(json.dumps(idle_run["metadata"]))
+        k.push()
+        k.run(CELLS[0] + "%config Agent.replay = 'on'\n", "cell-0")
+        for i in (1, 2, 3):
+            cell = k.run(CELLS[i], f"cell-{i}")
+            assert cell.status == "ok" and "Replaying" in outputs_text(cell.outputs), outputs_text(cell.outputs)
+        job = k.evaluate("(lambda rt: [rt.idle.job is None, rt.idle.last])(get_ipython()._ipyagent_runtime)")
+        assert job == [True, ""], job
+        assert server.requests == []
+
+
+def test_an_agent_command_before_it_starts_leaves_it_armed(tmp_path):
+    """``%agent status`` (or any ``%agent`` command that does not cancel it) run before the kernel
+    has been idle long enough leaves the job armed: the status says so, and the compaction follows
+    once the kernel is idle. (The delay is set long while the command runs, then to 0, so that the
+    command surely comes before the start.)"""
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        for _ in range(3):
+            server.enqueue_text(ANSWER)
+        server.enqueue_summary(SUMMARY)
+        k.run(CELLS[0] + "%config Agent.idle_compaction_delay = 3600\n", "cell-0")
+        for i in (1, 2, 3):
+            assert k.run(CELLS[i], f"cell-{i}").status == "ok"
+        status = outputs_text(k.run("%agent status", "status").outputs)
+        assert "idle compaction: armed" in status, status
+        k.run("%config Agent.idle_compaction_delay = 0", "delay")
+        _until(k, lambda: bool(_compactions(k)))
+        compactions = _compactions(k)
+        assert len(compactions) == 1 and compactions[0]["trigger"] == "idle"
+
+
+def test_turning_it_off_while_a_job_waits_drops_the_job(tmp_path):
+    """``%config Agent.idle_compaction = 0`` after a run, before the kernel has been idle long
+    enough: the armed job does not start (no summary request, no entry)."""
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        for _ in range(3):
+            server.enqueue_text(ANSWER)
+        k.run(CELLS[0] + "%config Agent.idle_compaction_delay = 3600\n", "cell-0")
+        for i in (1, 2, 3):
+            assert k.run(CELLS[i], f"cell-{i}").status == "ok"
+        k.run("%config Agent.idle_compaction = 0\n%config Agent.idle_compaction_delay = 0", "off")
+        last = k.evaluate("(lambda rt: (rt.idle.job.done.wait(60) if rt.idle.job else True) and rt.idle.last)"
+                          "(get_ipython()._ipyagent_runtime)")
+        assert last == "dropped: Agent.idle_compaction was turned off", last
+        assert server.summary_calls == 0 and not _compactions(k)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ipyagent.kernel.runtime import AgentRuntime
+from ipyagent.providers.pricing import warm_up as warm_up_prices
 
 __all__ = ["AgentRuntime", "get_runtime", "load", "unload"]
 
@@ -36,6 +37,7 @@ def load(ipython: Any) -> AgentRuntime:
     register_magics(ipython, runtime)
     if fresh:
         _register_widget_control()
+        warm_up_prices()  # loaded while the user writes the first prompt, not when its reply ends
         runtime.start()
         _announce(runtime)
     elif not runtime.running:  # %reload_ext: the sessions stay, the bridge opens again

@@ -9,9 +9,10 @@ budget widget stays live meanwhile ("compacting in the background…", the summa
 arrive) and then shows the new budget; the entry goes to the notebook through the bridge.
 
 * A ``%%agent`` or ``%compact`` cell (and every ``%agent`` command that reads or changes the
-  session) first :meth:`~IdleCompactor.join` s a running job, showing its progress; a job still
-  waiting for the kernel to be idle is dropped instead (the cell compacts in the foreground as it
-  always did, if it must).
+  session) first :meth:`~IdleCompactor.join` s a running job, showing its progress. A job still
+  waiting for the kernel to be idle is dropped by a ``%%agent`` or ``%compact`` cell (which
+  compacts in the foreground as it always did, if it must) and left armed by an ``%agent``
+  command (``%agent status`` after a run says it is armed; it starts once the kernel is idle).
 * An interrupt (while the kernel is idle, or in any cell while the job runs), a model change, a
   branch or session switch and the kernel's end :meth:`~IdleCompactor.cancel` it: its summary
   request is stopped and no entry is written. A summary that has arrived is checked once more
@@ -207,11 +208,30 @@ class IdleCompactor:
                 if job.cancel.is_set():
                     job.outcome = "cancelled before it started"
                     return
+                unwanted = self._unwanted(job)
+                if unwanted:
+                    job.outcome = f"dropped: {unwanted}"
+                    return
                 self._compact(job)
         except Exception as exc:  # noqa: BLE001 - a background job must never take the kernel down
             job.outcome = f"failed: {type(exc).__name__}: {exc}"
         finally:
             self._finish(job)
+
+    def _unwanted(self, job: IdleJob) -> str:
+        """Why a job armed after a run no longer should start (the settings or the session changed
+        while it waited: an ``%agent`` command or ``%config`` leaves a waiting job armed); "" when
+        it should."""
+        config = self.runtime.config
+        if float(config.idle_compaction or 0) <= 0:
+            return "Agent.idle_compaction was turned off"
+        if config.replay == "on":
+            return "replay was turned on"
+        if not config.auto_compact:
+            return "automatic compaction was turned off"
+        if not self.due(job.slot.agent):
+            return "the context is below the idle share now"
+        return ""
 
     def _compact(self, job: IdleJob) -> None:
         agent, runtime = job.slot.agent, self.runtime
@@ -291,14 +311,19 @@ class IdleCompactor:
             job.done.wait()
         return True
 
-    def join(self, *, show: bool = True) -> dict[str, Any] | None:
+    def join(self, *, show: bool = True, drop_waiting: bool = True) -> dict[str, Any] | None:
         """Before a run: a job still waiting is dropped, a running one is waited for (a progress
-        line in this cell meanwhile; an interrupt cancels it). Returns the entry it wrote."""
+        line in this cell meanwhile; an interrupt cancels it). Returns the entry it wrote.
+        ``drop_waiting=False`` (an ``%agent`` command that compacts nothing) leaves a waiting job
+        armed: it cannot start while the command's cell executes, and it plans from the session as
+        the command leaves it."""
         with self._cond:
             job = self.job
             if job is None:
                 return None
             if job.state == "waiting":
+                if not drop_waiting:
+                    return None
                 job.state = "dropped"
                 self._cond.notify_all()
         if job.state == "dropped":

@@ -34,7 +34,9 @@ _warming: threading.Thread | None = None
 
 def warm_up() -> None:
     """Load genai-prices and its snapshot in the background (about half a second, once per
-    process), so the first reply is not kept waiting for it."""
+    process), so the first reply is not kept waiting for it: ``%load_ext ipyagent`` starts it, and
+    so does every provider call (for programs without the extension). A reply that ends while it
+    still loads waits for the rest of it when it is priced (the import's own lock)."""
     global _warming
     with _lock:
         if _warming is not None:

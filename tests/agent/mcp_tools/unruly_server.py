@@ -5,6 +5,8 @@ what the kernel does with servers it cannot trust to behave:
     unruly_server.py hang               ignores SIGTERM and never answers: a server forever starting
     unruly_server.py echo-env NAME      writes NAME's value on stderr and exits (a failed start)
     unruly_server.py flood MB           writes MB megabytes to stderr in lines, then exits
+    unruly_server.py gate FIFO          serves once a line can be read from the named pipe FIFO
+                                        (a server whose start the test holds, then releases)
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ def main(mode: str, arg: str = "") -> None:
         sys.stderr.buffer.write(b"the last line after the flood\n")
         sys.stderr.flush()
         sys.exit(2)
+    if mode == "gate":
+        from mcp.server.fastmcp import FastMCP  # noqa: F401 - loaded before the gate: serving is quick after it
+
+        with open(arg, encoding="utf-8") as gate:  # blocks until the test opens the pipe for writing
+            gate.readline()
     serve()
     while mode == "ignore-term":  # stdin closed: a well-behaved server exits here, this one does not
         time.sleep(60)

@@ -122,7 +122,8 @@ def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
 
 
 # %agent commands that move to another branch or session or change the model: a compaction in the
-# kernel's idle time is cancelled (no entry); every other command but help waits for it to end
+# kernel's idle time is cancelled (no entry); every other command but help waits for a running one
+# to end and leaves one still waiting for the kernel to be idle armed
 _CANCELLING = {"new", "switch", "checkout", "load", "import"}
 
 
@@ -132,7 +133,7 @@ def settle_background_compaction(runtime: Any, line: str) -> None:
     if name in _CANCELLING or (name == "model" and rest.strip()):
         runtime.idle.cancel(f"%agent {name}")
     elif name != "help":
-        runtime.idle.join()
+        runtime.idle.join(drop_waiting=False)  # one still waiting starts once the kernel is idle
 
 
 @magics_class
