@@ -170,18 +170,25 @@ def test_a_cell_started_during_it_waits_and_ordinary_cells_run_meanwhile(tmp_pat
         assert "Compacted in the background:" in outputs_text(k.cells[-1].outputs)
 
 
-def test_an_interrupt_cancels_it_and_the_next_cell_compacts_in_the_foreground(tmp_path):
+@pytest.mark.parametrize("stop", ["interrupt", "restart"])
+def test_an_interrupt_or_a_restart_cancels_it_and_the_next_cell_compacts_in_the_foreground(stop, tmp_path):
     hold = threading.Event()
     with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
         try:
             _run_up_to_the_pause(k, server, Reply(text=SUMMARY, hold=hold))
             _until(k, _summary_requested(server))
-            k.km.interrupt_kernel()  # the kernel is idle: no cell runs
-            last = k.evaluate("(lambda rt: (rt.idle.job.done.wait(60) if rt.idle.job else True) and rt.idle.last)"
-                              "(get_ipython()._ipyagent_runtime)")
-            assert last.startswith("cancelled"), last
+            stored = len(k.metadata["sessions"]["default"]["entries"])
+            if stop == "interrupt":
+                k.km.interrupt_kernel()  # the kernel is idle: no cell runs
+                last = k.evaluate("(lambda rt: (rt.idle.job.done.wait(60) if rt.idle.job else True) and rt.idle.last)"
+                                  "(get_ipython()._ipyagent_runtime)")
+                assert last.startswith("cancelled"), last
+            else:  # the kernel dies with its summary request in flight; the page pushes what it stored
+                k.restart()
+                k.run(CELLS[0], "cell-0-again")  # the user's setup cell, run again in the new kernel
+                assert k.evaluate("get_ipython()._ipyagent_runtime.idle.job") is None
             session = k.evaluate("[e['type'] for e in get_ipython()._ipyagent_runtime.slot().session.entries]")
-            assert "compaction" not in session
+            assert "compaction" not in session and len(session) == stored  # every completed entry kept
         finally:
             hold.set()
         k.drain(0.3)
@@ -265,6 +272,27 @@ def test_a_model_change_and_a_branch_switch_cancel_it(tmp_path):
             checkout = k.run(f"%agent checkout {target}", "checkout")
             assert checkout.status == "ok", outputs_text(checkout.outputs)
             assert _idle_last(k).startswith("cancelled")
+        finally:
+            hold.set()
+        k.drain(0.3)
+        assert not _compactions(k)
+        assert "compaction" not in k.evaluate(
+            "[e['type'] for e in get_ipython()._ipyagent_runtime.slot().session.entries]")
+
+
+def test_a_re_run_of_an_earlier_cell_cancels_it(tmp_path):
+    """Re-running an earlier ``%%agent`` cell forks the session (a branch switch): the running idle
+    compaction of the branch it leaves is cancelled, not waited for, and no entry is written."""
+    hold = threading.Event()
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        try:
+            _run_up_to_the_pause(k, server, Reply(text=SUMMARY, hold=hold))
+            _until(k, _summary_requested(server))
+            server.enqueue_text("Two columns have gaps.")
+            cell = k.run(CELLS[2], "cell-2")  # the same cell id: a re-run
+            assert cell.status == "ok", outputs_text(cell.outputs)
+            assert _idle_last(k) == "cancelled (a re-run of an earlier %%agent cell forked the session): no entry written"
+            assert "Re-run of an earlier cell" in outputs_text(cell.outputs)
         finally:
             hold.set()
         k.drain(0.3)

@@ -54,7 +54,8 @@ class ProgressLine:
                 self._text = w.Label(value=label + "…")
                 self._box = w.HBox([self._bar, self._text])
                 self._box.add_class(CLASS)
-                data = {**data, **(self._box._repr_mimebundle_() or {})}
+                # the widget's view, and the line itself as the text a frontend without widgets shows
+                data = {**(self._box._repr_mimebundle_() or {}), **data}
             except Exception:  # noqa: BLE001 - no ipywidgets: the plain line, updated by display id
                 self._bar = self._text = self._box = None
         self.handle = display_func(data, raw=True, display_id=True)

@@ -59,6 +59,7 @@ class IdleJob:
     done: threading.Event = field(default_factory=threading.Event)
     entry: dict[str, Any] | None = None
     outcome: str = ""  # one line: how it ended
+    cancelled_by: str = ""  # what cancelled it (``cancel(why)``)
     error: str = ""  # why the compaction left no entry
     tokens: int = 0  # the summary's tokens so far
     limit: int | None = None
@@ -206,7 +207,7 @@ class IdleCompactor:
                 return
             with self.lock:
                 if job.cancel.is_set():
-                    job.outcome = "cancelled before it started"
+                    job.outcome = f"cancelled before it started ({job.cancelled_by or 'cancelled'})"
                     return
                 unwanted = self._unwanted(job)
                 if unwanted:
@@ -247,7 +248,7 @@ class IdleCompactor:
             unsubscribe()
         elapsed = self._clock() - job.started
         if job.entry is None:
-            job.outcome = ("cancelled: no entry written" if job.cancel.is_set()
+            job.outcome = (f"cancelled ({job.cancelled_by or 'cancelled'}): no entry written" if job.cancel.is_set()
                            else f"nothing written ({job.error or 'nothing to compact'})")
             return
         after = agent.request_tokens()
@@ -303,6 +304,7 @@ class IdleCompactor:
             job = self.job
             if job is None:
                 return False
+            job.cancelled_by = job.cancelled_by or why
             job.cancel.set()
             if job.state == "waiting":
                 job.state = "dropped"

@@ -78,6 +78,11 @@ def interpolation_bundle(note: str) -> dict[str, str]:
 
 def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
     args = parse_argstring(_agent_cell_args, line)
+    job = runtime.idle.running()
+    if job is not None and fork_point(job.slot.session, cell_identity(runtime.shell)[0])[0] \
+            and job.slot.name == (args.session or runtime.active):
+        # a re-run of an earlier cell forks the session: a summary of the branch it leaves is not wanted
+        runtime.idle.cancel("a re-run of an earlier %%agent cell forked the session")
     runtime.idle.join()  # a background compaction ends first (this cell then uses its result)
     runtime.absorb_push()
     prompt = cell.strip("\n")
