@@ -112,13 +112,18 @@ def session_of(outcome: Any) -> dict[str, Any]:
 
 
 def model_errors(nb: dict[str, Any]) -> list[str]:
+    """The cells' model errors, each with the compaction failures said before it in its cell (why
+    a compaction could not make room)."""
     found = []
     for cell in nb["cells"]:
+        skipped = []
         for output in cell.get("outputs", []):
             text = (output.get("data") or {}).get("text/plain") or ""
             text = text if isinstance(text, str) else "".join(text)
+            if text.startswith("Automatic compaction skipped"):
+                skipped.append(text)
             if text.startswith("Model error"):
-                found.append(text)
+                found.append(" / ".join([text, *skipped]))
     return found
 
 
