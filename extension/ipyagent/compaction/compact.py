@@ -167,7 +167,6 @@ class _Calls:
         self.count = 0
         self.usage: list[dict[str, Any]] = []
         self.omitted = 0
-        self.cut = False  # a summary was cut at the room it had (CUT_NOTE)
 
     def summarize(self, call: SummaryCall, input_tokens: int | None) -> str:
         """One summary, dropping the oldest messages while the request cannot fit the model."""
@@ -189,7 +188,6 @@ class _Calls:
                     head = _head(exc.text) if call.room_cap else ""
                     if not head:
                         raise
-                    self.cut = True
                     self.omitted += omitted
                     return head + CUT_NOTE
                 cut_offs += 1
