@@ -10,8 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from ipyagent.compaction.branch import collect_branch_entries, generate_branch_summary
-from ipyagent.compaction.compact import CompactionResult, NothingToCompact, SummaryDoesNotShrink, compact
-from ipyagent.compaction.file_ops import FileOperation
+from ipyagent.compaction.compact import (
+    MIN_SUMMARY_TOKENS,
+    CompactionResult,
+    NothingToCompact,
+    SummaryDoesNotShrink,
+    compact,
+)
+from ipyagent.compaction.file_ops import FileOperation, format_file_lists
 from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction
 from ipyagent.compaction.settings import CompactionSettings, should_compact
@@ -213,7 +219,8 @@ class Session(SessionTree):
     def compact(self, summarizer: Summarizer, settings: CompactionSettings | None = None, *,
                 focus: str | None = None, reason: str = "manual", summary_input_tokens: int | None = None,
                 plan: CompactionPlan | None = None, extra: dict[str, Any] | None = None,
-                describe: Describe | None = None, fits: Callable[[int], bool] | None = None) -> Entry:
+                describe: Describe | None = None, fits: Callable[[int], bool] | None = None,
+                room: Callable[[int], int] | None = None) -> Entry:
         """Summarise older work and append the compaction entry; return it.
 
         ``fits`` (the estimated tokens of the context after compacting: summary and kept tail ->
@@ -221,6 +228,11 @@ class Session(SessionTree):
         tail, down to the last message, planned before the summary is asked for (with the
         previous summary's size as a guess) and again after it if the summary came out larger.
         One compaction entry either way. Not with a ``plan`` given (it is followed as it is).
+
+        ``room`` (the estimated tokens of the context after compacting, the summary aside -> the
+        summary model's tokens left for the summary) asks each summary within the room the plan
+        leaves it (``compaction/compact.py``); a plan that leaves less than a summary's least room
+        is cut deeper first, where it can be.
 
         ``describe`` (names -> their type and shape/len, for the names defined now) fills in the
         artifact ledger's kernel variables; the notebook layer passes one over the kernel's
@@ -236,7 +248,8 @@ class Session(SessionTree):
         if deepen:
             assert fits is not None
             guess = self._summary_tokens(plan.previous_summary) if plan is not None else 0
-            while plan is None or not fits(self.kept_tokens(plan) + guess):
+            while plan is None or not fits(self.kept_tokens(plan) + guess) or (
+                    room is not None and self._summary_room(plan, room) < MIN_SUMMARY_TOKENS):
                 deeper = self._deeper_plan(plan, settings)
                 if deeper is None:
                     break
@@ -269,7 +282,8 @@ class Session(SessionTree):
                     result = compact(plan, summarizer, focus=focus, input_tokens=summary_input_tokens,
                                      kept_tokens=self.kept_tokens(plan),
                                      estimated_before=self.estimated_context_tokens(),
-                                     estimator=self.estimator, describe=describe)
+                                     estimator=self.estimator, describe=describe,
+                                     summary_tokens=self._summary_room(plan, room) if room else None)
                 except SummaryDoesNotShrink:
                     # a long summary next to the kept tail: keep less verbatim and summarise again
                     deeper = self._deeper_plan(plan, settings) if deepen else None
@@ -296,6 +310,13 @@ class Session(SessionTree):
                                              system_message=checkpoint, timestamp=timestamp, **extra))
         self.hooks.emit("session_compact", compaction_entry=entry, from_extension=from_hook, session=self)
         return entry
+
+    def _summary_room(self, plan: CompactionPlan, room: Callable[[int], int]) -> int:
+        """The summary model's tokens ``room`` leaves the summary text next to ``plan``'s kept tail
+        and the summary's own wrapping (its file lists and artifact ledger)."""
+        read_files, modified_files = plan.file_ops.lists()
+        wrapping = self._summary_tokens(format_file_lists(read_files, modified_files) + plan.ledger().text() or " ")
+        return room(self.kept_tokens(plan) + wrapping)
 
     def _summary_tokens(self, summary: str | None) -> int:
         return self.estimator.estimate({"role": "compactionSummary", "summary": summary}) if summary else 0

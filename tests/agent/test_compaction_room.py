@@ -6,6 +6,8 @@ its window."""
 
 from __future__ import annotations
 
+import json
+
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent import events as ev
 from ipyagent.agent.config import AgentConfig
@@ -13,7 +15,10 @@ from ipyagent.compaction.settings import fit_budget
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.hooks import HookRegistry
 from ipyagent.testing import FakeProviderServer
+from ipyagent.testing.accounting import default_summary_detector, tokens
+from ipyagent.testing.specs import Reply
 
+RAMBLE = "- the user wants the data cleaned first and then a short report for the team\n"
 WORDS = "the survey answers were typed by hand so the city names are spelled in several ways "
 
 
@@ -112,3 +117,48 @@ def test_budgets_set_by_hand_that_cannot_fit_are_said_once_and_the_scaled_ones_u
         assert len(notices) == 1 and "cannot work with a 2,048-token window" in notices[0]
         assert agent.budget().threshold == 1536
         assert [e for e in seen if isinstance(e, ev.CompactionEnd) and e.entry is not None]
+
+
+def test_a_summary_model_that_runs_on_still_makes_room_after_an_overflow_with_defaults_only():
+    # What a new user of a 4,096-token local model meets (the interop case
+    # test_defaults_only_ten_cells_compact_without_errors[n_ctx-4096-no-window]): no settings but
+    # the model, no window known until the server's overflow error names it. The summary model
+    # runs on as a small model can, to its output limit or, with none asked for, to the window's
+    # end (llama-cpp-python's behaviour). The overflow's compaction must still leave room for the
+    # next request, in that same prompt, with no error.
+    window = 4096
+    with FakeProviderServer(context_window=window, overflow_style="llama-cpp-python",
+                            server_kind="llama-cpp-python") as server:
+        server.stream_usage = False
+        server.register("fake")
+        asked: list[int | None] = []
+
+        def model(body: dict) -> Reply | str:
+            if not default_summary_detector(body):
+                return "A short answer."
+            asked.append(body.get("max_tokens"))
+            left = window - tokens(len(json.dumps(body["messages"])))  # what the window leaves it
+            limit = min(body.get("max_tokens") or left, left)
+            return Reply(text=(RAMBLE * (4 * limit // len(RAMBLE) + 1))[:4 * limit], stop_reason="length")
+
+        server.policy = model
+        config = AgentConfig(model="fake:smollm2-135m-instruct", max_output_tokens=32)
+        agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        seen: list = []
+        agent.subscribe(seen.append)
+        for i in range(10):
+            result = agent.prompt(prompt(i, 560))
+            assert result.error is None, result.error
+        info = agent.window_info()
+        assert (info.window, info.source) == (window, "error")
+        ends = [e for e in seen if isinstance(e, ev.CompactionEnd)]
+        assert ends and [e.error for e in ends if e.error] == []
+        assert ends[0].reason == "overflow" and len(agent.session.compactions()) == len(ends)
+        assert asked and all(limit for limit in asked)  # every summary was told the room it has
+        # this model runs past any limit: each summary is kept up to the room it had, marked as cut
+        assert all(c["summary"].startswith("- the user wants") and "[The summary was cut off here" in c["summary"]
+                   for c in agent.session.compactions())
+        threshold = agent.budget().threshold
+        requests = [e.context_tokens for e in seen if isinstance(e, ev.RequestStart)]
+        assert max(requests[requests.index(max(requests)) + 1:]) <= threshold  # after the overflow: room
+        assert [r.outcome for r in server.requests if r.kind == "chat"].count("overflow") == 2  # streamed, whole

@@ -112,13 +112,18 @@ def session_of(outcome: Any) -> dict[str, Any]:
 
 
 def model_errors(nb: dict[str, Any]) -> list[str]:
+    """The cells' model errors, each with the compaction failures said before it in its cell (why
+    a compaction could not make room)."""
     found = []
     for cell in nb["cells"]:
+        skipped = []
         for output in cell.get("outputs", []):
             text = (output.get("data") or {}).get("text/plain") or ""
             text = text if isinstance(text, str) else "".join(text)
+            if text.startswith("Automatic compaction skipped"):
+                skipped.append(text)
             if text.startswith("Model error"):
-                found.append(text)
+                found.append(" / ".join([text, *skipped]))
     return found
 
 
@@ -161,6 +166,7 @@ def assert_every_cell_answered(outcome: Any, cells: int) -> None:
 # ---- the notebooks -------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(2400)  # ten cells with their summaries: 900 s is missed on a busy machine
 def test_known_window_ten_cells_compact_without_errors(real_provider_env: LlamaServer, tmp_path):
     cells = agent_cells(10)
     nb = notebook(setup(window=N_CTX, reserve=500, keep=350), *cells)
@@ -173,6 +179,7 @@ def test_known_window_ten_cells_compact_without_errors(real_provider_env: LlamaS
     assert "window from config" in widget_text(outcome.nb["cells"][-1])
 
 
+@pytest.mark.timeout(2400)  # as above
 def test_unknown_window_is_learned_and_the_session_compacts_without_errors(real_provider_env: LlamaServer,
                                                                            tmp_path):
     cells = agent_cells(10)
@@ -256,7 +263,11 @@ def all_output_text(nb: dict[str, Any]) -> str:
 
 
 @pytest.mark.timeout(2400)  # ten cells of SmolLM2 at 4,096 tokens, with its summaries, on two cores
-@pytest.mark.parametrize("window_set", [False, True], ids=["no-window", "context_window-set"])
+# 4,096 with the window set is left out: its threshold compactions at that scale are the ones the
+# no-window case makes after its overflow, and a configured window is the 2,048 case's
+@pytest.mark.parametrize(("server_at_each_size", "window_set"), [(2048, False), (2048, True), (4096, False)],
+                         ids=["n_ctx-2048-no-window", "n_ctx-2048-context_window-set", "n_ctx-4096-no-window"],
+                         indirect=["server_at_each_size"])
 def test_defaults_only_ten_cells_compact_without_errors(server_at_each_size: LlamaServer, window_set: bool,
                                                        tmp_path):
     # What a new user of a local model runs: the model, and at most the window. No budget, no
@@ -276,7 +287,7 @@ def test_defaults_only_ten_cells_compact_without_errors(server_at_each_size: Lla
     assert model_errors(outcome.nb) == []
     assert_every_cell_answered(outcome, 10)
     compactions = [e for e in session_of(outcome)["entries"] if e["type"] == "compaction"]
-    assert len(compactions) >= 2
+    assert len(compactions) >= 2 and all(c["summary"].strip() for c in compactions)
     shown = all_output_text(outcome.nb)
     assert not _NEGATIVE_THRESHOLD.search(shown), _NEGATIVE_THRESHOLD.search(shown)
     assert "Nothing to compact" not in shown and "compaction was not possible" not in shown

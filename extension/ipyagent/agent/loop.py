@@ -399,7 +399,8 @@ class Agent:
                                          budget.settings(self.config.compaction.enabled), focus=focus, reason=reason,
                                          summary_input_tokens=self._summary_input_tokens(), extra=extra,
                                          describe=self._ports.describe_namespace, plan=plan,
-                                         fits=self._room_under(budget.threshold))
+                                         fits=self._room_under(budget.threshold),
+                                         room=self._summary_room(budget.threshold))
         except KeyboardInterrupt:
             self._emit(ev.CompactionEnd(reason, aborted=True, duration=time.monotonic() - started))
             raise
@@ -458,6 +459,15 @@ class Agent:
             return None
         fixed, factor = self.fixed_tokens(), self.token_factor()
         return lambda after: fixed + math.ceil(after * factor) <= threshold
+
+    def _summary_room(self, threshold: int | None) -> Callable[[int], int] | None:
+        """The tokens a compaction leaves its summary under ``threshold``, next to the fixed part and
+        what it keeps (estimated, as the trigger counts): the summary's output limit, so that the
+        summary a small window's compaction gets back leaves the room it is for (None: no window)."""
+        if threshold is None:
+            return None
+        fixed, factor = self.fixed_tokens(), self.token_factor()
+        return lambda kept: threshold - fixed - math.ceil(kept * factor)
 
     def fits_after_deepest_compaction(self) -> bool:
         """Whether the next request could fit the window after the deepest compaction there is: one

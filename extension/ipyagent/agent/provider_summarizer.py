@@ -68,10 +68,11 @@ class ProviderSummarizer:
         self.calls = 0
 
     def max_tokens(self, request: SummaryRequest) -> int | None:
-        """The request's own limit, else the model's output limit clamped to its window (None:
-        unknown, the provider's default)."""
+        """The request's own limit (the room a compaction leaves the summary), never above the
+        model's output limit; else that limit clamped to its window (None: unknown, the provider's
+        default)."""
         if request.max_tokens is not None:
-            return request.max_tokens
+            return min(request.max_tokens, self.max_output) if self.max_output else request.max_tokens
         if self.max_output is None:
             return None
         return summary_output_limit(self.max_output, self.context_window,
@@ -107,7 +108,8 @@ class ProviderSummarizer:
             reason = (message or {}).get("errorMessage") or (message or {}).get("stopReason") or "no response"
             raise SummarizerError(f"Summarization failed: {reason}")
         if message.get("stopReason") == "length":
-            raise SummaryCutOff("Summarization failed: generation hit the token cap and the summary is incomplete")
+            raise SummaryCutOff("Summarization failed: generation hit the token cap and the summary is incomplete",
+                                text=text_of(message.get("content"), "\n"))
         if tool_calls_of(message):
             raise SummarizerError("Summarization failed: the model tried to call a tool")
         return SummaryResponse(text=text_of(message.get("content"), "\n"), usage=message.get("usage") or {})

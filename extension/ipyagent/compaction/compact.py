@@ -5,13 +5,18 @@ empty summary or one that does not shrink the context: those raise ``CompactionR
 (``SummaryDoesNotShrink`` for the second, which a deeper cut may cure). A summary cut off by the
 output cap is asked for once more before the compaction fails (Pi 1.6 fails at once; with a small
 local model that rambled, a second sample usually ends in time).
+
+With ``summary_tokens`` (the room the compaction leaves the summary in the context window, which
+a small window makes tight) each summary is asked for within that room, and one that runs past it
+twice is kept up to its last complete line, marked as cut (:data:`CUT_NOTE`): a longer one could
+not be used anyway, and without it the compaction, and an overflow's recovery, would fail.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ipyagent.compaction import prompts
@@ -32,6 +37,8 @@ from ipyagent.text import chars4
 
 MAX_TRIM_ATTEMPTS = 4
 CUT_OFF_RETRIES = 1  # a summary cut off by the output cap is asked for this many more times
+MIN_SUMMARY_TOKENS = 256  # the least room a summary is given, even where the window leaves less
+CUT_NOTE = "\n\n[The summary was cut off here: it ran past the room the context window leaves it.]"
 
 
 class CompactionRejected(SummarizerError):
@@ -88,6 +95,7 @@ class SummaryCall:
     previous_summary: str | None
     max_tokens: int | None  # None: the summary model's output limit (summary_output_limit)
     reasoning: str | None = None
+    room_cap: bool = False  # max_tokens is the room the compaction leaves: a summary cut there keeps its head
 
 
 def summary_calls(plan: CompactionPlan, focus: str | None = None, *, reasoning: str | None = None) -> list[SummaryCall]:
@@ -175,14 +183,32 @@ class _Calls:
                 drop = max(1, len(messages) // 2)
                 messages, omitted = messages[drop:], omitted + drop
                 continue
-            except SummaryCutOff:
+            except SummaryCutOff as exc:
                 if cut_offs == CUT_OFF_RETRIES:
-                    raise
+                    head = _head(exc.text) if call.room_cap else ""
+                    if not head:
+                        raise
+                    self.omitted += omitted
+                    return head + CUT_NOTE
                 cut_offs += 1
                 continue
             self.usage.append(response.usage)
             self.omitted += omitted
             return response.text.strip()
+
+
+def _head(text: str) -> str:
+    """A cut-off summary up to its last complete line (the whole of it when that would drop most)."""
+    text = text.strip()
+    end = text.rfind("\n")
+    return (text[:end] if end > len(text) // 2 else text).rstrip()
+
+
+def _within(call: SummaryCall, tokens: int | None) -> SummaryCall:
+    """``call`` asked for within ``tokens`` of summary text (None: as it is)."""
+    if tokens is None:
+        return call
+    return replace(call, max_tokens=max(MIN_SUMMARY_TOKENS, tokens - chars4(CUT_NOTE)), room_cap=True)
 
 
 def _with_content(messages: Sequence[Message]) -> Sequence[Message]:
@@ -192,7 +218,7 @@ def _with_content(messages: Sequence[Message]) -> Sequence[Message]:
 def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None = None,
             input_tokens: int | None = None, kept_tokens: int | None = None, estimated_before: int | None = None,
             estimator: Estimator | None = None, reasoning: str | None = None,
-            describe: Describe | None = None) -> CompactionResult:
+            describe: Describe | None = None, summary_tokens: int | None = None) -> CompactionResult:
     """Summarise what the plan says, merge a split turn, append the file lists and the artifact
     ledger, check the result.
 
@@ -202,6 +228,10 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
     ``kept_tokens`` is the estimate of the messages kept verbatim; with it, a summary that does
     not make the context smaller is rejected. The comparison is against ``estimated_before``
     (the same estimator's count of the whole context) when given, else ``plan.tokens_before``.
+
+    ``summary_tokens`` is the room left for the summary text in the context window, in the
+    summary model's tokens (see the module's docstring; None: no such limit). A split turn's
+    prefix gets what the history summary left of it.
     """
     calls = _Calls(summarizer)
     planned = {call.kind: call for call in summary_calls(plan, focus, reasoning=reasoning)}
@@ -209,14 +239,15 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
         raise NothingToCompact("Nothing to compact: nothing the model saw is left to summarise.")
     history: str | None = None
     if "history" in planned:
-        history = calls.summarize(planned["history"], input_tokens)
+        history = calls.summarize(_within(planned["history"], summary_tokens), input_tokens)
         if not history:
             raise CompactionRejected("the summarizer returned an empty summary")
     elif plan.previous_summary is not None:
         # Pi would write "No prior history." and lose it; its file lists and ledger are appended anew below
         history = split_appendix(plan.previous_summary)[0]
     if "turn_prefix" in planned:
-        prefix = calls.summarize(planned["turn_prefix"], input_tokens)
+        left = None if summary_tokens is None else summary_tokens - chars4(history or "")
+        prefix = calls.summarize(_within(planned["turn_prefix"], left), input_tokens)
         if not prefix:
             raise CompactionRejected("the summarizer returned an empty turn-prefix summary")
         summary = (history or prompts.NO_PRIOR_HISTORY) + prompts.SPLIT_TURN_SEPARATOR + prefix

@@ -35,8 +35,14 @@ class SummaryInputTooLarge(SummarizerError):
 
 
 class SummaryCutOff(SummarizerError):
-    """The summary hit the output cap (stop reason "length"): incomplete, so never a checkpoint.
-    The caller asks once more (a small model that rambled on one sample rarely does on the next)."""
+    """The summary hit the output cap (stop reason "length"): incomplete, so never a checkpoint as
+    it is. The caller asks once more (a small model that rambled on one sample rarely does on the
+    next); ``text`` is what came before the cap (compaction keeps its head when the cap was the
+    room the compaction leaves the summary: compaction/compact.py)."""
+
+    def __init__(self, message: str, text: str = ""):
+        super().__init__(message)
+        self.text = text
 
 
 class ScriptedSummarizer:
