@@ -162,3 +162,33 @@ def test_a_summary_model_that_runs_on_still_makes_room_after_an_overflow_with_de
         requests = [e.context_tokens for e in seen if isinstance(e, ev.RequestStart)]
         assert max(requests[requests.index(max(requests)) + 1:]) <= threshold  # after the overflow: room
         assert [r.outcome for r in server.requests if r.kind == "chat"].count("overflow") == 2  # streamed, whole
+
+
+def test_a_manual_compaction_of_a_short_session_with_a_summary_model_that_runs_on_shrinks_it():
+    # The interop case test_streaming_text_usage_and_a_summary: three short turns with SmolLM2
+    # at 2,048 tokens, then compact(). A summary longer than what it replaces cannot be used, so
+    # the summary is asked within about four fifths of that, and one that runs on is kept to it.
+    window = 2048
+    with FakeProviderServer(context_window=window, server_kind="llama-cpp-python") as server:
+        server.register("fake")
+        asked: list[int | None] = []
+
+        def model(body: dict) -> Reply | str:
+            if not default_summary_detector(body):
+                return "A short answer about the notes."
+            asked.append(body.get("max_tokens"))
+            left = window - tokens(len(json.dumps(body["messages"])))
+            limit = min(body.get("max_tokens") or left, left)
+            return Reply(text=(RAMBLE * (4 * limit // len(RAMBLE) + 1))[:4 * limit], stop_reason="length")
+
+        server.policy = model
+        config = AgentConfig(model="fake:smollm2-135m-instruct", context_window=window, max_output_tokens=32,
+                             compaction=CompactionSettings(400, 120))
+        agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        for i in range(3):
+            assert agent.prompt(prompt(i, 270)).error is None
+        before = agent.session.estimated_context_tokens()
+        entry = agent.compact()
+        assert entry is not None and "[The summary was cut off here" in entry["summary"]
+        assert agent.session.estimated_context_tokens() < before
+        assert asked and all(limit and limit < before for limit in asked)
