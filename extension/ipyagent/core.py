@@ -277,13 +277,14 @@ class Session(SessionTree):
 
                 raise CompactionRejected("a session_before_compact hook returned an empty summary")
         else:
+            estimated_before = self.estimated_context_tokens()  # (the session is unchanged until the append)
             while True:
                 try:
                     result = compact(plan, summarizer, focus=focus, input_tokens=summary_input_tokens,
-                                     kept_tokens=self.kept_tokens(plan),
-                                     estimated_before=self.estimated_context_tokens(),
+                                     kept_tokens=self.kept_tokens(plan), estimated_before=estimated_before,
                                      estimator=self.estimator, describe=describe,
-                                     summary_tokens=self._summary_room(plan, room, shrinking=True) if room else None)
+                                     summary_tokens=self._summary_room(plan, room, replacing=estimated_before)
+                                     if room else None)
                 except SummaryDoesNotShrink:
                     # a long summary next to the kept tail: keep less verbatim and summarise again
                     deeper = self._deeper_plan(plan, settings) if deepen else None
@@ -311,18 +312,19 @@ class Session(SessionTree):
         self.hooks.emit("session_compact", compaction_entry=entry, from_extension=from_hook, session=self)
         return entry
 
-    def _summary_room(self, plan: CompactionPlan, room: Callable[[int], int], *, shrinking: bool = False) -> int:
+    def _summary_room(self, plan: CompactionPlan, room: Callable[[int], int], *, replacing: int | None = None) -> int:
         """The summary model's tokens ``room`` leaves the summary text next to ``plan``'s kept tail
-        and the summary's own wrapping (its file lists and artifact ledger). ``shrinking``: at most
-        about four fifths of what the summary replaces (estimates and the model's tokens differ), as
-        a longer summary would not shrink the context and could not be used; a small model with no
-        known output limit otherwise writes on to the window's end."""
+        and the summary's own wrapping (its file lists and artifact ledger). ``replacing`` (the
+        context's estimated tokens): at most about four fifths of what the summary replaces
+        (estimates and the model's tokens differ), as a longer summary would not shrink the context
+        and could not be used; a small model with no known output limit otherwise writes on to the
+        window's end."""
         read_files, modified_files = plan.file_ops.lists()
         wrapping = self._summary_tokens(format_file_lists(read_files, modified_files) + plan.ledger().text() or " ")
         kept = self.kept_tokens(plan) + wrapping
-        if not shrinking:
+        if replacing is None:
             return room(kept)
-        return min(room(kept), (self.estimated_context_tokens() - kept) * 4 // 5)
+        return min(room(kept), (replacing - kept) * 4 // 5)
 
     def _summary_tokens(self, summary: str | None) -> int:
         return self.estimator.estimate({"role": "compactionSummary", "summary": summary}) if summary else 0
