@@ -31,6 +31,22 @@ def make_agent(server: FakeProviderServer, window: int, summary: str, compaction
                  summarizer=ScriptedSummarizer(fn=lambda request: summary), sleep=lambda s: None)
 
 
+def runs_on(window: int, asked: list[int | None], answer: str):
+    """A summary model that runs on as a small one can: every summary to its ``max_tokens`` or,
+    with none asked for, to the window's end (llama-cpp-python's behaviour); each limit is kept
+    in ``asked``. Other requests get ``answer``."""
+
+    def model(body: dict) -> Reply | str:
+        if not default_summary_detector(body):
+            return answer
+        asked.append(body.get("max_tokens"))
+        left = window - tokens(len(json.dumps(body["messages"])))  # what the window leaves it
+        limit = min(body.get("max_tokens") or left, left)
+        return Reply(text=(RAMBLE * (4 * limit // len(RAMBLE) + 1))[:4 * limit], stop_reason="length")
+
+    return model
+
+
 def prompt(i: int, tokens: int) -> str:
     return f"Part {i}. " + (WORDS * (4 * tokens // len(WORDS) + 1))[:4 * tokens]
 
@@ -132,16 +148,7 @@ def test_a_summary_model_that_runs_on_still_makes_room_after_an_overflow_with_de
         server.stream_usage = False
         server.register("fake")
         asked: list[int | None] = []
-
-        def model(body: dict) -> Reply | str:
-            if not default_summary_detector(body):
-                return "A short answer."
-            asked.append(body.get("max_tokens"))
-            left = window - tokens(len(json.dumps(body["messages"])))  # what the window leaves it
-            limit = min(body.get("max_tokens") or left, left)
-            return Reply(text=(RAMBLE * (4 * limit // len(RAMBLE) + 1))[:4 * limit], stop_reason="length")
-
-        server.policy = model
+        server.policy = runs_on(window, asked, "A short answer.")
         config = AgentConfig(model="fake:smollm2-135m-instruct", max_output_tokens=32)
         agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
         seen: list = []
@@ -172,16 +179,7 @@ def test_a_manual_compaction_of_a_short_session_with_a_summary_model_that_runs_o
     with FakeProviderServer(context_window=window, server_kind="llama-cpp-python") as server:
         server.register("fake")
         asked: list[int | None] = []
-
-        def model(body: dict) -> Reply | str:
-            if not default_summary_detector(body):
-                return "A short answer about the notes."
-            asked.append(body.get("max_tokens"))
-            left = window - tokens(len(json.dumps(body["messages"])))
-            limit = min(body.get("max_tokens") or left, left)
-            return Reply(text=(RAMBLE * (4 * limit // len(RAMBLE) + 1))[:4 * limit], stop_reason="length")
-
-        server.policy = model
+        server.policy = runs_on(window, asked, "A short answer about the notes.")
         config = AgentConfig(model="fake:smollm2-135m-instruct", context_window=window, max_output_tokens=32,
                              compaction=CompactionSettings(400, 120))
         agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)

@@ -65,6 +65,20 @@ def _compact(v) -> str:
     return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
 
 
+def _two_pages(context, lab, name: str) -> list:
+    """The notebook opened in two pages of one browser, each ready and collaborative."""
+    pages = []
+    for _ in range(2):
+        page = context.new_page()
+        page.add_init_script(HELPERS)
+        page.add_init_script(VIEW)
+        page.goto(lab.url(f"/lab/tree/{name}"))
+        page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=180_000)
+        pages.append(page)
+    assert all(page_collaborative(page, name) for page in pages)
+    return pages
+
+
 def test_two_pages_three_turns_one_writer(collaborative_lab, context):
     lab = collaborative_lab
     server = lab.fake
@@ -84,16 +98,8 @@ def test_two_pages_three_turns_one_writer(collaborative_lab, context):
         "header": header, "leaf": entries[-1]["id"], "settings": {}, "entries": entries}}}, 2)
     path.write_text(json.dumps(raw))
 
-    pages = []
-    for _ in range(2):
-        page = context.new_page()
-        page.add_init_script(HELPERS)
-        page.add_init_script(VIEW)
-        page.goto(lab.url(f"/lab/tree/{name}"))
-        page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=180_000)
-        pages.append(page)
+    pages = _two_pages(context, lab, name)
     one, two = pages
-    assert page_collaborative(one, name) and page_collaborative(two, name)
     assert "from push" in _run(one, name, 0)
 
     seen: list[str] = []
@@ -194,16 +200,8 @@ def test_an_idle_compaction_under_collaboration_is_made_once_and_stored_once(col
     nb.cells = [nbformat.v4.new_code_cell(src) for src in cells]
     nbformat.write(nb, str(path))
 
-    pages = []
-    for _ in range(2):
-        page = context.new_page()
-        page.add_init_script(HELPERS)
-        page.add_init_script(VIEW)
-        page.goto(lab.url(f"/lab/tree/{name}"))
-        page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=180_000)
-        pages.append(page)
+    pages = _two_pages(context, lab, name)
     one, two = pages
-    assert page_collaborative(one, name) and page_collaborative(two, name)
 
     first = len(server.requests)
     hold = threading.Event()

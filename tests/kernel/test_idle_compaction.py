@@ -64,6 +64,16 @@ def _compactions(k: LiveKernel) -> list[dict]:
     return [e for e in entries if e["type"] == "compaction"]
 
 
+def _the_next_cell_compacts_in_the_foreground(k: LiveKernel, server, cell_id: str) -> None:
+    """After a cancelled idle compaction: the cell after the pause compacts as it always did."""
+    server.enqueue_summary(SUMMARY)
+    server.enqueue_text("The units are SI throughout.")
+    cell = k.run(CELLS[LAST], cell_id)
+    assert cell.status == "ok", outputs_text(cell.outputs)
+    compactions = _compactions(k)
+    assert len(compactions) == 1 and compactions[0]["trigger"] == "foreground"
+
+
 def _summary_requested(server) -> Callable[[], bool]:
     return lambda: any(r.kind == "summary" for r in server.requests)
 
@@ -194,12 +204,7 @@ def test_an_interrupt_or_a_restart_cancels_it_and_the_next_cell_compacts_in_the_
         k.drain(0.3)
         assert not _compactions(k)
 
-        server.enqueue_summary(SUMMARY)
-        server.enqueue_text("The units are SI throughout.")
-        cell = k.run(CELLS[LAST], f"cell-{LAST}")
-        assert cell.status == "ok", outputs_text(cell.outputs)
-        compactions = _compactions(k)
-        assert len(compactions) == 1 and compactions[0]["trigger"] == "foreground"
+        _the_next_cell_compacts_in_the_foreground(k, server, f"cell-{LAST}")
 
 
 def test_compact_while_it_runs_joins_it(idle_run, tmp_path):
@@ -321,12 +326,7 @@ def test_an_interrupt_of_the_cell_that_waits_for_it_cancels_it(tmp_path):
         assert not _compactions(k)
         assert [r.kind for r in server.requests if r.kind == "chat"] == ["chat"] * 3  # the cell asked nothing
 
-        server.enqueue_summary(SUMMARY)
-        server.enqueue_text("The units are SI throughout.")
-        again = k.run(CELLS[LAST], f"cell-{LAST}-again")
-        assert again.status == "ok", outputs_text(again.outputs)
-        compactions = _compactions(k)
-        assert len(compactions) == 1 and compactions[0]["trigger"] == "foreground"
+        _the_next_cell_compacts_in_the_foreground(k, server, f"cell-{LAST}-again")
 
 
 def test_a_replay_on_a_notebook_page_starts_none(idle_run, tmp_path):
