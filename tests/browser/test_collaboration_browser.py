@@ -138,7 +138,8 @@ def test_two_pages_three_turns_one_writer(collaborative_lab, context):
         assert [e["id"] for e in view["work"]] == seen
         assert len(view["archive"]) == 2000
 
-    one.evaluate("(p) => window.__ipa.panel(p).context.save()", name)
+    # (not awaited: under collaboration a save promise once never settled; the file is polled below)
+    one.evaluate("(p) => { void window.__ipa.panel(p).context.save(); }", name)
     deadline = time.time() + 60
     while True:
         saved = json.loads(path.read_text())["metadata"]
@@ -247,7 +248,8 @@ def test_an_idle_compaction_under_collaboration_is_made_once_and_stored_once(col
         compactions = [e for e in view if e["type"] == "compaction"]
         assert len(compactions) == 1 and compactions[0]["trigger"] == "idle", compactions
 
-    one.evaluate("(p) => window.__ipa.panel(p).context.save()", name)
+    # (not awaited: under collaboration a save promise once never settled; the file is polled below)
+    one.evaluate("(p) => { void window.__ipa.panel(p).context.save(); }", name)
     deadline = time.time() + 60
     while True:
         saved = json.loads(path.read_text())["metadata"]
