@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipyagent.agent.probe.prompts import probe_request_kind
+from ipyagent.agent.probe.probe_prompts import probe_request_kind
 from ipyagent.compaction.ledger import split_appendix
 from ipyagent.testing import ProbeScript, Reply, ToolCallSpec
 from ipyagent.testing.accounting import default_summary_detector

@@ -112,7 +112,8 @@ def chain(n: int, start: int = 0, parent: str | None = None, day: int = 1) -> li
 def fresh_windows():
     """No window known from an earlier test: the server discovery cache and the learned or
     overridden windows are emptied before and after."""
-    from ipyagent.providers import discovery, models
+    from ipyagent.providers import models
+    from ipyagent.providers import window_discovery as discovery
 
     discovery.clear()
     models.clear_overrides()

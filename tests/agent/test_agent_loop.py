@@ -9,7 +9,7 @@ import pytest
 
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent import events as ev
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.hooks import HookRegistry
 from ipyagent.session.messages import system_prompt_text

@@ -12,11 +12,11 @@ from conftest import assistant, new_session, user
 from ipyagent import Agent, CompactionSettings
 from ipyagent.agent import events as ev
 from ipyagent.agent.budget import request_tokens, system_tools_tokens, token_factor
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.agent.tools import default_tools
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.display.budget_widget import budget_facts
-from ipyagent.providers import discovery
+from ipyagent.providers import window_discovery as discovery
 from ipyagent.testing import FakeProviderServer
 
 SUMMARY = "## Goal\nEarlier questions about the table, summarised."
@@ -115,7 +115,7 @@ def test_with_tools_and_no_usage_compaction_comes_before_the_request_outgrows_th
 
 def test_a_reported_prompt_without_the_tools_is_told_apart_from_one_with_them():
     from ipyagent.agent.budget import tools_left_out
-    from ipyagent.providers.base import ToolSpec
+    from ipyagent.providers.provider import ToolSpec
 
     tools = [ToolSpec(f"tool_{i}", "does a thing " * 40, {"type": "object", "properties": {}}) for i in range(6)]
     messages = [{"role": "user", "content": "hello " * 50}]

@@ -10,7 +10,7 @@ import json
 
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent import events as ev
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.compaction.settings import fit_budget
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.hooks import HookRegistry

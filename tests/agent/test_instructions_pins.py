@@ -8,11 +8,11 @@ import json
 import os
 
 from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.prompt.instructions import find_instruction_files, instruction_dirs
 from ipyagent.agent.prompt.notebook_context import NotebookActivity, SystemContext
-from ipyagent.agent.prompt.pins import PIN_TYPE, active_pins, pin_entry, unpin_entry
+from ipyagent.agent.prompt.pinned import PIN_TYPE, active_pins, pin_entry, unpin_entry
 from ipyagent.agent.prompt.system import compose_system_prompt, system_prompt_parts
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.hooks import HookRegistry
 from ipyagent.testing import FakeProviderServer
@@ -190,7 +190,7 @@ def test_pin_magics_and_a_rerun_that_forks(monkeypatch, tmp_path):
 
 
 def test_each_pin_is_cut_at_32_kb_and_named_shortened():
-    from ipyagent.agent.prompt.pins import MAX_PIN_BYTES, Pin, pins_note
+    from ipyagent.agent.prompt.pinned import MAX_PIN_BYTES, Pin, pins_note
     from ipyagent.agent.prompt.system import pins_text
 
     wide = Pin("p2", "é" * 20_000)  # 40,000 bytes of UTF-8: cut between whole characters

@@ -6,7 +6,7 @@ import random
 
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent import events as ev
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.hooks import HookRegistry
 from ipyagent.testing import FakeProviderServer
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import assistant, call, new_session, tool_result
 from conftest import user as _user
-from ipyagent.agent.probe.prompts import (
+from ipyagent.agent.probe.probe_prompts import (
     ANSWER_SYSTEM,
     JUDGE_SYSTEM,
     KINDS,
@@ -31,7 +31,7 @@ from ipyagent.agent.probe.runner import (
     RecordedResponses,
     recompact,
 )
-from ipyagent.agent.replay import ReplayDivergence
+from ipyagent.agent.replayer import ReplayDivergence
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.testing import FakeProviderServer, ProbeScript, Reply

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.redaction import Redactor, configured_secrets
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.display.stream import RunRenderer
 from ipyagent.hooks import HookRegistry
 from ipyagent.kernel.persistence import Persister, SessionSlot
@@ -85,7 +85,7 @@ def test_the_renderer_scrubs_every_output():
     renderer = RunRenderer(display_func=lambda data, **kwargs: shown.append(data) or Handle(),
                            max_updates_per_second=0, redact=redactor.text)
     from ipyagent.agent import events as ev
-    from ipyagent.providers import base as pb
+    from ipyagent.providers import provider as pb
 
     renderer(pb.TextDelta(f"the key is {KEY[:10]}"))  # split across deltas: scrubbed once whole
     renderer(pb.TextDelta(f"{KEY[10:]} indeed"))

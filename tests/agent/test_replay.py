@@ -10,9 +10,8 @@ import pytest
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent import events as ev
 from ipyagent.agent.compaction_oracle import CompactionRuling
-from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.ports import RunPorts
-from ipyagent.agent.replay import (
+from ipyagent.agent.replayer import (
     CellRecording,
     Recording,
     ReplayCompactions,
@@ -24,7 +23,8 @@ from ipyagent.agent.replay import (
     same_when_replayed,
     split_recorded_summary,
 )
-from ipyagent.agent.tools.base import ToolOutput
+from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.tools.tool import ToolOutput
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.hooks import HookRegistry
 from ipyagent.session.messages import NOT_RUN_INTERRUPTED, user_message
@@ -206,7 +206,7 @@ def test_a_recorded_call_without_a_result_is_never_run(rerun):
 
 
 def test_a_replayed_prompt_is_the_recorded_one_when_its_typed_prompt_and_cell_are():
-    from ipyagent.agent.replay import same_when_replayed
+    from ipyagent.agent.replayer import same_when_replayed
     from ipyagent.session.entries import message_entry
     from ipyagent.session.messages import text_block, user_message
 
@@ -224,7 +224,7 @@ def test_a_replayed_prompt_is_the_recorded_one_when_its_typed_prompt_and_cell_ar
     assert not same_when_replayed(message_entry(answer), message_entry(dict(answer, content=[])))
 
 
-# ---- compactions follow the recording (agent/replay.py ReplayCompactions) -------------------------
+# ---- compactions follow the recording (agent/replayer.py ReplayCompactions) -------------------------
 #
 # The recording below scripts the provider's usage, so its budget is the same on every machine
 # (whatever the system prompt and the tool list weigh): the first automatic attempt comes before

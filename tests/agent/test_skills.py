@@ -11,10 +11,10 @@ import os
 import pytest
 
 from ipyagent.agent.skills.discovery import find_skills, split_front_matter
-from ipyagent.agent.skills.tool import SkillTool, skills_text
+from ipyagent.agent.skills.skill_tool import SkillTool, skills_text
 from ipyagent.agent.tools import get_tool
-from ipyagent.agent.tools.base import ToolContext
-from support.shell import rt, run
+from ipyagent.agent.tools.tool import ToolContext
+from support.shell import run, runtime_of
 
 
 def write_skill(folder, name, description, body="Do the thing step by step.", extra=""):
@@ -145,7 +145,7 @@ def test_a_linked_skill_asks_before_read_opens_the_repository(ip, server, monkey
     server.enqueue_tool_call("read", {"path": "../.env"})
     server.enqueue_text("I was not allowed to.")
     run(ip, "", "Show me the settings.")
-    session = rt(ip).slot().session
+    session = runtime_of(ip).slot().session
     (result,) = [e["message"] for e in session.entries
                  if e["type"] == "message" and e["message"]["role"] == "toolResult"]
     assert len(asked) == 1 and result["isError"]
@@ -189,7 +189,7 @@ def test_the_formats_rules_leave_a_skill_out_and_say_why(tmp_path):
 
 
 def test_the_list_of_skills_is_capped_and_names_the_rest(tmp_path):
-    from ipyagent.agent.skills.tool import MAX_LISTED, MAX_LISTING_CHARS, listed_skills
+    from ipyagent.agent.skills.skill_tool import MAX_LISTED, MAX_LISTING_CHARS, listed_skills
 
     repo, home = tmp_path / "repo", tmp_path / "home"
     (repo / ".git").mkdir(parents=True)

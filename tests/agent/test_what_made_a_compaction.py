@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent import events as ev
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.hooks import HookRegistry
 from ipyagent.session.entries import compaction_trigger, last_compaction_note
 from ipyagent.testing import FakeProviderServer

@@ -33,7 +33,7 @@ from support.sessiongen import generate_session
 FIRST_REPLY = """
 import sys, time
 from ipyagent import Agent, Session
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.providers import pricing
 from ipyagent.providers.transport import message
 from ipyagent.testing import FakeProviderServer

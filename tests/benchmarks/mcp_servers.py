@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ for support.mcp_servers
 
-from ipyagent.agent.mcp.config import parse_server
 from ipyagent.agent.mcp.hub import START_TIMEOUT, McpHub
-from ipyagent.agent.mcp.tool import offered_tools
-from ipyagent.kernel.mcp import tool_tokens
+from ipyagent.agent.mcp.mcp_tool import offered_tools
+from ipyagent.agent.mcp.server_definitions import parse_server
+from ipyagent.kernel.mcp_servers import tool_tokens
 from support.mcp_servers import npm_server, python_server
 
 

@@ -26,8 +26,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing import globalipapp
 from IPython.utils.capture import capture_output
 
-from ipyagent.agent.prompt.activity import CHARS_PER_TOKEN, format_activity
-from ipyagent.kernel.ports.activity import ActivityRecorder
+from ipyagent.agent.prompt.activity_block import CHARS_PER_TOKEN, format_activity
+from ipyagent.kernel.ports.activity_recorder import ActivityRecorder
 
 CAP = 2000
 TARGET_MS = 5.0
@@ -77,7 +77,7 @@ def measure(shell: InteractiveShell, cells: int, repeat: int) -> tuple[int, floa
 
 def tee_cost_per_write(writes: int = 200_000) -> float:
     """µs per write of the recorder in the echo slot, with a cell running (its buffer filling)."""
-    from ipyagent.kernel.ports.activity import BoundedText, _EchoTee
+    from ipyagent.kernel.ports.activity_recorder import BoundedText, _EchoTee
 
     recorder = ActivityRecorder.__new__(ActivityRecorder)
     recorder.sink = BoundedText(4000).write

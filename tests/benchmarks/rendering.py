@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ipyagent.display.stream import RunRenderer, reply_bundle
-from ipyagent.providers.base import TextDelta
+from ipyagent.providers.provider import TextDelta
 
 SAMPLE = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 

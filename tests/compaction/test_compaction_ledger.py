@@ -10,7 +10,7 @@ import pytest
 
 from conftest import assistant, call, new_session, tool_result
 from conftest import user as _user
-from ipyagent.agent.replay import Recording, ReplayDescriber, split_recorded_summary
+from ipyagent.agent.replayer import Recording, ReplayDescriber, split_recorded_summary
 from ipyagent.compaction.compact import compact
 from ipyagent.compaction.ledger import (
     MAX_ERRORS,

@@ -418,7 +418,7 @@ def test_an_overflow_whose_first_summary_is_cut_off_still_compacts_and_retries()
     # What a small local model does now and then: its summary runs into the output cap. The
     # overflow's one compaction asks again, and the run goes on.
     from ipyagent import Agent, Session
-    from ipyagent.agent.config import AgentConfig
+    from ipyagent.agent.run_config import AgentConfig
     from ipyagent.hooks import HookRegistry
     from ipyagent.testing import FakeProviderServer
     from ipyagent.testing.specs import Reply

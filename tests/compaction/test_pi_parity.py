@@ -474,7 +474,7 @@ def test_generator_rejects_unknown_options():
 
 def test_a_session_ipyagent_wrote_gives_pi_16_the_context_ipyagent_sent(tmp_path):
     from ipyagent import Agent
-    from ipyagent.agent.config import AgentConfig
+    from ipyagent.agent.run_config import AgentConfig
     from ipyagent.hooks import HookRegistry
     from ipyagent.testing import FakeProviderServer
 

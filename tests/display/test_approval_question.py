@@ -8,19 +8,19 @@ from typing import Any
 import pytest
 
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
-from ipyagent.display.approval import make_approver
+from ipyagent.display.approval_question import make_approver
 
 MAX_SHOWN_CHARS, WIDTH = 20_000, 100
 
 
 def approval_text(*args: Any, **kwargs: Any) -> str:
-    from ipyagent.display.approval import approval_text
+    from ipyagent.display.approval_question import approval_text
 
     return approval_text(*args, **kwargs)
 
 
 def visible_lines(*args: Any, **kwargs: Any) -> list[tuple[bool, str]]:
-    from ipyagent.display.approval import visible_lines
+    from ipyagent.display.approval_question import visible_lines
 
     return visible_lines(*args, **kwargs)
 
@@ -126,8 +126,8 @@ def test_a_call_too_long_to_show_is_refused_without_asking(tmp_path):
     assert ui.refusals == [("Refused `write` without asking: the call's arguments are 20,019 characters long, more "
                             "than the 20,000 an approval question shows in full, so the user was not asked. Split the "
                             "work into smaller steps.")]
-    from ipyagent.display.approval import MAX_SHOWN_CHARS as limit
-    from ipyagent.display.approval import TooLongToShow
+    from ipyagent.display.approval_question import MAX_SHOWN_CHARS as limit
+    from ipyagent.display.approval_question import TooLongToShow
 
     assert limit == MAX_SHOWN_CHARS
     with pytest.raises(TooLongToShow):

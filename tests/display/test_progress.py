@@ -8,9 +8,9 @@ import io
 
 import pytest
 
-from ipyagent.cli.run import cell_lines
+from ipyagent.cli.run_command import cell_lines
 from ipyagent.display.progress import ProgressLine
-from ipyagent.kernel.settings import AgentSettings
+from ipyagent.kernel.configurable import AgentSettings
 
 
 class _Shown:

@@ -40,8 +40,8 @@ from ipyagent.display.untrusted import (
     safe_markdown,
     sanitize_html,
 )
-from ipyagent.kernel.magics.compact import _summary_bundle
-from ipyagent.providers.base import TextDelta, ThinkingDelta
+from ipyagent.kernel.magics.compact_magic import _summary_bundle
+from ipyagent.providers.provider import TextDelta, ThinkingDelta
 from support.hostile import (
     HOSTILE,
     HOSTILE_NAME,
@@ -52,7 +52,7 @@ from support.hostile import (
     dangerous_url,
     markdown_oracles,
 )
-from support.shell import rt
+from support.shell import runtime_of
 
 ORACLES = markdown_oracles()
 NO_IMAGES = MARKDOWN_TAGS  # markdown_html and safe_markdown never let an image load
@@ -360,7 +360,7 @@ def test_compact_result():
 
 
 def test_agent_commands_show_metadata_text_safely(ip, server, tmp_path):
-    runtime = rt(ip)
+    runtime = runtime_of(ip)
     runtime.new_session(HOSTILE_NAME)
     slot = runtime.slot()
     hostile = _hostile_session()

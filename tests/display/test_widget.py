@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from ipyagent.agent import events as ev
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session
 from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, budget_facts, static_bundle
 from ipyagent.display.stream import RunRenderer, error_bundle, tool_bundle
-from ipyagent.providers.base import TextDelta
+from ipyagent.providers.provider import TextDelta
 
 
 def _session(turns: int = 6, with_compaction: bool = False) -> Session:

@@ -447,14 +447,14 @@ def test_the_widgets_and_the_saved_view_show_no_key_the_kernel_knows(ip, server,
     import ipywidgets as widgets
 
     from ipyagent.explorer.widget import explorer_for_slot
-    from support.shell import rt, run
+    from support.shell import run, runtime_of
 
     token = "tok-warehouse-0123456789abcdef"
     for k in range(3):
         server.enqueue_text(f"Use the token {token} for part {k}. " * 20)
         run(ip, "--no-tools", f"which token for part {k}?")
     monkeypatch.setenv("WAREHOUSE_TOKEN", token)
-    explorer = explorer_for_slot(rt(ip), keep_recent=10)
+    explorer = explorer_for_slot(runtime_of(ip), keep_recent=10)
     explorer.accordion.selected_index = 0  # the summariser's input, open
     explorer.keep.value = 20
     shown = {name: c.value for name, c in vars(explorer).items() if isinstance(c, widgets.HTML)}

@@ -25,17 +25,17 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.bridge.headless import execute_notebook
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import (
     ModelRequest,
     OpenAIChatProvider,
     TextDelta,
-    discovery,
     resolve_provider,
     stream_with_retry,
 )
+from ipyagent.providers import window_discovery as discovery
 from ipyagent.testing import collect
 from kernel_support import notebook, outputs_text, path_of, user_messages
 
@@ -202,7 +202,7 @@ def test_tools_on_the_estimated_request_never_exceeds_the_window(real_provider_e
     # The eight tools (about 1,100 tokens of definitions): with recall and notebook too,
     # definitions and system prompt take ~1,600 of the 2,048 tokens, and no compaction can make room.
     # Before every chat request, a hook records the agent's own count of what the request holds.
-    record = ("from ipyagent.agent.tools.registry import unregister_tool\n"
+    record = ("from ipyagent.agent.tools.tool_registry import unregister_tool\n"
               "for _name in ('recall', 'notebook'):\n"
               "    unregister_tool(_name)\n"
               "from ipyagent.hooks import hooks as _hooks\n"

@@ -23,8 +23,8 @@ import pytest
 
 from ipyagent import Agent, Session
 from ipyagent.agent import events as ev
-from ipyagent.agent.config import AgentConfig
-from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
+from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import resolve_provider
 from kernel_support import notebook, outputs_text, path_of

@@ -16,7 +16,7 @@ from ipyagent.kernel.magics import BUILTIN_COMMANDS
 from ipyagent.kernel.magics.commands import COMMANDS, dispatch, help_text
 from ipyagent.kernel.runtime import AgentRuntime
 from ipyagent.plugins import Plugins
-from support.shell import rt, run
+from support.shell import run, runtime_of
 
 
 def _help(ip, arguments: str = "") -> str:
@@ -104,7 +104,7 @@ def test_context_shows_each_messages_entry_id_that_mask_takes(ip, server):
     server.enqueue_tool_call("ls", {"path": "."})
     server.enqueue_text("listed")
     run(ip, "", "list the folder")
-    session = rt(ip).slot().session
+    session = runtime_of(ip).slot().session
     [result] = [e for e in session.entries if e["type"] == "message" and e["message"]["role"] == "toolResult"]
     with capture_output() as cap:
         ip.run_line_magic("agent", "context")

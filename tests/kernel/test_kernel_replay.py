@@ -21,7 +21,7 @@ pytestmark = pytest.mark.kernel  # every test here starts a kernel
 # small enough for several compactions. Where the budget asks for them depends on what the system
 # prompt (it holds the notebook's path) and the tool list weigh, so the recording may hold an
 # automatic attempt whose summary was rejected (it would not shrink the context): replay skips it
-# and compacts where the recording did (agent/replay.py ReplayCompactions).
+# and compacts where the recording did (agent/replayer.py ReplayCompactions).
 CONFIG = ("%load_ext ipyagent\n%config Agent.model = 'openai:fake-model'\n%config Agent.tool_approval = 'auto'\n"
           "%config Agent.context_window = 3200\n%config Agent.reserve_tokens = 800\n"
           "%config Agent.keep_recent_tokens = 500\n")

@@ -20,7 +20,7 @@ from typing import Any
 
 from IPython.utils.capture import capture_output
 
-from ipyagent.providers import discovery
+from ipyagent.providers import window_discovery as discovery
 
 UNRULY = str(Path(__file__).resolve().parents[1] / "agent" / "mcp_tools" / "unruly_server.py")
 WIDGET = "application/vnd.jupyter.widget-view+json"

@@ -15,11 +15,11 @@ from conftest import chain
 from ipyagent.agent.loop import Agent
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.kernel import extension
+from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.magics.commands import COMMANDS
-from ipyagent.kernel.settings import AgentSettings
 from ipyagent.store.ipynb import new_notebook, write_notebook
 from ipyagent.store.journal import JOURNAL_MIME
-from support.shell import forget_extension, rt, run, start_ipython
+from support.shell import forget_extension, run, runtime_of, start_ipython
 
 
 def user_entries(session):
@@ -30,7 +30,7 @@ def user_entries(session):
 
 
 def test_configurable_is_registered_and_settable(ip):
-    settings = rt(ip).config
+    settings = runtime_of(ip).config
     assert settings in ip.configurables
     ip.run_line_magic("config", "Agent.context_window = 3000")
     ip.run_line_magic("config", "Agent.tool_approval = 'auto'")
@@ -56,20 +56,20 @@ def test_model_default_from_environment_and_config_file(monkeypatch):
 
 def test_saved_settings_hold_no_provider_options(ip, server):
     ip.run_line_magic("config", "Agent.provider_options = {'openai': {'api_key': 'sk-hidden-123'}}")
-    settings = rt(ip).settings_of(rt(ip).slot())
+    settings = runtime_of(ip).settings_of(runtime_of(ip).slot())
     assert "sk-hidden-123" not in json.dumps(settings)
 
 
 def test_automatic_compaction_is_one_setting_also_in_old_notebooks(ip, server, tmp_path, capsys):
     """Agent.auto_compact is compaction.enabled (Pi's field). Sessions saved while AgentConfig
     held both also kept a top-level "auto_compact"; loading one keeps a single switch."""
-    from ipyagent.agent.config import upgrade_saved_settings
+    from ipyagent.agent.run_config import upgrade_saved_settings
     from ipyagent.core import Session
     from ipyagent.store.ipynb import write_sessions_into_notebook
     from ipyagent.store.schema import NotebookSessions
 
     ip.run_line_magic("config", "Agent.auto_compact = False")
-    assert rt(ip).agent_config().compaction.enabled is False
+    assert runtime_of(ip).agent_config().compaction.enabled is False
     compaction = {"reserve_tokens": 16384, "keep_recent_tokens": 20000, "enabled": True}
     old = {"model": "openai:fake-model", "auto_compact": True, "compaction": compaction}
     assert upgrade_saved_settings(old) == {"model": "openai:fake-model", "compaction": compaction}
@@ -81,10 +81,10 @@ def test_automatic_compaction_is_one_setting_also_in_old_notebooks(ip, server, t
     nb = write_sessions_into_notebook(new_notebook(), NotebookSessions.from_session("old", session, old))
     write_notebook(tmp_path / "old.ipynb", nb)
     ip.run_line_magic("agent", f"load {tmp_path / 'old.ipynb'}")
-    slot = rt(ip).slots["old"]
-    saved = rt(ip).settings_of(slot)
+    slot = runtime_of(ip).slots["old"]
+    saved = runtime_of(ip).settings_of(slot)
     assert "auto_compact" not in saved and saved["compaction"]["enabled"] is False
-    assert saved == rt(ip).agent_config().saved_settings()
+    assert saved == runtime_of(ip).agent_config().saved_settings()
 
 
 # ---- parsing and dispatch ------------------------------------------------------------------------
@@ -97,7 +97,7 @@ def test_dispatch_table_has_every_command():
 
 def test_help_is_written_from_the_parsers_and_lists_every_command_and_option(ip, capsys):
     from ipyagent.kernel.magics.agent_cell import AgentMagics, _agent_cell_args
-    from ipyagent.kernel.magics.compact import _compact_args
+    from ipyagent.kernel.magics.compact_magic import _compact_args
 
     ip.run_line_magic("agent", "help all")  # %agent help lists the commands, "all" with their options
     out = capsys.readouterr().out
@@ -135,14 +135,14 @@ def test_unknown_command_and_bad_arguments_are_usage_errors(ip):
 
 def test_no_model_is_a_clear_usage_error(ip, monkeypatch):
     monkeypatch.delenv("IPYAGENT_MODEL", raising=False)
-    rt(ip).config.model = ""
+    runtime_of(ip).config.model = ""
     with pytest.raises(UsageError, match="No model configured"):
         ip.run_cell_magic("agent", "", "hello")
 
 
 def test_sessions_new_switch(ip, capsys):
     ip.run_line_magic("agent", "new research")
-    assert rt(ip).active == "research"
+    assert runtime_of(ip).active == "research"
     with pytest.raises(UsageError, match="exists"):
         ip.run_line_magic("agent", "new research")
     ip.run_line_magic("agent", "switch default")
@@ -159,7 +159,7 @@ def test_session_across_cells_with_cell_ids(ip, server):
     server.enqueue_text("You said hello before.")
     run(ip, "", "hello", cell_id="cell-a")
     cap = run(ip, "", "what did I say?", cell_id="cell-b")
-    session = rt(ip).slot().session
+    session = runtime_of(ip).slot().session
     users = user_entries(session)
     assert [u["message"]["cellId"] for u in users] == ["cell-a", "cell-b"]
     assert all(isinstance(u["message"]["executionCount"], int) for u in users)
@@ -188,7 +188,7 @@ def test_rerun_of_a_cell_forks_before_its_previous_prompt(ip, server):
         server.enqueue_text(text)
     run(ip, "", "first", cell_id="A")
     run(ip, "", "second", cell_id="B")
-    session = rt(ip).slot().session
+    session = runtime_of(ip).slot().session
     first_a = user_entries(session)[0]
     run(ip, "", "first (edited)", cell_id="A")  # Restart & Run All: A again, then B again
     run(ip, "", "second", cell_id="B")
@@ -207,17 +207,17 @@ def test_without_cell_id_it_appends(ip, server):
     server.enqueue_text("b")
     run(ip, "", "same text")
     run(ip, "", "same text")
-    session = rt(ip).slot().session
+    session = runtime_of(ip).slot().session
     assert len([e for e in session.path() if e["type"] == "message" and e["message"]["role"] == "user"]) == 2
 
 
 def test_session_and_model_options(ip, server):
     server.enqueue_text("in side session")
     run(ip, "--session side --model openai:other-model --no-tools", "hello")
-    assert rt(ip).active == "side"
+    assert runtime_of(ip).active == "side"
     body = server.requests[-1].body
     assert body["model"] == "other-model" and not body.get("tools")
-    assert rt(ip).config.model == "openai:fake-model"  # --model is for that cell only
+    assert runtime_of(ip).config.model == "openai:fake-model"  # --model is for that cell only
 
 
 def test_provider_error_is_readable_not_a_traceback(ip, server):
@@ -225,7 +225,7 @@ def test_provider_error_is_readable_not_a_traceback(ip, server):
     cap = run(ip, "", "hi")
     text = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
     assert "Model error" in text and "Traceback" not in text
-    assert len(rt(ip).slot().session) == 2  # the system prompt (recorded first) and the prompt are kept
+    assert len(runtime_of(ip).slot().session) == 2  # the system prompt (recorded first) and the prompt are kept
 
 
 # ---- approvals -------------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def test_ask_approval_through_input(ip, server, monkeypatch, tmp_path):
     run(ip, "", "write two files")
     assert (tmp_path / "ok.txt").read_text() == "yes"
     assert not (tmp_path / "no.txt").exists()
-    results = [e["message"] for e in rt(ip).slot().session.entries
+    results = [e["message"] for e in runtime_of(ip).slot().session.entries
                if e["type"] == "message" and e["message"]["role"] == "toolResult"]
     assert results[1]["isError"] and "declined" in results[1]["content"][0]["text"]
 
@@ -254,7 +254,7 @@ def test_ask_approval_without_stdin_refuses_clearly(ip, server, monkeypatch, tmp
     server.enqueue_text("I could not run it.")
     cap = run(ip, "", "make a file")
     assert not (tmp_path / "created.txt").exists()
-    result = [e["message"] for e in rt(ip).slot().session.entries
+    result = [e["message"] for e in runtime_of(ip).slot().session.entries
               if e["type"] == "message" and e["message"]["role"] == "toolResult"][0]
     assert result["isError"] and "nobody can answer" in result["content"][0]["text"]
     shown = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
@@ -276,7 +276,7 @@ def test_compact_with_focus(ip, server):
     server.enqueue_summary("## Goal\nExplain things.\n\n## Progress\n- [x] explained, focusing on the database")
     with capture_output() as cap:
         ip.run_line_magic("compact", "focus on the database")
-    session = rt(ip).slot().session
+    session = runtime_of(ip).slot().session
     assert len(session.compactions()) == 1
     summary_request = [r for r in server.requests if r.kind == "summary"][-1]
     assert "focus on the database" in json.dumps(summary_request.body)
@@ -292,7 +292,7 @@ def test_compact_with_focus(ip, server):
 def test_nothing_to_compact_with_an_unknown_window_says_the_kept_part_and_explore_agrees(ip, server):
     server.enqueue_text("short")
     run(ip, "", "hi")
-    assert rt(ip).slot().agent.context_window() is None  # the fake model is in no table
+    assert runtime_of(ip).slot().agent.context_window() is None  # the fake model is in no table
     with capture_output() as cap:
         ip.run_line_magic("compact", "")
     shown = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
@@ -320,7 +320,7 @@ def test_automatic_compaction_with_small_window(ip, server):
     ip.run_line_magic("config", "Agent.keep_recent_tokens = 400")
     ip.run_line_magic("config", "Agent.show_widget = False")
     _long_session(ip, server, turns=8)
-    session = rt(ip).slot().session
+    session = runtime_of(ip).slot().session
     assert session.compactions(), "no automatic compaction happened"
     assert server.summary_calls >= 1
 
@@ -333,7 +333,7 @@ def test_tree_checkout_context_export(ip, server, capsys, tmp_path):
     server.enqueue_text("second answer")
     run(ip, "", "first")
     run(ip, "", "second")
-    session = rt(ip).slot().session
+    session = runtime_of(ip).slot().session
     second_prompt = user_entries(session)[1]
     ip.run_line_magic("agent", f"checkout {second_prompt['id']}")
     assert session.leaf_id == second_prompt["parentId"]
@@ -349,7 +349,7 @@ def test_tree_checkout_context_export(ip, server, capsys, tmp_path):
     lines = (tmp_path / "s.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["type"] == "session" and len(lines) == 1 + len(session)
     ip.run_line_magic("agent", f"import {tmp_path / 's.jsonl'} --name copy")
-    assert rt(ip).active == "copy" and len(rt(ip).slot().session) == len(session)
+    assert runtime_of(ip).active == "copy" and len(runtime_of(ip).slot().session) == len(session)
     ip.run_line_magic("agent", f"export --format markdown -o {tmp_path / 's.md'}")
     assert "first answer" in (tmp_path / "s.md").read_text()
 
@@ -363,12 +363,12 @@ def test_load_path_merges_by_id(ip, server, tmp_path, capsys):
                         "outputs": [{"output_type": "display_data", "data": journal.data,
                                      "metadata": journal.metadata}]}])
     write_notebook(tmp_path / "other.ipynb", nb)
-    before = len(rt(ip).slot().session)
+    before = len(runtime_of(ip).slot().session)
     ip.run_line_magic("agent", f"load {tmp_path / 'other.ipynb'}")
-    assert len(rt(ip).slot().session) == before  # same ids: nothing new
-    rt(ip).slots.clear()
+    assert len(runtime_of(ip).slot().session) == before  # same ids: nothing new
+    runtime_of(ip).slots.clear()
     ip.run_line_magic("agent", f"load {tmp_path / 'other.ipynb'}")
-    assert len(rt(ip).slot("default").session) == before
+    assert len(runtime_of(ip).slot("default").session) == before
 
 
 def test_load_and_import_of_a_damaged_pi_file_work_and_export_keeps_every_line(ip, server, tmp_path, capsys):
@@ -383,17 +383,17 @@ def test_load_and_import_of_a_damaged_pi_file_work_and_export_keeps_every_line(i
     ip.run_line_magic("agent", "switch damaged")
     ip.run_line_magic("agent", "tree")
     tree = capsys.readouterr().out
-    session = rt(ip).slot().session
+    session = runtime_of(ip).slot().session
     orphans = [e for e in session.entries if e.get("parentId") and e["parentId"] not in session]
     assert orphans and all(e["id"] in tree for e in orphans)  # shown as roots of the tree
     ip.run_line_magic("agent", f"export -o {tmp_path / 'back.jsonl'}")
     back = (tmp_path / "back.jsonl").read_bytes().split(b"\n")
     assert all(line in back for line in data.split(b"\n"))  # the set-aside lines, the bad bytes, in place
     ip.run_line_magic("agent", f"import {damaged} --name again")
-    assert rt(ip).active == "again" and len(rt(ip).slot().session.set_aside) == len(session.set_aside)
+    assert runtime_of(ip).active == "again" and len(runtime_of(ip).slot().session.set_aside) == len(session.set_aside)
     server.enqueue_text("an answer after the damage")
     run(ip, "", "go on")  # the session works: a turn on top of what was loaded
-    assert rt(ip).slot().session.path()[-1]["message"]["role"] == "assistant"
+    assert runtime_of(ip).slot().session.path()[-1]["message"]["role"] == "assistant"
 
 
 def test_agent_import_says_what_the_notebook_stores_as_stars(ip, tmp_path, capsys, monkeypatch):
@@ -486,12 +486,12 @@ class _FakeBridge:
 
 def test_bridge_when_acked_journal_for_what_was_never_acked(ip, server):
     bridge = _FakeBridge()
-    rt(ip).bridge = rt(ip).persister.bridge = bridge
+    runtime_of(ip).bridge = runtime_of(ip).persister.bridge = bridge
     server.enqueue_text("one")
     cap = run(ip, "", "first")
     assert not [o for o in cap.outputs if JOURNAL_MIME in o.data]
     # the entries went as they were made (user, then assistant), and once more with the run's end
-    ids = [e["id"] for e in rt(ip).slot().session.entries]  # system prompt, user, assistant
+    ids = [e["id"] for e in runtime_of(ip).slot().session.entries]  # system prompt, user, assistant
     assert bridge.sent[:3] == [[i] for i in ids]  # each entry as it was made; then the run's end
     bridge.ack_all()
     server.enqueue_text("two")
@@ -502,7 +502,7 @@ def test_bridge_when_acked_journal_for_what_was_never_acked(ip, server):
     journals = [o for o in cap.outputs if JOURNAL_MIME in o.data]
     assert len(journals) == 1
     ids = [e["id"] for e in journals[0].data[JOURNAL_MIME]["entries"]]
-    assert ids == [e["id"] for e in rt(ip).slot().session.entries[3:]]  # second's (never acked) and third's
+    assert ids == [e["id"] for e in runtime_of(ip).slot().session.entries[3:]]  # second's (never acked) and third's
 
 
 def test_shell_config_reaches_the_configurable(monkeypatch):
@@ -532,9 +532,9 @@ def test_push_after_load_is_absorbed_at_the_next_run(ip, server):
     sent = json.dumps(server.requests[-1].body["messages"])
     assert "the colour is TEAL" in sent and "namespace was reset" in sent
     bridge_mod.receive_push(json.dumps(pushed), source="reload")  # a page reload pushes again: nothing new
-    before = len(rt(ip).slot().session)
+    before = len(runtime_of(ip).slot().session)
     ip.run_line_magic("agent", "sessions")
-    assert len(rt(ip).slot().session) == before
+    assert len(runtime_of(ip).slot().session) == before
 
 
 def test_checkout_with_summary_and_branches_in_the_tree(ip, server, capsys):
@@ -542,7 +542,7 @@ def test_checkout_with_summary_and_branches_in_the_tree(ip, server, capsys):
         server.enqueue_text(text)
     run(ip, "", "first")
     run(ip, "", "second")
-    session = rt(ip).slot().session
+    session = runtime_of(ip).slot().session
     first_answer = session.entries[2]["id"]  # after the system message and the prompt
     server.enqueue_summary("We tried the second question and got a2.")
     ip.run_line_magic("agent", f"checkout {first_answer} --summarize --focus the-answer")
@@ -559,7 +559,7 @@ def test_checkout_with_summary_and_branches_in_the_tree(ip, server, capsys):
 
 def test_compact_without_anything_configured_is_a_usage_error(ip, monkeypatch):
     monkeypatch.delenv("IPYAGENT_MODEL", raising=False)
-    rt(ip).config.model = ""
+    runtime_of(ip).config.model = ""
     with pytest.raises(UsageError, match="No model"):
         ip.run_line_magic("compact", "")
 
@@ -567,12 +567,12 @@ def test_compact_without_anything_configured_is_a_usage_error(ip, monkeypatch):
 def test_reload_ext_keeps_the_sessions(ip, server):
     server.enqueue_text("kept")
     run(ip, "", "hello")
-    before = [e["id"] for e in rt(ip).slot().session.entries]
+    before = [e["id"] for e in runtime_of(ip).slot().session.entries]
     extension.unload(ip)
     assert "agent" not in ip.magics_manager.magics["cell"]
     extension.load(ip)
     assert "agent" in ip.magics_manager.magics["cell"]
-    assert [e["id"] for e in rt(ip).slot().session.entries] == before
+    assert [e["id"] for e in runtime_of(ip).slot().session.entries] == before
 
 
 def test_close_dangling_calls_after_an_interrupt():
@@ -603,7 +603,7 @@ def test_a_tree_of_200000_entries_is_capped_and_says_how_to_see_the_rest(ip, cap
                         "timestamp": "2026-12-01T00:00:00.000Z", "message": user_message(f"step {i}: " + "words " * 5)})
         parent = entries[-1]["id"]
     big = Session(None, entries, parent)
-    rt(ip).slot().session = big
+    runtime_of(ip).slot().session = big
     ip.run_line_magic("agent", "tree")
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -622,7 +622,7 @@ def test_a_tree_of_200000_entries_is_capped_and_says_how_to_see_the_rest(ip, cap
 
 def test_status_shows_the_budgets_derived_from_the_window_and_set_ones_that_cannot_fit(ip):
     ip.run_line_magic("config", "Agent.context_window = 2048")
-    assert rt(ip).config.reserve_tokens is None and rt(ip).config.keep_recent_tokens is None  # not set
+    assert runtime_of(ip).config.reserve_tokens is None and runtime_of(ip).config.keep_recent_tokens is None  # not set
 
     def status() -> str:
         with capture_output() as captured:

@@ -9,10 +9,18 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.testing import globalipapp
 
-from ipyagent.agent.prompt.activity import CLOSE, OPEN, SHORT_HEADING, clip, fence, format_activity, namespace_text
+from ipyagent.agent.prompt.activity_block import (
+    CLOSE,
+    OPEN,
+    SHORT_HEADING,
+    clip,
+    fence,
+    format_activity,
+    namespace_text,
+)
 from ipyagent.agent.prompt.notebook_context import CellError, CellRecord, NamespaceChange, NotebookActivity
 from ipyagent.kernel.ports import namespace as ns
-from ipyagent.kernel.ports.activity import ActivityRecorder, BoundedText, is_agent_cell
+from ipyagent.kernel.ports.activity_recorder import ActivityRecorder, BoundedText, is_agent_cell
 
 
 def cell(n: int, source: str = "", **kw) -> CellRecord:

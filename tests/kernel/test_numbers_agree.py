@@ -14,7 +14,7 @@ from IPython.utils.capture import capture_output
 from ipyagent.cli import main as cli_main
 from ipyagent.display.run_view import facts_for
 from ipyagent.store.ipynb import new_notebook, save_session_to_notebook_file, write_notebook
-from support.shell import rt, run
+from support.shell import run, runtime_of
 
 
 def _tokens(pattern: str, text: str) -> list[int]:
@@ -42,7 +42,7 @@ def test_every_figure_of_the_context_is_the_budgets_one_count(ip, server, tmp_pa
         server.enqueue_tool_call("python", {"code": f"print('{k}' * 3000)"})
         server.enqueue_text(f"Printed {k}. " * 40)
         cap = run(ip, "", f"print line {k}")
-    runtime = rt(ip)
+    runtime = runtime_of(ip)
     agent = runtime.budget_agent()
     count = agent.request_tokens()
     widget = [o.data["text/plain"] for o in cap.outputs if o.data.get("text/plain", "").startswith("Context")][-1]

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ipyagent.agent.prompt.pins import pin_entry
+from ipyagent.agent.prompt.pinned import pin_entry
 from ipyagent.core import Session
 from ipyagent.hooks import HookRegistry
 from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 import pytest
 
-from ipyagent.agent.mcp.config import parse_server
+from ipyagent.agent.mcp.server_definitions import parse_server
 from ipyagent.agent.mcp.transports import transport_for
 from ipyagent.agent.tools import ToolContext, default_tools, function_tool, read_only, run_tool_call
-from ipyagent.agent.tools.registry import find_tool
+from ipyagent.agent.tools.tool_registry import find_tool
 from ipyagent.hooks import HookRegistry
 from ipyagent.plugins import Plugins
 from ipyagent.providers.registry import provider_factory, registered_providers

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.bridge.headless import execute_notebook
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import (

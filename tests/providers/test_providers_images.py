@@ -8,7 +8,7 @@ import pytest
 from ipyagent.providers import models
 from ipyagent.providers.apis.anthropic import to_anthropic_messages
 from ipyagent.providers.apis.openai_chat import to_openai_messages
-from ipyagent.providers.base import ModelRequest
+from ipyagent.providers.provider import ModelRequest
 
 IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
 HISTORY = [

@@ -12,7 +12,7 @@ from genai_prices import Usage, calc_price
 
 from ipyagent import Agent, CompactionSettings, Session
 from ipyagent.agent import events as ev
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import (
     ContextOverflowError,

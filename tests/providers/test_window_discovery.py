@@ -14,10 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.display.budget_widget import budget_facts, static_plain
 from ipyagent.hooks import HookRegistry
-from ipyagent.providers import OpenAIChatProvider, discovery, models, resolve_provider
+from ipyagent.providers import OpenAIChatProvider, models, resolve_provider, window_discovery
 from ipyagent.testing import FakeProviderServer
 
 SERVED, TRAINED = 6144, 32768
@@ -26,10 +26,10 @@ SERVED, TRAINED = 6144, 32768
 pytestmark = pytest.mark.usefixtures("fresh_windows")
 
 
-def probe(kind: str, model: str = "my-model", **server) -> tuple[discovery.Discovery, FakeProviderServer]:
+def probe(kind: str, model: str = "my-model", **server) -> tuple[window_discovery.Discovery, FakeProviderServer]:
     with FakeProviderServer(server_kind=kind, served_window=SERVED, trained_window=TRAINED, model=model,
                             **server) as fake:
-        return discovery.probe(fake.provider(), model), fake
+        return window_discovery.probe(fake.provider(), model), fake
 
 
 @pytest.mark.parametrize("kind,where", [
@@ -60,7 +60,7 @@ def test_the_models_own_window_is_only_a_fallback():
     with FakeProviderServer(server_kind="lmstudio", served_window=SERVED, trained_window=TRAINED,
                             model="my-model") as fake:
         fake.model_loaded = False  # LM Studio publishes only max_context_length then
-        found = discovery.probe(fake.provider(), "my-model")
+        found = window_discovery.probe(fake.provider(), "my-model")
     assert (found.window, found.where) == (TRAINED, "GET /api/v0/models/my-model max_context_length")
 
 
@@ -69,22 +69,22 @@ def test_ollama_before_its_model_is_loaded():
                             model="qwen2.5-coder:7b") as fake:
         fake.model_loaded = False
         fake.ollama_num_ctx = 8192  # the model's parameters say what it will run with
-        found = discovery.probe(fake.provider(), "qwen2.5-coder:7b")
+        found = window_discovery.probe(fake.provider(), "qwen2.5-coder:7b")
         assert (found.window, found.where, found.provisional) == (8192, "POST /api/show parameters num_ctx", False)
 
         fake.ollama_num_ctx = None  # nothing says: at most Ollama's default num_ctx, asked again later
-        found = discovery.probe(fake.provider(), "qwen2.5-coder:7b")
-        assert found.window == discovery.OLLAMA_DEFAULT_NUM_CTX and found.provisional
+        found = window_discovery.probe(fake.provider(), "qwen2.5-coder:7b")
+        assert found.window == window_discovery.OLLAMA_DEFAULT_NUM_CTX and found.provisional
         assert "qwen2.context_length" in found.where and "default num_ctx" in found.where
 
         provider = fake.provider()
-        first = discovery.discover(provider, "qwen2.5-coder:7b", wait=30)
+        first = window_discovery.discover(provider, "qwen2.5-coder:7b", wait=30)
         assert first is not None and first.provisional
         fake.model_loaded = True  # the first request loaded it: the next prompt asks again
-        again = discovery.discover(provider, "qwen2.5-coder:7b", wait=30)
+        again = window_discovery.discover(provider, "qwen2.5-coder:7b", wait=30)
         assert again is not None and (again.window, again.where) == (SERVED, "GET /api/ps context_length")
         asked = len(fake.meta_requests)
-        assert discovery.discover(provider, "qwen2.5-coder:7b", wait=30) is again  # settled: no more asking
+        assert window_discovery.discover(provider, "qwen2.5-coder:7b", wait=30) is again  # settled: no more asking
         assert len(fake.meta_requests) == asked
 
 
@@ -93,7 +93,7 @@ def test_ollama_before_its_model_is_loaded():
 def test_tokenizer_endpoints_count_the_sample(kind, endpoint):
     with FakeProviderServer(server_kind=kind, served_window=SERVED, model="my-model") as fake:
         fake.chars_per_token = 2.0
-        found = discovery.probe(fake.provider(), "my-model", sample="x" * 1000)
+        found = window_discovery.probe(fake.provider(), "my-model", sample="x" * 1000)
     assert (found.sample_tokens, found.tokenizer) == (500, endpoint)
 
 
@@ -165,10 +165,10 @@ def test_an_overflow_error_caps_a_discovered_window():
 
 
 def test_a_slow_server_never_blocks_the_prompt(monkeypatch):
-    monkeypatch.setattr(discovery, "PROBE_TIMEOUT", 60.0)
-    monkeypatch.setattr(discovery, "REQUEST_DEADLINE", 120.0)
-    monkeypatch.setattr(discovery, "PROBE_DEADLINE", 120.0)
-    monkeypatch.setattr(discovery, "DEFAULT_WAIT", 0.05)
+    monkeypatch.setattr(window_discovery, "PROBE_TIMEOUT", 60.0)
+    monkeypatch.setattr(window_discovery, "REQUEST_DEADLINE", 120.0)
+    monkeypatch.setattr(window_discovery, "PROBE_DEADLINE", 120.0)
+    monkeypatch.setattr(window_discovery, "DEFAULT_WAIT", 0.05)
     with FakeProviderServer(server_kind="vllm", served_window=SERVED, model="my-model") as fake:
         fake.meta_gate = gate = threading.Event()  # every metadata request waits for the gate
         agent = make_agent(fake)
@@ -176,10 +176,10 @@ def test_a_slow_server_never_blocks_the_prompt(monkeypatch):
         result = agent.prompt("hello")
         assert result.error is None and result.text.startswith("answered")
         provider = resolve_provider(agent.config.model)[0]
-        assert discovery.cached(provider, "my-model") is None  # still on its way
+        assert window_discovery.cached(provider, "my-model") is None  # still on its way
         assert agent.window_info().window is None
         gate.set()
-        assert discovery.discover(provider, "my-model", wait=30) is not None
+        assert window_discovery.discover(provider, "my-model", wait=30) is not None
         assert agent.context_window() == SERVED
 
 
@@ -187,15 +187,15 @@ def test_a_dead_server_is_a_remembered_failure():
     with FakeProviderServer() as fake:
         base = fake.openai_base_url
     provider = OpenAIChatProvider(base_url=base, api_key="k")  # nothing listens there any more
-    found = discovery.discover(provider, "m", wait=30)
+    found = window_discovery.discover(provider, "m", wait=30)
     assert found is not None and found.window is None and found.error
-    assert discovery.discover(provider, "m", wait=30) is found
+    assert window_discovery.discover(provider, "m", wait=30) is found
 
 
 def test_url_credentials_never_reach_a_url_or_a_message():
     with FakeProviderServer(server_kind="openai", model="my-model") as fake:
         clean = fake.openai_base_url
-        found = discovery.probe(OpenAIChatProvider(base_url=clean.replace("http://", "http://someone:s3cret-pass@")),
+        found = window_discovery.probe(OpenAIChatProvider(base_url=clean.replace("http://", "http://someone:s3cret-pass@")),
                                 "my-model")
     assert found.window is None and ("GET", "/v1/models") in fake.meta_requests
     assert "s3cret-pass" not in found.error and "someone" not in found.error
@@ -277,19 +277,19 @@ def test_a_server_trickling_its_models_one_byte_a_second_is_cut_off_and_remember
     stop = threading.Event()
     with loopback(trickling(("/v1/models",), stop)) as (base, asked):
         provider = OpenAIChatProvider(base_url=base, api_key="k")
-        discovery.discover(provider, "m", wait=0.0)  # what a prompt starts
+        window_discovery.discover(provider, "m", wait=0.0)  # what a prompt starts
         probe_threads = set(_discovery_threads()) - before
         assert len(probe_threads) == 1
         for thread in probe_threads:
             thread.join(60)  # the probe's own deadline ends it (a safety net for the test only)
             assert not thread.is_alive()
-        found = discovery.cached(provider, "m")
+        found = window_discovery.cached(provider, "m")
         assert found is not None and found.window is None
         assert "no whole answer within 3 s" in found.error and found.error.startswith(f"{base} publishes no")
         assert asked.count("/v1/models") == 1
         # remembered: the next prompts neither ask nor wait
-        assert discovery.discover(provider, "m") is found
-        assert discovery.discover(provider, "m") is found
+        assert window_discovery.discover(provider, "m") is found
+        assert window_discovery.discover(provider, "m") is found
         assert asked.count("/v1/models") == 1
     stop.set()
 
@@ -297,7 +297,7 @@ def test_a_server_trickling_its_models_one_byte_a_second_is_cut_off_and_remember
 def test_a_server_trickling_every_answer_ends_the_probe_at_its_deadline():
     stop = threading.Event()
     with loopback(trickling(("/",), stop)) as (base, asked):
-        found = discovery.probe(OpenAIChatProvider(base_url=base, api_key="k"), "m", sample="count me")
+        found = window_discovery.probe(OpenAIChatProvider(base_url=base, api_key="k"), "m", sample="count me")
     stop.set()
     assert found.window is None and found.sample_tokens is None
     # 3 s a request, 8 s in all: the first three requests are cut off, the rest not asked
@@ -310,7 +310,7 @@ def test_a_server_trickling_every_answer_ends_the_probe_at_its_deadline():
 def test_a_value_that_is_no_window_is_skipped_with_a_note_and_the_next_field_read(published):
     listing = {"data": [{"id": "m", "context_length": published, "max_context_length": 16384}]}
     with loopback(json_routes({"/v1/models": listing})) as (base, asked):
-        found = discovery.probe(OpenAIChatProvider(base_url=base, api_key="k"), "m")
+        found = window_discovery.probe(OpenAIChatProvider(base_url=base, api_key="k"), "m")
     # the model's own window (the next field) is what is left; the bad value is named
     assert found.window == 16384 and found.where.startswith("GET /v1/models max_context_length (")
     assert "GET /v1/models context_length = " in found.where and "skipped" in found.where
@@ -321,7 +321,7 @@ def test_a_value_that_is_no_window_is_skipped_with_a_note_and_the_next_field_rea
 def test_windows_between_256_and_100_million_tokens_are_taken(published):
     listing = {"data": [{"id": "m", "context_length": published}]}
     with loopback(json_routes({"/v1/models": listing})) as (base, asked):
-        found = discovery.probe(OpenAIChatProvider(base_url=base, api_key="k"), "m")
+        found = window_discovery.probe(OpenAIChatProvider(base_url=base, api_key="k"), "m")
     assert found.window == int(published) and found.where == "GET /v1/models context_length" and not found.notes
 
 
@@ -330,7 +330,7 @@ def test_a_bad_field_in_one_source_does_not_abort_the_probe():
               "/props": {"default_generation_settings": {"n_ctx": 1}},
               "/api/ps": {"models": [{"name": "m:latest", "context_length": 6144}]}}
     with loopback(json_routes(routes)) as (base, asked):
-        found = discovery.probe(OpenAIChatProvider(base_url=base, api_key="k"), "m")
+        found = window_discovery.probe(OpenAIChatProvider(base_url=base, api_key="k"), "m")
     assert found.window == 6144 and found.where.startswith("GET /api/ps context_length (")
     assert len(found.notes) == 2 and "'²'" in found.notes[0] and "= 1 skipped" in found.notes[1]
 
@@ -339,7 +339,7 @@ def test_a_probe_stuck_past_its_deadline_is_given_up_and_remembered(monkeypatch)
     """A server trickling even its status line holds the request below any read timeout; the
     prompts stop waiting for that probe once it overran its deadline (made short here: the
     deadline is what this test is about)."""
-    monkeypatch.setattr(discovery, "PROBE_DEADLINE", 0.5)
+    monkeypatch.setattr(window_discovery, "PROBE_DEADLINE", 0.5)
     stop = threading.Event()
 
     def status_line_by_the_byte(handler: BaseHTTPRequestHandler) -> None:
@@ -356,10 +356,10 @@ def test_a_probe_stuck_past_its_deadline_is_given_up_and_remembered(monkeypatch)
         provider = OpenAIChatProvider(base_url=base, api_key="k")
         found = None
         for _ in range(300):  # each call waits at most 0.2 s, as a prompt would wait its 2 s
-            found = discovery.discover(provider, "m", wait=0.2)
+            found = window_discovery.discover(provider, "m", wait=0.2)
             if found is not None:
                 break
         assert found is not None and found.window is None
         assert found.error == f"{base} did not answer within 0.5 s"
-        assert discovery.discover(provider, "m") is found and asked == ["/v1/models"]
+        assert window_discovery.discover(provider, "m") is found and asked == ["/v1/models"]
     stop.set()

@@ -15,7 +15,7 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from ipyagent import Session
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.core import _sum_usage
 from ipyagent.display.budget_widget import budget_facts, cost_text, static_bundle
 from ipyagent.hooks import HookRegistry
@@ -23,7 +23,7 @@ from ipyagent.providers import ModelRequest, pricing
 from ipyagent.session.costs import CostTally, cost_totals
 from ipyagent.session.tokens import normalize_usage
 from ipyagent.testing import FakeProviderServer, Reply, collect
-from support.shell import rt, run
+from support.shell import run, runtime_of
 
 USAGE = {"input": 3000, "cacheRead": 2000, "cacheWrite": 500, "output": 700}
 
@@ -181,7 +181,7 @@ def test_agent_status_shows_the_sessions_cost(ip, server):
     ip.run_line_magic("config", "Agent.show_widget = False")
     server.enqueue(Reply(text="hello", usage=dict(USAGE)))
     run(ip, "", "say hello")
-    message = rt(ip).slot().session.entries[-1]["message"]
+    message = runtime_of(ip).slot().session.entries[-1]["message"]
     expected = genai_price("gpt-4.1-mini", "openai", {k: message["usage"][k] for k in USAGE})
     from IPython.utils.capture import capture_output
 

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import assistant, call, new_session, tool_result, user
 from ipyagent import Agent
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session
 from ipyagent.hooks import HookRegistry
@@ -84,8 +84,8 @@ def test_the_kept_end_of_a_split_turn_counts_as_a_turn():
 
 
 def test_recall_returns_a_masked_result_in_full():
-    from ipyagent.agent.tools.base import ToolContext
     from ipyagent.agent.tools.builtin.recall import RecallTool
+    from ipyagent.agent.tools.tool import ToolContext
 
     s = three_reads()
     target = tool_results(s)[1]

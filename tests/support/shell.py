@@ -1,7 +1,7 @@
 """An in-process IPython shell with ipyagent loaded: what the magic tests drive with
 ``run_line_magic``/``run_cell_magic`` (a real kernel is in tests/kernel/test_kernel_*.py).
 
-tests/conftest.py makes it the fixture ``ip``; ``rt`` and ``run`` below are what its tests use
+tests/conftest.py makes it the fixture ``ip``; ``runtime_of`` and ``run`` below are what its tests use
 on it."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def extension_shell(model: str = "openai:fake-model") -> Iterator[tuple[Interact
             del shell.get_parent
 
 
-def rt(shell: InteractiveShell) -> Any:
+def runtime_of(shell: InteractiveShell) -> Any:
     """The extension's runtime on ``shell``."""
     return extension.get_runtime(shell)
 

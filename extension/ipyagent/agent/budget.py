@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipyagent.providers import models
-from ipyagent.providers.discovery import Discovery
+from ipyagent.providers.window_discovery import Discovery
 from ipyagent.session.messages import Message, current_tools, system_prompt_text
 from ipyagent.session.tokens import estimated_texts, message_chars, usage_tokens
 from ipyagent.text import chars4

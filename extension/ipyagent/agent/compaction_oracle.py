@@ -1,5 +1,5 @@
 """What the agent loop asks before it compacts, when something else than the live budget knows
-where compactions belong (a replay following its recording, ``agent/replay.py``).
+where compactions belong (a replay following its recording, ``agent/replayer.py``).
 
 Before every automatic compaction decision the loop asks its oracle, if it has one:
 

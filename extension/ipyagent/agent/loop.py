@@ -30,33 +30,34 @@ from ipyagent.agent.budget import (
     tools_left_out,
 )
 from ipyagent.agent.compaction_oracle import CompactionRuling
-from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.ports import RunPorts, ToolResultSource
-from ipyagent.agent.prompt.activity import format_activity
+from ipyagent.agent.prompt.activity_block import format_activity
 from ipyagent.agent.prompt.notebook_context import NotebookContext, SystemContext
-from ipyagent.agent.prompt.pins import active_pins
+from ipyagent.agent.prompt.pinned import active_pins
 from ipyagent.agent.prompt.record import declarations, is_system_entry, sections_of, system_patch
 from ipyagent.agent.prompt.system import PromptPart, compose_system_prompt, system_prompt_parts
 from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget
 from ipyagent.agent.redaction import RedactedSummaries, Redactor
-from ipyagent.agent.skills.tool import listed_skills
+from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.skills.skill_tool import listed_skills
 from ipyagent.agent.tools.approval import ApprovalPolicy, run_tool_call
-from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.cell import CellRunner
 from ipyagent.agent.tools.notebook_port import NotebookPort
-from ipyagent.agent.tools.registry import default_tools
+from ipyagent.agent.tools.tool import ApprovalCallback, Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.tool_registry import default_tools
 from ipyagent.compaction.compact import FailureTracker
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import Budget, CompactionSettings, fit_budget, for_model, should_compact
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact, Session
-from ipyagent.providers import discovery, models
-from ipyagent.providers.base import MessageDone, ModelRequest, Provider, ProviderNote, Retrying, TextDelta
-from ipyagent.providers.discovery import Discovery
+from ipyagent.providers import models
+from ipyagent.providers import window_discovery as discovery
 from ipyagent.providers.errors import ContextOverflowError, ProviderError, StreamInterrupted
 from ipyagent.providers.overflow import is_silent_overflow
+from ipyagent.providers.provider import MessageDone, ModelRequest, Provider, ProviderNote, Retrying, TextDelta
 from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.transport.retry import stream_with_retry
+from ipyagent.providers.window_discovery import Discovery
 from ipyagent.session import masking
 from ipyagent.session.context import edits_by_target
 from ipyagent.session.ids import now_ms
@@ -135,8 +136,8 @@ class Agent:
         self.cancel = threading.Event()
         self._listeners: list[Listener] = []
         self._run_entries: list[dict[str, Any]] | None = None
-        self._said: set[str] = set()  # notices given once (budgets that do not fit the window)
-        self._run_said: set[str] = set()  # what this run said already (a compaction skipped, and why)
+        self._notices_given: set[str] = set()  # notices given once (budgets that do not fit the window)
+        self._run_notices: set[str] = set()  # what this run said already (a compaction skipped, and why)
         # whether the server's count of a prompt with tools was read (left out or not), and whether a
         # streamed reply to one came without usage (then the next goes whole once: _whole_for_tools)
         self._tools_judged = False
@@ -405,8 +406,8 @@ class Agent:
             self._emit(ev.CompactionEnd(reason, aborted=True, duration=time.monotonic() - started))
             raise
         except (NothingToCompact, CompactionCancelled, SummarizerError) as exc:
-            repeated = reason != "manual" and isinstance(exc, NothingToCompact) and str(exc) in self._run_said
-            self._run_said.add(str(exc))
+            repeated = reason != "manual" and isinstance(exc, NothingToCompact) and str(exc) in self._run_notices
+            self._run_notices.add(str(exc))
             if not repeated:  # an automatic compaction skipped for the same reason is said once a run
                 self._emit(ev.CompactionEnd(reason, error=str(exc), aborted=isinstance(exc, CompactionCancelled),
                                             duration=time.monotonic() - started))
@@ -569,8 +570,8 @@ class Agent:
         return fit_budget(settings, window)
 
     def _tell_budget_problem(self, budget: Budget) -> None:
-        if budget.problem and budget.problem not in self._said:
-            self._said.add(budget.problem)
+        if budget.problem and budget.problem not in self._notices_given:
+            self._notices_given.add(budget.problem)
             self._emit(ev.Notice(budget.problem))
 
     def _ruled_plan(self, ruling: CompactionRuling | None) -> CompactionPlan | None:
@@ -589,7 +590,7 @@ class Agent:
         check once the run has ended (the kernel compacts in its idle time instead, kernel/idle.py)."""
         self._model()
         self.cancel.clear()
-        self._run_said = set()
+        self._run_notices = set()
         entries: list[dict[str, Any]] = []
         self._run_entries = entries
         result = RunResult(new_entries=entries)
@@ -685,9 +686,9 @@ class Agent:
             request = replaced["payload"]
         return request
 
-    def _say_once(self, key: str, message: str) -> None:
-        if key not in self._said:
-            self._said.add(key)
+    def _notice_once(self, key: str, message: str) -> None:
+        if key not in self._notices_given:
+            self._notices_given.add(key)
             self._emit(ev.Notice(message))
 
     def _whole_for_tools(self, provider: Provider, request: ModelRequest, model_id: str) -> ModelRequest:
@@ -719,7 +720,7 @@ class Agent:
         left_out, whole, tools = tools_left_out(reported, request.system_prompt, request.tools, request.messages,
                                                 raw_token_ratio(self._discovery(model_id)))
         if left_out:
-            self._say_once("tools-left-out", tools_left_out_message(reported, whole, tools, len(request.tools)))
+            self._notice_once("tools-left-out", tools_left_out_message(reported, whole, tools, len(request.tools)))
 
     def _call_model(self, model_id: str) -> dict[str, Any]:
         provider = self._provider()
@@ -740,7 +741,7 @@ class Agent:
                     elif isinstance(event, Retrying):
                         received.clear()
                     elif isinstance(event, ProviderNote):
-                        self._say_once(event.text, event.text)
+                        self._notice_once(event.text, event.text)
                         continue
                     self._emit(event)
         except StreamInterrupted as exc:

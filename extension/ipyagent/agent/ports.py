@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipyagent.agent.compaction_oracle import CompactionOracle
-from ipyagent.agent.tools.base import ApprovalCallback, ToolOutput
+from ipyagent.agent.tools.tool import ApprovalCallback, ToolOutput
 from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.summarizer import Summarizer
-from ipyagent.providers.base import Provider
+from ipyagent.providers.provider import Provider
 
 __all__ = ["RunPorts", "ToolResultSource"]
 

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.compaction.compact import summary_output_limit
 from ipyagent.compaction.settings import FULL_BUDGET_WINDOW, fit_budget
 from ipyagent.compaction.summarizer import (
@@ -23,8 +23,8 @@ from ipyagent.compaction.summarizer import (
     SummaryResponse,
 )
 from ipyagent.providers import models
-from ipyagent.providers.base import MessageDone, ModelRequest, TextDelta, ThinkingDelta
 from ipyagent.providers.errors import ContextOverflowError, ProviderError
+from ipyagent.providers.provider import MessageDone, ModelRequest, TextDelta, ThinkingDelta
 from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.transport.retry import stream_with_retry
 from ipyagent.session.ids import now_ms

@@ -6,16 +6,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ipyagent.cli.base import COMMANDS, CliError, Command, command
+from ipyagent.cli.common import COMMANDS, CliError, Command, command
 
 # Importing a command module registers its commands, in the order ``ipyagent --help`` lists them.
-# Command modules import ``ipyagent.cli.base``, never this package: no import goes back up.
+# Command modules import ``ipyagent.cli.common``, never this package: no import goes back up.
 # isort: off
-from ipyagent.cli import inspect as core  # noqa: F401  inspect
-from ipyagent.cli import compact  # noqa: F401  compact
-from ipyagent.cli import notebook  # noqa: F401  lift, export, import
-from ipyagent.cli import run  # noqa: F401  run
-from ipyagent.cli import probe  # noqa: F401  probe
+from ipyagent.cli import inspect_command  # noqa: F401  inspect
+from ipyagent.cli import compact_command  # noqa: F401  compact
+from ipyagent.cli import notebook_commands  # noqa: F401  lift, export, import
+from ipyagent.cli import run_command  # noqa: F401  run
+from ipyagent.cli import probe_command  # noqa: F401  probe
 # isort: on
 
 __all__ = ["CliError", "build_parser", "command", "main"]
@@ -29,11 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(notebooks or Pi JSONL session files).", epilog="ipyagent COMMAND --help shows one command's options.")
     parser.add_argument("--version", action="version", version=f"ipyagent {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
-    for name, (configure, run_command) in COMMANDS.items():
-        summary = (run_command.__doc__ or "").strip().splitlines()[0] if run_command.__doc__ else None
+    for name, (configure, run_it) in COMMANDS.items():
+        summary = (run_it.__doc__ or "").strip().splitlines()[0] if run_it.__doc__ else None
         child = sub.add_parser(name, help=summary, description=summary)
         configure(child)
-        child.set_defaults(run=run_command)
+        child.set_defaults(run=run_it)
     return parser
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipyagent.agent import budget as agent_budget
-from ipyagent.agent.config import AgentConfig
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.compaction.settings import Budget, fit_budget
 from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import code_span, escape_html, escape_markdown, markdown_html, safe_markdown

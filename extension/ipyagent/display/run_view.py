@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from IPython.display import display
 
-from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.loop import Agent
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.core import Session
 from ipyagent.display.budget_widget import BudgetWidget, budget_facts, static_bundle
 from ipyagent.display.stream import RunRenderer

@@ -24,10 +24,10 @@ from IPython.display import display
 
 from ipyagent.agent import events as ev
 from ipyagent.agent.tools.images import decode_image
-from ipyagent.display.approval import decision_bundle
+from ipyagent.display.approval_question import decision_bundle
 from ipyagent.display.progress import ProgressLine
 from ipyagent.display.untrusted import escape_html, markdown_html, sanitize_html
-from ipyagent.providers import base as pb
+from ipyagent.providers import provider as pb
 from ipyagent.session.messages import text_of
 
 __all__ = ["RunRenderer", "StreamedMarkdown", "error_bundle", "note_bundle", "reply_bundle", "tool_bundle",

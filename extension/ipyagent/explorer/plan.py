@@ -388,8 +388,8 @@ class ExplorerModel:
 
     def summary_input_tokens(self) -> int | None:
         """The summary model's input budget for the chosen window and reserve (None: unknown)."""
-        from ipyagent.agent.config import AgentConfig
         from ipyagent.agent.provider_summarizer import summary_input_budget
+        from ipyagent.agent.run_config import AgentConfig
 
         if not (self.summary_model or self.model):
             return None

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.loop import Agent
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import ASSUMED_WINDOW, CompactionSettings, fit_budget
 from ipyagent.display.untrusted import escape_html

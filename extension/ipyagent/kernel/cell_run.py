@@ -21,17 +21,17 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ipyagent.agent.config import AgentConfig
-from ipyagent.agent.mcp.config import ServerConfig
-from ipyagent.agent.skills.tool import SkillTool
+from ipyagent.agent.mcp.server_definitions import ServerConfig
+from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.skills.skill_tool import SkillTool
 from ipyagent.agent.tools import Tool
-from ipyagent.display.approval import make_approver
+from ipyagent.display.approval_question import make_approver
 from ipyagent.display.run_view import RunView
 from ipyagent.display.stream import error_bundle, note_bundle
 from ipyagent.display.untrusted import safe_markdown
-from ipyagent.kernel.context import cell_identity
+from ipyagent.kernel.cell_context import cell_identity
 from ipyagent.kernel.entry_stream import EntryStream
-from ipyagent.kernel.mcp import replayed_tools
+from ipyagent.kernel.mcp_servers import replayed_tools
 from ipyagent.kernel.replay_control import ReplayAttachment
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ipyagent.agent import events as ev
-from ipyagent.agent.replay import ReplayToolResults
+from ipyagent.agent.replayer import ReplayToolResults
 from ipyagent.agent.tools.notebook_port import NotebookUnavailable
 
 if TYPE_CHECKING:

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipyagent.agent.budget import restore_learned_window
-from ipyagent.agent.config import upgrade_saved_settings
 from ipyagent.agent.loop import Agent
+from ipyagent.agent.run_config import upgrade_saved_settings
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle

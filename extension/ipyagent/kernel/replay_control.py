@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.provider_summarizer import summarizer_for
-from ipyagent.agent.replay import CellRecording, Recording, replay_ports, same_when_replayed
+from ipyagent.agent.replayer import CellRecording, Recording, replay_ports, same_when_replayed
+from ipyagent.agent.run_config import AgentConfig
+from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.persistence import SessionSlot
-from ipyagent.kernel.settings import AgentSettings
 from ipyagent.providers.registry import provider_configured, resolve_provider
 
 

@@ -13,26 +13,26 @@ from collections.abc import Iterable
 from typing import Any
 
 from ipyagent.agent.budget import LEARNED_WINDOW, learned_window_setting
-from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.ports import RunPorts
-from ipyagent.agent.prompt.pins import active_pins, pins_note
+from ipyagent.agent.prompt.pinned import active_pins, pins_note
 from ipyagent.agent.redaction import Redactor
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.agent.skills.discovery import find_skills
-from ipyagent.agent.skills.tool import SkillTool
+from ipyagent.agent.skills.skill_tool import SkillTool
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
-from ipyagent.kernel.context import KernelNotebookContext
+from ipyagent.kernel.cell_context import KernelNotebookContext
+from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.idle import IdleCompactor
-from ipyagent.kernel.mcp import KernelMcp
+from ipyagent.kernel.mcp_servers import KernelMcp
 from ipyagent.kernel.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into
-from ipyagent.kernel.ports.activity import ActivityRecorder
+from ipyagent.kernel.ports.activity_recorder import ActivityRecorder
 from ipyagent.kernel.ports.cell_runner import IPythonCellRunner
 from ipyagent.kernel.ports.namespace import namespace_describer
-from ipyagent.kernel.ports.notebook_port import KernelNotebook
+from ipyagent.kernel.ports.notebook_access import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
-from ipyagent.kernel.settings import AgentSettings
 from ipyagent.plugins import Plugins, default_plugins
 from ipyagent.store.hydration import find_notebook_path
 
@@ -54,7 +54,7 @@ class AgentRuntime:
         self.replay = ReplayController()
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
         self.mcp = KernelMcp(self.config, self.project_mcp_servers)  # servers start at the first prompt
-        self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/context.py)
+        self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/cell_context.py)
         self._cell_runner: IPythonCellRunner | None = None
         self._notebook_port: KernelNotebook | None = None
         self.idle = IdleCompactor(self)  # compaction in the kernel's idle time (kernel/idle.py)
@@ -274,14 +274,14 @@ class AgentRuntime:
 
     def project_mcp_servers(self) -> tuple[list[Any], list[str]]:
         """The servers of the project's ``.mcp.json`` files (from the notebook's folder up to the
-        repository root), and one line per problem; they start only once approved (kernel/mcp.py)."""
+        repository root), and one line per problem; they start only once approved (kernel/mcp_servers.py)."""
         from ipyagent.agent.mcp.project import project_servers
 
         return project_servers(self.notebook_folder())
 
     def tool_ports(self) -> tuple[IPythonCellRunner, KernelNotebook]:
         """What the tools use in this kernel: IPython's cell machinery for ``python``, this
-        notebook's cells for ``notebook`` (``kernel/ports/cell_runner.py``, ``kernel/ports/notebook_port.py``)."""
+        notebook's cells for ``notebook`` (``kernel/ports/cell_runner.py``, ``kernel/ports/notebook_access.py``)."""
         if self._cell_runner is None or self._notebook_port is None:
             self._cell_runner = IPythonCellRunner(self.shell)
             self._notebook_port = KernelNotebook(self.shell, lambda: self.bridge, lambda: self.config.notebook_path)

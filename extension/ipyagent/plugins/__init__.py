@@ -1,5 +1,5 @@
 """Plugins: packages that add tools, providers, ``%agent`` commands, hooks and MCP transports,
-through pluggy hooks (``specs.py``) and the ``ipyagent`` entry-point group; the built-in tools,
+through pluggy hooks (``hookspecs.py``) and the ``ipyagent`` entry-point group; the built-in tools,
 providers and transports are plugins too. ``manager.py`` loads them, once per kernel, at
 ``%load_ext ipyagent``. ``docs/extending.md`` is the guide.
 

@@ -1,6 +1,6 @@
 """Loading the plugins: the built-in ones, then every entry point of the ``ipyagent`` group (and of
 the older ``ipyagent.hooks`` group, whose entry points are functions of the hook registry), each
-called through the hooks of ``specs.py`` with a ``register`` that records what it added.
+called through the hooks of ``hookspecs.py`` with a ``register`` that records what it added.
 
 One :class:`Plugins` per process (:func:`default_plugins`), loaded once, when the extension loads.
 A plugin that fails (its import, a hook, a registration) is named in one line, what it had added is
@@ -22,10 +22,10 @@ import pluggy
 
 from ipyagent.agent.mcp import transports as mcp_transports
 from ipyagent.agent.tools import builtin as builtin_tools
-from ipyagent.agent.tools import registry as tool_registry
+from ipyagent.agent.tools import tool_registry
 from ipyagent.hooks import EVENTS, PROJECT, HookRegistry, hookimpl
 from ipyagent.hooks import hooks as process_hooks
-from ipyagent.plugins.specs import PluginSpec
+from ipyagent.plugins.hookspecs import PluginSpec
 from ipyagent.providers import builtin as builtin_providers
 from ipyagent.providers import registry as provider_registry
 from ipyagent.text import one_line
@@ -127,7 +127,7 @@ def _installed(group: str) -> Iterable[Any]:
 
 
 class Plugins:
-    """The plugin manager (pluggy's, with the specs of ``specs.py``) and what each plugin added."""
+    """The plugin manager (pluggy's, with the specs of ``hookspecs.py``) and what each plugin added."""
 
     def __init__(self, *, entry_points: EntryPoints = _installed, hooks: HookRegistry = process_hooks,
                  builtins: Iterable[tuple[str, Any]] = BUILTINS):

@@ -11,21 +11,6 @@ detection and retries.
 from ipyagent.providers.apis.anthropic import AnthropicProvider
 from ipyagent.providers.apis.openai_chat import OpenAIChatProvider
 from ipyagent.providers.apis.openai_responses import OpenAIResponsesProvider
-from ipyagent.providers.base import (
-    MessageDone,
-    ModelRequest,
-    Provider,
-    ProviderNote,
-    Retrying,
-    StreamEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    ToolSpec,
-    UsageUpdate,
-)
 from ipyagent.providers.errors import (
     AuthenticationError,
     BadRequestError,
@@ -40,6 +25,21 @@ from ipyagent.providers.errors import (
 )
 from ipyagent.providers.models import context_window, learn_from_error, learn_window, model_info, set_override
 from ipyagent.providers.overflow import is_context_overflow, is_overflow_error, is_silent_overflow
+from ipyagent.providers.provider import (
+    MessageDone,
+    ModelRequest,
+    Provider,
+    ProviderNote,
+    Retrying,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolSpec,
+    UsageUpdate,
+)
 from ipyagent.providers.registry import parse_model_string, register_provider, resolve_provider
 from ipyagent.providers.transport.retry import complete, error_message, stream_with_retry
 from ipyagent.providers.transport.streaming import interrupt

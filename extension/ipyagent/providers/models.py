@@ -15,7 +15,7 @@ is taken as text-only (``set_override(…, vision=True)`` says otherwise): image
 server fail the whole request, while an omitted image only costs the model a look.
 
 Where the table has no entry (or lists a local family), the agent asks the server itself
-(``providers/discovery.py``; docs/context-windows.md cites each server's fields).
+(``providers/window_discovery.py``; docs/context-windows.md cites each server's fields).
 
 Lookup is by model id with longest-prefix matching, so dated ids (``claude-sonnet-4-5-20250929``,
 ``gpt-4o-2024-08-06``) and Ollama tags (``qwen2.5-coder:7b``) find their family. Precedence: a

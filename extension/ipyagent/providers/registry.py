@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ipyagent.providers.apis.openai_responses import responses_only
-from ipyagent.providers.base import Provider
 from ipyagent.providers.builtin import RESPONSES
 from ipyagent.providers.builtin import register_providers as _register_builtins
+from ipyagent.providers.provider import Provider
 
 ProviderFactory = Callable[..., Provider]
 

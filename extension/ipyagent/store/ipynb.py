@@ -21,7 +21,7 @@ from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
 from ipyagent.store.chunks import CHUNK_PREFIX, assemble, store_value, texts_under
 from ipyagent.store.journal import JOURNAL_MIME, journal_outputs
 from ipyagent.store.schema import DEFAULT_SESSION, METADATA_KEY, NotebookSessions
-from ipyagent.store.validation import Gather
+from ipyagent.store.validation import SessionGatherer
 
 if TYPE_CHECKING:
     from ipyagent.core import Session
@@ -79,7 +79,7 @@ def sessions_from_notebook(nb: dict[str, Any], source: str = "", *, check_sizes:
                            ) -> tuple[NotebookSessions, LoadReport]:
     """``metadata["ipyagent"]`` ∪ every journal output, merged by entry id in cell order."""
     report = LoadReport(source=source)
-    gather = Gather(report, check_sizes=check_sizes)
+    gather = SessionGatherer(report, check_sizes=check_sizes)
     metadata = nb.get("metadata")
     if isinstance(metadata, dict):
         gather.add_metadata(assemble(metadata), small=texts_under(metadata, MAX_ENTRY_CHARS))

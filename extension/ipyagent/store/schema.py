@@ -24,8 +24,8 @@ from ipyagent.session.jsonl import is_pi_line
 from ipyagent.store.validation import (
     DEFAULT_SESSION,
     VERSION,
-    Gather,
     Gathered,
+    SessionGatherer,
     contains_set_aside,
     new_header,
     newest_timestamp,
@@ -77,7 +77,7 @@ class StoredSession:
                   check_sizes: bool = True) -> StoredSession:
         """Check one stored session; problems go to ``report`` (things set aside stay in it)."""
         report = report if report is not None else LoadReport()
-        gather = Gather(report, check_sizes=check_sizes)
+        gather = SessionGatherer(report, check_sizes=check_sizes)
         gather.add_session(name, data, f"session {name!r}")
         checked = gather.finish().get(name)
         return StoredSession(*checked) if checked is not None else cls(new_header(), None, {}, [])
@@ -126,14 +126,14 @@ class NotebookSessions:
                       ) -> tuple[NotebookSessions, LoadReport]:
         """Check ``metadata["ipyagent"]`` (``None``: no sessions) and report every problem."""
         report = LoadReport(source=source)
-        gather = Gather(report, check_sizes=check_sizes)
+        gather = SessionGatherer(report, check_sizes=check_sizes)
         with deep_json.paused_gc():  # a push of thousands of entries: many new containers, no garbage
             gather.add_metadata(md)
             return cls.from_gathered(gather.result()), report
 
     @classmethod
     def from_gathered(cls, gathered: Gathered) -> NotebookSessions:
-        """The store that :meth:`Gather.result <ipyagent.store.validation.Gather.result>` checked."""
+        """The store that :meth:`SessionGatherer.result <ipyagent.store.validation.SessionGatherer.result>` checked."""
         sessions = {name: StoredSession(*checked) for name, checked in gathered.sessions.items()}
         return cls(gathered.active, sessions, gathered.version, gathered.set_aside, gathered.extra, gathered.report)
 

@@ -6,7 +6,7 @@ cycles, duplicates, sizes), problems are reported in a :class:`LoadReport`, and 
 used is *kept aside* — under ``metadata["ipyagent"]["set_aside"]`` when the store is written
 back — never executed and never silently dropped.
 
-:class:`Gather` yields plain checked parts (:class:`CheckedSession`, :class:`Gathered`);
+:class:`SessionGatherer` yields plain checked parts (:class:`CheckedSession`, :class:`Gathered`);
 :mod:`ipyagent.store.schema` builds its dataclasses from them. This module sits below the
 schema, so it also holds what both need: the metadata version, the default session name and
 :func:`strip_secrets`.
@@ -23,8 +23,8 @@ from ipyagent.session.entries import Entry
 from ipyagent.session.ids import new_session_id
 from ipyagent.session.intake import LoadReport, sanitize_entries
 
-__all__ = ["DEFAULT_SESSION", "VERSION", "CheckedSession", "Gather", "Gathered", "contains_set_aside", "json_size",
-           "new_header", "newest_timestamp", "strip_secrets"]
+__all__ = ["DEFAULT_SESSION", "VERSION", "CheckedSession", "Gathered", "SessionGatherer", "contains_set_aside",
+           "json_size", "new_header", "newest_timestamp", "strip_secrets"]
 
 VERSION = 1  # of metadata["ipyagent"]: what this ipyagent reads and writes
 DEFAULT_SESSION = "default"
@@ -163,7 +163,7 @@ class _Pending:
         self.newest = ""
 
 
-class Gather:
+class SessionGatherer:
     """Sessions gathered from ``metadata["ipyagent"]`` (:meth:`add_metadata`) and journal payloads
     (:meth:`add_journal`), merged by entry id in the order added; :meth:`result` checks them."""
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipyagent.providers.base import (
+from ipyagent.providers.provider import (
     MessageDone,
     Retrying,
     StreamEvent,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ipyagent.agent.probe.prompts import probe_request_kind
+from ipyagent.agent.probe.probe_prompts import probe_request_kind
 from ipyagent.testing.specs import Reply, ToolCallSpec
 
 QUESTION_PREFIX = "Probe question about this session: "

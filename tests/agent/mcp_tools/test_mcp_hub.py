@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent.agent.mcp.config import parse_server
 from ipyagent.agent.mcp.hub import START_TIMEOUT, McpHub
+from ipyagent.agent.mcp.server_definitions import parse_server
 from support.mcp_servers import MARKER_VAR, processes_with, server_marker
 
 pytestmark = pytest.mark.slow

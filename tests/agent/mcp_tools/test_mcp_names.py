@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from ipyagent.agent.mcp.config import parse_server, parse_servers
+from ipyagent.agent.mcp.mcp_tool import McpTool, offered_tools, recorded_tools
 from ipyagent.agent.mcp.names import adapt_schema, wire_name
 from ipyagent.agent.mcp.results import tool_output
-from ipyagent.agent.mcp.tool import McpTool, offered_tools, recorded_tools
-from ipyagent.agent.tools.base import ToolContext
+from ipyagent.agent.mcp.server_definitions import parse_server, parse_servers
+from ipyagent.agent.tools.tool import ToolContext
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES
 
 ALLOWED = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # OpenAI's and Anthropic's function-name rule
@@ -100,7 +100,7 @@ def test_the_base_install_works_without_the_mcp_package():
 import sys
 sys.modules["mcp"] = None  # as if the mcp extra were not installed
 import ipyagent, ipyagent.kernel.extension, ipyagent.kernel.magics
-from ipyagent.agent.mcp.config import parse_server
+from ipyagent.agent.mcp.server_definitions import parse_server
 from ipyagent.agent.mcp.hub import McpHub
 hub = McpHub()
 hub.start(parse_server("time", {"command": "mcp-server-time"}))

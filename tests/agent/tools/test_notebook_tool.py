@@ -13,8 +13,8 @@ from IPython.testing import globalipapp
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
 from ipyagent.agent.tools.notebook_port import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
 from ipyagent.bridge.headless import execute_notebook, place_inserted_cells
-from ipyagent.kernel.ports.notebook_port import MAX_OUTPUT_TEXT, KernelNotebook
-from ipyagent.kernel.ports.notebook_port import outputs_text as saved_outputs_text
+from ipyagent.kernel.ports.notebook_access import MAX_OUTPUT_TEXT, KernelNotebook
+from ipyagent.kernel.ports.notebook_access import outputs_text as saved_outputs_text
 from ipyagent.store.ipynb import write_notebook
 from kernel_support import SETUP, fake_provider, notebook, outputs_text
 

@@ -14,8 +14,8 @@ from typing import Any
 from conftest import assistant, call, new_session, tool_result
 from conftest import user as _user
 from ipyagent.agent import events as ev
-from ipyagent.agent.config import AgentConfig
 from ipyagent.agent.loop import Agent
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.agent.tools import ToolContext, default_tools, get_tool
 from ipyagent.agent.tools.builtin.recall import EXCERPT_CHARS, MAX_EXCERPTS
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from ipyagent.agent.mcp.config import ServerConfig
 from ipyagent.agent.mcp.results import tool_output
+from ipyagent.agent.mcp.server_definitions import ServerConfig
 from ipyagent.agent.mcp.stdio import EXIT_GRACE, TERM_GRACE, ProcessGroups, StderrTail
 from ipyagent.agent.mcp.transports import ConnectContext, transport_for, transport_types
-from ipyagent.agent.tools.base import ToolOutput
+from ipyagent.agent.tools.tool import ToolOutput
 from ipyagent.text import one_line
 
 __all__ = ["MISSING_EXTRA", "ListedTool", "McpHub", "ServerStatus"]

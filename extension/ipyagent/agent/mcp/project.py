@@ -3,7 +3,7 @@ search of ``agent/containment.py``: the root, or home, ends it), read in the com
 ``{"mcpServers": {NAME: {...}}}``.
 
 A project file comes with the repository, which may be a stranger's, so its servers are only
-*defined* here; the kernel starts one after the user approved it (``kernel/mcp.py``). Of two
+*defined* here; the kernel starts one after the user approved it (``kernel/mcp_servers.py``). Of two
 files defining one name, the nearer one wins; a file whose real path leaves the project (a
 symlink out of it) is not read, and neither is one over :data:`MAX_BYTES`. A project server
 without a ``cwd`` runs in its file's folder, so a relative command means the project's own.
@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ipyagent.agent.containment import check_path, project_scope
-from ipyagent.agent.mcp.config import ServerConfig, parse_servers
+from ipyagent.agent.mcp.server_definitions import ServerConfig, parse_servers
 
 PROJECT_FILE = ".mcp.json"
 MAX_BYTES = 1_000_000

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ipyagent.agent.tools.base import ToolOutput
 from ipyagent.agent.tools.images import ImageCollector
+from ipyagent.agent.tools.tool import ToolOutput
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 
 

@@ -8,7 +8,7 @@ questions of four kinds (recall, artifact, continuation, decision) with referenc
 session's model answers each question three ways — after the full history, after the compacted
 context, and after the compacted context with the ``recall`` tool — and the judge grades every
 answer from 0 to 5. The report is a table per kind plus the tokens each way cost. The prompts
-are in :mod:`ipyagent.agent.probe.prompts`.
+are in :mod:`ipyagent.agent.probe.probe_prompts`.
 
 ``recompact`` makes a fresh single compaction of the same history (another summary model, focus
 or settings), so variants can be compared on equal terms. Every model response is kept in
@@ -24,17 +24,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ipyagent.agent.probe import prompts as prompts
-from ipyagent.agent.replay import ReplayDivergence
-from ipyagent.agent.tools.base import ToolContext
-from ipyagent.agent.tools.registry import default_tools
+from ipyagent.agent.probe import probe_prompts as prompts
+from ipyagent.agent.replayer import ReplayDivergence
+from ipyagent.agent.tools.tool import ToolContext
+from ipyagent.agent.tools.tool_registry import default_tools
 from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError, SummaryRequest, SummaryResponse
 from ipyagent.core import Session
 from ipyagent.providers import models
-from ipyagent.providers.base import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
 from ipyagent.providers.errors import ProviderError
+from ipyagent.providers.provider import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
 from ipyagent.providers.registry import parse_model_string, resolve_provider
 from ipyagent.providers.transport.retry import stream_with_retry
 from ipyagent.session.messages import (
@@ -375,7 +375,7 @@ class RecordedResponses:
     """A Provider and a Summarizer that answer a probe from a recorded probe's responses, in order.
 
     A request of another kind than the recording has next (the probe went another way) or past
-    its end raises :class:`~ipyagent.agent.replay.ReplayDivergence`.
+    its end raises :class:`~ipyagent.agent.replayer.ReplayDivergence`.
     """
 
     name = "replay"

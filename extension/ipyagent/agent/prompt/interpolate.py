@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ipyagent.agent.prompt.activity import clip, fence
+from ipyagent.agent.prompt.activity_block import clip, fence
 
 MAX_VALUE_CHARS = 2000
 _REF = r"(?:In|Out|Err)\[\d+\]|[A-Za-z_][A-Za-z0-9_]*"

@@ -5,7 +5,7 @@ implements it from IPython's events and the kernel's namespace. Nothing here imp
 
 * :class:`NotebookActivity` — the cells run since the session's previous prompt (newest first),
   their values, output and errors, and the namespace's changes. The loop formats it
-  (:func:`ipyagent.agent.prompt.activity.format_activity`) into the user message, before the prompt.
+  (:func:`ipyagent.agent.prompt.activity_block.format_activity`) into the user message, before the prompt.
 * :class:`SystemContext` — the environment (notebook path, working directory, Python version)
   and the project's instruction files, for the system prompt (and the ones found but not read).
 """
@@ -18,7 +18,7 @@ from typing import Protocol
 
 from ipyagent.agent.prompt.instructions import InstructionFile, SkippedFile
 from ipyagent.agent.skills.discovery import Skill
-from ipyagent.agent.tools.base import ApprovalCallback
+from ipyagent.agent.tools.tool import ApprovalCallback
 
 
 @dataclass(frozen=True)

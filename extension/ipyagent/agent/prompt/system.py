@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ipyagent.agent.prompt.notebook_context import SystemContext
-from ipyagent.agent.prompt.pins import MAX_PIN_BYTES, Pin
-from ipyagent.agent.skills.tool import skills_text
+from ipyagent.agent.prompt.pinned import MAX_PIN_BYTES, Pin
+from ipyagent.agent.skills.skill_tool import skills_text
 
 
 @dataclass(frozen=True)

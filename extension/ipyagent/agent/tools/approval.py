@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ipyagent.agent.tools.base import ApprovalCallback, Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.tool import ApprovalCallback, Tool, ToolContext, ToolOutput
 
 ApprovalPolicy = Literal["ask", "auto"]
 

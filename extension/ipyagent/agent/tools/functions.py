@@ -32,7 +32,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
-from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import truncate_head
 
 __all__ = ["FunctionTool", "function_tool", "read_only"]

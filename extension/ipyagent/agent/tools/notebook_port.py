@@ -1,7 +1,7 @@
 """The port the ``notebook`` tool reads and inserts cells through, as plain data and a protocol.
 
 The notebook layer implements :class:`NotebookPort` for each place the kernel can run
-(``kernel/ports/notebook_port.py``); the tool (``builtin/notebook.py``) and the tool context (``base.py``) only
+(``kernel/ports/notebook_access.py``); the tool (``builtin/notebook.py``) and the tool context (``base.py``) only
 know this module, which imports nothing else of the tools.
 """
 

@@ -9,7 +9,7 @@ from typing import BinaryIO
 
 from ipyagent.agent.containment import is_within as is_within  # re-exported: the file tools use it
 from ipyagent.agent.containment import leads_to_forbidden
-from ipyagent.agent.tools.base import ToolContext
+from ipyagent.agent.tools.tool import ToolContext
 
 SNIFF_BYTES = 8192
 SKIP_DIRS = frozenset({".git", "node_modules"})

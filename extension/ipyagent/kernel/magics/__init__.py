@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ipyagent.kernel.magics import explore, masks, mcp, pins, probe, replay, sessions, skills, status  # noqa: F401
 from ipyagent.kernel.magics.agent_cell import AgentMagics
 from ipyagent.kernel.magics.commands import COMMANDS, help_text
-from ipyagent.kernel.magics.compact import CompactMagics
+from ipyagent.kernel.magics.compact_magic import CompactMagics
 
 if TYPE_CHECKING:
     from ipyagent.kernel.runtime import AgentRuntime

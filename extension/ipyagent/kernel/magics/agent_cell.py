@@ -24,9 +24,9 @@ from IPython.core.magic import Magics, magics_class
 
 from ipyagent.agent.prompt.interpolate import interpolate
 from ipyagent.display.untrusted import escape_html
+from ipyagent.kernel.cell_context import KernelLookup, cell_identity
 from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.code_cells import begin_code_cells
-from ipyagent.kernel.context import KernelLookup, cell_identity
 from ipyagent.kernel.magics.commands import (
     argument,
     cell_magic_parser,

@@ -1,7 +1,7 @@
 """``%agent pin TEXT`` · ``%agent pins`` · ``%agent unpin N``: instructions that stay in the system
 prompt for the whole session, through every compaction.
 
-Each pin and unpin is a session entry (a Pi ``custom`` entry, ``ipyagent/agent/prompt/pins.py``), saved
+Each pin and unpin is a session entry (a Pi ``custom`` entry, ``ipyagent/agent/prompt/pinned.py``), saved
 with the notebook like every other entry: pins survive a kernel restart, an export and a replay.
 """
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from ipyagent.agent.prompt.pins import MAX_PIN_BYTES, PIN_TYPE, Pin, active_pins, pin_entry, unpin_entry
+from ipyagent.agent.prompt.pinned import MAX_PIN_BYTES, PIN_TYPE, Pin, active_pins, pin_entry, unpin_entry
 from ipyagent.kernel.magics.commands import CONTEXT, argument, command, magic_arguments, parse_argstring
 from ipyagent.text import chars4
 

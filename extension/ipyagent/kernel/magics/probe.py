@@ -15,8 +15,8 @@ from IPython.display import display
 
 from ipyagent.display.stream import error_bundle
 from ipyagent.display.untrusted import escape_html
+from ipyagent.kernel.cell_context import cell_identity
 from ipyagent.kernel.cell_run import CellRun
-from ipyagent.kernel.context import cell_identity
 from ipyagent.kernel.magics.commands import COMPACTION, argument, command, magic_arguments, parse_argstring
 from ipyagent.providers.registry import provider_configured
 

@@ -253,7 +253,7 @@ def agent_load(runtime: AgentRuntime, rest: str) -> None:
     """Merge the sessions stored in another file into this kernel, by entry id."""
     args = parse_argstring(agent_load, rest)
     from ipyagent.agent.budget import restore_learned_window
-    from ipyagent.agent.config import upgrade_saved_settings
+    from ipyagent.agent.run_config import upgrade_saved_settings
     from ipyagent.kernel.persistence import SessionSlot, merge_into
     from ipyagent.store.hydration import load_path
 

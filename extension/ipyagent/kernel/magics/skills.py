@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ipyagent.agent.skills.discovery import find_skills
-from ipyagent.agent.skills.tool import MAX_LISTED, MAX_LISTING_CHARS, listed_skills
+from ipyagent.agent.skills.skill_tool import MAX_LISTED, MAX_LISTING_CHARS, listed_skills
 from ipyagent.agent.tools.truncate import format_size
-from ipyagent.kernel.context import instruction_approver
+from ipyagent.kernel.cell_context import instruction_approver
 from ipyagent.kernel.magics.commands import TOOLS, command, magic_arguments, parse_argstring
 from ipyagent.text import one_line
 

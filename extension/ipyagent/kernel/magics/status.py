@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ipyagent.agent.prompt.pins import active_pins, pins_note
+from ipyagent.agent.prompt.pinned import active_pins, pins_note
 from ipyagent.display.budget_widget import cost_text, static_bundle
 from ipyagent.display.run_view import facts_for
 from ipyagent.display.summary_view import readable_summary
@@ -136,7 +136,7 @@ def context_report(runtime: AgentRuntime, slot: SessionSlot) -> tuple[list[tuple
     """Each part of the next request (the system prompt's parts, tools, each message, and the
     notebook-activity block the next prompt would carry): (label, tokens, text)."""
     from ipyagent.agent.loop import Agent
-    from ipyagent.kernel.context import KernelNotebookContext
+    from ipyagent.kernel.cell_context import KernelNotebookContext
     from ipyagent.providers.registry import parse_model_string
 
     config = runtime.agent_config()

@@ -12,7 +12,8 @@ from typing import Any
 import httpx
 
 from ipyagent.providers import models
-from ipyagent.providers.base import (
+from ipyagent.providers.errors import ContextOverflowError, MalformedStreamError, NetworkError
+from ipyagent.providers.provider import (
     ModelRequest,
     TextDelta,
     ThinkingDelta,
@@ -21,7 +22,6 @@ from ipyagent.providers.base import (
     ToolCallStart,
     UsageUpdate,
 )
-from ipyagent.providers.errors import ContextOverflowError, MalformedStreamError, NetworkError
 from ipyagent.providers.transform import anthropic_tool_id, prepare_history
 from ipyagent.providers.transport.http import ErrorContext, error_from_event, error_from_response, network_error
 from ipyagent.providers.transport.message import MessageBuilder, empty_usage

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ipyagent.providers import models
-from ipyagent.providers.base import (
+from ipyagent.providers.errors import EmptyStreamError, NetworkError
+from ipyagent.providers.provider import (
     ModelRequest,
     TextDelta,
     ThinkingDelta,
@@ -19,7 +20,6 @@ from ipyagent.providers.base import (
     ToolCallStart,
     UsageUpdate,
 )
-from ipyagent.providers.errors import EmptyStreamError, NetworkError
 from ipyagent.providers.transform import image_data_url, openai_tool_id, prepare_history
 from ipyagent.providers.transport.http import ErrorContext, error_from_event, stream_object
 from ipyagent.providers.transport.message import MessageBuilder, empty_usage
@@ -113,7 +113,7 @@ class OpenAIChatProvider(HTTPProvider):
     default_base_url = OPENAI_BASE_URL
     key_env = "OPENAI_API_KEY"
     base_url_env = "OPENAI_BASE_URL"
-    discovers_window = True  # compatible servers publish their windows (providers/discovery.py)
+    discovers_window = True  # compatible servers publish their windows (providers/window_discovery.py)
 
     def __init__(self, *, stream: bool = True, **options: Any):
         super().__init__(**options)

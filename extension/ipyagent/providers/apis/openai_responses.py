@@ -23,7 +23,8 @@ from typing import Any
 
 from ipyagent.providers import models
 from ipyagent.providers.apis.openai_chat import OPENAI_BASE_URL, openai_headers
-from ipyagent.providers.base import (
+from ipyagent.providers.errors import NetworkError
+from ipyagent.providers.provider import (
     ModelRequest,
     TextDelta,
     ThinkingDelta,
@@ -32,7 +33,6 @@ from ipyagent.providers.base import (
     ToolCallStart,
     UsageUpdate,
 )
-from ipyagent.providers.errors import NetworkError
 from ipyagent.providers.transform import image_data_url, prepare_history
 from ipyagent.providers.transport.http import ErrorContext, error_from_event, stream_object
 from ipyagent.providers.transport.message import MessageBuilder, empty_usage

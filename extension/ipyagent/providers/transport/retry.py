@@ -20,8 +20,8 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ipyagent.providers.base import MessageDone, ModelRequest, Provider, Retrying, StreamEvent
 from ipyagent.providers.errors import ProviderError, RateLimitError, StreamInterrupted
+from ipyagent.providers.provider import MessageDone, ModelRequest, Provider, Retrying, StreamEvent
 from ipyagent.providers.transport.message import MessageBuilder
 
 

@@ -23,7 +23,6 @@ from typing import Any
 
 import httpx
 
-from ipyagent.providers.base import MessageDone, ModelRequest, ProviderNote, StreamEvent
 from ipyagent.providers.errors import (
     AuthenticationError,
     BadRequestError,
@@ -35,6 +34,7 @@ from ipyagent.providers.errors import (
 )
 from ipyagent.providers.overflow import max_tokens_that_fit
 from ipyagent.providers.pricing import warm_up as warm_up_prices
+from ipyagent.providers.provider import MessageDone, ModelRequest, ProviderNote, StreamEvent
 from ipyagent.providers.transport.http import (
     ErrorContext,
     error_from_response,

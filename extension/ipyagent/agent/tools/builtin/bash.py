@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, ClassVar
 
-from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.notebook_port import (
     CellsView,
     NotebookCell,
     NotebookPort,
     NotebookUnavailable,
 )
+from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 
 MAX_OUTPUT_CHARS_PER_CELL = 2000  # a cell's outputs in a listing: head and tail kept

@@ -16,8 +16,8 @@ import traceback
 from types import TracebackType
 from typing import Any, ClassVar
 
-from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.cell import cell_tool_output
+from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,

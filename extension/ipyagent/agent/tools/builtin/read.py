@@ -8,9 +8,9 @@ import shlex
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.lines import LineScan, scan_lines
 from ipyagent.agent.tools.paths import NotARegularFile, looks_binary, open_regular, outside_root, resolve_path
+from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 
 # read never reads more than this much of a file (a huge or sparse file must not fill the kernel's

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 from ipyagent.patterns import BoundedPattern, PatternInvalid, PatternTooCostly, compile_bounded, pattern_words
 from ipyagent.session.messages import call_arguments, text_of

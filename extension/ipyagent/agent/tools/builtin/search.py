@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.paths import (
     SKIP_DIRS,
     SNIFF_BYTES,
@@ -21,6 +20,7 @@ from ipyagent.agent.tools.paths import (
     resolve_path,
     root_of,
 )
+from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import (
     DEFAULT_MAX_BYTES,
     GREP_MAX_LINE_LENGTH,

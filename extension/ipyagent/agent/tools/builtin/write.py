@@ -6,8 +6,8 @@ import difflib
 import os
 from typing import Any, ClassVar
 
-from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.paths import looks_binary, resolve_path
+from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 
 
 class WriteTool(Tool):

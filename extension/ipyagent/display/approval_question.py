@@ -212,7 +212,7 @@ def make_approver(input_func: Callable[[str], str] | None = None,
 
     The call is shown by ``show_func`` (default ``print``: a stream output, which every frontend
     shows whole, where an input prompt may be cut to one line), made visible by
-    :func:`~ipyagent.display.approval.approval_text`; a call too long to show is refused
+    :func:`~ipyagent.display.approval_question.approval_text`; a call too long to show is refused
     without asking. Once answered, ``on_decision(line, question)`` records the outcome in one
     line ("approved: python (2,314 chars)", "declined: …", "refused: … nobody can answer here"),
     so the cell's record can put it before the result (``RunRenderer.record_decision``). Where

@@ -2,7 +2,7 @@
 ``ipython_config.py`` (its config section, and its class name as ``%config`` sees it, is ``Agent``).
 
 Every setting the notebook layer reads comes from here; :meth:`AgentSettings.agent_config` turns the
-traits into the agent loop's plain :class:`~ipyagent.agent.config.AgentConfig`. What is saved with
+traits into the agent loop's plain :class:`~ipyagent.agent.run_config.AgentConfig`. What is saved with
 a session is :meth:`AgentConfig.saved_settings` — never ``provider_options`` (which may hold keys).
 """
 
@@ -15,9 +15,9 @@ import traitlets
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Int, List, Unicode, default, validate
 from traitlets.config import Configurable
 
-from ipyagent.agent.config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, AgentConfig
-from ipyagent.agent.mcp.config import check_user_servers
+from ipyagent.agent.mcp.server_definitions import check_user_servers
 from ipyagent.agent.prompt.instructions import INSTRUCTION_NAMES
+from ipyagent.agent.run_config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, AgentConfig
 from ipyagent.compaction.settings import CompactionSettings, checked_model_overrides
 from ipyagent.providers.transport.http import strip_url_credentials
 from ipyagent.store.validation import strip_secrets

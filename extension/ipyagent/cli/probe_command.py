@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ipyagent.cli.base import CliError, budget_args, budget_of, command, file_args, load_session_file
+from ipyagent.cli.common import CliError, budget_args, budget_of, command, file_args, load_session_file
 
 
 def _configure_probe(parser: argparse.ArgumentParser) -> None:
@@ -38,9 +38,9 @@ def _configure_probe(parser: argparse.ArgumentParser) -> None:
 @command("probe", _configure_probe)
 def run_probe(args: argparse.Namespace) -> int:
     """Probe what the latest compaction lost (graded by a judge)."""
-    from ipyagent.agent.config import AgentConfig
     from ipyagent.agent.probe.runner import ProbeError, ProbeRunner, Progress, RecordingSummarizer, recompact
     from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget
+    from ipyagent.agent.run_config import AgentConfig
     from ipyagent.compaction.compact import NothingToCompact
     from ipyagent.compaction.summarizer import SummarizerError
     from ipyagent.core import CompactionCancelled

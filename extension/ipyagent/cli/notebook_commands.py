@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ipyagent.cli.base import CliError, command
+from ipyagent.cli.common import CliError, command
 from ipyagent.session.entries import Entry
 from ipyagent.session.intake import LoadReport
 

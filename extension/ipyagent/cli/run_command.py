@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from ipyagent.agent.tools.truncate import clean_output
-from ipyagent.cli.base import CliError, command
+from ipyagent.cli.common import CliError, command
 from ipyagent.text import one_line
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ipyagent.cli.base import CliError, budget_args, budget_of, command, file_args, load_session_file
+from ipyagent.cli.common import CliError, budget_args, budget_of, command, file_args, load_session_file
 from ipyagent.compaction.settings import CompactionSettings
 
 if TYPE_CHECKING:
@@ -56,8 +56,8 @@ def run_compact(args: argparse.Namespace) -> int:
 def compact_file(session: Session, plan: CompactionPlan | None, settings: CompactionSettings,
                  args: argparse.Namespace) -> int:
     """Compact ``session`` by ``plan`` with the summary model and write it (not a dry run)."""
-    from ipyagent.agent.config import AgentConfig
     from ipyagent.agent.provider_summarizer import summarizer_for  # the provider-backed path
+    from ipyagent.agent.run_config import AgentConfig
     from ipyagent.compaction.summarizer import SummarizerError
     from ipyagent.core import CompactionCancelled
 

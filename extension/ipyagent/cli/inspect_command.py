@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from ipyagent.agent.budget import recorded_request_tokens
-from ipyagent.cli.base import Budget, budget_args, budget_of, command, file_args, load_session_file
+from ipyagent.cli.common import Budget, budget_args, budget_of, command, file_args, load_session_file
 from ipyagent.compaction.settings import fit_budget, should_compact
 
 

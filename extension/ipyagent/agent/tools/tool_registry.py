@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ipyagent.agent.tools.base import Tool
 from ipyagent.agent.tools.functions import FunctionTool, function_tool
+from ipyagent.agent.tools.tool import Tool
 
 _tools: dict[str, Tool] = {}
 

@@ -1,4 +1,4 @@
-"""The ``notebook`` tool's port in a kernel (``agent/tools/notebook.py``), three ways:
+"""The ``notebook`` tool's port in a kernel (``agent/tools/builtin/notebook.py``), three ways:
 
 * **the bridge** — a frontend that announced ``insert_cell`` / ``read_cells`` in its ``hello_ack``
   (the JupyterLab / Notebook 7 labextension; the headless runner for ``insert_cell``) gets an
@@ -24,7 +24,7 @@ from typing import Any
 
 from ipyagent.agent.tools.notebook_port import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
 from ipyagent.display.untrusted import safe_markdown
-from ipyagent.kernel.context import cell_identity
+from ipyagent.kernel.cell_context import cell_identity
 from ipyagent.store.hydration import find_notebook_path
 from ipyagent.store.ipynb import NotebookError, read_notebook
 from ipyagent.store.journal import JOURNAL_MIME

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from ipyagent.agent.mcp.config import ServerConfig
 from ipyagent.agent.mcp.names import adapt_schema, is_mcp_name, wire_name
-from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
+from ipyagent.agent.mcp.server_definitions import ServerConfig
+from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 
 NOT_CALLED_IN_REPLAY = ("MCP tools are not called while a notebook replays; this call has no recorded result, "
                         "so it was not run.")

@@ -82,7 +82,7 @@ def load_session_file(args: argparse.Namespace) -> LoadedSession:
 
 
 def _load_notebook_session(path: Path, name: str | None, estimator: str) -> LoadedSession:
-    from ipyagent.agent.config import upgrade_saved_settings
+    from ipyagent.agent.run_config import upgrade_saved_settings
     from ipyagent.session.tokens import make_estimator
     from ipyagent.store.ipynb import read_notebook, sessions_from_notebook
 

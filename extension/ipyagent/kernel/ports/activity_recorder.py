@@ -28,7 +28,7 @@ from typing import Any
 
 import IPython
 
-from ipyagent.agent.prompt.activity import clip
+from ipyagent.agent.prompt.activity_block import clip
 from ipyagent.agent.prompt.notebook_context import CellError, CellRecord, NotebookActivity
 from ipyagent.kernel.ports import namespace as ns
 

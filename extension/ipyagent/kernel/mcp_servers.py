@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipyagent.agent.budget import system_tools_tokens
-from ipyagent.agent.mcp.config import ServerConfig, parse_servers
 from ipyagent.agent.mcp.hub import McpHub, ServerStatus
-from ipyagent.agent.mcp.tool import McpTool, offered_tools, recorded_tools
-from ipyagent.agent.tools.base import Tool
+from ipyagent.agent.mcp.mcp_tool import McpTool, offered_tools, recorded_tools
+from ipyagent.agent.mcp.server_definitions import ServerConfig, parse_servers
+from ipyagent.agent.tools.tool import Tool
 from ipyagent.display.progress import ProgressLine
 from ipyagent.session.messages import current_tools
 
@@ -75,7 +75,7 @@ class KernelMcp:
         self._hub: McpHub | None = None
         self.approved: set[str] = set()  # fingerprints of project servers approved in this kernel
         self.declined: set[str] = set()
-        self._said: set[str] = set()
+        self._lines_shown: set[str] = set()
 
     @property
     def hub(self) -> McpHub:
@@ -105,8 +105,8 @@ class KernelMcp:
         return tuple(v for s in servers for v in s.secret_values())
 
     def _say(self, note: Note, line: str) -> None:
-        if line not in self._said:
-            self._said.add(line)
+        if line not in self._lines_shown:
+            self._lines_shown.add(line)
             note(line)
 
     def prompt_tools(self, note: Note, *, approve_start: ApproveStart | None, window: int | None,

@@ -26,12 +26,12 @@ from typing import Any
 
 from ipyagent.agent.compaction_oracle import SKIP, CompactionRuling
 from ipyagent.agent.ports import RunPorts
-from ipyagent.agent.tools.base import ToolOutput
+from ipyagent.agent.tools.tool import ToolOutput
 from ipyagent.compaction.ledger import split_appendix
 from ipyagent.compaction.prompts import SPLIT_TURN_SEPARATOR
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError, SummaryRequest, SummaryResponse
-from ipyagent.providers.base import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
 from ipyagent.providers.errors import ProviderError
+from ipyagent.providers.provider import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
 from ipyagent.session.entries import compaction_trigger, same_content
 from ipyagent.session.messages import NOT_RUN_INTERRUPTED, entry_to_message, prompt_text, text_of, tool_calls_of
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ipyagent.agent.skills.discovery import Skill
-from ipyagent.agent.tools.base import Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_head
 
 MAX_LISTED = 100  # skills in the system prompt's list

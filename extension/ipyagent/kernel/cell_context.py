@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ipyagent.agent.containment import PathVerdict
-from ipyagent.agent.prompt.activity import format_error
+from ipyagent.agent.prompt.activity_block import format_error
 from ipyagent.agent.prompt.instructions import AllowRead, InstructionSearch, search_instruction_files
 from ipyagent.agent.prompt.notebook_context import NotebookActivity, SystemContext
 from ipyagent.agent.skills.discovery import SkillSearch, find_skills
-from ipyagent.agent.tools.base import ApprovalCallback
+from ipyagent.agent.tools.tool import ApprovalCallback
+from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.persistence import LoadResult
-from ipyagent.kernel.ports.activity import ActivityRecorder
+from ipyagent.kernel.ports.activity_recorder import ActivityRecorder
 from ipyagent.kernel.ports.namespace import bounded_repr, type_name
-from ipyagent.kernel.settings import AgentSettings
 from ipyagent.store.hydration import find_notebook_path
 
 _MISSING = object()

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from ipyagent.providers.base import ToolSpec
+from ipyagent.providers.provider import ToolSpec
 
 if TYPE_CHECKING:
     from ipyagent.agent.tools.cell import CellRunner
