@@ -8,7 +8,6 @@ import math
 
 import pytest
 
-from conftest import assistant, new_session, user
 from ipyagent import Agent, CompactionSettings
 from ipyagent.agent import events as ev
 from ipyagent.agent.budget import request_tokens, system_tools_tokens, token_factor
@@ -18,6 +17,7 @@ from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.display.budget_widget import budget_facts
 from ipyagent.providers import window_discovery as discovery
 from ipyagent.testing import FakeProviderServer
+from support.builders import assistant, new_session, user
 
 SUMMARY = "## Goal\nEarlier questions about the table, summarised."
 

@@ -11,8 +11,6 @@ import sys
 
 import pytest
 
-from conftest import assistant, call, new_session, tool_result
-from conftest import user as _user
 from ipyagent.agent.probe.probe_prompts import (
     ANSWER_SYSTEM,
     JUDGE_SYSTEM,
@@ -37,6 +35,8 @@ from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.testing import FakeProviderServer, ProbeScript, Reply
 from ipyagent.testing.accounting import default_summary_detector
 from kernel_support import SETUP, fake_provider, notebook, outputs_text
+from support.builders import assistant, call, new_session, tool_result
+from support.builders import user as _user
 
 QUESTIONS = [
     {"kind": "recall", "question": "Which port does the server listen on?", "answer": "8042"},

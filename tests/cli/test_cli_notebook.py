@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-from conftest import chain
 from ipyagent.cli import main
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle
@@ -17,6 +16,7 @@ from ipyagent.session.jsonl import dump_pi_jsonl
 from ipyagent.session.messages import tool_call_block, tool_result_message, user_message
 from ipyagent.store.ipynb import new_notebook, read_notebook, write_notebook, write_sessions_into_notebook
 from ipyagent.store.schema import NotebookSessions, StoredSession
+from support.builders import chain
 from support.corrupt import corrupt_pi_file
 from support.sessiongen import generate_session
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import assistant, call, ids_of, new_session, tool_result, user
 from ipyagent.compaction import prompts
 from ipyagent.compaction.branch import (
     NO_CONTENT,
@@ -17,6 +16,7 @@ from ipyagent.session.entries import compaction_entry
 from ipyagent.session.messages import text_of
 from ipyagent.session.tokens import Chars4Estimator
 from ipyagent.session.tree import SessionError
+from support.builders import assistant, call, ids_of, new_session, tool_result, user
 
 chars4 = Chars4Estimator()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import assistant, new_session, user
 from ipyagent.compaction.settings import (
     FULL_BUDGET_WINDOW,
     PI_KEEP_RECENT_TOKENS,
@@ -17,6 +16,7 @@ from ipyagent.compaction.settings import (
     should_compact,
 )
 from ipyagent.compaction.summarizer import ScriptedSummarizer
+from support.builders import assistant, new_session, user
 
 # 1,024 … 2,000,000 tokens, with the edges of the rule and the windows users run (Ollama's 4,096…)
 WINDOWS = sorted({1024, 1500, 2048, 3000, 4096, 6000, 8192, 16_384, 32_000, 32_768, 50_000, 65_535, 65_536,

@@ -8,8 +8,6 @@ import json
 
 import pytest
 
-from conftest import assistant, call, new_session, tool_result
-from conftest import user as _user
 from ipyagent.agent.replayer import Recording, ReplayDescriber, split_recorded_summary
 from ipyagent.compaction.compact import compact
 from ipyagent.compaction.ledger import (
@@ -26,6 +24,8 @@ from ipyagent.hooks import HookRegistry
 from ipyagent.kernel.ports.namespace import describe_value, namespace_describer
 from ipyagent.session.entries import compaction_entry
 from kernel_support import SETUP, fake_provider, notebook
+from support.builders import assistant, call, new_session, tool_result
+from support.builders import user as _user
 
 KEEP = CompactionSettings(keep_recent_tokens=30)
 

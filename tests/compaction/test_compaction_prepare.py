@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from conftest import assistant, call, ids_of, new_session, tool_result, turn, user
 from ipyagent.compaction.prepare import prepare_compaction, summarizing_boundary
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.session.context import build_session_context
 from ipyagent.session.entries import compaction_entry
 from ipyagent.session.tokens import Chars4Estimator, estimate_context_tokens
+from support.builders import assistant, call, ids_of, new_session, tool_result, turn, user
 
 KEEP = CompactionSettings(keep_recent_tokens=600)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import assistant, call, tool_result, user
 from ipyagent.compaction.file_ops import FileOps, format_file_lists
 from ipyagent.compaction.serialize import cut_tool_result, serialize_conversation
+from support.builders import assistant, call, tool_result, user
 
 IMAGE = {"type": "image", "data": "AAA", "mimeType": "image/png"}
 

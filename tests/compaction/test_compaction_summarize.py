@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from conftest import assistant, call, new_session, tool_result, turn, user
 from ipyagent.compaction import prompts
 from ipyagent.compaction.compact import (
     CompactionRejected,
@@ -30,6 +29,7 @@ from ipyagent.compaction.summarizer import (
 from ipyagent.core import NothingToCompact
 from ipyagent.session.entries import compaction_entry
 from ipyagent.session.messages import text_of
+from support.builders import assistant, call, new_session, tool_result, turn, user
 
 KEEP = CompactionSettings(keep_recent_tokens=600)
 SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import assistant, new_session, user
 from ipyagent.compaction.settings import (
     CompactionSettings,
     compaction_threshold,
     should_compact,
 )
+from support.builders import assistant, new_session, user
 
 
 def test_pi_defaults():

@@ -7,12 +7,12 @@ import warnings
 
 import pytest
 
-from conftest import new_session, turn
 from ipyagent.compaction.compact import CompactionRejected
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.core import CompactionCancelled
 from ipyagent.hooks import EVENTS, HookRegistry
+from support.builders import new_session, turn
 
 KEEP = CompactionSettings(keep_recent_tokens=518)
 

@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from IPython.utils.capture import capture_output
 
-from conftest import assistant, call, new_session, tool_result, user
 from ipyagent.agent import events as ev
 from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, static_bundle
 from ipyagent.display.journal_view import journal_bundle, transcript_markdown
@@ -42,6 +41,7 @@ from ipyagent.display.untrusted import (
 )
 from ipyagent.kernel.magics.compact_magic import _summary_bundle
 from ipyagent.providers.provider import TextDelta, ThinkingDelta
+from support.builders import assistant, call, new_session, tool_result, user
 from support.hostile import (
     HOSTILE,
     HOSTILE_NAME,

@@ -12,7 +12,6 @@ import warnings
 
 import pytest
 
-from conftest import assistant, call, new_session, tool_result, turn, user
 from ipyagent.compaction.prepare import prepare_compaction
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
@@ -23,6 +22,7 @@ from ipyagent.explorer.widget import CompactionExplorer, explore
 from ipyagent.hooks import HookRegistry
 from ipyagent.session.tokens import make_estimator
 from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
+from support.builders import assistant, call, new_session, tool_result, turn, user
 from support.hostile import HOSTILE, HOSTILE_NAME, PAYLOADS, audit_html
 from support.sessiongen import generate_session, write_jsonl
 

@@ -184,11 +184,11 @@ def test_ask_approval_through_input_in_a_kernel(tmp_path):
 def test_a_chunk_key_of_5000_digits_breaks_neither_load_ext_nor_run(tmp_path, capsys):
     """A notebook with a chunk key over Python's integer-string limit: ``%load_ext`` resumes its
     session from disk (the key set aside and said), and ``ipyagent run`` runs it."""
-    from conftest import chain
     from ipyagent import cli
     from ipyagent.store.chunks import assemble
     from ipyagent.store.ipynb import read_notebook, write_sessions_into_notebook
     from ipyagent.store.schema import NotebookSessions, StoredSession
+    from support.builders import chain
 
     header = {"type": "session", "version": 3, "id": "3f0c2b9e-0000-4000-a000-000000000005",
               "timestamp": "2026-01-01T00:00:00.000Z", "cwd": ""}

@@ -11,7 +11,6 @@ from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
-from conftest import chain
 from ipyagent.agent.loop import Agent
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.kernel import extension
@@ -19,6 +18,7 @@ from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.magics.commands import COMMANDS
 from ipyagent.store.ipynb import new_notebook, write_notebook
 from ipyagent.store.journal import JOURNAL_MIME
+from support.builders import chain
 from support.shell import forget_extension, run, runtime_of, start_ipython
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from conftest import assistant, call, new_session, tool_result, user
 from ipyagent.session.context import (
     ContextState,
     build_session_context,
@@ -11,6 +10,7 @@ from ipyagent.session.context import (
 from ipyagent.session.entries import compaction_entry
 from ipyagent.session.messages import text_of
 from ipyagent.session.tokens import Chars4Estimator
+from support.builders import assistant, call, new_session, tool_result, user
 
 chars4 = Chars4Estimator()
 

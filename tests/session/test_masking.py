@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import assistant, call, new_session, tool_result, user
 from ipyagent import Agent
 from ipyagent.agent.run_config import AgentConfig
 from ipyagent.compaction.settings import CompactionSettings
@@ -16,6 +15,7 @@ from ipyagent.session.entries import compaction_entry
 from ipyagent.session.messages import text_of
 from ipyagent.session.tree import SessionError
 from ipyagent.testing import FakeProviderServer
+from support.builders import assistant, call, new_session, tool_result, user
 
 BIG = "row,value\n" + "".join(f"{i},{i * i}\n" for i in range(2000))
 

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from conftest import assistant, call, tool_result, user
 from ipyagent.compaction.compact import CompactionRejected
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer, SummaryResponse
@@ -26,6 +25,7 @@ from ipyagent.session.context import (
 )
 from ipyagent.session.jsonl import dump_pi_jsonl, parse_pi_jsonl
 from ipyagent.session.tokens import TiktokenEstimator, js_json
+from support.builders import assistant, call, tool_result, user
 from support.corrupt import KINDS, corrupt_pi_file
 from support.sessiongen import generate_session
 

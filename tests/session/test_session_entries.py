@@ -8,7 +8,6 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import assistant, new_session, user
 from ipyagent.session import ids
 from ipyagent.session.entries import (
     ENTRY_TYPES,
@@ -20,6 +19,7 @@ from ipyagent.session.entries import (
     model_change_entry,
     shape_problem,
 )
+from support.builders import assistant, new_session, user
 
 HEX8 = re.compile(r"^[0-9a-f]{8}$")
 ISO_MS_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")

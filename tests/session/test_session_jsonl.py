@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from conftest import assistant, new_session, user
 from ipyagent.core import Session
 from ipyagent.session.jsonl import (
     dump_pi_jsonl,
@@ -17,6 +16,7 @@ from ipyagent.session.jsonl import (
 )
 from ipyagent.session.messages import convert_to_llm
 from ipyagent.session.tokens import js_json, js_number
+from support.builders import assistant, new_session, user
 from support.sessiongen import generate_session
 
 HEADER = '{"type":"session","version":3,"id":"0b5d3b7e-6a0b-4e7b-9d3c-1f2e3d4c5b6a","timestamp":"2026-03-01T10:00:00.000Z","cwd":"/home/u/p"}\n'

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import assistant, call, tool_result, user
 from ipyagent.session.messages import (
     BRANCH_SUMMARY_PREFIX,
     COMPACTION_SUMMARY_PREFIX,
@@ -15,6 +14,7 @@ from ipyagent.session.messages import (
     tool_result_message,
     user_message,
 )
+from support.builders import assistant, call, tool_result, user
 
 
 def llm_text(message) -> str:

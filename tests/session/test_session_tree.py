@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import assistant, ids_of, new_session, user
 from ipyagent.session.entries import label_entry, message_entry
 from ipyagent.session.tree import SessionError, SessionTree
+from support.builders import assistant, ids_of, new_session, user
 
 
 def test_append_chains_under_leaf_and_moves_leaf():

@@ -11,7 +11,6 @@ import warnings
 import pytest
 import tiktoken
 
-from conftest import assistant, call, tool_result, usage, user
 from ipyagent.session.tokens import (
     Chars4Estimator,
     ScaledEstimator,
@@ -24,6 +23,7 @@ from ipyagent.session.tokens import (
     normalize_usage,
     usage_tokens,
 )
+from support.builders import assistant, call, tool_result, usage, user
 
 IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
 chars4 = Chars4Estimator()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from conftest import chain
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle
 from ipyagent.session.intake import MAX_ENTRY_CHARS
@@ -17,6 +16,7 @@ from ipyagent.store.hydration import (
 )
 from ipyagent.store.ipynb import new_notebook, write_notebook, write_sessions_into_notebook
 from ipyagent.store.schema import NotebookSessions, StoredSession
+from support.builders import chain
 
 HEADER = {"type": "session", "version": 3, "id": "3f0c2b9e-0000-4000-a000-000000000002",
           "timestamp": "2026-01-01T00:00:00.000Z", "cwd": ""}

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, chain
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle, transcript_markdown
 from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
@@ -32,6 +31,7 @@ from ipyagent.store.ipynb import (
 )
 from ipyagent.store.journal import JOURNAL_MIME, journal_outputs
 from ipyagent.store.schema import NotebookSessions, SessionNotFound, StoredSession
+from support.builders import REPO, chain
 from support.sessiongen import generate_session
 
 HEADER = {"type": "session", "version": 3, "id": "3f0c2b9e-0000-4000-a000-000000000001",

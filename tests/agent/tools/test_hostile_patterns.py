@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from conftest import assistant, call, new_session, tool_result, user
 from ipyagent.agent.tools import ToolContext, get_tool
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
@@ -24,6 +23,7 @@ from ipyagent.patterns import (
     has_words,
     pattern_words,
 )
+from support.builders import assistant, call, new_session, tool_result, user
 
 HOSTILE = [r"((a+))+b", r"(a|a)+b", r"(a|aa)+b", r"a*a*a*a*a*b", r".*.*.*.*.*b", r"((?:a+))+b",
            r"error(.|\s)*timeout"]

@@ -11,8 +11,6 @@ import json
 import re
 from typing import Any
 
-from conftest import assistant, call, new_session, tool_result
-from conftest import user as _user
 from ipyagent.agent import events as ev
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.run_config import AgentConfig
@@ -26,6 +24,8 @@ from ipyagent.hooks import HookRegistry
 from ipyagent.session.messages import COMPACTION_SUMMARY_PREFIX
 from ipyagent.testing import FakeProviderServer, Reply, ToolCallSpec
 from ipyagent.testing.accounting import default_summary_detector
+from support.builders import assistant, call, new_session, tool_result
+from support.builders import user as _user
 
 RECALL = get_tool("recall")
 KEEP = CompactionSettings(keep_recent_tokens=60)

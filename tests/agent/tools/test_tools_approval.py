@@ -4,7 +4,6 @@ from typing import Any
 
 import pytest
 
-from conftest import Approver
 from ipyagent.agent.tools import (
     Tool,
     ToolContext,
@@ -15,6 +14,7 @@ from ipyagent.agent.tools import (
     run_tool_call,
     unregister_tool,
 )
+from support.builders import Approver
 
 BUILTINS = ["python", "read", "bash", "write", "edit", "ls", "grep", "find", "recall", "notebook"]
 

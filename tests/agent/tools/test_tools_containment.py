@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from conftest import Approver
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
 from ipyagent.agent.tools.builtin import read as read_mod
+from support.builders import Approver
 
 
 @pytest.fixture
