@@ -39,6 +39,10 @@ def extension_shell(model: str = "openai:fake-model") -> Iterator[tuple[Interact
     shell = start_ipython()
     bridge_mod._reset_for_tests()
     forget_extension(shell)
+    # The shell is shared by every test of a worker, and its display hook decides whether to show a
+    # value by tokenizing the last *stored* cell (DisplayHook.quiet): a cell another test stored that
+    # does not tokenize alone ("EOF in multi-line statement") made a later `%config Agent.x` raise.
+    shell.history_manager.reset()
     runtime = extension.load(shell)
     try:
         shell.run_line_magic("config", f"Agent.model = {model!r}")
