@@ -42,7 +42,13 @@ def extension_shell(model: str = "openai:fake-model") -> Iterator[tuple[Interact
     # The shell is shared by every test of a worker, and its display hook decides whether to show a
     # value by tokenizing the last *stored* cell (DisplayHook.quiet): a cell another test stored that
     # does not tokenize alone ("EOF in multi-line statement") made a later `%config Agent.x` raise.
+    # A new history starts at cell 1, as `%reset` leaves it: IPython numbers its input list by
+    # the execution count, and a count left running on past an emptied list reads another cell's value.
+    # `reset` keeps the shown values (output_hist_reprs) that a later cell of the same number would
+    # be read with.
     shell.history_manager.reset()
+    shell.history_manager.output_hist_reprs.clear()
+    shell.execution_count = 1
     runtime = extension.load(shell)
     try:
         shell.run_line_magic("config", f"Agent.model = {model!r}")
