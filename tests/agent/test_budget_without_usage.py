@@ -57,10 +57,10 @@ def test_the_trigger_fires_when_system_and_tools_tip_the_request_over():
     messages = session.context_tokens()
     # the messages alone stay under the threshold; the whole request does not; and a compaction
     # can make room (the system prompt and tools with the last turn fit the window)
-    window = max(messages + 200 + 100, agent.fixed_tokens() + 100)
+    window = max(messages + 200 + 100, agent.budget.fixed_tokens() + 100)
     agent.config.context_window = window
-    assert messages <= window - 200 < agent.request_tokens()
-    assert agent.check_budget() is not None and len(session.compactions()) == 1
+    assert messages <= window - 200 < agent.budget.request_tokens()
+    assert agent.compactor.check_budget() is not None and len(session.compactions()) == 1
 
 
 @pytest.mark.parametrize("chars_per_token,factor", [(2.0, 2.0), (8.0, 1.0), (0.5, 4.0)])
@@ -72,13 +72,13 @@ def test_a_tokenizer_calibrates_the_estimate_once(chars_per_token, factor):
                       sleep=lambda s: None)
         server.enqueue_text("first")
         agent.prompt("hello " * 100)
-        assert agent.token_factor() == pytest.approx(factor, rel=0.02)
+        assert agent.budget.token_factor() == pytest.approx(factor, rel=0.02)
         state = agent.session.context_state()
         assert state.last_usage_index >= 0  # the fake server reports usage: only the trailing part is scaled
         agent.session.append_message(user("a follow-up " * 30))
         usage_part = agent.session.context_tokens() - agent.session.context_state().trailing
-        assert agent.request_tokens() == usage_part + math.ceil(agent.session.context_state().trailing
-                                                                * agent.token_factor())
+        assert agent.budget.request_tokens() == usage_part + math.ceil(agent.session.context_state().trailing
+                                                                * agent.budget.token_factor())
         tokenized = [p for m, p in server.meta_requests if p == "/tokenize"]
         server.enqueue_text("second")
         agent.prompt("again")
@@ -114,7 +114,7 @@ def test_with_tools_and_no_usage_compaction_comes_before_the_request_outgrows_th
 
 
 def test_a_reported_prompt_without_the_tools_is_told_apart_from_one_with_them():
-    from ipyagent.agent.budget import tools_left_out
+    from ipyagent.agent.tool_support import tools_left_out
     from ipyagent.providers.provider import ToolSpec
 
     tools = [ToolSpec(f"tool_{i}", "does a thing " * 40, {"type": "object", "properties": {}}) for i in range(6)]

@@ -182,7 +182,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Run:
         f = write_jsonl(root / f"{i:04d}-{case.name}.jsonl", header, entries)
         keeps = case.keeps
         if not keeps:
-            total = Session.from_file(f).estimated_context_tokens()
+            total = Session.from_file(f).compaction_planner().estimated_tokens()
             keeps = tuple(sorted({KEEPS[i % len(KEEPS)], *(max(1, int(total * fr)) for fr in FRACTIONS)}))
         files.append((case.name, f, keeps))
     return compare(files, reserve_of=lambda i: RESERVES[i % len(RESERVES)])

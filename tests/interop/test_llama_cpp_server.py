@@ -210,7 +210,7 @@ def test_tools_on_the_estimated_request_never_exceeds_the_window(real_provider_e
               "_requests = []\n"
               "@_hooks.on('before_provider_request')\n"
               "def _count(event):\n"
-              "    _requests.append([_runtime(get_ipython()).slot().agent.request_tokens(),\n"
+              "    _requests.append([_runtime(get_ipython()).slot().agent.budget.request_tokens(),\n"
               "                      len(event.payload.tools)])\n"
               # streamed, so that no reply carries usage: this test is about the estimate alone
               # (a request with tools would otherwise go whole to this server, issue 28)

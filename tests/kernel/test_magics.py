@@ -292,7 +292,7 @@ def test_compact_with_focus(ip, server):
 def test_nothing_to_compact_with_an_unknown_window_says_the_kept_part_and_explore_agrees(ip, server):
     server.enqueue_text("short")
     run(ip, "", "hi")
-    assert runtime_of(ip).slot().agent.context_window() is None  # the fake model is in no table
+    assert runtime_of(ip).slot().agent.budget.window() is None  # the fake model is in no table
     with capture_output() as cap:
         ip.run_line_magic("compact", "")
     shown = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)

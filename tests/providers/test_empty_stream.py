@@ -102,10 +102,10 @@ def test_the_agent_learns_the_window_compacts_and_retries_in_the_same_prompt():
         server.policy = lambda body: "A short answer."
         for i in range(3):
             assert agent.prompt(f"Question {i}: " + "tell me about the columns " * 60).error is None
-        assert agent.context_window() is None and not agent.session.compactions()
+        assert agent.budget.window() is None and not agent.session.compactions()
         result = agent.prompt("Question 3: " + "tell me about the columns " * 60)
         assert result.error is None and result.text == "A short answer."
-        info = agent.window_info()
+        info = agent.budget.window_info()
         assert (info.window, info.source) == (1400, "error")
         assert len(agent.session.compactions()) == 1
         chats = [(r.body.get("stream", True), r.outcome) for r in server.requests if r.kind == "chat"]

@@ -1,10 +1,18 @@
 """What the agent loop reports while it runs. Provider stream events (text, thinking, tool-call
-deltas, retries) are passed through as they are; these are the loop's own."""
+deltas, retries) are passed through as they are; these are the loop's own. :class:`RunOutput`
+carries them to the listeners, and stores the entries a run appends (keys scrubbed)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ipyagent.agent.redaction import Redactor
+    from ipyagent.core import Session
+
+Listener = Callable[[Any], None]
 
 
 @dataclass
@@ -105,3 +113,57 @@ class TurnEnd:
 class AgentEnd:
     new_entries: list[dict[str, Any]]
     error: str | None = None
+
+
+class RunOutput:
+    """Where a run's events go (the subscribed listeners) and what it appended: the entries of the
+    run under way, and the notices already given (once a kernel, or once a run)."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+        self.entries: list[dict[str, Any]] | None = None  # the run's new entries (None between runs)
+        self._given: set[str] = set()  # notices given once (budgets that do not fit the window…)
+        self._this_run: set[str] = set()  # what this run said already (a compaction skipped, and why)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def emit(self, event: Any) -> None:
+        for listener in list(self._listeners):
+            listener(event)
+
+    def begin_run(self) -> list[dict[str, Any]]:
+        """Start collecting a run's entries (returned: the list they go into)."""
+        self._this_run = set()
+        self.entries = []
+        return self.entries
+
+    def end_run(self) -> None:
+        self.entries = None
+
+    def notice_once(self, key: str, message: str) -> None:
+        """A :class:`Notice`, given once in the kernel's life for ``key``."""
+        if key not in self._given:
+            self._given.add(key)
+            self.emit(Notice(message))
+
+    def said_this_run(self, what: str) -> bool:
+        """Whether ``what`` was said already in this run (and remember it now)."""
+        said = what in self._this_run
+        self._this_run.add(what)
+        return said
+
+    def append(self, session: Session, entry: dict[str, Any], redactor: Redactor, *,
+               message: bool = True) -> dict[str, Any]:
+        """Store ``entry`` (a message, or a whole entry), the configured keys scrubbed from it."""
+        entry = redactor.data(entry)
+        stored = session.append_message(entry) if message else session.append(entry)
+        self.appended(stored)
+        return stored
+
+    def appended(self, entry: dict[str, Any]) -> None:
+        """An entry the run appended (itself, or the session for it): counted and told."""
+        if self.entries is not None:
+            self.entries.append(entry)
+        self.emit(EntryAppended(entry))

@@ -42,6 +42,7 @@ from ipyagent.explorer.html import (
 from ipyagent.explorer.plan import ESTIMATOR_LABELS, Exploration, ExplorerModel, ExploreSettings
 
 if TYPE_CHECKING:
+    from ipyagent.agent.budget import RequestBudget
     from ipyagent.agent.redaction import Redactor
     from ipyagent.core import Session
 
@@ -476,6 +477,7 @@ class ExplorerRuntime(Protocol[SlotT]):
     def slot(self, name: str | None = None) -> SlotT: ...
     def agent_config(self) -> AgentConfig: ...
     def agent_for(self, slot: SlotT, config: AgentConfig) -> Agent: ...
+    def budget_for(self, slot: SlotT) -> RequestBudget: ...
     def absorb_push(self) -> None: ...
     def persist(self, slot: SlotT, config: AgentConfig) -> str | None: ...
     def redactor(self) -> Redactor: ...
@@ -491,12 +493,12 @@ def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, 
     slot = runtime.slot(name)
     slot_name = slot.name
     config = runtime.agent_config()
-    agent = runtime.agent_for(slot, config)
+    request_budget = runtime.budget_for(slot)
     try:
-        model_window = agent.context_window()
+        model_window = request_budget.window()
     except ValueError:
         model_window = None
-    budget = agent.budget()  # per-model overrides, scaled to the window
+    budget = request_budget.fitted()  # per-model overrides, scaled to the window
     saved = {"context_window": model_window,
              "compaction": {"reserve_tokens": budget.reserve_tokens, "keep_recent_tokens": budget.keep_recent_tokens}}
     settings, known = _settings_from(saved, None, window=window, reserve=reserve, keep=keep_recent,
@@ -524,9 +526,9 @@ def _runtime_compactor(runtime: ExplorerRuntime[SlotT], slot_name: str) -> Compa
                                     keep_recent_tokens=settings.keep_recent_tokens)
         config.context_window = settings.window
         agent = runtime.agent_for(slot, config)
-        before = agent.request_tokens()  # the budget's count, as %compact and the widget show it
+        before = agent.budget.request_tokens()  # the budget's count, as %compact and the widget show it
         entry = agent.compact(settings.focus or None, plan=plan) or {}  # (a manual compaction raises rather than None)
-        after = agent.request_tokens()
+        after = agent.budget.request_tokens()
         report = (f"Compacted: {before:,} → {after:,} tokens (first kept entry {entry.get('firstKeptEntryId')}).")
         bridge = runtime.bridge
         if bridge is not None and bridge.connected:

@@ -133,7 +133,7 @@ class CellRun:
             extra: list[Tool] = list(replayed_tools(self.slot.session.entries))
         else:
             extra = list(self.runtime.mcp.prompt_tools(self.note, approve_start=self.approve_start,
-                                                       window=self.agent.context_window(),
+                                                       window=self.agent.budget.window(),
                                                        taken=[t.name for t in builtins]))
         if extra or len(builtins) != len(self.agent.tools):
             self.agent.configure(tools=[*builtins, *extra])

@@ -12,10 +12,11 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ipyagent.agent.budget import LEARNED_WINDOW, learned_window_setting
+from ipyagent.agent.budget import LEARNED_WINDOW, RequestBudget, configured_provider, learned_window_setting
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.prompt.pinned import active_pins, pins_note
+from ipyagent.agent.prompt.record import SystemPromptRecord
 from ipyagent.agent.redaction import Redactor
 from ipyagent.agent.run_config import AgentConfig
 from ipyagent.agent.skills.discovery import find_skills
@@ -253,11 +254,19 @@ class AgentRuntime:
         their definitions)."""
         return self.offered_tools() if slot.tools_offered else []
 
-    def budget_agent(self, slot: SessionSlot | None = None) -> Agent:
-        """The slot's agent set up as its next run would be (:meth:`tools_for`): the one every
-        figure of the budget outside a run comes from (``%agent status``, ``context``, ``mask``)."""
+    def budget_for(self, slot: SessionSlot | None = None) -> RequestBudget:
+        """The budget of the slot's next request, counted as its next run would count it (its
+        settings, :meth:`tools_for`, the notebook's system prompt): every figure of the budget
+        outside a run comes from it (``%agent status``, ``context``, ``mask``, the explorer, the
+        teaching helpers); no agent is set up for it."""
         slot = slot or self.slot()
-        return self.agent_for(slot, self.agent_config(), tools=self.tools_for(slot))
+        config = self.agent_config()
+        tools = self.tools_for(slot)
+        offered = {t.name for t in tools}
+        record = SystemPromptRecord(config.system_prompt, KernelNotebookContext(self, slot.name))
+        session = slot.session
+        return RequestBudget(session, config, [t.spec() for t in tools], lambda: record.text(session, offered),
+                             configured_provider(config))
 
     def ports_for(self, *, approve: ApprovalCallback | None = None) -> RunPorts:
         """What a run in this kernel takes from outside: ``approve`` for the calls that ask, and the

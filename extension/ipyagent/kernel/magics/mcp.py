@@ -102,7 +102,7 @@ def agent_mcp(runtime: AgentRuntime, rest: str) -> None:
                          wait=START_TIMEOUT)
     window = None
     try:
-        window = runtime.agent_for(runtime.slot(), runtime.agent_config()).context_window()
+        window = runtime.budget_for().window()
     except Exception:  # noqa: BLE001 - no model or window: the list without shares
         window = None
     print(mcp_report(runtime, window=window))

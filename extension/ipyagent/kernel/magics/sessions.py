@@ -167,7 +167,7 @@ def agent_checkout(runtime: AgentRuntime, rest: str) -> None:
     if args.summarize:
         agent = runtime.agent_for(slot, config)
         try:
-            summarizer = agent.summarizer()
+            summarizer = agent.compactor.summarizer()
         except ValueError as exc:
             raise UsageError(f"--summarize needs a model: {exc}") from None
     from ipyagent.session.tree import SessionError
