@@ -37,9 +37,9 @@ def __getattr__(name: str) -> Any:
 
         return Agent
     if name in ("hookimpl", "hookspec"):
-        from ipyagent import hooks
+        from ipyagent import plugin_markers
 
-        return getattr(hooks, name)
+        return getattr(plugin_markers, name)
     if name == "read_only":
         from ipyagent.agent.tools.functions import read_only
 

@@ -5,6 +5,7 @@ branch navigation and Pi interop. Users' scripts, hooks and outside checks rely 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,17 @@ from ipyagent.compaction.planner import CompactionPlanner, CompactionRoom, Summa
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import CompactionSettings, should_compact
 from ipyagent.compaction.summarizer import Summarizer
-from ipyagent.hooks import HookRegistry
+from ipyagent.hooks import (
+    HookRegistry,
+    SessionBeforeCompactCall,
+    SessionBeforeTreeCall,
+    SessionBeforeTreeResult,
+    SessionCompactCall,
+    SessionTreeCall,
+    SuppliedBranchSummary,
+    SuppliedCompaction,
+    TreePreparation,
+)
 from ipyagent.hooks import hooks as global_hooks
 from ipyagent.session import jsonl, masking
 from ipyagent.session.context import edits_by_target, summarized_away
@@ -224,18 +235,17 @@ class Session(SessionTree):
         planned = plan or planner.plan_with_room(room)
         if planned is None:
             raise NothingToCompact("Nothing to compact: the whole conversation fits in the kept recent part.")
-        hook_result = self.hooks.emit("session_before_compact", preparation=planned, branch_entries=self.path(),
-                                      custom_instructions=focus, reason=reason, session=self)
-        if _get(hook_result, "cancel"):
+        answer = self.hooks.emit(SessionBeforeCompactCall(self, planned, self.path(), focus, reason))
+        if answer is not None and answer.cancel:
             raise CompactionCancelled("Compaction cancelled by a session_before_compact hook.")
-        supplied = _get(hook_result, "compaction")
-        if supplied:
+        supplied = answer.compaction if answer is not None else None
+        if supplied is not None:
             result = _supplied_result(supplied, planned)
         else:
             ask = SummaryAsk(focus, summary_input_tokens, describe)
             result = summarize_until_it_fits(planner, planned, summarizer, ask, room, deepen=plan is None)
-        entry = self.append(_compaction_entry(result, bool(supplied), extra, self.system_message()))
-        self.hooks.emit("session_compact", compaction_entry=entry, from_extension=bool(supplied), session=self)
+        entry = self.append(_compaction_entry(result, supplied is not None, extra, self.system_message()))
+        self.hooks.emit(SessionCompactCall(self, compaction_entry=entry, from_extension=supplied is not None))
         return entry
 
     # ---- branches --------------------------------------------------------------------------
@@ -259,47 +269,44 @@ class Session(SessionTree):
             target.get("type") == "message" and target["message"].get("role") == "user")
         new_leaf = self.parent_id(target) if is_prompt else target_id
         span = collect_branch_entries(self.path(), self.path(target_id))
-        hook_result = self.hooks.emit("session_before_tree", preparation={
-            "targetId": target_id, "oldLeafId": old_leaf, "commonAncestorId": span.common_ancestor_id,
-            "entriesToSummarize": span.entries, "userWantsSummary": summarize,
-            "customInstructions": focus, "replaceInstructions": replace_instructions, "label": label,
-        }, session=self)
-        if _get(hook_result, "cancel"):
+        preparation = TreePreparation(target_id, old_leaf, span.common_ancestor_id, span.entries, summarize, focus,
+                                      replace_instructions, label)
+        answer = self.hooks.emit(SessionBeforeTreeCall(self, preparation)) or SessionBeforeTreeResult()
+        if answer.cancel:
             return None
-        focus = _get(hook_result, "customInstructions") or focus
-        replace_instructions = _get(hook_result, "replaceInstructions") or replace_instructions
-        label = _get(hook_result, "label") or label
-        summary_entry = None
-        supplied = _get(hook_result, "summary")
+        preparation = _steered(preparation, answer)
+        summary = None
         if summarize and span.entries:
-            if supplied:
-                text, details, from_hook = _get(supplied, "summary"), _get(supplied, "details"), True
-            else:
-                if summarizer is None:
-                    raise SessionError("a branch summary needs a summarizer")
-                text, details = generate_branch_summary(
-                    span.entries, summarizer, context_window=context_window, estimate=self.estimator.estimate,
-                    focus=focus, replace_instructions=replace_instructions)
-                from_hook = False
-            self.branch(new_leaf)
-            summary_entry = self.append(branch_summary_entry(new_leaf or "root", text, details, from_hook))
-            if label:
-                self.label(summary_entry["id"], label)
-        else:
-            self.branch(new_leaf)
-            if label:
-                self.label(target_id, label)
-        self.hooks.emit("session_tree", new_leaf_id=self.leaf_id, old_leaf_id=old_leaf,
-                        summary_entry=summary_entry, from_extension=bool(supplied), session=self)
+            summary = answer.summary or _branch_summary(preparation, summarizer, context_window, self.estimator)
+        self.branch(new_leaf)
+        summary_entry = None
+        if summary is not None:
+            summary_entry = self.append(branch_summary_entry(new_leaf or "root", summary.summary, summary.details,
+                                                             summary is answer.summary))
+        if preparation.label:
+            self.label(summary_entry["id"] if summary_entry is not None else target_id, preparation.label)
+        self.hooks.emit(SessionTreeCall(self, new_leaf_id=self.leaf_id, old_leaf_id=old_leaf,
+                                        summary_entry=summary_entry, from_extension=answer.summary is not None))
         return summary_entry
 
 
-def _get(value: Any, key: str) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        return value.get(key)
-    return getattr(value, key, None)
+def _steered(preparation: TreePreparation, answer: SessionBeforeTreeResult) -> TreePreparation:
+    """The navigation's instructions and label, as a ``session_before_tree`` handler changed them."""
+    return replace(preparation,
+                   custom_instructions=answer.custom_instructions or preparation.custom_instructions,
+                   replace_instructions=answer.replace_instructions or preparation.replace_instructions,
+                   label=answer.label or preparation.label)
+
+
+def _branch_summary(preparation: TreePreparation, summarizer: Summarizer | None, context_window: int | None,
+                    estimator: Estimator) -> SuppliedBranchSummary:
+    """The summary of the branch being left, from the summariser."""
+    if summarizer is None:
+        raise SessionError("a branch summary needs a summarizer")
+    text, details = generate_branch_summary(
+        preparation.entries_to_summarize, summarizer, context_window=context_window, estimate=estimator.estimate,
+        focus=preparation.custom_instructions, replace_instructions=preparation.replace_instructions)
+    return SuppliedBranchSummary(text, details)
 
 
 def _compaction_entry(result: CompactionResult, from_hook: bool, extra: dict[str, Any] | None,
@@ -316,15 +323,11 @@ def _compaction_entry(result: CompactionResult, from_hook: bool, extra: dict[str
                             system_message=checkpoint, timestamp=timestamp, **extra)
 
 
-def _supplied_result(supplied: Any, plan: CompactionPlan) -> CompactionResult:
+def _supplied_result(supplied: SuppliedCompaction, plan: CompactionPlan) -> CompactionResult:
     """The compaction a ``session_before_compact`` hook returned, the plan filling in what it left out."""
-    result = CompactionResult(
-        summary=_get(supplied, "summary") or "",
-        first_kept_entry_id=_get(supplied, "firstKeptEntryId") or _get(supplied, "first_kept_entry_id")
-        or plan.first_kept_entry_id,
-        tokens_before=_get(supplied, "tokensBefore") or _get(supplied, "tokens_before") or plan.tokens_before,
-        details=_get(supplied, "details"),
-    )
+    result = CompactionResult(summary=supplied.summary or "",
+                              first_kept_entry_id=supplied.first_kept_entry_id or plan.first_kept_entry_id,
+                              tokens_before=supplied.tokens_before or plan.tokens_before, details=supplied.details)
     if not result.summary.strip():
         raise CompactionRejected("a session_before_compact hook returned an empty summary")
     return result

@@ -43,6 +43,7 @@ from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import Summarizer
 from ipyagent.core import Session
+from ipyagent.hooks import AgentEndCall, BeforeProviderRequestCall, ContextCall, TurnEndCall
 from ipyagent.providers import models
 from ipyagent.providers.errors import ContextOverflowError, ProviderError, StreamInterrupted
 from ipyagent.providers.overflow import is_silent_overflow
@@ -235,8 +236,7 @@ class Agent:
             self.system.end()
             if sent and self.notebook is not None:
                 self.notebook.prompt_sent()
-            self.session.hooks.emit("agent_end", messages=[e.get("message") for e in entries if "message" in e],
-                                    session=self.session)
+            self.session.hooks.emit(AgentEndCall(self.session, [e["message"] for e in entries if "message" in e]))
             self.output.emit(ev.AgentEnd(entries, error=result.error))
         if result.error is None and self.config.compaction.enabled and compact_after:
             self.compactor.check_budget()
@@ -286,7 +286,7 @@ class Agent:
                 raise AgentRunError("The response was cancelled.")
             calls = tool_calls_of(message)
             results = [self._run_tool(call) for call in calls]
-            self.session.hooks.emit("turn_end", message=stored, tool_results=results, session=self.session)
+            self.session.hooks.emit(TurnEndCall(self.session, stored, results))
             self.output.emit(ev.TurnEnd(stored, results))
             rounds += 1
             if not calls:
@@ -298,9 +298,9 @@ class Agent:
         """The request the next model call sends (after the ``context`` and ``before_provider_request``
         hooks): what ``%agent context`` shows."""
         messages = self.session.build_context()
-        replaced = self.session.hooks.emit("context", messages=messages, session=self.session)
-        if isinstance(replaced, dict) and isinstance(replaced.get("messages"), list):
-            messages = replaced["messages"]
+        replaced = self.session.hooks.emit(ContextCall(self.session, messages))
+        if replaced is not None and isinstance(replaced.messages, list):
+            messages = replaced.messages
         system_prompt = self.system.text(self.session, self.tools, self._ports.approve)
         session_id = self.session.header.get("id")
         request = ModelRequest(model=model_id, messages=messages, system_prompt=system_prompt,
@@ -308,9 +308,9 @@ class Agent:
                                max_tokens=self.config.max_output_tokens, reasoning=self.config.reasoning,
                                # the prompt-cache key: one session's requests share a warm cache
                                options={"session_id": session_id} if session_id else {})
-        replaced = self.session.hooks.emit("before_provider_request", payload=request, session=self.session)
-        if isinstance(replaced, dict) and isinstance(replaced.get("payload"), ModelRequest):
-            request = replaced["payload"]
+        sending = self.session.hooks.emit(BeforeProviderRequestCall(self.session, request))
+        if sending is not None and isinstance(sending.payload, ModelRequest):
+            request = sending.payload
         return request
 
     def _call_model(self, model_id: str) -> dict[str, Any]:
