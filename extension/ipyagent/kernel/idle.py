@@ -108,6 +108,21 @@ class IdleCompactor:
 
     # ---- the kernel's activity (IPython events, on the main thread) -----------------------
 
+    def listen(self, events: Any) -> None:
+        """Hear the kernel's activity from IPython's ``shell.events`` (None: a shell without them)."""
+        for name, callback in self._callbacks():
+            if events is not None and callback not in events.callbacks.get(name, []):
+                events.register(name, callback)
+
+    def stop_listening(self, events: Any) -> None:
+        for name, callback in self._callbacks():
+            if events is not None and callback in events.callbacks.get(name, []):
+                events.unregister(name, callback)
+
+    def _callbacks(self) -> list[tuple[str, Callable[..., None]]]:
+        return [("pre_execute", self.pre_execute), ("post_execute", self.post_execute),
+                ("post_run_cell", self.post_run_cell)]
+
     def pre_execute(self) -> None:
         with self._cond:
             self._executing += 1

@@ -15,7 +15,6 @@ from typing import Any
 from ipyagent.agent.budget import LEARNED_WINDOW, RequestBudget, configured_provider, learned_window_setting
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.ports import RunPorts
-from ipyagent.agent.prompt.pinned import active_pins, pins_note
 from ipyagent.agent.prompt.record import SystemPromptRecord
 from ipyagent.agent.redaction import Redactor
 from ipyagent.agent.run_config import AgentConfig
@@ -28,7 +27,7 @@ from ipyagent.kernel.cell_context import KernelNotebookContext
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.idle import IdleCompactor
 from ipyagent.kernel.mcp_servers import KernelMcp
-from ipyagent.kernel.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into
+from ipyagent.kernel.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into, pin_notes
 from ipyagent.kernel.ports.activity_recorder import ActivityRecorder
 from ipyagent.kernel.ports.cell_runner import IPythonCellRunner
 from ipyagent.kernel.ports.namespace import namespace_describer
@@ -66,11 +65,7 @@ class AgentRuntime:
     def start(self, *, open_bridge: bool | None = None, hydrate: bool = True) -> None:
         self.running = True
         self.activity.start()
-        events = getattr(self.shell, "events", None)
-        if events is not None:
-            for name, callback in self._idle_events():
-                if callback not in events.callbacks.get(name, []):
-                    events.register(name, callback)
+        self.idle.listen(getattr(self.shell, "events", None))
         if open_bridge is None:
             open_bridge = getattr(self.shell, "kernel", None) is not None
         if open_bridge:
@@ -124,33 +119,15 @@ class AgentRuntime:
                 self.replay.capture(name, slot.session)
                 if len(self.slots) == 1 or result.active == name:
                     self.active = name
-                for line in self.pin_notes([name]):  # shown in the cell that took the push
+                for line in pin_notes(self.slots, [name]):  # shown in the cell that took the push
                     print(line)
         self.notes.extend(result.notes)
-
-    def pin_notes(self, names: Iterable[str]) -> list[str]:
-        """One line per session of ``names`` that holds pins: they are named, never applied unseen."""
-        lines = []
-        for name in names:
-            slot = self.slots.get(name)
-            pins = active_pins(slot.session.entries) if slot is not None else []
-            if pins:
-                lines.append(f"ipyagent: session {name!r} holds {pins_note(pins, ' from the notebook')}")
-        return lines
-
-    def _idle_events(self) -> list[tuple[str, Any]]:
-        return [("pre_execute", self.idle.pre_execute), ("post_execute", self.idle.post_execute),
-                ("post_run_cell", self.idle.post_run_cell)]
 
     def stop(self) -> None:
         self.running = False
         self.activity.stop()
         self.idle.cancel("the extension was unloaded")
-        events = getattr(self.shell, "events", None)
-        if events is not None:
-            for name, callback in self._idle_events():
-                if callback in events.callbacks.get(name, []):
-                    events.unregister(name, callback)
+        self.idle.stop_listening(getattr(self.shell, "events", None))
         if self.bridge is not None:
             try:
                 self.bridge.close()
