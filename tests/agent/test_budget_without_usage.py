@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from ipyagent import Agent, CompactionSettings
-from ipyagent.agent import events as ev
+from ipyagent import AgentLoop, CompactionSettings
+from ipyagent.agent import run_events as ev
 from ipyagent.agent.budget import request_tokens, system_tools_tokens, token_factor
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.tools import default_tools
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.display.budget_widget import budget_facts
@@ -31,7 +31,7 @@ def specs():
 
 def test_without_usage_the_request_counts_system_tools_and_messages_and_the_widget_agrees():
     session = new_session(user("a question " * 40), assistant("an answer " * 30), user("another " * 20))
-    config = AgentConfig(model="openai:local-model")
+    config = RunConfig(model="openai:local-model")
     messages = sum(session.context_state().estimates)
     overhead = system_tools_tokens(config.system_prompt, specs())
     assert overhead > 1000  # the system prompt and the eight tools: what the old trigger left out
@@ -43,7 +43,7 @@ def test_without_usage_the_request_counts_system_tools_and_messages_and_the_widg
 
 def test_with_usage_the_count_is_pis():
     session = new_session(user("q " * 50), assistant("a " * 50, total=4321), user("next " * 10))
-    config = AgentConfig(model="openai:local-model")
+    config = RunConfig(model="openai:local-model")
     expected = 4321 + math.ceil(50 / 4)
     assert request_tokens(session, config.system_prompt, specs()) == session.context_tokens() == expected
     assert budget_facts(session, config, window=8000, tool_specs=specs()).total == 4321 + 13
@@ -52,7 +52,7 @@ def test_with_usage_the_count_is_pis():
 def test_the_trigger_fires_when_system_and_tools_tip_the_request_over():
     session = new_session(user("a question " * 40), assistant("an answer " * 30), user("another " * 20),
                           assistant("more " * 20))
-    agent = Agent(session, config=AgentConfig(model="openai:local-model", compaction=CompactionSettings(200, 50)),
+    agent = AgentLoop(session, config=RunConfig(model="openai:local-model", compaction=CompactionSettings(200, 50)),
                   summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY))
     messages = session.context_tokens()
     # the messages alone stay under the threshold; the whole request does not; and a compaction
@@ -68,7 +68,7 @@ def test_a_tokenizer_calibrates_the_estimate_once(chars_per_token, factor):
     with FakeProviderServer(server_kind="llamacpp", served_window=50_000, model="local") as server:
         server.chars_per_token = chars_per_token
         server.register("fake")
-        agent = Agent(new_session(), config=AgentConfig(model="fake:local"), tools=default_tools(),
+        agent = AgentLoop(new_session(), config=RunConfig(model="fake:local"), tools=default_tools(),
                       sleep=lambda s: None)
         server.enqueue_text("first")
         agent.prompt("hello " * 100)
@@ -95,8 +95,8 @@ def test_with_tools_and_no_usage_compaction_comes_before_the_request_outgrows_th
     with FakeProviderServer(context_window=window) as server:
         server.stream_usage = False  # like llama-cpp-python
         server.register("fake")
-        config = AgentConfig(model="fake:local", context_window=window, compaction=CompactionSettings(300, 250))
-        agent = Agent(new_session(), config=config, tools=default_tools(), sleep=lambda s: None,
+        config = RunConfig(model="fake:local", context_window=window, compaction=CompactionSettings(300, 250))
+        agent = AgentLoop(new_session(), config=config, tools=default_tools(), sleep=lambda s: None,
                       summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY))
         counted: list[int] = []
         compacted_at: list[int] = []

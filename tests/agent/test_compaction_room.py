@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent import events as ev
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.settings import fit_budget
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.hooks import HookRegistry
@@ -23,11 +23,11 @@ WORDS = "the survey answers were typed by hand so the city names are spelled in 
 
 
 def make_agent(server: FakeProviderServer, window: int, summary: str, compaction: CompactionSettings | None = None,
-               **config) -> Agent:
+               **config) -> AgentLoop:
     server.register("fake", "openai")
-    cfg = AgentConfig(model="fake:test-model", context_window=window, tool_approval="auto",
+    cfg = RunConfig(model="fake:test-model", context_window=window, tool_approval="auto",
                       compaction=compaction or CompactionSettings(), **config)
-    return Agent(Session(hooks=HookRegistry()), config=cfg, namespace={},
+    return AgentLoop(Session(hooks=HookRegistry()), config=cfg, namespace={},
                  summarizer=ScriptedSummarizer(fn=lambda request: summary), sleep=lambda s: None)
 
 
@@ -149,8 +149,8 @@ def test_a_summary_model_that_runs_on_still_makes_room_after_an_overflow_with_de
         server.register("fake")
         asked: list[int | None] = []
         server.policy = runs_on(window, asked, "A short answer.")
-        config = AgentConfig(model="fake:smollm2-135m-instruct", max_output_tokens=32)
-        agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        config = RunConfig(model="fake:smollm2-135m-instruct", max_output_tokens=32)
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
         seen: list = []
         agent.subscribe(seen.append)
         for i in range(10):
@@ -180,9 +180,9 @@ def test_a_manual_compaction_of_a_short_session_with_a_summary_model_that_runs_o
         server.register("fake")
         asked: list[int | None] = []
         server.policy = runs_on(window, asked, "A short answer about the notes.")
-        config = AgentConfig(model="fake:smollm2-135m-instruct", context_window=window, max_output_tokens=32,
+        config = RunConfig(model="fake:smollm2-135m-instruct", context_window=window, max_output_tokens=32,
                              compaction=CompactionSettings(400, 120))
-        agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
         for i in range(3):
             assert agent.prompt(prompt(i, 270)).error is None
         before = agent.session.compaction_planner().estimated_tokens()

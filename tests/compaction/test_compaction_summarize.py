@@ -420,15 +420,15 @@ def test_a_summary_cut_by_the_token_cap_or_calling_a_tool_is_an_error(reply):
 def test_an_overflow_whose_first_summary_is_cut_off_still_compacts_and_retries():
     # What a small local model does now and then: its summary runs into the output cap. The
     # overflow's one compaction asks again, and the run goes on.
-    from ipyagent import Agent, Session
-    from ipyagent.agent.run_config import AgentConfig
+    from ipyagent import AgentLoop, Session
+    from ipyagent.agent.run_config import RunConfig
     from ipyagent.hooks import HookRegistry
     from ipyagent.testing import FakeProviderServer
     from ipyagent.testing.specs import Reply
 
     with FakeProviderServer(context_window=3000) as server:
         server.register("fake", "openai")
-        agent = Agent(Session(hooks=HookRegistry()), config=AgentConfig(model="fake:small", tool_approval="auto"),
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=RunConfig(model="fake:small", tool_approval="auto"),
                       namespace={}, tools=[], sleep=lambda s: None)
         server.enqueue_summary(Reply(text="## Goal\n" + "and so on " * 50, stop_reason="length"))
         server.enqueue_summary("## Goal\nThe survey, the first parts.")

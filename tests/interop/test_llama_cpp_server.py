@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.bridge.headless import execute_notebook
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import (
@@ -320,10 +320,10 @@ def test_streaming_text_usage_and_a_summary(llama_server: LlamaServer):
     assert whole["usage"]["input"] > 0 and whole["usage"]["output"] > 0
     assert whole["usage"]["totalTokens"] == whole["usage"]["input"] + whole["usage"]["output"]
 
-    config = AgentConfig(model=f"openai:{llama_server.model}", context_window=llama_server.n_ctx,
+    config = RunConfig(model=f"openai:{llama_server.model}", context_window=llama_server.n_ctx,
                          max_output_tokens=MAX_OUTPUT, compaction=CompactionSettings(400, 120),
                          provider_options={"openai": {"base_url": llama_server.base_url}})
-    agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[])
+    agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[])
     try:
         for i in range(3):
             assert agent.prompt(prompt(i)).error is None

@@ -1,6 +1,6 @@
 """One session, every place that shows its size (issue 28, item 5): the widget, ``%agent status``,
 ``%agent context``, the mask message, ``%compact``'s message and ``ipyagent inspect`` of the saved
-notebook all give the budget's one count (``Agent.request_tokens``: the server's count of the
+notebook all give the budget's one count (``RequestBudget.request_tokens``: the server's count of the
 last request plus estimates since, system prompt and tools included), and "system + tools" is
 the agent's one fixed part wherever it is shown."""
 

@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.display.budget_widget import budget_facts, static_plain
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import OpenAIChatProvider, models, resolve_provider, window_discovery
@@ -97,10 +97,10 @@ def test_tokenizer_endpoints_count_the_sample(kind, endpoint):
     assert (found.sample_tokens, found.tokenizer) == (500, endpoint)
 
 
-def make_agent(fake: FakeProviderServer, model: str = "my-model", **config) -> Agent:
+def make_agent(fake: FakeProviderServer, model: str = "my-model", **config) -> AgentLoop:
     fake.register("fake")
-    cfg = AgentConfig(model=f"fake:{model}", compaction=CompactionSettings(1000, 500), **config)
-    return Agent(Session(hooks=HookRegistry()), config=cfg, tools=[], sleep=lambda s: None)
+    cfg = RunConfig(model=f"fake:{model}", compaction=CompactionSettings(1000, 500), **config)
+    return AgentLoop(Session(hooks=HookRegistry()), config=cfg, tools=[], sleep=lambda s: None)
 
 
 def test_the_agent_asks_once_per_base_url_and_model_and_the_widget_names_the_source():

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ipyagent.agent import events as ev
+from ipyagent.agent import run_events as ev
 from ipyagent.agent.provider_summarizer import summary_input_budget
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.planner import CompactionRoom
 from ipyagent.compaction.settings import Budget, CompactionSettings, fit_budget, for_model
 from ipyagent.core import Session
@@ -178,7 +178,7 @@ def recorded_request_tokens(session: Session, factor: float = 1.0) -> int:
     return request_tokens(session, system_prompt_text(system), tools, factor)
 
 
-def configured_provider(config: AgentConfig) -> Callable[[], Provider]:
+def configured_provider(config: RunConfig) -> Callable[[], Provider]:
     """The provider of the settings' model, resolved when asked (ValueError: an unknown one)."""
     return lambda: resolve_provider(config.model, config.provider_options)[0]
 
@@ -206,7 +206,7 @@ class RequestBudget:
     """The budget of one session's next request (see the module docstring)."""
 
     session: Session
-    config: AgentConfig
+    config: RunConfig
     tool_specs: Sequence[ToolSpec]  # the tool definitions the request offers
     system_prompt: Callable[[], str]  # the system prompt the request sends, composed when asked
     provider: Callable[[], Provider]  # the session model's provider (ValueError: an unknown one)

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ipyagent.agent import events as ev
+from ipyagent.agent import run_events as ev
 from ipyagent.agent.budget import RequestBudget
 from ipyagent.agent.compaction_oracle import CompactionRuling
 from ipyagent.agent.ports import RunPorts
@@ -34,7 +34,7 @@ __all__ = ["OVERFLOW_GAVE_UP", "AgentRunError", "Compactor"]
 OVERFLOW_GAVE_UP = ("Context overflow recovery failed after one compact-and-retry attempt. "
                     "Reduce the context (%compact with a focus, or a new session) or switch to a larger-context model.")
 
-# Agent.compact's reason -> the trigger its entry records
+# AgentLoop.compact's reason -> the trigger its entry records
 _TRIGGER_OF = {"manual": "manual", "threshold": "foreground", "overflow": "overflow", "idle": "idle"}
 
 
@@ -56,7 +56,7 @@ class Compactor:
 
     def summarizer(self, cancel: threading.Event | None = None, reason: str = "threshold") -> Summarizer:
         """The run's summariser (the ports', else one from the settings that reports its progress as
-        :class:`~ipyagent.agent.events.CompactionProgress` and stops on ``cancel``, default the run's)."""
+        :class:`~ipyagent.agent.run_events.CompactionProgress` and stops on ``cancel``, default the run's)."""
         if self.ports.summarizer is not None:
             return self.ports.summarizer
         config = self.budget.config
@@ -71,7 +71,7 @@ class Compactor:
     def compact(self, focus: str | None = None, *, reason: str = "manual", extra: dict[str, Any] | None = None,
                 plan: CompactionPlan | None = None, cancel: threading.Event | None = None,
                 trigger: str | None = None) -> dict[str, Any] | None:
-        """Compact now (see :meth:`ipyagent.agent.loop.Agent.compact`). Manual compaction raises on
+        """Compact now (see :meth:`ipyagent.agent.loop.AgentLoop.compact`). Manual compaction raises on
         failure; automatic compaction reports and counts it, and returns None."""
         oracle = self.ports.compaction_oracle
         if plan is None and reason == "manual" and oracle is not None:

@@ -2,7 +2,7 @@
 keep the context inside the window — a budget check before every provider call (also inside tool
 loops), compact-and-retry once on overflow, and a stop after three failed compactions in a row.
 
-    agent = Agent(session, model="openai:gpt-4.1-mini", tools=default_tools())
+    agent = AgentLoop(session, model="openai:gpt-4.1-mini", tools=default_tools())
     agent.subscribe(print)
     agent.prompt("What is in data.csv?")
 
@@ -11,7 +11,7 @@ fits (:class:`~ipyagent.agent.budget.RequestBudget`), when and how to compact
 (:class:`~ipyagent.agent.compactor.Compactor`), the system prompt and its record in the session
 (:class:`~ipyagent.agent.prompt.record.SystemPromptRecord`), whether the server passed the tools on
 (:class:`~ipyagent.agent.tool_support.ToolSupportCheck`), and where its events go
-(:class:`~ipyagent.agent.events.RunOutput`).
+(:class:`~ipyagent.agent.run_events.RunOutput`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipyagent.agent import events as ev
+from ipyagent.agent import run_events as ev
 from ipyagent.agent.budget import RequestBudget, raw_token_ratio
 from ipyagent.agent.compactor import OVERFLOW_GAVE_UP, AgentRunError, Compactor
 from ipyagent.agent.ports import RunPorts, ToolResultSource
@@ -31,7 +31,7 @@ from ipyagent.agent.prompt.activity_block import format_activity
 from ipyagent.agent.prompt.notebook_context import NotebookContext
 from ipyagent.agent.prompt.record import SystemPromptRecord
 from ipyagent.agent.redaction import Redactor
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.tool_support import ToolSupportCheck
 from ipyagent.agent.tools.approval import ApprovalPolicy, run_tool_call
 from ipyagent.agent.tools.cell import CellRunner
@@ -63,7 +63,7 @@ from ipyagent.session.messages import (
 )
 from ipyagent.session.tokens import normalize_usage
 
-__all__ = ["Agent", "AgentRunError", "RunPorts", "RunResult", "ToolResultSource"]
+__all__ = ["AgentLoop", "AgentRunError", "RunPorts", "RunResult", "ToolResultSource"]
 
 
 @dataclass
@@ -79,15 +79,15 @@ class RunResult:
         return "\n".join(b.get("text", "") for b in self.final_message.get("content", []) if b.get("type") == "text")
 
 
-class Agent:
+class AgentLoop:
     def __init__(self, session: Session, model: str | None = None, tools: Iterable[Tool] | None = None,
-                 settings: CompactionSettings | None = None, *, config: AgentConfig | None = None,
+                 settings: CompactionSettings | None = None, *, config: RunConfig | None = None,
                  namespace: dict[str, Any] | None = None, cwd: str = ".", approve: ApprovalCallback | None = None,
                  summarizer: Summarizer | None = None, sleep: Callable[[float], None] = time.sleep,
                  provider: Provider | None = None, tool_results: ToolResultSource | None = None,
                  notebook: NotebookContext | None = None, ports: RunPorts | None = None):
         self.session = session
-        self.config = config or AgentConfig()
+        self.config = config or RunConfig()
         if model:
             self.config.model = model
         if settings is not None:
@@ -120,7 +120,7 @@ class Agent:
         finally:
             self._ports = previous
 
-    def configure(self, *, session: Session | None = None, config: AgentConfig | None = None,
+    def configure(self, *, session: Session | None = None, config: RunConfig | None = None,
                   tools: Iterable[Tool] | None = None, notebook: NotebookContext | None = None,
                   cwd: str | None = None, namespace: dict[str, Any] | None = None, root: str | None = None,
                   cell_runner: CellRunner | None = None, notebook_port: NotebookPort | None = None) -> None:
@@ -159,7 +159,7 @@ class Agent:
         return Compactor(self.budget, self._ports, self.output, self.failures, self.cancel)
 
     def subscribe(self, listener: Callable[[Any], None]) -> Callable[[], None]:
-        """Hear the run's events (``agent/events.py``); returns what unsubscribes."""
+        """Hear the run's events (``agent/run_events.py``); returns what unsubscribes."""
         return self.output.subscribe(listener)
 
     def redactor(self) -> Redactor:

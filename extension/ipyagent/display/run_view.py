@@ -10,8 +10,8 @@ from typing import Any, Protocol
 from IPython.display import display
 
 from ipyagent.agent.budget import RequestBudget
-from ipyagent.agent.loop import Agent
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.loop import AgentLoop
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.settings import Budget
 from ipyagent.core import Session
 from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, budget_facts, static_bundle
@@ -20,7 +20,7 @@ from ipyagent.display.stream import RunRenderer
 __all__ = ["RunView", "facts_for"]
 
 
-def facts_for(budget: RequestBudget, session_name: str, status: str = "", config: AgentConfig | None = None
+def facts_for(budget: RequestBudget, session_name: str, status: str = "", config: RunConfig | None = None
               ) -> BudgetFacts:
     """The budget facts of a session's next request as ``budget`` counts it (``agent/budget.py``):
     its composed system prompt, the tools it offers, its window, token factor and fitted budget.
@@ -69,7 +69,7 @@ class ViewSlot(Protocol):
 class RunView:
     """The outputs of one run: the live budget widget (optional) and the renderer."""
 
-    def __init__(self, runtime: ViewRuntime, slot: ViewSlot, agent: Agent, config: AgentConfig):
+    def __init__(self, runtime: ViewRuntime, slot: ViewSlot, agent: AgentLoop, config: RunConfig):
         self.runtime, self.slot, self.agent, self.config = runtime, slot, agent, config
         self.widget = None
         self.handle = None

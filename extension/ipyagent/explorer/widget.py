@@ -9,7 +9,7 @@ receive (collapsible; computed only while it is open). Each change re-plans with
 ``prepare_compaction`` — the code compaction runs — through :class:`ExplorerModel`.
 
 "Compact now with these settings" is offered only where a provider is configured, asks first,
-and then compacts the way ``%compact`` does (``Agent.compact``) with the plan on screen.
+and then compacts the way ``%compact`` does (``AgentLoop.compact``) with the plan on screen.
 
 Its output carries static ``text/html`` and ``text/plain`` views next to the widget, for viewers
 without a kernel; "Keep this view in the notebook" replaces them with the view on screen.
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ipyagent.agent.loop import Agent
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.loop import AgentLoop
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import ASSUMED_WINDOW, CompactionSettings, fit_budget
 from ipyagent.display.untrusted import escape_html
@@ -475,11 +475,11 @@ class ExplorerRuntime(Protocol[SlotT]):
     @property
     def idle(self) -> _IdleCompaction: ...
     def slot(self, name: str | None = None) -> SlotT: ...
-    def agent_config(self) -> AgentConfig: ...
-    def agent_for(self, slot: SlotT, config: AgentConfig) -> Agent: ...
+    def run_config(self) -> RunConfig: ...
+    def agent_for(self, slot: SlotT, config: RunConfig) -> AgentLoop: ...
     def budget_for(self, slot: SlotT) -> RequestBudget: ...
     def absorb_push(self) -> None: ...
-    def persist(self, slot: SlotT, config: AgentConfig) -> str | None: ...
+    def persist(self, slot: SlotT, config: RunConfig) -> str | None: ...
     def redactor(self) -> Redactor: ...
 
 
@@ -492,7 +492,7 @@ def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, 
 
     slot = runtime.slot(name)
     slot_name = slot.name
-    config = runtime.agent_config()
+    config = runtime.run_config()
     request_budget = runtime.budget_for(slot)
     try:
         model_window = request_budget.window()
@@ -512,7 +512,7 @@ def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, 
 
 
 def _runtime_compactor(runtime: ExplorerRuntime[SlotT], slot_name: str) -> Compactor:
-    """Compacts like ``%compact`` (``Agent.compact``), with the explorer's settings and plan."""
+    """Compacts like ``%compact`` (``AgentLoop.compact``), with the explorer's settings and plan."""
 
     def compact(settings: ExploreSettings, plan: CompactionPlan) -> str:
         from dataclasses import replace
@@ -521,7 +521,7 @@ def _runtime_compactor(runtime: ExplorerRuntime[SlotT], slot_name: str) -> Compa
             return "The kernel compacted this session in its idle time meanwhile; move a slider to plan again."
         runtime.absorb_push()
         slot = runtime.slot(slot_name)
-        config = runtime.agent_config()
+        config = runtime.run_config()
         config.compaction = replace(config.compaction, reserve_tokens=settings.reserve_tokens,
                                     keep_recent_tokens=settings.keep_recent_tokens)
         config.context_window = settings.window

@@ -3,7 +3,7 @@
 When a ``%%agent`` run ends with the context above ``Agent.idle_compaction`` of the compaction
 threshold, :class:`IdleCompactor` arms a job: once no cell has been executing for
 ``Agent.idle_compaction_delay`` seconds (IPython's ``pre_execute`` / ``post_execute`` events), a
-worker thread compacts the session exactly as the loop would (``Agent.compact(reason="idle")``:
+worker thread compacts the session exactly as the loop would (``AgentLoop.compact(reason="idle")``:
 the same plan, hooks and entry, with ``trigger: "idle"``), while ordinary cells run. The run's
 budget widget stays live meanwhile ("compacting in the background…", the summary's tokens as they
 arrive) and then shows the new budget; the entry goes to the notebook through the bridge.
@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipyagent.agent import events as ev
+from ipyagent.agent import run_events as ev
 from ipyagent.agent.budget import RequestBudget
 from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
 from ipyagent.core import CompactionCancelled

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipyagent.agent.budget import restore_learned_window
-from ipyagent.agent.loop import Agent
+from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.prompt.pinned import active_pins, pins_note
 from ipyagent.agent.run_config import upgrade_saved_settings
 from ipyagent.bridge import comm as bridge_mod
@@ -57,7 +57,7 @@ class SessionSlot:
     persisted: set[str] = field(default_factory=set)
     persisted_leaf: str | None = None
     origin: str = "new"  # "new", "push", "disk", "load"
-    agent: Agent | None = None
+    agent: AgentLoop | None = None
     earlier: set[str] = field(default_factory=set)  # ids an earlier kernel wrote (loaded from the notebook)
     # False after a cell ran with --no-tools: the figures outside a run then count no tools either
     tools_offered: bool = True

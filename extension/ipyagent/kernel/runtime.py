@@ -13,11 +13,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from ipyagent.agent.budget import LEARNED_WINDOW, RequestBudget, configured_provider, learned_window_setting
-from ipyagent.agent.loop import Agent
+from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.prompt.record import SystemPromptRecord
 from ipyagent.agent.redaction import Redactor
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.skills.discovery import find_skills
 from ipyagent.agent.skills.skill_tool import SkillTool
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
@@ -181,8 +181,8 @@ class AgentRuntime:
 
     # ---- agents ------------------------------------------------------------------------------
 
-    def agent_config(self, **overrides: Any) -> AgentConfig:
-        config = self.config.agent_config(**overrides)
+    def run_config(self, **overrides: Any) -> RunConfig:
+        config = self.config.run_config(**overrides)
         config.secrets = self.mcp.secrets()  # scrubbed from what the session stores, like keys
         return config
 
@@ -190,17 +190,17 @@ class AgentRuntime:
         """What every output of a command is scrubbed with: the environment's keys, those of
         ``Agent.provider_options`` and the user's MCP servers' ``env``, ``headers`` and URL credentials."""
         try:
-            config = self.agent_config()
+            config = self.run_config()
         except Exception:  # noqa: BLE001 - settings that do not make a config (a bad model name…)
             return Redactor.configured(extra=self.mcp.secrets())
         return Redactor.configured(config.provider_options, extra=config.secrets)
 
-    def agent_for(self, slot: SessionSlot, config: AgentConfig, *, tools: Iterable[Tool] | None = None) -> Agent:
+    def agent_for(self, slot: SessionSlot, config: RunConfig, *, tools: Iterable[Tool] | None = None) -> AgentLoop:
         """The slot's agent (kept across runs for its failure tracker), set up for this run: its
         session, these settings and tools, the kernel's namespace, folder and ports."""
         tool_list = default_tools() if tools is None else list(tools)
         if slot.agent is None:
-            slot.agent = Agent(slot.session, config=config, tools=tool_list)
+            slot.agent = AgentLoop(slot.session, config=config, tools=tool_list)
         cell_runner, notebook_port = self.tool_ports()
         slot.agent.configure(session=slot.session, config=config, tools=tool_list,
                              notebook=KernelNotebookContext(self, slot.name), cwd=os.getcwd(),
@@ -237,7 +237,7 @@ class AgentRuntime:
         outside a run comes from it (``%agent status``, ``context``, ``mask``, the explorer, the
         teaching helpers); no agent is set up for it."""
         slot = slot or self.slot()
-        config = self.agent_config()
+        config = self.run_config()
         tools = self.tools_for(slot)
         offered = {t.name for t in tools}
         record = SystemPromptRecord(config.system_prompt, KernelNotebookContext(self, slot.name))
@@ -273,9 +273,9 @@ class AgentRuntime:
             self._notebook_port = KernelNotebook(self.shell, lambda: self.bridge, lambda: self.config.notebook_path)
         return self._cell_runner, self._notebook_port
 
-    def settings_of(self, slot: SessionSlot, config: AgentConfig | None = None) -> dict[str, Any]:
+    def settings_of(self, slot: SessionSlot, config: RunConfig | None = None) -> dict[str, Any]:
         settings = dict(slot.settings)
-        config = config or self.agent_config()
+        config = config or self.run_config()
         settings.update(config.saved_settings())
         learned = learned_window_setting(config.model)
         if learned:  # survives a restart and a reopen, and `ipyagent inspect` reads it
@@ -283,15 +283,15 @@ class AgentRuntime:
         slot.settings = settings
         return settings
 
-    def persist(self, slot: SessionSlot, config: AgentConfig | None = None, *, force: bool = False) -> str | None:
-        config = config or self.agent_config()
+    def persist(self, slot: SessionSlot, config: RunConfig | None = None, *, force: bool = False) -> str | None:
+        config = config or self.run_config()
         return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
                                       force=force, redact=Redactor.configured(config.provider_options).data)
 
-    def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], config: AgentConfig | None = None) -> None:
+    def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], config: RunConfig | None = None) -> None:
         """Send entries a running run just made (``kernel/entry_stream.py``), redacted like
         :meth:`persist`'s."""
-        config = config or self.agent_config()
+        config = config or self.run_config()
         self.persister.stream(slot, entries, self.settings_of(slot, config), active=slot.name == self.active,
                               redact=Redactor.configured(config.provider_options).data)
 

@@ -82,7 +82,7 @@ def run_compact(runtime: AgentRuntime, line: str, cell: str | None = None) -> No
         focus = (focus + "\n" + cell.strip()).strip()
     if args.session and args.session not in runtime.slots:
         raise UsageError(f"no session {args.session!r}; sessions: {', '.join(runtime.slots) or 'none'}")
-    config = runtime.agent_config()
+    config = runtime.run_config()
     if not (config.summary_model or config.model):
         raise UsageError('No model configured for the summary. Set %config Agent.model (or Agent.summary_model).')
     slot = runtime.slot(args.session)

@@ -63,7 +63,7 @@ def mcp_report(runtime: AgentRuntime, *, window: int | None) -> str:
 
 def replaying(runtime: AgentRuntime) -> bool:
     """Whether the active session's recorded cells replay now (then no server is needed)."""
-    config = runtime.agent_config()
+    config = runtime.run_config()
     return bool(runtime.replay.recorded_cells(runtime.active)) and runtime.replay.replays(
         runtime.config.replay, config.model, config.provider_options)
 

@@ -81,7 +81,7 @@ def agent_status(runtime: AgentRuntime, rest: str) -> None:
     elif result is not None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
     lines.append(cost_text(facts.costs) if facts.costs is not None and facts.costs.priced
-                 else "cost: free (local server)" if _local_model(runtime.agent_config())
+                 else "cost: free (local server)" if _local_model(runtime.run_config())
                  else cost_text(facts.costs) or "cost: no priced calls yet")
     lines.append("pins: " + pins_note(active_pins(slot.session.entries)))
     lines.append(last_compaction_note(slot.session.compactions()) or "last compaction: none yet")
@@ -136,12 +136,12 @@ NEXT_ACTIVITY_LABEL = "notebook activity (goes before the next %%agent prompt)"
 def context_report(runtime: AgentRuntime, slot: SessionSlot) -> tuple[list[tuple[str, int, str]], int]:
     """Each part of the next request (the system prompt's parts, tools, each message, and the
     notebook-activity block the next prompt would carry): (label, tokens, text)."""
-    from ipyagent.agent.loop import Agent
+    from ipyagent.agent.loop import AgentLoop
     from ipyagent.kernel.cell_context import KernelNotebookContext
     from ipyagent.providers.registry import parse_model_string
 
-    config = runtime.agent_config()
-    probe = Agent(slot.session, config=config, namespace={}, tools=runtime.tools_for(slot),
+    config = runtime.run_config()
+    probe = AgentLoop(slot.session, config=config, namespace={}, tools=runtime.tools_for(slot),
                   notebook=KernelNotebookContext(runtime, slot.name))
     model_id = parse_model_string(config.model)[1] if config.model else "(no model)"
     request = probe.request(model_id)

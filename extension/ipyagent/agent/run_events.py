@@ -25,7 +25,7 @@ class RequestStart:
     """A provider call is about to be made."""
 
     model: str
-    context_tokens: int  # what the request holds, as the trigger counts it (Agent.request_tokens)
+    context_tokens: int  # what the request holds, as the trigger counts it (RequestBudget.request_tokens)
     messages: int
 
 
