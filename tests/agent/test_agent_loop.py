@@ -21,7 +21,7 @@ def make_agent(server: FakeProviderServer, *, window: int | None = None, reserve
     server.register("fake", protocol)
     session = Session(hooks=HookRegistry())
     cfg = RunConfig(model="fake:test-model", context_window=window,
-                      compaction=CompactionSettings(reserve, keep), tool_approval=approval, **config)
+                    compaction=CompactionSettings(reserve, keep), tool_approval=approval, **config)
     return AgentLoop(session, config=cfg, namespace={}, summarizer=summarizer, sleep=lambda s: None)
 
 

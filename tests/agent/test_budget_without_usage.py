@@ -53,7 +53,7 @@ def test_the_trigger_fires_when_system_and_tools_tip_the_request_over():
     session = new_session(user("a question " * 40), assistant("an answer " * 30), user("another " * 20),
                           assistant("more " * 20))
     agent = AgentLoop(session, config=RunConfig(model="openai:local-model", compaction=CompactionSettings(200, 50)),
-                  summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY))
+                      summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY))
     messages = session.context_tokens()
     # the messages alone stay under the threshold; the whole request does not; and a compaction
     # can make room (the system prompt and tools with the last turn fit the window)
@@ -69,7 +69,7 @@ def test_a_tokenizer_calibrates_the_estimate_once(chars_per_token, factor):
         server.chars_per_token = chars_per_token
         server.register("fake")
         agent = AgentLoop(new_session(), config=RunConfig(model="fake:local"), tools=default_tools(),
-                      sleep=lambda s: None)
+                          sleep=lambda s: None)
         server.enqueue_text("first")
         agent.prompt("hello " * 100)
         assert agent.budget.token_factor() == pytest.approx(factor, rel=0.02)
@@ -97,7 +97,7 @@ def test_with_tools_and_no_usage_compaction_comes_before_the_request_outgrows_th
         server.register("fake")
         config = RunConfig(model="fake:local", context_window=window, compaction=CompactionSettings(300, 250))
         agent = AgentLoop(new_session(), config=config, tools=default_tools(), sleep=lambda s: None,
-                      summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY))
+                          summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY))
         counted: list[int] = []
         compacted_at: list[int] = []
         agent.subscribe(lambda e: counted.append(e.context_tokens) if isinstance(e, ev.RequestStart) else None)
@@ -128,3 +128,19 @@ def test_a_reported_prompt_without_the_tools_is_told_apart_from_one_with_them():
     # tools a small share of a long conversation: not judged
     long = [{"role": "user", "content": "word " * 20_000}]
     assert not tools_left_out(1, "", tools, long)[0]
+
+
+def test_the_budget_is_counted_without_an_agent_loop_and_agrees_with_the_loops():
+    # what %agent status, the widget, the explorer and the teaching helpers count with: a session,
+    # its settings, the tools and the system prompt; no loop is set up for it
+    from ipyagent.agent.budget import RequestBudget, configured_provider
+
+    session = new_session(user("a question " * 40), assistant("an answer " * 30), user("another " * 20))
+    config = RunConfig(model="openai:local-model", context_window=8000)
+    loop = AgentLoop(session, config=config, tools=default_tools())
+    budget = RequestBudget(session, config, specs(), lambda: loop.system.text(session, loop.tools),
+                           configured_provider(config))
+    assert budget.request_tokens() == loop.budget.request_tokens() > sum(session.context_state().estimates)
+    assert budget.fixed_tokens() == loop.budget.fixed_tokens() == system_tools_tokens(config.system_prompt, specs())
+    assert budget.window_info().describe() == "window from config (Agent.context_window)"
+    assert budget.fitted() == loop.budget.fitted() and budget.request_fits().fits

@@ -26,9 +26,9 @@ def make_agent(server: FakeProviderServer, window: int, summary: str, compaction
                **config) -> AgentLoop:
     server.register("fake", "openai")
     cfg = RunConfig(model="fake:test-model", context_window=window, tool_approval="auto",
-                      compaction=compaction or CompactionSettings(), **config)
+                    compaction=compaction or CompactionSettings(), **config)
     return AgentLoop(Session(hooks=HookRegistry()), config=cfg, namespace={},
-                 summarizer=ScriptedSummarizer(fn=lambda request: summary), sleep=lambda s: None)
+                     summarizer=ScriptedSummarizer(fn=lambda request: summary), sleep=lambda s: None)
 
 
 def runs_on(window: int, asked: list[int | None], answer: str):
@@ -181,7 +181,7 @@ def test_a_manual_compaction_of_a_short_session_with_a_summary_model_that_runs_o
         asked: list[int | None] = []
         server.policy = runs_on(window, asked, "A short answer about the notes.")
         config = RunConfig(model="fake:smollm2-135m-instruct", context_window=window, max_output_tokens=32,
-                             compaction=CompactionSettings(400, 120))
+                           compaction=CompactionSettings(400, 120))
         agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
         for i in range(3):
             assert agent.prompt(prompt(i, 270)).error is None

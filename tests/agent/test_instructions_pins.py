@@ -113,7 +113,7 @@ def test_agents_md_and_pins_are_in_every_request_and_survive_compaction(tmp_path
         session.append(pin_entry("Always answer in British English."))
         notebook = FakeNotebook(tmp_path)
         config = RunConfig(model="fake:test-model", context_window=4000,
-                             compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400))
+                           compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400))
         agent = AgentLoop(session, config=config, tools=[], sleep=lambda s: None, notebook=notebook)
         for i in range(6):
             server.enqueue_text(f"Answer {i}: " + "the data look consistent and tidy " * 40)

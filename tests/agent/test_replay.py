@@ -44,7 +44,7 @@ def record(tmp_path) -> Session:
     with FakeProviderServer() as server:
         server.register("fake")
         agent = AgentLoop(session, config=config(), cwd=str(tmp_path), namespace={},
-                      summarizer=ScriptedSummarizer(fn=lambda r: next(summaries)), sleep=lambda s: None)
+                          summarizer=ScriptedSummarizer(fn=lambda r: next(summaries)), sleep=lambda s: None)
         for i, prompt in enumerate(PROMPTS):
             server.enqueue_tool_call("bash", {"command": f"echo run >> {tmp_path}/marker-{i}.txt; seq 1 150"})
             server.enqueue_text(f"Cell {i} counted 150 lines. " + "notes " * 40)
@@ -62,9 +62,9 @@ def replay(recorded: Session, tmp_path, *, prompts=PROMPTS, fallback=None, rerun
         cell = recording.cell(f"cell-{i}")
         tools = ReplayToolResults(cell, rerun=rerun, notice=notices.append)
         agent = AgentLoop(session, config=config(), cwd=str(tmp_path), namespace={},
-                      provider=ReplayProvider(cell, fallback=fallback, notice=notices.append),
-                      summarizer=ReplaySummarizer(cell, notice=notices.append), tool_results=tools,
-                      sleep=lambda s: None)
+                          provider=ReplayProvider(cell, fallback=fallback, notice=notices.append),
+                          summarizer=ReplaySummarizer(cell, notice=notices.append), tool_results=tools,
+                          sleep=lambda s: None)
         results.append(agent.prompt(prompt, cellId=f"cell-{i}"))
     return session, results, notices
 
@@ -143,8 +143,8 @@ def _replay_in_place(session: Session, tmp_path, prompts=PROMPTS, fallback=None)
     for i, prompt in enumerate(prompts):
         cell = recording.cell(f"cell-{i}")
         agent = AgentLoop(session, config=config(), cwd=str(tmp_path), namespace={},
-                      provider=ReplayProvider(cell, fallback=fallback), summarizer=ReplaySummarizer(cell),
-                      tool_results=ReplayToolResults(cell), sleep=lambda s: None)
+                          provider=ReplayProvider(cell, fallback=fallback), summarizer=ReplaySummarizer(cell),
+                          tool_results=ReplayToolResults(cell), sleep=lambda s: None)
         results.append(agent.prompt(prompt, cellId=f"cell-{i}"))
     session.follow(None)
     return results
@@ -237,7 +237,7 @@ ORACLE_CONFIG = {"window": 3500, "reserve": 900, "keep": 500}
 
 def oracle_config(window=3500, reserve=900, keep=500) -> RunConfig:
     return RunConfig(model="fake:recorder", context_window=window, tool_approval="auto",
-                       compaction=CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep))
+                     compaction=CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep))
 
 
 def _usage(total: int) -> dict:
@@ -255,7 +255,7 @@ def record_with_a_rejected_attempt(tmp_path) -> tuple[Session, list[str]]:
     with FakeProviderServer() as server:
         server.register("fake")
         agent = AgentLoop(session, config=oracle_config(), cwd=str(tmp_path), namespace={}, summarizer=summarizer,
-                      sleep=lambda s: None)
+                          sleep=lambda s: None)
         agent.subscribe(lambda e: rejected.append(session.leaf_id)
                         if isinstance(e, ev.CompactionEnd) and e.error and "empty" in e.error else None)
         for i in range(5):

@@ -36,9 +36,9 @@ def main() -> None:
         server.register("fake", args.protocol)
         reserve = max(1024, args.window // 5)
         config = RunConfig(model="fake:bench", context_window=args.window, tool_approval="auto",
-                             compaction=CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=args.window // 4))
+                           compaction=CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=args.window // 4))
         agent = AgentLoop(Session(hooks=HookRegistry()), config=config, cwd=str(workdir), namespace={},
-                      sleep=lambda s: None)
+                          sleep=lambda s: None)
         marks: list[int] = []  # summariser calls seen when each compaction started
         compactions: list[ev.CompactionEnd] = []
         agent.subscribe(lambda e: marks.append(server.summary_calls) if isinstance(e, ev.CompactionStart) else None)

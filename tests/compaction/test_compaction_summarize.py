@@ -429,7 +429,7 @@ def test_an_overflow_whose_first_summary_is_cut_off_still_compacts_and_retries()
     with FakeProviderServer(context_window=3000) as server:
         server.register("fake", "openai")
         agent = AgentLoop(Session(hooks=HookRegistry()), config=RunConfig(model="fake:small", tool_approval="auto"),
-                      namespace={}, tools=[], sleep=lambda s: None)
+                          namespace={}, tools=[], sleep=lambda s: None)
         server.enqueue_summary(Reply(text="## Goal\n" + "and so on " * 50, stop_reason="length"))
         server.enqueue_summary("## Goal\nThe survey, the first parts.")
         for i in range(4):  # the window (unknown to the agent) overflows at the fourth

@@ -330,8 +330,8 @@ def test_models_only_the_responses_api_serves_resolve_to_it():
 
 def responses_agent(server: FakeProviderServer, **config) -> AgentLoop:
     cfg = RunConfig(model="openai:gpt-5-codex", tool_approval="auto",
-                      provider_options={"openai": {"base_url": server.openai_base_url, "api_key": "sk-test"}},
-                      **config)
+                    provider_options={"openai": {"base_url": server.openai_base_url, "api_key": "sk-test"}},
+                    **config)
     return AgentLoop(Session(hooks=HookRegistry()), config=cfg, namespace={}, sleep=lambda s: None)
 
 

@@ -98,7 +98,7 @@ def test_automatic_masking_makes_room_before_a_summary_is_asked_for():
     with FakeProviderServer() as server:
         server.register("fake")
         config = RunConfig(model="fake:test-model", context_window=24_000, tool_approval="auto",
-                             compaction=CompactionSettings(4000, 2000), auto_mask_turns=1)
+                           compaction=CompactionSettings(4000, 2000), auto_mask_turns=1)
         agent = AgentLoop(Session(hooks=HookRegistry()), config=config, namespace={"BIG": BIG}, sleep=lambda s: None)
         for k in range(4):
             server.enqueue_tool_call("python", {"code": "print(BIG)"})

@@ -234,8 +234,8 @@ def test_needles_come_back_through_recall_after_many_compactions():
         server.register("fake")
         session = Session(hooks=HookRegistry())
         config = RunConfig(model="fake:needle-model", context_window=3200,
-                             compaction=CompactionSettings(reserve_tokens=800, keep_recent_tokens=300),
-                             tool_approval="auto")
+                           compaction=CompactionSettings(reserve_tokens=800, keep_recent_tokens=300),
+                           tool_approval="auto")
         namespace: dict[str, Any] = {}
         agent = AgentLoop(session, config=config, namespace=namespace, sleep=lambda s: None)
         in_context_at_call: dict[str, set[str]] = {}
