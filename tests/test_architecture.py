@@ -18,7 +18,7 @@ MAX_MODULES = 12
 # Inner layers first. A package may import the packages of the layers before its own, never one
 # of its own layer or a later one ("__init__" is the root package, the public facade).
 LAYERS: list[tuple[str, ...]] = [
-    ("text", "patterns", "hooks"),  # pure helpers and the hook registry: import nothing of ipyagent
+    ("text", "patterns", "hooks", "plugin_markers"),  # pure helpers, session hooks, pluggy markers: import nothing of ipyagent
     ("session",),                   # entries, the tree, context, tokens, Pi JSONL (pure)
     ("compaction",),                # cut points, preparation, prompts, summarising (pure)
     ("core",),                      # Session: the tree with compaction and hooks
@@ -164,7 +164,7 @@ def _private(attr: str) -> bool:
 
 
 def test_no_code_outside_agent_touches_a_private_attribute_of_an_agent():
-    """No ``agent._summarizer = …``, ``probe._request(…)`` (an Agent named otherwise) or the like
+    """No ``agent._summarizer = …``, ``probe._request(…)`` (an AgentLoop named otherwise) or the like
     outside ``agent/``: a private name of a class of ``agent/``, used on anything but ``self``."""
     private = set()
     for name, path in MODULES.items():
@@ -187,3 +187,34 @@ def test_no_code_outside_agent_touches_a_private_attribute_of_an_agent():
                     and ast.unparse(node.value) not in ("self", "cls")):
                 found.append(f"{name}: {ast.unparse(node)}")
     assert found == []
+
+
+# the agent loop, the session and the runtime, and the rooms they were split into (issue 32)
+ROOMS = ["agent/loop.py", "agent/budget.py", "agent/compactor.py", "agent/tool_support.py", "agent/run_events.py",
+         "agent/prompt/record.py", "compaction/planner.py", "core.py", "hooks.py", "kernel/runtime.py"]
+MAX_METHODS = 25
+MAX_LINES = 60
+
+
+def _sizes(path: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """Methods per class, and lines per function (methods included), of one module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    methods = {node.name: sum(isinstance(item, functions) for item in node.body)
+               for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    lines = {node.name: (node.end_lineno or node.lineno) - node.lineno + 1
+             for node in ast.walk(tree) if isinstance(node, functions)}
+    return methods, lines
+
+
+def test_the_loop_the_session_and_the_runtime_are_small_rooms():
+    crowded, long = [], []
+    for name in ROOMS:
+        methods, lines = _sizes(PACKAGE / name)
+        crowded += [f"{name}: {cls} ({n} methods)" for cls, n in methods.items() if n > MAX_METHODS]
+        long += [f"{name}: {fn} ({n} lines)" for fn, n in lines.items() if n > MAX_LINES]
+    assert crowded == [] and long == []
+    # Session.compact as Pi has it: plan, hooks, summary until it fits, append; each piece short
+    _, core = _sizes(PACKAGE / "core.py")
+    _, planner = _sizes(PACKAGE / "compaction" / "planner.py")
+    assert max(core["compact"], planner["summarize_until_it_fits"], planner["plan_with_room"]) <= 40

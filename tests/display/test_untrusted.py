@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from IPython.utils.capture import capture_output
 
-from ipyagent.agent import events as ev
+from ipyagent.agent import run_events as ev
 from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, static_bundle
 from ipyagent.display.journal_view import journal_bundle, transcript_markdown
 from ipyagent.display.stream import (

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.bridge.headless import execute_notebook
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import (
@@ -211,7 +211,7 @@ def test_tools_on_the_estimated_request_never_exceeds_the_window(real_provider_e
               "_requests = []\n"
               "@_hooks.on('before_provider_request')\n"
               "def _count(event):\n"
-              "    _requests.append([_runtime(get_ipython()).slot().agent.request_tokens(),\n"
+              "    _requests.append([_runtime(get_ipython()).slot().agent.budget.request_tokens(),\n"
               "                      len(event.payload.tools)])\n"
               # streamed, so that no reply carries usage: this test is about the estimate alone
               # (a request with tools would otherwise go whole to this server, issue 28)
@@ -321,10 +321,10 @@ def test_streaming_text_usage_and_a_summary(llama_server: LlamaServer):
     assert whole["usage"]["input"] > 0 and whole["usage"]["output"] > 0
     assert whole["usage"]["totalTokens"] == whole["usage"]["input"] + whole["usage"]["output"]
 
-    config = AgentConfig(model=f"openai:{llama_server.model}", context_window=llama_server.n_ctx,
+    config = RunConfig(model=f"openai:{llama_server.model}", context_window=llama_server.n_ctx,
                          max_output_tokens=MAX_OUTPUT, compaction=CompactionSettings(400, 120),
                          provider_options={"openai": {"base_url": llama_server.base_url}})
-    agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[])
+    agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[])
     try:
         for i in range(3):
             assert agent.prompt(prompt(i)).error is None

@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ipyagent import Agent, Session
-from ipyagent.agent import events as ev
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, Session
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import resolve_provider
@@ -62,9 +62,9 @@ def test_a_tool_call_runs_with_the_function_calling_format(tools_server: LlamaSe
     if not stream:
         options["stream"] = False
     # one tool round: this model calls the tool again and again, and the call is what is tested
-    config = AgentConfig(model=f"openai:{tools_server.model}", max_output_tokens=MAX_OUTPUT, max_tool_rounds=1,
+    config = RunConfig(model=f"openai:{tools_server.model}", max_output_tokens=MAX_OUTPUT, max_tool_rounds=1,
                          provider_options={"openai": options})
-    agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[Add()])
+    agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[Add()])
     notices: list[str] = []
     agent.subscribe(lambda e: notices.append(e.message) if isinstance(e, ev.Notice) else None)
     try:

@@ -3,7 +3,7 @@ tool call or a request (``ipyagent/kernel/entry_stream.py``), and the bridge's `
 
 from __future__ import annotations
 
-from ipyagent.agent import events as ev
+from ipyagent.agent import run_events as ev
 from ipyagent.bridge.comm import KernelBridge
 from ipyagent.kernel.entry_stream import EntryStream
 

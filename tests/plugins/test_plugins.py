@@ -16,7 +16,7 @@ from ipyagent.agent.mcp.server_definitions import parse_server
 from ipyagent.agent.mcp.transports import transport_for
 from ipyagent.agent.tools import ToolContext, default_tools, function_tool, read_only, run_tool_call
 from ipyagent.agent.tools.tool_registry import find_tool
-from ipyagent.hooks import HookRegistry
+from ipyagent.hooks import AgentEndCall, HookRegistry, TurnEndCall
 from ipyagent.plugins import Plugins
 from ipyagent.providers.registry import provider_factory, registered_providers
 
@@ -199,7 +199,7 @@ def test_a_plugin_registers_each_kind_and_is_listed_with_what_it_added(site):
     assert "pluginprov" in registered_providers()
     assert plugins.commands["shout"].parser.prog == "agent shout"
     assert plugins.commands["echo"].function("as typed") == "as typed"
-    hooks.emit("turn_end")
+    hooks.emit(TurnEndCall())
     assert sys.modules[plugins.records["good"].plugin.__name__].SEEN == ["turn_end"]
     # the transport is selected by a definition's type, and checks its URL scheme
     assert parse_server("sock", {"type": "ws", "url": "ws://localhost:1/mcp"}).transport == "websocket"
@@ -291,14 +291,15 @@ def test_a_failing_plugin_is_named_in_one_line_and_what_it_added_is_taken_back(s
 
 
 def test_the_older_hooks_group_still_loads_through_the_same_surface(site):
-    site.add("legacy", "def install(hooks):\n    hooks.on('agent_end', lambda e: 'from package')\n",
+    site.add("legacy", "SEEN = []\ndef install(hooks):\n    hooks.on('agent_end', lambda call: SEEN.append(call.type))\n",
              group="ipyagent.hooks", value=None)
     site.points["ipyagent.hooks"][0] = importlib.metadata.EntryPoint(
         "legacy", site.points["ipyagent.hooks"][0].value + ":install", "ipyagent.hooks")
     hooks = HookRegistry()
     plugins = manager(site, hooks)
     assert plugins.load() == []
-    assert hooks.emit("agent_end") == "from package"
+    hooks.emit(AgentEndCall())
+    assert sys.modules[site.points["ipyagent.hooks"][0].value.split(":")[0]].SEEN == ["agent_end"]
     assert plugins.records["legacy"].summary() == "hook agent_end"
     assert plugins.load() == []  # once
     assert len(hooks.handlers["agent_end"]) == 1

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from genai_prices import Usage, calc_price
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent import events as ev
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import (
     ContextOverflowError,
@@ -328,11 +328,11 @@ def test_models_only_the_responses_api_serves_resolve_to_it():
 # ---- the agent loop on the Responses API ---------------------------------------------------------
 
 
-def responses_agent(server: FakeProviderServer, **config) -> Agent:
-    cfg = AgentConfig(model="openai:gpt-5-codex", tool_approval="auto",
-                      provider_options={"openai": {"base_url": server.openai_base_url, "api_key": "sk-test"}},
-                      **config)
-    return Agent(Session(hooks=HookRegistry()), config=cfg, namespace={}, sleep=lambda s: None)
+def responses_agent(server: FakeProviderServer, **config) -> AgentLoop:
+    cfg = RunConfig(model="openai:gpt-5-codex", tool_approval="auto",
+                    provider_options={"openai": {"base_url": server.openai_base_url, "api_key": "sk-test"}},
+                    **config)
+    return AgentLoop(Session(hooks=HookRegistry()), config=cfg, namespace={}, sleep=lambda s: None)
 
 
 def test_agent_tool_loop_with_reasoning_carried_between_calls(server):

@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.display.budget_widget import budget_facts, static_plain
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import OpenAIChatProvider, models, resolve_provider, window_discovery
@@ -97,20 +97,20 @@ def test_tokenizer_endpoints_count_the_sample(kind, endpoint):
     assert (found.sample_tokens, found.tokenizer) == (500, endpoint)
 
 
-def make_agent(fake: FakeProviderServer, model: str = "my-model", **config) -> Agent:
+def make_agent(fake: FakeProviderServer, model: str = "my-model", **config) -> AgentLoop:
     fake.register("fake")
-    cfg = AgentConfig(model=f"fake:{model}", compaction=CompactionSettings(1000, 500), **config)
-    return Agent(Session(hooks=HookRegistry()), config=cfg, tools=[], sleep=lambda s: None)
+    cfg = RunConfig(model=f"fake:{model}", compaction=CompactionSettings(1000, 500), **config)
+    return AgentLoop(Session(hooks=HookRegistry()), config=cfg, tools=[], sleep=lambda s: None)
 
 
 def test_the_agent_asks_once_per_base_url_and_model_and_the_widget_names_the_source():
     with FakeProviderServer(server_kind="vllm", served_window=SERVED, model="my-model") as fake:
         agent = make_agent(fake)
-        assert agent.window_info().window is None  # nothing asked yet
+        assert agent.budget.window_info().window is None  # nothing asked yet
         fake.enqueue_text("one")
         fake.enqueue_text("two")
         assert agent.prompt("hello").error is None
-        info = agent.window_info()
+        info = agent.budget.window_info()
         assert (info.window, info.source, info.detail) == (SERVED, "server", "GET /v1/models max_model_len")
         asked = len(fake.meta_requests)
         assert agent.prompt("again").error is None
@@ -129,7 +129,7 @@ def test_a_server_without_a_window_is_not_asked_again_and_the_reason_shows():
         asked = len(fake.meta_requests)
         agent.prompt("again")
         assert len(fake.meta_requests) == asked
-        info = agent.window_info()
+        info = agent.budget.window_info()
         assert info.window is None and "publishes no context window" in info.describe()
 
 
@@ -138,11 +138,11 @@ def test_table_and_config_win_and_are_named():
         agent = make_agent(fake, model="gpt-4o")
         fake.enqueue_text("one")
         agent.prompt("hello")
-        assert agent.window_info().source == "table" and agent.context_window() == 128_000
-        assert agent.window_info().describe() == "window from the model table"
+        assert agent.budget.window_info().source == "table" and agent.budget.window() == 128_000
+        assert agent.budget.window_info().describe() == "window from the model table"
         agent.config.context_window = 4000
-        assert (agent.context_window(), agent.window_info().source) == (4000, "config")
-        assert "window from config" in agent.window_info().describe()
+        assert (agent.budget.window(), agent.budget.window_info().source) == (4000, "config")
+        assert "window from config" in agent.budget.window_info().describe()
 
 
 def test_a_local_model_family_takes_what_the_server_runs_it_with():
@@ -151,7 +151,7 @@ def test_a_local_model_family_takes_what_the_server_runs_it_with():
         agent = make_agent(fake, model="qwen2.5-coder:7b")
         fake.enqueue_text("one")
         agent.prompt("hello")
-        assert (agent.context_window(), agent.window_info().source) == (SERVED, "server")
+        assert (agent.budget.window(), agent.budget.window_info().source) == (SERVED, "server")
 
 
 def test_an_overflow_error_caps_a_discovered_window():
@@ -160,7 +160,7 @@ def test_an_overflow_error_caps_a_discovered_window():
         fake.enqueue_text("one")
         agent.prompt("hello")
         models.learn_window("fake", "my-model", 3000)
-        info = agent.window_info()
+        info = agent.budget.window_info()
         assert (info.window, info.source) == (3000, "error") and info.describe() == "window from an overflow error"
 
 
@@ -177,10 +177,10 @@ def test_a_slow_server_never_blocks_the_prompt(monkeypatch):
         assert result.error is None and result.text.startswith("answered")
         provider = resolve_provider(agent.config.model)[0]
         assert window_discovery.cached(provider, "my-model") is None  # still on its way
-        assert agent.window_info().window is None
+        assert agent.budget.window_info().window is None
         gate.set()
         assert window_discovery.discover(provider, "my-model", wait=30) is not None
-        assert agent.context_window() == SERVED
+        assert agent.budget.window() == SERVED
 
 
 def test_a_dead_server_is_a_remembered_failure():

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.compact import summary_output_limit
 from ipyagent.compaction.settings import FULL_BUDGET_WINDOW, fit_budget
 from ipyagent.compaction.summarizer import (
@@ -31,7 +31,7 @@ from ipyagent.session.ids import now_ms
 from ipyagent.session.messages import text_of, tool_calls_of
 
 
-def summary_input_budget(config: AgentConfig, session_window: int | None) -> int | None:
+def summary_input_budget(config: RunConfig, session_window: int | None) -> int | None:
     """The summary model's input budget in tokens (its window less the summary's output and a
     margin), or None when its window is unknown. ``session_window`` is the session model's window,
     which counts when the summary model is the session model."""
@@ -115,7 +115,7 @@ class ProviderSummarizer:
         return SummaryResponse(text=text_of(message.get("content"), "\n"), usage=message.get("usage") or {})
 
 
-def summarizer_for(config: AgentConfig, *, model: str | None = None, cancel: threading.Event | None = None,
+def summarizer_for(config: RunConfig, *, model: str | None = None, cancel: threading.Event | None = None,
                    session_window: int | None = None,
                    progress: Callable[[int, int | None], None] | None = None) -> ProviderSummarizer:
     """The summariser the settings name: ``model``, else ``Agent.summary_model``, else the session's

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from IPython.display import display
 
-from ipyagent.agent import events as ev
+from ipyagent.agent import run_events as ev
 from ipyagent.agent.tools.images import decode_image
 from ipyagent.display.approval_question import decision_bundle
 from ipyagent.display.progress import ProgressLine

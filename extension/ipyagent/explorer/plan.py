@@ -389,11 +389,11 @@ class ExplorerModel:
     def summary_input_tokens(self) -> int | None:
         """The summary model's input budget for the chosen window and reserve (None: unknown)."""
         from ipyagent.agent.provider_summarizer import summary_input_budget
-        from ipyagent.agent.run_config import AgentConfig
+        from ipyagent.agent.run_config import RunConfig
 
         if not (self.summary_model or self.model):
             return None
-        config = AgentConfig(model=self.model, summary_model=self.summary_model,
+        config = RunConfig(model=self.model, summary_model=self.summary_model,
                              context_window=self.settings.window, compaction=self.settings.compaction())
         try:
             return summary_input_budget(config, self.settings.window if self.window_known else None)

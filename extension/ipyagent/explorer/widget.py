@@ -9,7 +9,7 @@ receive (collapsible; computed only while it is open). Each change re-plans with
 ``prepare_compaction`` — the code compaction runs — through :class:`ExplorerModel`.
 
 "Compact now with these settings" is offered only where a provider is configured, asks first,
-and then compacts the way ``%compact`` does (``Agent.compact``) with the plan on screen.
+and then compacts the way ``%compact`` does (``AgentLoop.compact``) with the plan on screen.
 
 Its output carries static ``text/html`` and ``text/plain`` views next to the widget, for viewers
 without a kernel; "Keep this view in the notebook" replaces them with the view on screen.
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ipyagent.agent.loop import Agent
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.loop import AgentLoop
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import ASSUMED_WINDOW, CompactionSettings, fit_budget
 from ipyagent.display.untrusted import escape_html
@@ -42,6 +42,7 @@ from ipyagent.explorer.html import (
 from ipyagent.explorer.plan import ESTIMATOR_LABELS, Exploration, ExplorerModel, ExploreSettings
 
 if TYPE_CHECKING:
+    from ipyagent.agent.budget import RequestBudget
     from ipyagent.agent.redaction import Redactor
     from ipyagent.core import Session
 
@@ -474,10 +475,11 @@ class ExplorerRuntime(Protocol[SlotT]):
     @property
     def idle(self) -> _IdleCompaction: ...
     def slot(self, name: str | None = None) -> SlotT: ...
-    def agent_config(self) -> AgentConfig: ...
-    def agent_for(self, slot: SlotT, config: AgentConfig) -> Agent: ...
+    def run_config(self) -> RunConfig: ...
+    def agent_for(self, slot: SlotT, config: RunConfig) -> AgentLoop: ...
+    def budget_for(self, slot: SlotT) -> RequestBudget: ...
     def absorb_push(self) -> None: ...
-    def persist(self, slot: SlotT, config: AgentConfig) -> str | None: ...
+    def persist(self, slot: SlotT, config: RunConfig) -> str | None: ...
     def redactor(self) -> Redactor: ...
 
 
@@ -490,13 +492,13 @@ def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, 
 
     slot = runtime.slot(name)
     slot_name = slot.name
-    config = runtime.agent_config()
-    agent = runtime.agent_for(slot, config)
+    config = runtime.run_config()
+    request_budget = runtime.budget_for(slot)
     try:
-        model_window = agent.context_window()
+        model_window = request_budget.window()
     except ValueError:
         model_window = None
-    budget = agent.budget()  # per-model overrides, scaled to the window
+    budget = request_budget.fitted()  # per-model overrides, scaled to the window
     saved = {"context_window": model_window,
              "compaction": {"reserve_tokens": budget.reserve_tokens, "keep_recent_tokens": budget.keep_recent_tokens}}
     settings, known = _settings_from(saved, None, window=window, reserve=reserve, keep=keep_recent,
@@ -510,7 +512,7 @@ def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, 
 
 
 def _runtime_compactor(runtime: ExplorerRuntime[SlotT], slot_name: str) -> Compactor:
-    """Compacts like ``%compact`` (``Agent.compact``), with the explorer's settings and plan."""
+    """Compacts like ``%compact`` (``AgentLoop.compact``), with the explorer's settings and plan."""
 
     def compact(settings: ExploreSettings, plan: CompactionPlan) -> str:
         from dataclasses import replace
@@ -519,14 +521,14 @@ def _runtime_compactor(runtime: ExplorerRuntime[SlotT], slot_name: str) -> Compa
             return "The kernel compacted this session in its idle time meanwhile; move a slider to plan again."
         runtime.absorb_push()
         slot = runtime.slot(slot_name)
-        config = runtime.agent_config()
+        config = runtime.run_config()
         config.compaction = replace(config.compaction, reserve_tokens=settings.reserve_tokens,
                                     keep_recent_tokens=settings.keep_recent_tokens)
         config.context_window = settings.window
         agent = runtime.agent_for(slot, config)
-        before = agent.request_tokens()  # the budget's count, as %compact and the widget show it
+        before = agent.budget.request_tokens()  # the budget's count, as %compact and the widget show it
         entry = agent.compact(settings.focus or None, plan=plan) or {}  # (a manual compaction raises rather than None)
-        after = agent.request_tokens()
+        after = agent.budget.request_tokens()
         report = (f"Compacted: {before:,} → {after:,} tokens (first kept entry {entry.get('firstKeptEntryId')}).")
         bridge = runtime.bridge
         if bridge is not None and bridge.connected:

@@ -23,12 +23,13 @@ on disk).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ipyagent.agent.budget import restore_learned_window
-from ipyagent.agent.loop import Agent
+from ipyagent.agent.loop import AgentLoop
+from ipyagent.agent.prompt.pinned import active_pins, pins_note
 from ipyagent.agent.run_config import upgrade_saved_settings
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
@@ -56,7 +57,7 @@ class SessionSlot:
     persisted: set[str] = field(default_factory=set)
     persisted_leaf: str | None = None
     origin: str = "new"  # "new", "push", "disk", "load"
-    agent: Agent | None = None
+    agent: AgentLoop | None = None
     earlier: set[str] = field(default_factory=set)  # ids an earlier kernel wrote (loaded from the notebook)
     # False after a cell ran with --no-tools: the figures outside a run then count no tools either
     tools_offered: bool = True
@@ -122,6 +123,17 @@ def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] |
         slot.earlier = set(slot.persisted)
         result.slots[name] = slot
     return result
+
+
+def pin_notes(slots: Mapping[str, SessionSlot], names: Iterable[str]) -> list[str]:
+    """One line per session of ``names`` that holds pins: they are named, never applied unseen."""
+    lines = []
+    for name in names:
+        slot = slots.get(name)
+        pins = active_pins(slot.session.entries) if slot is not None else []
+        if pins:
+            lines.append(f"ipyagent: session {name!r} holds {pins_note(pins, ' from the notebook')}")
+    return lines
 
 
 def add_reset_notice(slot: SessionSlot) -> dict[str, Any] | None:

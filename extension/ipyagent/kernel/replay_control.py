@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.provider_summarizer import summarizer_for
 from ipyagent.agent.replayer import CellRecording, Recording, replay_ports, same_when_replayed
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.persistence import SessionSlot
 from ipyagent.providers.registry import provider_configured, resolve_provider
@@ -37,7 +37,7 @@ class FollowingRuntime(Protocol):
     def config(self) -> AgentSettings: ...
     @property
     def slots(self) -> Mapping[str, SessionSlot]: ...
-    def agent_config(self) -> AgentConfig: ...
+    def run_config(self) -> RunConfig: ...
 
 
 @dataclass
@@ -69,7 +69,7 @@ class ReplayController:
         """Around a command that records entries (``%agent pin`` …): while recorded cells replay,
         every session follows its recorded path, so an entry the command records again is the
         recorded one, and the replayed cells after it still find their recording under the leaf."""
-        config = runtime.agent_config()
+        config = runtime.run_config()
         followed = []
         if self.replays(runtime.config.replay, config.model, config.provider_options):
             for name, slot in runtime.slots.items():
@@ -96,7 +96,7 @@ class ReplayController:
         return self.replays(mode, model, provider_options)
 
     @contextlib.contextmanager
-    def attached(self, session: Any, name: str, cell_id: str, config: AgentConfig, ports: RunPorts, *,
+    def attached(self, session: Any, name: str, cell_id: str, config: RunConfig, ports: RunPorts, *,
                  rerun_tools: bool, notice: Callable[[str], None]) -> Iterator[ReplayAttachment]:
         """The recording of ``cell_id`` for one run: ``ports`` answering from it, and ``session``
         following the recorded path while the block runs."""

@@ -12,12 +12,12 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ipyagent.agent.budget import LEARNED_WINDOW, learned_window_setting
-from ipyagent.agent.loop import Agent
+from ipyagent.agent.budget import LEARNED_WINDOW, RequestBudget, configured_provider, learned_window_setting
+from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.ports import RunPorts
-from ipyagent.agent.prompt.pinned import active_pins, pins_note
+from ipyagent.agent.prompt.record import SystemPromptRecord
 from ipyagent.agent.redaction import Redactor
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.skills.discovery import find_skills
 from ipyagent.agent.skills.skill_tool import SkillTool
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
@@ -27,7 +27,7 @@ from ipyagent.kernel.cell_context import KernelNotebookContext
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.idle import IdleCompactor
 from ipyagent.kernel.mcp_servers import KernelMcp
-from ipyagent.kernel.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into
+from ipyagent.kernel.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into, pin_notes
 from ipyagent.kernel.ports.activity_recorder import ActivityRecorder
 from ipyagent.kernel.ports.cell_runner import IPythonCellRunner
 from ipyagent.kernel.ports.namespace import namespace_describer
@@ -65,11 +65,7 @@ class AgentRuntime:
     def start(self, *, open_bridge: bool | None = None, hydrate: bool = True) -> None:
         self.running = True
         self.activity.start()
-        events = getattr(self.shell, "events", None)
-        if events is not None:
-            for name, callback in self._idle_events():
-                if callback not in events.callbacks.get(name, []):
-                    events.register(name, callback)
+        self.idle.listen(getattr(self.shell, "events", None))
         if open_bridge is None:
             open_bridge = getattr(self.shell, "kernel", None) is not None
         if open_bridge:
@@ -123,33 +119,15 @@ class AgentRuntime:
                 self.replay.capture(name, slot.session)
                 if len(self.slots) == 1 or result.active == name:
                     self.active = name
-                for line in self.pin_notes([name]):  # shown in the cell that took the push
+                for line in pin_notes(self.slots, [name]):  # shown in the cell that took the push
                     print(line)
         self.notes.extend(result.notes)
-
-    def pin_notes(self, names: Iterable[str]) -> list[str]:
-        """One line per session of ``names`` that holds pins: they are named, never applied unseen."""
-        lines = []
-        for name in names:
-            slot = self.slots.get(name)
-            pins = active_pins(slot.session.entries) if slot is not None else []
-            if pins:
-                lines.append(f"ipyagent: session {name!r} holds {pins_note(pins, ' from the notebook')}")
-        return lines
-
-    def _idle_events(self) -> list[tuple[str, Any]]:
-        return [("pre_execute", self.idle.pre_execute), ("post_execute", self.idle.post_execute),
-                ("post_run_cell", self.idle.post_run_cell)]
 
     def stop(self) -> None:
         self.running = False
         self.activity.stop()
         self.idle.cancel("the extension was unloaded")
-        events = getattr(self.shell, "events", None)
-        if events is not None:
-            for name, callback in self._idle_events():
-                if callback in events.callbacks.get(name, []):
-                    events.unregister(name, callback)
+        self.idle.stop_listening(getattr(self.shell, "events", None))
         if self.bridge is not None:
             try:
                 self.bridge.close()
@@ -203,8 +181,8 @@ class AgentRuntime:
 
     # ---- agents ------------------------------------------------------------------------------
 
-    def agent_config(self, **overrides: Any) -> AgentConfig:
-        config = self.config.agent_config(**overrides)
+    def run_config(self, **overrides: Any) -> RunConfig:
+        config = self.config.run_config(**overrides)
         config.secrets = self.mcp.secrets()  # scrubbed from what the session stores, like keys
         return config
 
@@ -212,17 +190,17 @@ class AgentRuntime:
         """What every output of a command is scrubbed with: the environment's keys, those of
         ``Agent.provider_options`` and the user's MCP servers' ``env``, ``headers`` and URL credentials."""
         try:
-            config = self.agent_config()
+            config = self.run_config()
         except Exception:  # noqa: BLE001 - settings that do not make a config (a bad model name…)
             return Redactor.configured(extra=self.mcp.secrets())
         return Redactor.configured(config.provider_options, extra=config.secrets)
 
-    def agent_for(self, slot: SessionSlot, config: AgentConfig, *, tools: Iterable[Tool] | None = None) -> Agent:
+    def agent_for(self, slot: SessionSlot, config: RunConfig, *, tools: Iterable[Tool] | None = None) -> AgentLoop:
         """The slot's agent (kept across runs for its failure tracker), set up for this run: its
         session, these settings and tools, the kernel's namespace, folder and ports."""
         tool_list = default_tools() if tools is None else list(tools)
         if slot.agent is None:
-            slot.agent = Agent(slot.session, config=config, tools=tool_list)
+            slot.agent = AgentLoop(slot.session, config=config, tools=tool_list)
         cell_runner, notebook_port = self.tool_ports()
         slot.agent.configure(session=slot.session, config=config, tools=tool_list,
                              notebook=KernelNotebookContext(self, slot.name), cwd=os.getcwd(),
@@ -253,11 +231,19 @@ class AgentRuntime:
         their definitions)."""
         return self.offered_tools() if slot.tools_offered else []
 
-    def budget_agent(self, slot: SessionSlot | None = None) -> Agent:
-        """The slot's agent set up as its next run would be (:meth:`tools_for`): the one every
-        figure of the budget outside a run comes from (``%agent status``, ``context``, ``mask``)."""
+    def budget_for(self, slot: SessionSlot | None = None) -> RequestBudget:
+        """The budget of the slot's next request, counted as its next run would count it (its
+        settings, :meth:`tools_for`, the notebook's system prompt): every figure of the budget
+        outside a run comes from it (``%agent status``, ``context``, ``mask``, the explorer, the
+        teaching helpers); no agent is set up for it."""
         slot = slot or self.slot()
-        return self.agent_for(slot, self.agent_config(), tools=self.tools_for(slot))
+        config = self.run_config()
+        tools = self.tools_for(slot)
+        offered = {t.name for t in tools}
+        record = SystemPromptRecord(config.system_prompt, KernelNotebookContext(self, slot.name))
+        session = slot.session
+        return RequestBudget(session, config, [t.spec() for t in tools], lambda: record.text(session, offered),
+                             configured_provider(config))
 
     def ports_for(self, *, approve: ApprovalCallback | None = None) -> RunPorts:
         """What a run in this kernel takes from outside: ``approve`` for the calls that ask, and the
@@ -287,9 +273,9 @@ class AgentRuntime:
             self._notebook_port = KernelNotebook(self.shell, lambda: self.bridge, lambda: self.config.notebook_path)
         return self._cell_runner, self._notebook_port
 
-    def settings_of(self, slot: SessionSlot, config: AgentConfig | None = None) -> dict[str, Any]:
+    def settings_of(self, slot: SessionSlot, config: RunConfig | None = None) -> dict[str, Any]:
         settings = dict(slot.settings)
-        config = config or self.agent_config()
+        config = config or self.run_config()
         settings.update(config.saved_settings())
         learned = learned_window_setting(config.model)
         if learned:  # survives a restart and a reopen, and `ipyagent inspect` reads it
@@ -297,15 +283,15 @@ class AgentRuntime:
         slot.settings = settings
         return settings
 
-    def persist(self, slot: SessionSlot, config: AgentConfig | None = None, *, force: bool = False) -> str | None:
-        config = config or self.agent_config()
+    def persist(self, slot: SessionSlot, config: RunConfig | None = None, *, force: bool = False) -> str | None:
+        config = config or self.run_config()
         return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
                                       force=force, redact=Redactor.configured(config.provider_options).data)
 
-    def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], config: AgentConfig | None = None) -> None:
+    def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], config: RunConfig | None = None) -> None:
         """Send entries a running run just made (``kernel/entry_stream.py``), redacted like
         :meth:`persist`'s."""
-        config = config or self.agent_config()
+        config = config or self.run_config()
         self.persister.stream(slot, entries, self.settings_of(slot, config), active=slot.name == self.active,
                               redact=Redactor.configured(config.provider_options).data)
 

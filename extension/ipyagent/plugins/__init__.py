@@ -10,7 +10,7 @@ providers and transports are plugins too. ``manager.py`` loads them, once per ke
         register(word_count, read_only=True)
 """
 
-from ipyagent.hooks import hookimpl, hookspec
+from ipyagent.plugin_markers import hookimpl, hookspec
 from ipyagent.plugins.manager import (
     ENTRY_POINT_GROUP,
     HOOKS_GROUP,

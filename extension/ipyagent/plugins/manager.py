@@ -23,8 +23,9 @@ import pluggy
 from ipyagent.agent.mcp import transports as mcp_transports
 from ipyagent.agent.tools import builtin as builtin_tools
 from ipyagent.agent.tools import tool_registry
-from ipyagent.hooks import EVENTS, PROJECT, HookRegistry, hookimpl
+from ipyagent.hooks import SESSION_HOOKS, HookRegistry
 from ipyagent.hooks import hooks as process_hooks
+from ipyagent.plugin_markers import PROJECT, hookimpl
 from ipyagent.plugins.hookspecs import PluginSpec
 from ipyagent.providers import builtin as builtin_providers
 from ipyagent.providers import registry as provider_registry
@@ -306,11 +307,11 @@ class Plugins:
         record.registered.append(Registration("command", name, undo))
 
     def _call_register_hooks(self, record: PluginRecord, caller: Any) -> None:
-        before = {event: list(self.hooks.handlers.get(event, [])) for event in EVENTS}
+        before = {event: list(self.hooks.handlers.get(event, [])) for event in SESSION_HOOKS}
         try:
             caller(hooks=self.hooks)
         finally:  # what it added before failing is taken back with the rest
-            for event in EVENTS:
+            for event in SESSION_HOOKS:
                 for handler in self.hooks.handlers.get(event, []):
                     if handler not in before[event]:
                         record.registered.append(Registration("hook", event, self._unhook(event, handler)))

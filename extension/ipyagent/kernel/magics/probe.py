@@ -54,7 +54,7 @@ def agent_probe(runtime: AgentRuntime, rest: str) -> None:
     if args.questions < 1:
         raise UsageError("--questions must be 1 or more")
     slot = runtime.slot()
-    config = runtime.agent_config()
+    config = runtime.run_config()
     cell_id, _ = cell_identity(runtime.shell)
     recorded = _recorded(runtime, slot.name, cell_id, args.model or config.model, config.provider_options)
     if recorded is not None:

@@ -30,7 +30,7 @@ def agent_replay(runtime: AgentRuntime, rest: str) -> None:
         runtime.config.replay = args.mode
     if args.tools is not None:
         runtime.config.replay_tools = args.tools
-    config = runtime.agent_config()
+    config = runtime.run_config()
     name = runtime.active
     cells = runtime.replay.recorded_cells(name)
     live = provider_configured(config.model, config.provider_options)

@@ -17,7 +17,7 @@ from ipyagent.agent.tools.builtin.read import ReadTool
 from ipyagent.agent.tools.builtin.recall import RecallTool
 from ipyagent.agent.tools.builtin.search import FindTool, GrepTool, LsTool
 from ipyagent.agent.tools.builtin.write import EditTool, WriteTool
-from ipyagent.hooks import hookimpl
+from ipyagent.plugin_markers import hookimpl
 
 PLUGIN_NAME = "builtin-tools"
 # the order the model sees them in
