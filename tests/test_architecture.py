@@ -187,3 +187,33 @@ def test_no_code_outside_agent_touches_a_private_attribute_of_an_agent():
                     and ast.unparse(node.value) not in ("self", "cls")):
                 found.append(f"{name}: {ast.unparse(node)}")
     assert found == []
+
+
+# The modules whose caches and registries belong to objects the kernel's runtime (or the plugin
+# manager) holds and passes in (issue 32): nothing in them is mutable state of the module.
+STATE_OWNED = ("ipyagent.bridge.comm", "ipyagent.bridge.push", "ipyagent.bridge.document_state",
+               "ipyagent.bridge.kernel_comm")
+_MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Lock", "RLock", "Condition",
+                  "Event", "WeakKeyDictionary", "WeakValueDictionary"}
+
+
+def _module_state(path: Path) -> list[str]:
+    """Names a module binds at its top level to a mutable value (a dict, list or set, or a call
+    making one, or a lock), and the names its functions rebind with ``global``. ``__all__`` is
+    exempt."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in tree.body:
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        call = value.func if isinstance(value, ast.Call) else None
+        called = call.id if isinstance(call, ast.Name) else call.attr if isinstance(call, ast.Attribute) else None
+        if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)) \
+                or called in _MUTABLE_CALLS:
+            found += [ast.unparse(t) for t in targets if ast.unparse(t) != "__all__"]
+    found += [f"global {name}" for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names]
+    return found
+
+
+def test_owned_state_is_no_module_state():
+    assert {name: _module_state(MODULES[name]) for name in STATE_OWNED if _module_state(MODULES[name])} == {}

@@ -21,7 +21,8 @@ from ipyagent.agent.run_config import AgentConfig
 from ipyagent.agent.skills.discovery import find_skills
 from ipyagent.agent.skills.skill_tool import SkillTool
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
-from ipyagent.bridge import comm as bridge_mod
+from ipyagent.bridge.comm import KernelBridge
+from ipyagent.bridge.push import inbox_of
 from ipyagent.core import Session
 from ipyagent.kernel.cell_context import KernelNotebookContext
 from ipyagent.kernel.configurable import AgentSettings
@@ -46,7 +47,8 @@ class AgentRuntime:
         self.plugins = plugins or default_plugins()  # the process's: loaded once per kernel (load_plugins)
         self.slots: dict[str, SessionSlot] = {}
         self.active = "default"
-        self.bridge: bridge_mod.KernelBridge | None = None
+        self.inbox = inbox_of(shell)  # where the frontends' pushes wait (the shell's: they may come first)
+        self.bridge: KernelBridge | None = None
         self.persister = Persister(None)
         self.load_result: LoadResult | None = None
         self.notes: list[str] = []
@@ -74,7 +76,7 @@ class AgentRuntime:
             open_bridge = getattr(self.shell, "kernel", None) is not None
         if open_bridge:
             try:
-                self.bridge = bridge_mod.KernelBridge().open()
+                self.bridge = KernelBridge(inbox=self.inbox).open()
             except Exception as exc:  # noqa: BLE001 - no comm machinery: the journal carries everything
                 self.bridge = None
                 self.notes.append(f"No frontend bridge ({exc}); each run saves its entries in its last output.")
@@ -83,7 +85,7 @@ class AgentRuntime:
             self.hydrate()
 
     def hydrate(self) -> LoadResult:
-        result = collect_sessions(user_ns=self.shell.user_ns, environ=os.environ,
+        result = collect_sessions(user_ns=self.shell.user_ns, inbox=self.inbox, environ=os.environ,
                                   explicit_path=self.config.notebook_path, hydrate=self.config.hydrate)
         self.load_result = result
         for name, slot in result.slots.items():
@@ -108,9 +110,9 @@ class AgentRuntime:
     def absorb_push(self) -> None:
         """Take sessions a frontend pushed after the extension was loaded (loaded from
         ``ipython_config.py`` before the push, or a page reload into a running kernel)."""
-        if bridge_mod.peek_push() is None:
+        if self.inbox.peek() is None:
             return
-        result = collect_sessions(user_ns=self.shell.user_ns, hydrate=False)
+        result = collect_sessions(user_ns=self.shell.user_ns, inbox=self.inbox, hydrate=False)
         for name, slot in result.slots.items():
             if name in self.slots:  # known here: only what the kernel lacks, no reset notice
                 stored = [e for e in slot.session.entries if e["id"] in slot.persisted]
