@@ -22,7 +22,6 @@ from support.builders import assistant, new_session, user
 SUMMARY = "## Goal\nEarlier questions about the table, summarised."
 
 
-pytestmark = pytest.mark.usefixtures("fresh_windows")
 
 
 def specs():
@@ -69,7 +68,7 @@ def test_a_tokenizer_calibrates_the_estimate_once(chars_per_token, factor):
         server.chars_per_token = chars_per_token
         server.register("fake")
         agent = Agent(new_session(), config=AgentConfig(model="fake:local"), tools=default_tools(),
-                      sleep=lambda s: None)
+                      sleep=lambda s: None, providers=server.providers)
         server.enqueue_text("first")
         agent.prompt("hello " * 100)
         assert agent.token_factor() == pytest.approx(factor, rel=0.02)
@@ -97,7 +96,7 @@ def test_with_tools_and_no_usage_compaction_comes_before_the_request_outgrows_th
         server.register("fake")
         config = AgentConfig(model="fake:local", context_window=window, compaction=CompactionSettings(300, 250))
         agent = Agent(new_session(), config=config, tools=default_tools(), sleep=lambda s: None,
-                      summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY))
+                      summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY), providers=server.providers)
         counted: list[int] = []
         compacted_at: list[int] = []
         agent.subscribe(lambda e: counted.append(e.context_tokens) if isinstance(e, ev.RequestStart) else None)

@@ -17,7 +17,8 @@ ANSWER = "The table holds one row per order, with the region and the amount. " *
 def _agent(server: FakeProviderServer) -> Agent:
     server.register("fake")
     config = AgentConfig(model="fake:test-model", context_window=4000, compaction=CompactionSettings(1000, 600))
-    return Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+    return Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None,
+                 providers=server.providers)
 
 
 def _fill(agent: Agent, server: FakeProviderServer, turns: int) -> None:

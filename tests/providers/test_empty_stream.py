@@ -20,8 +20,6 @@ from ipyagent.providers import (
 from ipyagent.testing import FakeProviderServer, collect
 from kernel_support import SETUP, fake_provider, notebook, outputs_text
 
-pytestmark = pytest.mark.usefixtures("fresh_windows")
-
 
 def ask(provider, text: str = "hello", **request):
     return collect(stream_with_retry(provider, ModelRequest(model="m", messages=[{"role": "user", "content": text}],
@@ -98,7 +96,8 @@ def test_the_agent_learns_the_window_compacts_and_retries_in_the_same_prompt():
     with FakeProviderServer(context_window=1400, overflow_style="llama-cpp-python") as server:
         server.register("fake")
         config = AgentConfig(model="fake:small-local", compaction=CompactionSettings(300, 250))
-        agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None,
+                      providers=server.providers)
         server.policy = lambda body: "A short answer."
         for i in range(3):
             assert agent.prompt(f"Question {i}: " + "tell me about the columns " * 60).error is None

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ipyagent.providers import models
+from ipyagent.providers.models import ModelTable
 from ipyagent.providers.window_discovery import Discovery
 from ipyagent.session.messages import Message, current_tools, system_prompt_text
 from ipyagent.session.tokens import estimated_texts, message_chars, usage_tokens
@@ -43,10 +43,12 @@ class WindowInfo:
         return f"window from {where}" + (f" ({self.detail})" if self.detail else "")
 
 
-def resolve_window(provider: str, model: str, discovery: Discovery | None, configured: int | None = None) -> WindowInfo:
+def resolve_window(models: ModelTable, provider: str, model: str, discovery: Discovery | None,
+                   configured: int | None = None) -> WindowInfo:
     """``configured`` (Agent.context_window) wins; then the table (or ``set_override``) — unless
     it lists a local model family and the server said what it runs the model with — then what
-    the server said; a smaller window an overflow error revealed caps either."""
+    the server said; a smaller window an overflow error revealed caps either (``models``: the
+    table with its overrides and learned windows)."""
     if configured:
         return WindowInfo(configured, "config", "Agent.context_window")
     known, source, vendor = models.known_window(provider, model)
@@ -66,9 +68,9 @@ def resolve_window(provider: str, model: str, discovery: Discovery | None, confi
 LEARNED_WINDOW = "learned_window"  # the key, in a session's saved settings, of a window an overflow revealed
 
 
-def learned_window_setting(model_string: str) -> dict[str, Any] | None:
-    """The window an overflow error revealed for ``model_string`` in this kernel, as saved with the
-    session (with its source), or None."""
+def learned_window_setting(models: ModelTable, model_string: str) -> dict[str, Any] | None:
+    """The window an overflow error revealed for ``model_string`` (as ``models`` learned it), as
+    saved with the session (with its source), or None."""
     if ":" not in model_string:
         return None
     provider, model = model_string.split(":", 1)
@@ -78,9 +80,9 @@ def learned_window_setting(model_string: str) -> dict[str, Any] | None:
     return {"model": model_string, "window": window, "source": "error", "detail": "an overflow error named it"}
 
 
-def restore_learned_window(settings: Any) -> int | None:
-    """Learn again the window a session's saved settings hold (after a restart or a reopen);
-    returns it. A value that is no window is ignored."""
+def restore_learned_window(models: ModelTable, settings: Any) -> int | None:
+    """Teach ``models`` again the window a session's saved settings hold (after a restart or a
+    reopen); returns it. A value that is no window is ignored."""
     saved = settings.get(LEARNED_WINDOW) if isinstance(settings, dict) else None
     if not isinstance(saved, dict):
         return None

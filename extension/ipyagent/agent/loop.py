@@ -50,12 +50,11 @@ from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import Budget, CompactionSettings, fit_budget, for_model, should_compact
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact, Session
-from ipyagent.providers import models
-from ipyagent.providers import window_discovery as discovery
+from ipyagent.providers import window_discovery
 from ipyagent.providers.errors import ContextOverflowError, ProviderError, StreamInterrupted
 from ipyagent.providers.overflow import is_silent_overflow
 from ipyagent.providers.provider import MessageDone, ModelRequest, Provider, ProviderNote, Retrying, TextDelta
-from ipyagent.providers.registry import parse_model_string, resolve_provider
+from ipyagent.providers.registry import ProviderRegistry, default_registry
 from ipyagent.providers.transport.retry import stream_with_retry
 from ipyagent.providers.window_discovery import Discovery
 from ipyagent.session import masking
@@ -117,8 +116,11 @@ class Agent:
                  namespace: dict[str, Any] | None = None, cwd: str = ".", approve: ApprovalCallback | None = None,
                  summarizer: Summarizer | None = None, sleep: Callable[[float], None] = time.sleep,
                  provider: Provider | None = None, tool_results: ToolResultSource | None = None,
-                 notebook: NotebookContext | None = None, ports: RunPorts | None = None):
+                 notebook: NotebookContext | None = None, ports: RunPorts | None = None,
+                 providers: ProviderRegistry | None = None):
         self.session = session
+        # the providers by name and what is known of their models (the kernel's, passed in)
+        self.providers = providers or default_registry()
         self.config = config or AgentConfig()
         if model:
             self.config.model = model
@@ -162,8 +164,11 @@ class Agent:
     def configure(self, *, session: Session | None = None, config: AgentConfig | None = None,
                   tools: Iterable[Tool] | None = None, notebook: NotebookContext | None = None,
                   cwd: str | None = None, namespace: dict[str, Any] | None = None, root: str | None = None,
-                  cell_runner: CellRunner | None = None, notebook_port: NotebookPort | None = None) -> None:
+                  cell_runner: CellRunner | None = None, notebook_port: NotebookPort | None = None,
+                  providers: ProviderRegistry | None = None) -> None:
         """Change what the agent works on between runs; what is not given stays as it is."""
+        if providers is not None:
+            self.providers = providers
         if session is not None:
             self.session = self.tool_context.history = session
         if config is not None:
@@ -213,14 +218,14 @@ class Agent:
         if not self.config.model:
             raise AgentRunError("No model configured. Set one with %config Agent.model = \"openai:gpt-4.1-mini\" "
                                 "(or the IPYAGENT_MODEL environment variable).")
-        return parse_model_string(self.config.model)
+        return self.providers.parse(self.config.model)
 
     def _provider(self) -> Provider:
-        return self._ports.provider or resolve_provider(self.config.model, self.config.provider_options)[0]
+        return self._ports.provider or self.providers.resolve(self.config.model, self.config.provider_options)[0]
 
     def _discovery(self, model_id: str) -> Discovery | None:
         try:
-            return discovery.cached(self._provider(), model_id)
+            return self.providers.discovery.cached(self._provider(), model_id)
         except ValueError:  # an unknown provider: the call itself will say so
             return None
 
@@ -230,7 +235,7 @@ class Agent:
             return WindowInfo(self.config.context_window or None, "config" if self.config.context_window else "",
                               "Agent.context_window" if self.config.context_window else "no model")
         provider_name, model_id = self._model()
-        return resolve_window(provider_name, model_id, self._discovery(model_id))
+        return resolve_window(self.providers.models, provider_name, model_id, self._discovery(model_id))
 
     def context_window(self) -> int | None:
         return self.window_info().window
@@ -244,26 +249,26 @@ class Agent:
         try:
             provider = self._provider()
             provider_name, model_id = self._model()
-            if not discovery.supports_discovery(provider):
+            if not window_discovery.supports_discovery(provider):
                 return
-            known, _, vendor = models.known_window(provider_name, model_id)
+            known, _, vendor = self.providers.models.known_window(provider_name, model_id)
             needs_window = not self.config.context_window and (not known or vendor == "local")
             self_hosted = getattr(provider, "base_url", None) != getattr(provider, "default_base_url", None)
-            answered = discovery.cached(provider, model_id)
+            answered = self.providers.discovery.cached(provider, model_id)
             if (needs_window or self_hosted) and (answered is None or answered.provisional):
                 # the sample is built only when the server will be asked: it reads the whole context
                 tools = [t.spec() for t in self.tools.values()]
-                wait = discovery.DEFAULT_WAIT if wait is None else wait
+                wait = window_discovery.DEFAULT_WAIT if wait is None else wait
                 sample = calibration_sample(self.composed_system_prompt(), tools, self.session.agent_messages(),
                                             prompt)
                 if not needs_window or wait <= 0:
-                    discovery.discover(provider, model_id, wait=0.0, sample=sample)
+                    self.providers.discovery.discover(provider, model_id, wait=0.0, sample=sample)
                     return
                 what = "Asking the server for the model's context window"
                 started = time.monotonic()
                 self._emit(ev.WaitStart(what))
                 try:
-                    discovery.discover(provider, model_id, wait=wait, sample=sample)
+                    self.providers.discovery.discover(provider, model_id, wait=wait, sample=sample)
                 finally:
                     found = self.window_info().window
                     self._emit(ev.WaitEnd(what, f"context window {found:,} tokens" if found
@@ -299,12 +304,13 @@ class Agent:
         def progress(tokens: int, limit: int | None) -> None:
             self._emit(ev.CompactionProgress(reason, tokens, limit, time.monotonic() - started))
 
-        return summarizer_for(self.config, cancel=cancel or self.cancel, session_window=window, progress=progress)
+        return summarizer_for(self.config, cancel=cancel or self.cancel, session_window=window, progress=progress,
+                              providers=self.providers)
 
     def _summary_input_tokens(self) -> int | None:
         summary_model = self.config.summary_model or self.config.model
         session_window = self.context_window() if summary_model and summary_model == self.config.model else None
-        return summary_input_budget(self.config, session_window)
+        return summary_input_budget(self.config, session_window, self.providers)
 
     # ---- system prompt and notebook activity ------------------------------------------------
 
@@ -634,7 +640,7 @@ class Agent:
                 message = self._call_model(model_id)
             except ContextOverflowError as exc:
                 if exc.context_window:
-                    models.learn_window(provider_name, model_id, exc.context_window)
+                    self.providers.models.learn_window(provider_name, model_id, exc.context_window)
                 if overflow_retried or not self.config.compaction.enabled:
                     raise AgentRunError(f"{exc}\n{OVERFLOW_GAVE_UP}") from exc
                 overflow_retried = True
@@ -680,7 +686,8 @@ class Agent:
                                tools=[t.spec() for t in self.tools.values()],
                                max_tokens=self.config.max_output_tokens, reasoning=self.config.reasoning,
                                # the prompt-cache key: one session's requests share a warm cache
-                               options={"session_id": session_id} if session_id else {})
+                               options={"session_id": session_id} if session_id else {},
+                               model_info=self.providers.models.info(self._model()[0], model_id))
         replaced = self.session.hooks.emit("before_provider_request", payload=request, session=self.session)
         if isinstance(replaced, dict) and isinstance(replaced.get("payload"), ModelRequest):
             request = replaced["payload"]

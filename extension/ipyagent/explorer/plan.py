@@ -31,7 +31,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipyagent.compaction.compact import SMALL_ROOM, planned_requests, summary_output_limit
 from ipyagent.compaction.cut_point import is_turn_start
@@ -44,6 +44,9 @@ from ipyagent.session.entries import Entry
 from ipyagent.session.messages import Message, compaction_summary_message, prompt_text, text_of
 from ipyagent.session.tokens import Estimator, make_estimator
 from ipyagent.text import one_line
+
+if TYPE_CHECKING:
+    from ipyagent.providers.registry import ProviderRegistry
 
 __all__ = ["ENTRY_BOX_LIMIT", "ESTIMATORS", "Box", "Exploration", "ExploreSettings", "ExplorerModel", "PathTokens",
            "entry_label"]
@@ -233,11 +236,18 @@ class ExplorerModel:
 
     ``session`` is a ``Session`` or a callable returning the current one (a notebook slot whose
     session may be replaced by a merge). ``model`` / ``summary_model`` give the summariser's input
-    budget (None: unknown, nothing is dropped from its input) and tiktoken's encoding.
+    budget (None: unknown, nothing is dropped from its input) and tiktoken's encoding; what is
+    known of them comes from ``providers`` (the kernel's, else the built-ins and the user's).
     """
 
     def __init__(self, session: Any, settings: ExploreSettings, *, name: str = "default", source: str = "",
-                 model: str = "", summary_model: str | None = None, window_known: bool = True):
+                 model: str = "", summary_model: str | None = None, window_known: bool = True,
+                 providers: ProviderRegistry | None = None):
+        if providers is None:
+            from ipyagent.providers.registry import default_registry  # imported when needed: httpx is heavy
+
+            providers = default_registry()
+        self.providers = providers
         self._session_source = session if callable(session) else (lambda: session)
         self.settings = settings
         self.name = name
@@ -376,15 +386,12 @@ class ExplorerModel:
     # ---- the summariser's input --------------------------------------------------------------
 
     def _summary_max_output(self) -> int:
-        from ipyagent.providers import models
-        from ipyagent.providers.registry import parse_model_string
-
         model = self.summary_model or self.model
         try:
-            found = models.max_output(*parse_model_string(model)) if model else None
+            info = self.providers.info(model) if model else None
         except ValueError:  # a model string the registry does not know
-            found = None
-        return found or SMALL_ROOM
+            info = None
+        return (info.max_output if info else 0) or SMALL_ROOM
 
     def summary_input_tokens(self) -> int | None:
         """The summary model's input budget for the chosen window and reserve (None: unknown)."""
@@ -396,7 +403,7 @@ class ExplorerModel:
         config = AgentConfig(model=self.model, summary_model=self.summary_model,
                              context_window=self.settings.window, compaction=self.settings.compaction())
         try:
-            return summary_input_budget(config, self.settings.window if self.window_known else None)
+            return summary_input_budget(config, self.settings.window if self.window_known else None, self.providers)
         except ValueError:  # a model string the registry does not know
             return None
 

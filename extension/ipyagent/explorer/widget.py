@@ -387,13 +387,13 @@ def _stored_tokens(stored: dict[str, Any], key: str, notes: list[str], *, low: i
 def _model_window(model: str) -> int | None:
     if not model:
         return None
-    from ipyagent.providers import models
-    from ipyagent.providers.registry import parse_model_string
+    from ipyagent.providers.registry import default_registry
 
     try:
-        return models.context_window(*parse_model_string(model))
+        info = default_registry().info(model)
     except ValueError:
         return None
+    return info.context_window if info and info.context_window else None
 
 
 def explore(path_or_session: Any, *, session: str | None = None, window: int | None = None,
@@ -486,8 +486,6 @@ def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, 
                       focus: str = "") -> CompactionExplorer:
     """The explorer of one of this kernel's sessions (``%agent explore``), with its settings;
     "compact now" where a provider is configured for the summary model."""
-    from ipyagent.providers.registry import provider_configured
-
     slot = runtime.slot(name)
     slot_name = slot.name
     config = runtime.agent_config()
@@ -502,9 +500,9 @@ def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, 
     settings, known = _settings_from(saved, None, window=window, reserve=reserve, keep=keep_recent,
                                      estimator=estimator, focus=focus, session=slot.session)
     model = ExplorerModel(lambda: runtime.slot(slot_name).session, settings, name=slot_name, model=config.model,
-                          summary_model=config.summary_model, window_known=known)
+                          summary_model=config.summary_model, window_known=known, providers=agent.providers)
     summary_model = config.summary_model or config.model
-    live = bool(summary_model) and provider_configured(summary_model, config.provider_options)
+    live = bool(summary_model) and agent.providers.configured(summary_model, config.provider_options)
     compactor = _runtime_compactor(runtime, slot_name) if live else None
     return CompactionExplorer(model, compactor=compactor, compact_model=summary_model, redact=runtime.redactor().text)
 

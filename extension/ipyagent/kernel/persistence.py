@@ -34,6 +34,7 @@ from ipyagent.bridge.comm import KernelBridge
 from ipyagent.bridge.push import PushInbox
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle
+from ipyagent.providers.models import ModelTable
 from ipyagent.session.intake import LoadReport, sanitize_entries
 from ipyagent.store.hydration import (
     find_notebook_path,
@@ -88,10 +89,12 @@ def _problems(report: Any) -> list[str]:
     return [report.summary()] if report is not None and getattr(report, "problems", None) else []
 
 
-def collect_sessions(*, user_ns: Mapping[str, Any], inbox: PushInbox, environ: Mapping[str, str] | None = None,
-                     explicit_path: str | None = None, hydrate: bool = True) -> LoadResult:
+def collect_sessions(*, user_ns: Mapping[str, Any], inbox: PushInbox, models: ModelTable,
+                     environ: Mapping[str, str] | None = None, explicit_path: str | None = None,
+                     hydrate: bool = True) -> LoadResult:
     """Sessions pushed by a frontend (taken from ``inbox``) and found on disk, merged by entry id;
-    each slot remembers its loaded entries as ``earlier`` (see :func:`add_reset_notice`)."""
+    each slot remembers its loaded entries as ``earlier`` (see :func:`add_reset_notice`), and the
+    windows their settings say overflows revealed are taught to ``models`` again."""
     environ = os.environ if environ is None else environ
     result = LoadResult()
     merged = NotebookSessions(None, {})
@@ -117,7 +120,7 @@ def collect_sessions(*, user_ns: Mapping[str, Any], inbox: PushInbox, environ: M
     for name, stored in merged.sessions.items():
         session = merged.to_session(name)
         slot = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin=origin.get(name, "disk"))
-        restore_learned_window(slot.settings)  # a window an overflow revealed before the restart
+        restore_learned_window(models, slot.settings)  # a window an overflow revealed before the restart
         slot.persisted = {e["id"] for e in session.entries}
         slot.persisted_leaf = session.leaf_id
         slot.earlier = set(slot.persisted)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ipyagent.providers import models
+from ipyagent.providers.models import table_info
 
 _ANTHROPIC_ID_BAD = re.compile(r"[^a-zA-Z0-9_-]")
 NO_RESULT_TEXT = "No result provided (the tool call was interrupted)."
@@ -62,9 +62,11 @@ def _without_images(message: dict[str, Any], note: str) -> dict[str, Any]:
 
 def prepare_history(messages: list[dict[str, Any]], *, api: str, provider: str, model: str,
                     tool_id: Callable[[str], str], images: bool | None = None) -> list[dict[str, Any]]:
-    """``images``: whether the target accepts image blocks (default: the model table says)."""
+    """``images``: whether the target accepts image blocks (default: the bundled model table says;
+    a provider passes what its request's registry knows, overrides included)."""
     if images is None:
-        images = models.accepts_images(provider, model)
+        info = table_info(model)
+        images = bool(info and info.vision)
     note = IMAGE_OMITTED.format(model=f"{provider}:{model}")
     out: list[dict[str, Any]] = []
     pending: dict[str, str] = {}  # wire id -> tool name, calls still waiting for a result

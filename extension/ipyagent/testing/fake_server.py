@@ -23,7 +23,8 @@ Use it in your own tests to run ipyagent (or any OpenAI/Anthropic client) withou
 Or point any client at it: ``OPENAI_BASE_URL=server.openai_base_url`` (ends with ``/v1``; it
 serves ``/v1/chat/completions`` and ``/v1/responses``),
 ``ANTHROPIC_BASE_URL=server.anthropic_base_url``; ``server.register("fake")`` makes the model
-string ``fake:any-model`` resolve to it.
+string ``fake:any-model`` resolve to it in ``server.providers`` (a provider registry to pass to an
+``Agent``; or register it into a kernel's: ``server.register("fake", registry=runtime.providers)``).
 
 Replies come from a queue (``enqueue_*``; several tool calls in one reply with
 ``enqueue_tool_calls``), else from ``policy(request_json)``. Summariser requests (recognised by
@@ -86,6 +87,7 @@ from ipyagent.testing.specs import (
 )
 
 if TYPE_CHECKING:  # the providers are imported when a test asks for one
+    from ipyagent.providers.registry import ProviderRegistry
     from ipyagent.providers.transport.streaming import HTTPProvider
 
 Spec = Reply | Fault | RawStream
@@ -145,6 +147,7 @@ class FakeProviderServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._providers: list[Any] = []
+        self._registry: ProviderRegistry | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -201,11 +204,24 @@ class FakeProviderServer:
         self._providers.append(provider)  # closed with the server
         return provider
 
-    def register(self, name: str = "fake", protocol: str = "openai") -> None:
-        """Make ``"<name>:<model>"`` resolve to this server through ``resolve_provider``."""
-        from ipyagent.providers.registry import register_provider
+    def register(self, name: str = "fake", protocol: str = "openai", registry: ProviderRegistry | None = None
+                 ) -> ProviderRegistry:
+        """Make ``"<name>:<model>"`` resolve to this server in ``registry`` (default: the server's own,
+        :attr:`providers`, which holds the built-ins too); returns the registry. Pass it to what
+        resolves the model (``Agent(..., providers=server.providers)``), or a kernel's
+        (``runtime.providers``)."""
+        registry = registry if registry is not None else self.providers
+        registry.register(name, lambda **cfg: self.provider(protocol, name=name, **cfg))
+        return registry
 
-        register_provider(name, lambda **cfg: self.provider(protocol, name=name, **cfg))
+    @property
+    def providers(self) -> ProviderRegistry:
+        """The server's provider registry: the built-ins, and the names :meth:`register` gave it."""
+        if self._registry is None:
+            from ipyagent.providers.registry import ProviderRegistry
+
+            self._registry = ProviderRegistry.builtin()
+        return self._registry
 
     # ---- scripting ----------------------------------------------------------------------------
 

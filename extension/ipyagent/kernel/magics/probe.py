@@ -18,7 +18,6 @@ from ipyagent.display.untrusted import escape_html
 from ipyagent.kernel.cell_context import cell_identity
 from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.magics.commands import COMPACTION, argument, command, magic_arguments, parse_argstring
-from ipyagent.providers.registry import provider_configured
 
 if TYPE_CHECKING:
     from ipyagent.kernel.runtime import AgentRuntime
@@ -79,13 +78,14 @@ def agent_probe(runtime: AgentRuntime, rest: str) -> None:
             if recompacted:
                 progress("compacting the history afresh")
                 summarizer = responses if responses is not None else summarizer_for(
-                    config, model=config.summary_model or model)
+                    config, model=config.summary_model or model, providers=runtime.providers)
                 session = recompact(session, RecordingSummarizer(summarizer, recording), config.compaction,
                                     focus=args.focus, describe=run.agent.ports.describe_namespace)
             report = ProbeRunner(session, model=model, judge=judge, per_kind=args.questions,
                                  answer_provider=responses, judge_provider=responses,
                                  provider_options=config.provider_options, max_retries=config.max_retries,
-                                 progress=progress, recording=recording).run()
+                                 progress=progress, recording=recording, providers=runtime.providers,
+                                 tools=runtime.plugins.tools.tools()).run()
         except (ProbeError, ProviderError, SummarizerError, NothingToCompact, CompactionCancelled, ValueError) as exc:
             handle.update(error_bundle(str(exc), title="Probe failed"), raw=True)
             return
@@ -107,7 +107,7 @@ def _recorded(runtime: AgentRuntime, name: str, cell_id: str | None, model: str,
     recording = runtime.replay.recordings.get(name)
     if mode == "off" or not cell_id or recording is None:
         return None
-    if mode != "on" and provider_configured(model, provider_options):
+    if mode != "on" and runtime.providers.configured(model, provider_options):
         return None
     from ipyagent.agent.probe.runner import PROBE_CUSTOM_TYPE
 
