@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernel_support import LiveKernel, fake_provider, outputs_text
+from kernel_support import LiveKernel, fake_provider
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel
 
