@@ -170,6 +170,21 @@ def _running_sums(values: Any) -> list[int]:
     return sums
 
 
+def _fate_sizes(tokens: PathTokens, ranges: dict[str, tuple[int, int]], latest: int
+                ) -> tuple[dict[str, int], dict[str, int]]:
+    """Entries and tokens per fate (a range of the path); the latest compaction, when there is
+    one (at ``latest``), counts as the summary, not in its range."""
+    counts = {fate: b - a for fate, (a, b) in ranges.items()}
+    spans = {fate: tokens.span(a, b) for fate, (a, b) in ranges.items()}
+    if latest >= 0:
+        for fate, (a, b) in ranges.items():
+            if a <= latest < b:
+                counts[fate] -= 1
+        counts["summary"] = 1
+        spans["summary"] = tokens.summary_tokens.get(latest, 0)
+    return counts, spans
+
+
 def _session_key(session: Any) -> tuple[int, Any, int]:
     return id(session), session.leaf_id, len(session)
 
@@ -330,19 +345,7 @@ class ExplorerModel:
         estimator, _, _ = self._estimator(settings.estimator)
         tokens = self.path_tokens(settings.estimator)
         path = tokens.path
-        plan = None
-        reason = ""
-        if not path:
-            reason = "The session is empty: nothing to compact yet."
-        elif path[-1].get("type") == "compaction":
-            reason = "The session was just compacted: nothing new to summarise yet."
-        else:
-            plan = prepare_compaction(path, compaction, estimator=estimator, state=tokens.state,
-                                      operations_cache=self._operations)
-            if plan is None:
-                reason = (f"Nothing to summarise: everything since the last compaction "
-                          f"({tokens.span(tokens.start, len(path)):,} tokens) fits in keep-recent "
-                          f"({settings.keep_recent_tokens:,}).")
+        plan, reason = self._plan(tokens, compaction, estimator)
         n = len(path)
         start = tokens.start
         if plan is not None:
@@ -354,14 +357,7 @@ class ExplorerModel:
         ranges = {"earlier": (0, start), "summarised": (start, history_end), "prefix": (prefix_start, cut),
                   "kept": (cut, n)}
         latest = tokens.previous_index
-        counts = {fate: b - a for fate, (a, b) in ranges.items()}
-        spans = {fate: tokens.span(a, b) for fate, (a, b) in ranges.items()}
-        if latest >= 0:
-            for fate, (a, b) in ranges.items():
-                if a <= latest < b:
-                    counts[fate] -= 1
-            counts["summary"] = 1
-            spans["summary"] = tokens.summary_tokens.get(latest, 0)
+        counts, spans = _fate_sizes(tokens, ranges, latest)
         summary_max = 0
         if plan is not None:  # the summary model's output limit per request (Pi 1.6), unknown: 32,768
             limit = summary_output_limit(self._summary_max_output(), settings.window, 0)
@@ -382,6 +378,22 @@ class ExplorerModel:
             masked=tokens.masked,
         )
         return self.current
+
+    def _plan(self, tokens: PathTokens, compaction: CompactionSettings, estimator: Estimator
+              ) -> tuple[CompactionPlan | None, str]:
+        """The plan for the path with these settings, or None and why there is none."""
+        path = tokens.path
+        if not path:
+            return None, "The session is empty: nothing to compact yet."
+        if path[-1].get("type") == "compaction":
+            return None, "The session was just compacted: nothing new to summarise yet."
+        plan = prepare_compaction(path, compaction, estimator=estimator, state=tokens.state,
+                                  operations_cache=self._operations)
+        if plan is None:
+            return None, (f"Nothing to summarise: everything since the last compaction "
+                          f"({tokens.span(tokens.start, len(path)):,} tokens) fits in keep-recent "
+                          f"({compaction.keep_recent_tokens:,}).")
+        return plan, ""
 
     # ---- the summariser's input --------------------------------------------------------------
 
