@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from support.code_sizes import package_modules, sizes
+
 PACKAGE = Path(__file__).resolve().parents[1] / "extension" / "ipyagent"
 MAX_MODULES = 12
 
@@ -38,19 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
 RANKS = {name: rank for rank, layer in enumerate(LAYERS) for name in layer}
 
 
-def _modules() -> dict[str, Path]:
-    found = {}
-    for path in PACKAGE.rglob("*.py"):
-        if "labextension" in path.parts:
-            continue
-        parts = ["ipyagent", *path.relative_to(PACKAGE).with_suffix("").parts]
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
-    return found
-
-
-MODULES = _modules()
+MODULES = package_modules(PACKAGE)
 
 
 def _imports(path: Path) -> set[str]:
@@ -248,29 +238,8 @@ PENDING_ELSEWHERE = {
 def _sizes() -> dict[str, str]:
     """Every class over :data:`MAX_METHODS` methods and every function over :data:`MAX_LINES`
     lines in the package, by qualified name, with its size."""
-    found: dict[str, str] = {}
-
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.ClassDef):
-                name = f"{prefix}.{child.name}"
-                methods = sum(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in child.body)
-                if methods > MAX_METHODS:
-                    found[name] = f"{methods} methods"
-                visit(child, name)
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                name = f"{prefix}.{child.name}"
-                assert child.end_lineno is not None
-                lines = child.end_lineno - child.lineno + 1
-                if lines > MAX_LINES:
-                    found[name] = f"{lines} lines"
-                visit(child, name)
-            else:
-                visit(child, prefix)
-
-    for module, path in MODULES.items():
-        visit(ast.parse(path.read_text(encoding="utf-8")), module)
-    return found
+    limits = {"class": MAX_METHODS, "function": MAX_LINES}
+    return {size.name: str(size) for size in sizes(MODULES) if size.size > limits[size.kind]}
 
 
 def test_no_class_over_25_methods_and_no_function_over_60_lines():
