@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from support.code_sizes import package_modules, sizes
+
 PACKAGE = Path(__file__).resolve().parents[1] / "extension" / "ipyagent"
 MAX_MODULES = 12
 
@@ -38,19 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
 RANKS = {name: rank for rank, layer in enumerate(LAYERS) for name in layer}
 
 
-def _modules() -> dict[str, Path]:
-    found = {}
-    for path in PACKAGE.rglob("*.py"):
-        if "labextension" in path.parts:
-            continue
-        parts = ["ipyagent", *path.relative_to(PACKAGE).with_suffix("").parts]
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
-    return found
-
-
-MODULES = _modules()
+MODULES = package_modules(PACKAGE)
 
 
 def _imports(path: Path) -> set[str]:
@@ -189,32 +179,73 @@ def test_no_code_outside_agent_touches_a_private_attribute_of_an_agent():
     assert found == []
 
 
-# the agent loop, the session and the runtime, and the rooms they were split into (issue 32)
-ROOMS = ["agent/loop.py", "agent/budget.py", "agent/compactor.py", "agent/tool_support.py", "agent/run_events.py",
-         "agent/prompt/record.py", "compaction/planner.py", "core.py", "hooks.py", "kernel/runtime.py"]
-MAX_METHODS = 25
-MAX_LINES = 60
+# The modules whose caches and registries belong to objects the kernel's runtime (or the plugin
+# manager) holds and passes in (issue 32): nothing in them is mutable state of the module, but for
+# the one explicit registry each of the public registration functions writes into (``register_tool``,
+# ``register_provider``/``set_override``: a user's registrations may run before any runtime exists).
+STATE_OWNED = ("ipyagent.bridge.comm", "ipyagent.bridge.push", "ipyagent.bridge.document_state",
+               "ipyagent.bridge.kernel_comm", "ipyagent.providers.window_discovery", "ipyagent.providers.models",
+               "ipyagent.providers.registry", "ipyagent.agent.tools.tool_registry", "ipyagent.plugins.manager")
+EXPLICIT_DEFAULTS = {"ipyagent.agent.tools.tool_registry": ["USER_TOOLS"],
+                     "ipyagent.providers.registry": ["USER_PROVIDERS"]}
+_MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Lock", "RLock", "Condition",
+                  "Event", "WeakKeyDictionary", "WeakValueDictionary"}
 
 
-def _sizes(path: Path) -> tuple[dict[str, int], dict[str, int]]:
-    """Methods per class, and lines per function (methods included), of one module."""
+def _module_state(path: Path) -> list[str]:
+    """Names a module binds at its top level to a mutable value (a dict, list or set, or a call
+    making one, a lock, or an instance of a class of its own), and the names its functions rebind
+    with ``global``. ``__all__`` is exempt."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
-    methods = {node.name: sum(isinstance(item, functions) for item in node.body)
-               for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
-    lines = {node.name: (node.end_lineno or node.lineno) - node.lineno + 1
-             for node in ast.walk(tree) if isinstance(node, functions)}
-    return methods, lines
+    mutable = _MUTABLE_CALLS | {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    found = []
+    for node in tree.body:
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        call = value.func if isinstance(value, ast.Call) else None
+        called = call.id if isinstance(call, ast.Name) else call.attr if isinstance(call, ast.Attribute) else None
+        if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)) \
+                or called in mutable:
+            found += [ast.unparse(t) for t in targets if ast.unparse(t) != "__all__"]
+    found += [f"global {name}" for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names]
+    return found
 
 
-def test_the_loop_the_session_and_the_runtime_are_small_rooms():
-    crowded, long = [], []
-    for name in ROOMS:
-        methods, lines = _sizes(PACKAGE / name)
-        crowded += [f"{name}: {cls} ({n} methods)" for cls, n in methods.items() if n > MAX_METHODS]
-        long += [f"{name}: {fn} ({n} lines)" for fn, n in lines.items() if n > MAX_LINES]
-    assert crowded == [] and long == []
-    # Session.compact as Pi has it: plan, hooks, summary until it fits, append; each piece short
-    _, core = _sizes(PACKAGE / "core.py")
-    _, planner = _sizes(PACKAGE / "compaction" / "planner.py")
-    assert max(core["compact"], planner["summarize_until_it_fits"], planner["plan_with_room"]) <= 40
+def test_owned_state_is_no_module_state():
+    found = {name: _module_state(MODULES[name]) for name in STATE_OWNED}
+    assert {name: state for name, state in found.items() if state != EXPLICIT_DEFAULTS.get(name, [])} == {}
+
+
+# ---- small classes and short functions ------------------------------------------------------------
+
+MAX_METHODS = 25  # methods defined in a class's body
+MAX_LINES = 60  # lines of a function, from its ``def`` to its last line (nested functions included)
+
+# Offenders that other helpers of issue 32 are splitting on their branches right now; the lead
+# removes each entry when its branch lands (an entry that no longer offends fails the test below).
+PENDING_ELSEWHERE = {
+    "ipyagent.providers.apis.anthropic.AnthropicProvider.events",  # (helper "traffic")
+    "ipyagent.providers.apis.openai_responses.OpenAIResponsesProvider.events",  # (helper "traffic")
+    "ipyagent.providers.transport.streaming.HTTPProvider.stream",  # (helper "traffic")
+    "ipyagent.bridge.headless.execute_notebook",  # (helper "pipelines")
+}
+
+
+def _sizes() -> dict[str, str]:
+    """Every class over :data:`MAX_METHODS` methods and every function over :data:`MAX_LINES`
+    lines in the package, by qualified name, with its size."""
+    limits = {"class": MAX_METHODS, "function": MAX_LINES}
+    return {size.name: str(size) for size in sizes(MODULES) if size.size > limits[size.kind]}
+
+
+def test_no_class_over_25_methods_and_no_function_over_60_lines():
+    found = _sizes()
+    assert {name: size for name, size in found.items() if name not in PENDING_ELSEWHERE} == {}
+    assert sorted(PENDING_ELSEWHERE - found.keys()) == [], "split already: take it off PENDING_ELSEWHERE"
+
+
+def test_session_compact_is_pi_s_plan_hooks_summary_append_each_piece_short():
+    found = {size.name: size.size for size in sizes(MODULES) if size.kind == "function"}
+    pieces = ["ipyagent.core.Session.compact", "ipyagent.compaction.planner.summarize_until_it_fits",
+              "ipyagent.compaction.planner.CompactionPlanner.plan_with_room"]
+    assert max(found[name] for name in pieces) <= 40

@@ -22,7 +22,8 @@ def make_agent(server: FakeProviderServer, *, window: int | None = None, reserve
     session = Session(hooks=HookRegistry())
     cfg = RunConfig(model="fake:test-model", context_window=window,
                     compaction=CompactionSettings(reserve, keep), tool_approval=approval, **config)
-    return AgentLoop(session, config=cfg, namespace={}, summarizer=summarizer, sleep=lambda s: None)
+    return AgentLoop(session, config=cfg, namespace={}, summarizer=summarizer, sleep=lambda s: None,
+                     providers=server.providers)
 
 
 def roles(session: Session) -> list[str]:

@@ -22,7 +22,6 @@ from support.builders import assistant, new_session, user
 SUMMARY = "## Goal\nEarlier questions about the table, summarised."
 
 
-pytestmark = pytest.mark.usefixtures("fresh_windows")
 
 
 def specs():
@@ -69,7 +68,7 @@ def test_a_tokenizer_calibrates_the_estimate_once(chars_per_token, factor):
         server.chars_per_token = chars_per_token
         server.register("fake")
         agent = AgentLoop(new_session(), config=RunConfig(model="fake:local"), tools=default_tools(),
-                          sleep=lambda s: None)
+                          sleep=lambda s: None, providers=server.providers)
         server.enqueue_text("first")
         agent.prompt("hello " * 100)
         assert agent.budget.token_factor() == pytest.approx(factor, rel=0.02)
@@ -97,7 +96,7 @@ def test_with_tools_and_no_usage_compaction_comes_before_the_request_outgrows_th
         server.register("fake")
         config = RunConfig(model="fake:local", context_window=window, compaction=CompactionSettings(300, 250))
         agent = AgentLoop(new_session(), config=config, tools=default_tools(), sleep=lambda s: None,
-                          summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY))
+                          summarizer=ScriptedSummarizer(fn=lambda request: SUMMARY), providers=server.providers)
         counted: list[int] = []
         compacted_at: list[int] = []
         agent.subscribe(lambda e: counted.append(e.context_tokens) if isinstance(e, ev.RequestStart) else None)
@@ -139,7 +138,7 @@ def test_the_budget_is_counted_without_an_agent_loop_and_agrees_with_the_loops()
     config = RunConfig(model="openai:local-model", context_window=8000)
     loop = AgentLoop(session, config=config, tools=default_tools())
     budget = RequestBudget(session, config, specs(), lambda: loop.system.text(session, loop.tools),
-                           configured_provider(config))
+                           loop.providers, configured_provider(config, loop.providers))
     assert budget.request_tokens() == loop.budget.request_tokens() > sum(session.context_state().estimates)
     assert budget.fixed_tokens() == loop.budget.fixed_tokens() == system_tools_tokens(config.system_prompt, specs())
     assert budget.window_info().describe() == "window from config (Agent.context_window)"

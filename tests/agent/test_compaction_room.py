@@ -28,7 +28,8 @@ def make_agent(server: FakeProviderServer, window: int, summary: str, compaction
     cfg = RunConfig(model="fake:test-model", context_window=window, tool_approval="auto",
                     compaction=compaction or CompactionSettings(), **config)
     return AgentLoop(Session(hooks=HookRegistry()), config=cfg, namespace={},
-                     summarizer=ScriptedSummarizer(fn=lambda request: summary), sleep=lambda s: None)
+                     summarizer=ScriptedSummarizer(fn=lambda request: summary), sleep=lambda s: None,
+                     providers=server.providers)
 
 
 def runs_on(window: int, asked: list[int | None], answer: str):
@@ -150,7 +151,8 @@ def test_a_summary_model_that_runs_on_still_makes_room_after_an_overflow_with_de
         asked: list[int | None] = []
         server.policy = runs_on(window, asked, "A short answer.")
         config = RunConfig(model="fake:smollm2-135m-instruct", max_output_tokens=32)
-        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None,
+                          providers=server.providers)
         seen: list = []
         agent.subscribe(seen.append)
         for i in range(10):
@@ -182,7 +184,8 @@ def test_a_manual_compaction_of_a_short_session_with_a_summary_model_that_runs_o
         server.policy = runs_on(window, asked, "A short answer about the notes.")
         config = RunConfig(model="fake:smollm2-135m-instruct", context_window=window, max_output_tokens=32,
                            compaction=CompactionSettings(400, 120))
-        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None,
+                          providers=server.providers)
         for i in range(3):
             assert agent.prompt(prompt(i, 270)).error is None
         before = agent.session.compaction_planner().estimated_tokens()

@@ -114,7 +114,8 @@ def test_agents_md_and_pins_are_in_every_request_and_survive_compaction(tmp_path
         notebook = FakeNotebook(tmp_path)
         config = RunConfig(model="fake:test-model", context_window=4000,
                            compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400))
-        agent = AgentLoop(session, config=config, tools=[], sleep=lambda s: None, notebook=notebook)
+        agent = AgentLoop(session, config=config, tools=[], sleep=lambda s: None, notebook=notebook,
+                          providers=server.providers)
         for i in range(6):
             server.enqueue_text(f"Answer {i}: " + "the data look consistent and tidy " * 40)
             assert agent.prompt(f"Question {i}: " + "tell me more about the columns " * 20).error is None

@@ -22,7 +22,7 @@ def test_hundreds_of_calls_with_large_tool_results_never_overflow(tmp_path):
         config = RunConfig(model="fake:long-model", context_window=WINDOW, tool_approval="auto",
                            compaction=CompactionSettings(reserve_tokens=1500, keep_recent_tokens=1500))
         agent = AgentLoop(Session(hooks=HookRegistry()), config=config, cwd=str(tmp_path), namespace={},
-                          sleep=lambda s: None)
+                          sleep=lambda s: None, providers=server.providers)
         compactions: list[ev.CompactionEnd] = []
         agent.subscribe(lambda e: compactions.append(e) if isinstance(e, ev.CompactionEnd) else None)
         summary_calls_at = [0]

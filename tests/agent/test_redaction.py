@@ -62,7 +62,7 @@ def test_the_loop_stores_no_key_and_neither_does_a_summary(monkeypatch):
         session = Session(hooks=HookRegistry())
         config = RunConfig(model="fake:test-model", context_window=4000,
                            compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400))
-        agent = AgentLoop(session, config=config, tools=[], sleep=lambda s: None)
+        agent = AgentLoop(session, config=config, tools=[], sleep=lambda s: None, providers=server.providers)
         server.enqueue_summary(f"## Goal\nThe user's token is {KEY}; " + "tidy data " * 30)
         for i in range(6):
             server.enqueue_text(f"Answer {i}: the token is {KEY}. " + "the data look consistent and tidy " * 40)

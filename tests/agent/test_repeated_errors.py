@@ -83,7 +83,8 @@ def test_in_the_agent_the_error_shows_once_per_cell_and_later_cells_do_not_retry
     with FakeProviderServer() as server:
         server.register("fake")
         config = RunConfig(model="fake:m", compaction=CompactionSettings())
-        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None,
+                          providers=server.providers)
         server.policy = lambda body: Fault("status", status=500)
         seen: list[object] = []
         agent.subscribe(seen.append)

@@ -27,11 +27,20 @@ from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.tools.tool import ToolOutput
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.hooks import HookRegistry
+from ipyagent.providers.registry import ProviderRegistry
 from ipyagent.session.messages import NOT_RUN_INTERRUPTED, user_message
 from ipyagent.testing import FakeProviderServer
 
 SETTINGS = CompactionSettings(reserve_tokens=900, keep_recent_tokens=500)
 PROMPTS = [f"cell {i}: look at the data and count " + "carefully " * 25 for i in range(6)]
+
+
+def offline() -> ProviderRegistry:
+    """The providers of a replay: ``fake`` is a known name (``fake:recorder`` parses as when it was
+    recorded), which no replayed cell may resolve to a live provider."""
+    registry = ProviderRegistry.builtin()
+    registry.register("fake", lambda **options: pytest.fail("a replayed cell asked for a live provider"))
+    return registry
 
 
 def config() -> RunConfig:
@@ -44,7 +53,8 @@ def record(tmp_path) -> Session:
     with FakeProviderServer() as server:
         server.register("fake")
         agent = AgentLoop(session, config=config(), cwd=str(tmp_path), namespace={},
-                          summarizer=ScriptedSummarizer(fn=lambda r: next(summaries)), sleep=lambda s: None)
+                          summarizer=ScriptedSummarizer(fn=lambda r: next(summaries)), sleep=lambda s: None,
+                          providers=server.providers)
         for i, prompt in enumerate(PROMPTS):
             server.enqueue_tool_call("bash", {"command": f"echo run >> {tmp_path}/marker-{i}.txt; seq 1 150"})
             server.enqueue_text(f"Cell {i} counted 150 lines. " + "notes " * 40)
@@ -64,7 +74,7 @@ def replay(recorded: Session, tmp_path, *, prompts=PROMPTS, fallback=None, rerun
         agent = AgentLoop(session, config=config(), cwd=str(tmp_path), namespace={},
                           provider=ReplayProvider(cell, fallback=fallback, notice=notices.append),
                           summarizer=ReplaySummarizer(cell, notice=notices.append), tool_results=tools,
-                          sleep=lambda s: None)
+                          sleep=lambda s: None, providers=offline())
         results.append(agent.prompt(prompt, cellId=f"cell-{i}"))
     return session, results, notices
 
@@ -144,7 +154,7 @@ def _replay_in_place(session: Session, tmp_path, prompts=PROMPTS, fallback=None)
         cell = recording.cell(f"cell-{i}")
         agent = AgentLoop(session, config=config(), cwd=str(tmp_path), namespace={},
                           provider=ReplayProvider(cell, fallback=fallback), summarizer=ReplaySummarizer(cell),
-                          tool_results=ReplayToolResults(cell), sleep=lambda s: None)
+                          tool_results=ReplayToolResults(cell), sleep=lambda s: None, providers=offline())
         results.append(agent.prompt(prompt, cellId=f"cell-{i}"))
     session.follow(None)
     return results
@@ -255,7 +265,7 @@ def record_with_a_rejected_attempt(tmp_path) -> tuple[Session, list[str]]:
     with FakeProviderServer() as server:
         server.register("fake")
         agent = AgentLoop(session, config=oracle_config(), cwd=str(tmp_path), namespace={}, summarizer=summarizer,
-                          sleep=lambda s: None)
+                          sleep=lambda s: None, providers=server.providers)
         agent.subscribe(lambda e: rejected.append(session.leaf_id)
                         if isinstance(e, ev.CompactionEnd) and e.error and "empty" in e.error else None)
         for i in range(5):
@@ -281,7 +291,8 @@ def replay_recording_in_place(session: Session, tmp_path, config: RunConfig, *, 
     session.branch(None)
     notices: list[str] = []
     for i in range(5):
-        agent = AgentLoop(session, config=config, cwd=str(tmp_path), namespace={}, sleep=lambda s: None)
+        agent = AgentLoop(session, config=config, cwd=str(tmp_path), namespace={}, sleep=lambda s: None,
+                          providers=offline())
         ports = replay_ports_of(agent, recording.cell(f"cell-{i}"), notices)
         if not oracle:
             ports = replace(ports, compaction_oracle=None)

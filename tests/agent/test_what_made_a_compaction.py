@@ -17,7 +17,8 @@ ANSWER = "The table holds one row per order, with the region and the amount. " *
 def _agent(server: FakeProviderServer) -> AgentLoop:
     server.register("fake")
     config = RunConfig(model="fake:test-model", context_window=4000, compaction=CompactionSettings(1000, 600))
-    return AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+    return AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None,
+                     providers=server.providers)
 
 
 def _fill(agent: AgentLoop, server: FakeProviderServer, turns: int) -> None:

@@ -369,19 +369,18 @@ def _summary_request() -> SummaryRequest:
 def test_summary_requests_carry_no_tools_no_cache_writes_a_fresh_routing_id_and_the_model_limit():
     from ipyagent.agent.provider_summarizer import ProviderSummarizer
     from ipyagent.compaction.compact import summary_output_limit
-    from ipyagent.providers import models
     from ipyagent.testing import FakeProviderServer
 
     with FakeProviderServer() as server:
         server.register("fakeant", protocol="anthropic")
-        summarizer = ProviderSummarizer("fakeant:claude-sonnet-4-5", context_window=50_000)
+        summarizer = ProviderSummarizer("fakeant:claude-sonnet-4-5", context_window=50_000, providers=server.providers)
         server.enqueue_summary("## Goal\none")
         server.enqueue_summary("## Goal\ntwo")
         request = _summary_request()
         assert summarizer.summarize(request).text == "## Goal\none"
         summarizer.summarize(request)
         first, second = (r.body for r in server.requests)
-    limit = summary_output_limit(models.max_output("fakeant", "claude-sonnet-4-5") or 0, 50_000,
+    limit = summary_output_limit(server.providers.models.max_output("fakeant", "claude-sonnet-4-5") or 0, 50_000,
                                  len(request.system_prompt) + len(request.prompt))
     assert first["max_tokens"] == limit < 64_000  # the model's 64k, clamped to the window less the input
     assert "tools" not in first
@@ -389,7 +388,7 @@ def test_summary_requests_carry_no_tools_no_cache_writes_a_fresh_routing_id_and_
     # the routing id is fresh for each summary (Anthropic's metadata carries none; OpenAI's prompt_cache_key does)
     with FakeProviderServer() as server:
         server.register("fakeoai", protocol="responses")
-        summarizer = ProviderSummarizer("fakeoai:gpt-5", context_window=272_000)
+        summarizer = ProviderSummarizer("fakeoai:gpt-5", context_window=272_000, providers=server.providers)
         server.enqueue_summary("a")
         server.enqueue_summary("b")
         summarizer.summarize(request)
@@ -407,7 +406,7 @@ def test_a_summary_cut_by_the_token_cap_or_calling_a_tool_is_an_error(reply):
 
     with FakeProviderServer() as server:
         server.register("fakeant", protocol="anthropic")
-        summarizer = ProviderSummarizer("fakeant:claude-sonnet-4-5")
+        summarizer = ProviderSummarizer("fakeant:claude-sonnet-4-5", providers=server.providers)
         if reply == "length":
             server.enqueue_summary(Reply(text="## Goal\nhalf a summ", stop_reason="length"))
         else:
@@ -429,7 +428,7 @@ def test_an_overflow_whose_first_summary_is_cut_off_still_compacts_and_retries()
     with FakeProviderServer(context_window=3000) as server:
         server.register("fake", "openai")
         agent = AgentLoop(Session(hooks=HookRegistry()), config=RunConfig(model="fake:small", tool_approval="auto"),
-                          namespace={}, tools=[], sleep=lambda s: None)
+                          namespace={}, tools=[], sleep=lambda s: None, providers=server.providers)
         server.enqueue_summary(Reply(text="## Goal\n" + "and so on " * 50, stop_reason="length"))
         server.enqueue_summary("## Goal\nThe survey, the first parts.")
         for i in range(4):  # the window (unknown to the agent) overflows at the fourth

@@ -486,7 +486,8 @@ def test_a_session_ipyagent_wrote_gives_pi_16_the_context_ipyagent_sent(tmp_path
         server.register("fake")
         config = RunConfig(model="fake:test-model", context_window=12_000, tool_approval="auto",
                            compaction=CompactionSettings(2000, 1500))
-        agent = AgentLoop(Session(hooks=hooks), config=config, namespace={}, cwd=str(tmp_path), sleep=lambda s: None)
+        agent = AgentLoop(Session(hooks=hooks), config=config, namespace={}, cwd=str(tmp_path), sleep=lambda s: None,
+                          providers=server.providers)
         server.enqueue_tool_call("read", {"path": "data.txt"})
         server.enqueue_text("It holds 6,000 x.")
         agent.prompt("What is in data.txt?")

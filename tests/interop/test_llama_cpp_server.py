@@ -32,7 +32,6 @@ from ipyagent.providers import (
     ModelRequest,
     OpenAIChatProvider,
     TextDelta,
-    resolve_provider,
     stream_with_retry,
 )
 from ipyagent.providers import window_discovery as discovery
@@ -203,11 +202,10 @@ def test_tools_on_the_estimated_request_never_exceeds_the_window(real_provider_e
     # The eight tools (about 1,100 tokens of definitions): with recall and notebook too,
     # definitions and system prompt take ~1,600 of the 2,048 tokens, and no compaction can make room.
     # Before every chat request, a hook records the agent's own count of what the request holds.
-    record = ("from ipyagent.agent.tools.tool_registry import unregister_tool\n"
+    record = ("from ipyagent.kernel.extension import get_runtime as _runtime\n"
               "for _name in ('recall', 'notebook'):\n"
-              "    unregister_tool(_name)\n"
+              "    _runtime(get_ipython()).plugins.tools.remove(_name)\n"
               "from ipyagent.hooks import hooks as _hooks\n"
-              "from ipyagent.kernel.extension import get_runtime as _runtime\n"
               "_requests = []\n"
               "@_hooks.on('before_provider_request')\n"
               "def _count(event):\n"
@@ -330,7 +328,7 @@ def test_streaming_text_usage_and_a_summary(llama_server: LlamaServer):
             assert agent.prompt(prompt(i)).error is None
         entry = agent.compact()
     finally:
-        resolve_provider(config.model, config.provider_options)[0].close()
+        agent.providers.resolve(config.model, config.provider_options)[0].close()
     assert entry is not None and entry["summary"].strip() and entry["tokensBefore"] > 0
 
 

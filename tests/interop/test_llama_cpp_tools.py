@@ -26,7 +26,6 @@ from ipyagent.agent import run_events as ev
 from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.hooks import HookRegistry
-from ipyagent.providers import resolve_provider
 from kernel_support import notebook, path_of
 from support.outputs import outputs_text
 
@@ -70,7 +69,7 @@ def test_a_tool_call_runs_with_the_function_calling_format(tools_server: LlamaSe
     try:
         result = agent.prompt("Use the add tool to add 2 and 3.")
     finally:
-        resolve_provider(config.model, config.provider_options)[0].close()
+        agent.providers.resolve(config.model, config.provider_options)[0].close()
     calls = [b for e in result.new_entries if e.get("type") == "message" and e["message"]["role"] == "assistant"
              for b in e["message"]["content"] if b["type"] == "toolCall"]
     outputs = [e["message"] for e in result.new_entries

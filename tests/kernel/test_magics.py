@@ -427,7 +427,6 @@ def test_hydration_from_disk_tells_the_model_about_the_reset_once(monkeypatch, t
     write_notebook(path, nb)
     monkeypatch.setenv("JPY_SESSION_NAME", str(path))
     shell = start_ipython()
-    bridge_mod._reset_for_tests()
     forget_extension(shell)
     try:
         runtime = extension.load(shell)
@@ -507,7 +506,6 @@ def test_bridge_when_acked_journal_for_what_was_never_acked(ip, server):
 
 def test_shell_config_reaches_the_configurable(monkeypatch):
     shell = start_ipython()
-    bridge_mod._reset_for_tests()
     forget_extension(shell)
     shell.config.Agent.reserve_tokens = 1234  # what c.Agent.reserve_tokens in ipython_config.py does
     try:

@@ -21,8 +21,6 @@ from ipyagent.testing import FakeProviderServer, collect
 from kernel_support import SETUP, fake_provider, notebook
 from support.outputs import outputs_text
 
-pytestmark = pytest.mark.usefixtures("fresh_windows")
-
 
 def ask(provider, text: str = "hello", **request):
     return collect(stream_with_retry(provider, ModelRequest(model="m", messages=[{"role": "user", "content": text}],
@@ -99,7 +97,8 @@ def test_the_agent_learns_the_window_compacts_and_retries_in_the_same_prompt():
     with FakeProviderServer(context_window=1400, overflow_style="llama-cpp-python") as server:
         server.register("fake")
         config = RunConfig(model="fake:small-local", compaction=CompactionSettings(300, 250))
-        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None,
+                          providers=server.providers)
         server.policy = lambda body: "A short answer."
         for i in range(3):
             assert agent.prompt(f"Question {i}: " + "tell me about the columns " * 60).error is None

@@ -17,13 +17,11 @@ from ipyagent import AgentLoop, CompactionSettings, Session
 from ipyagent.agent.run_config import RunConfig
 from ipyagent.display.budget_widget import budget_facts, static_plain
 from ipyagent.hooks import HookRegistry
-from ipyagent.providers import OpenAIChatProvider, models, resolve_provider, window_discovery
+from ipyagent.providers import OpenAIChatProvider, window_discovery
+from ipyagent.providers.window_discovery import WindowDiscovery
 from ipyagent.testing import FakeProviderServer
 
 SERVED, TRAINED = 6144, 32768
-
-
-pytestmark = pytest.mark.usefixtures("fresh_windows")
 
 
 def probe(kind: str, model: str = "my-model", **server) -> tuple[window_discovery.Discovery, FakeProviderServer]:
@@ -77,14 +75,14 @@ def test_ollama_before_its_model_is_loaded():
         assert found.window == window_discovery.OLLAMA_DEFAULT_NUM_CTX and found.provisional
         assert "qwen2.context_length" in found.where and "default num_ctx" in found.where
 
-        provider = fake.provider()
-        first = window_discovery.discover(provider, "qwen2.5-coder:7b", wait=30)
+        provider, cache = fake.provider(), WindowDiscovery()
+        first = cache.discover(provider, "qwen2.5-coder:7b", wait=30)
         assert first is not None and first.provisional
         fake.model_loaded = True  # the first request loaded it: the next prompt asks again
-        again = window_discovery.discover(provider, "qwen2.5-coder:7b", wait=30)
+        again = cache.discover(provider, "qwen2.5-coder:7b", wait=30)
         assert again is not None and (again.window, again.where) == (SERVED, "GET /api/ps context_length")
         asked = len(fake.meta_requests)
-        assert window_discovery.discover(provider, "qwen2.5-coder:7b", wait=30) is again  # settled: no more asking
+        assert cache.discover(provider, "qwen2.5-coder:7b", wait=30) is again  # settled: no more asking
         assert len(fake.meta_requests) == asked
 
 
@@ -98,9 +96,9 @@ def test_tokenizer_endpoints_count_the_sample(kind, endpoint):
 
 
 def make_agent(fake: FakeProviderServer, model: str = "my-model", **config) -> AgentLoop:
-    fake.register("fake")
     cfg = RunConfig(model=f"fake:{model}", compaction=CompactionSettings(1000, 500), **config)
-    return AgentLoop(Session(hooks=HookRegistry()), config=cfg, tools=[], sleep=lambda s: None)
+    return AgentLoop(Session(hooks=HookRegistry()), config=cfg, tools=[], sleep=lambda s: None,
+                     providers=fake.register("fake"))
 
 
 def test_the_agent_asks_once_per_base_url_and_model_and_the_widget_names_the_source():
@@ -159,7 +157,7 @@ def test_an_overflow_error_caps_a_discovered_window():
         agent = make_agent(fake)
         fake.enqueue_text("one")
         agent.prompt("hello")
-        models.learn_window("fake", "my-model", 3000)
+        agent.providers.models.learn_window("fake", "my-model", 3000)
         info = agent.budget.window_info()
         assert (info.window, info.source) == (3000, "error") and info.describe() == "window from an overflow error"
 
@@ -175,21 +173,21 @@ def test_a_slow_server_never_blocks_the_prompt(monkeypatch):
         fake.enqueue_text("answered while the server still thinks about its models")
         result = agent.prompt("hello")
         assert result.error is None and result.text.startswith("answered")
-        provider = resolve_provider(agent.config.model)[0]
-        assert window_discovery.cached(provider, "my-model") is None  # still on its way
+        provider = agent.providers.resolve(agent.config.model)[0]
+        assert agent.providers.discovery.cached(provider, "my-model") is None  # still on its way
         assert agent.budget.window_info().window is None
         gate.set()
-        assert window_discovery.discover(provider, "my-model", wait=30) is not None
+        assert agent.providers.discovery.discover(provider, "my-model", wait=30) is not None
         assert agent.budget.window() == SERVED
 
 
 def test_a_dead_server_is_a_remembered_failure():
     with FakeProviderServer() as fake:
         base = fake.openai_base_url
-    provider = OpenAIChatProvider(base_url=base, api_key="k")  # nothing listens there any more
-    found = window_discovery.discover(provider, "m", wait=30)
+    provider, cache = OpenAIChatProvider(base_url=base, api_key="k"), WindowDiscovery()  # nothing listens there
+    found = cache.discover(provider, "m", wait=30)
     assert found is not None and found.window is None and found.error
-    assert window_discovery.discover(provider, "m", wait=30) is found
+    assert cache.discover(provider, "m", wait=30) is found
 
 
 def test_url_credentials_never_reach_a_url_or_a_message():
@@ -276,20 +274,20 @@ def test_a_server_trickling_its_models_one_byte_a_second_is_cut_off_and_remember
     before = set(_discovery_threads())
     stop = threading.Event()
     with loopback(trickling(("/v1/models",), stop)) as (base, asked):
-        provider = OpenAIChatProvider(base_url=base, api_key="k")
-        window_discovery.discover(provider, "m", wait=0.0)  # what a prompt starts
+        provider, cache = OpenAIChatProvider(base_url=base, api_key="k"), WindowDiscovery()
+        cache.discover(provider, "m", wait=0.0)  # what a prompt starts
         probe_threads = set(_discovery_threads()) - before
         assert len(probe_threads) == 1
         for thread in probe_threads:
             thread.join(60)  # the probe's own deadline ends it (a safety net for the test only)
             assert not thread.is_alive()
-        found = window_discovery.cached(provider, "m")
+        found = cache.cached(provider, "m")
         assert found is not None and found.window is None
         assert "no whole answer within 3 s" in found.error and found.error.startswith(f"{base} publishes no")
         assert asked.count("/v1/models") == 1
         # remembered: the next prompts neither ask nor wait
-        assert window_discovery.discover(provider, "m") is found
-        assert window_discovery.discover(provider, "m") is found
+        assert cache.discover(provider, "m") is found
+        assert cache.discover(provider, "m") is found
         assert asked.count("/v1/models") == 1
     stop.set()
 
@@ -353,13 +351,13 @@ def test_a_probe_stuck_past_its_deadline_is_given_up_and_remembered(monkeypatch)
             return
 
     with loopback(status_line_by_the_byte) as (base, asked):
-        provider = OpenAIChatProvider(base_url=base, api_key="k")
+        provider, cache = OpenAIChatProvider(base_url=base, api_key="k"), WindowDiscovery()
         found = None
         for _ in range(300):  # each call waits at most 0.2 s, as a prompt would wait its 2 s
-            found = window_discovery.discover(provider, "m", wait=0.2)
+            found = cache.discover(provider, "m", wait=0.2)
             if found is not None:
                 break
         assert found is not None and found.window is None
         assert found.error == f"{base} did not answer within 0.5 s"
-        assert window_discovery.discover(provider, "m") is found and asked == ["/v1/models"]
+        assert cache.discover(provider, "m") is found and asked == ["/v1/models"]
     stop.set()

@@ -99,7 +99,8 @@ def test_automatic_masking_makes_room_before_a_summary_is_asked_for():
         server.register("fake")
         config = RunConfig(model="fake:test-model", context_window=24_000, tool_approval="auto",
                            compaction=CompactionSettings(4000, 2000), auto_mask_turns=1)
-        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, namespace={"BIG": BIG}, sleep=lambda s: None)
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, namespace={"BIG": BIG}, sleep=lambda s: None,
+                          providers=server.providers)
         for k in range(4):
             server.enqueue_tool_call("python", {"code": "print(BIG)"})
             server.enqueue_text(f"printed it ({k})")

@@ -21,8 +21,8 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from ipyagent.agent import run_events as ev
 from ipyagent.agent.provider_summarizer import summary_input_budget
@@ -30,10 +30,10 @@ from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.planner import CompactionRoom
 from ipyagent.compaction.settings import Budget, CompactionSettings, fit_budget, for_model
 from ipyagent.core import Session
-from ipyagent.providers import models
-from ipyagent.providers import window_discovery as window_discovery
+from ipyagent.providers import window_discovery
+from ipyagent.providers.models import ModelTable
 from ipyagent.providers.provider import Provider, ToolSpec
-from ipyagent.providers.registry import parse_model_string, resolve_provider
+from ipyagent.providers.registry import ProviderRegistry
 from ipyagent.providers.window_discovery import Discovery
 from ipyagent.session.messages import Message, current_tools, system_prompt_text
 from ipyagent.session.tokens import estimated_texts, usage_tokens
@@ -59,10 +59,12 @@ class WindowInfo:
         return f"window from {where}" + (f" ({self.detail})" if self.detail else "")
 
 
-def resolve_window(provider: str, model: str, discovery: Discovery | None, configured: int | None = None) -> WindowInfo:
+def resolve_window(models: ModelTable, provider: str, model: str, discovery: Discovery | None,
+                   configured: int | None = None) -> WindowInfo:
     """``configured`` (Agent.context_window) wins; then the table (or ``set_override``) — unless
     it lists a local model family and the server said what it runs the model with — then what
-    the server said; a smaller window an overflow error revealed caps either."""
+    the server said; a smaller window an overflow error revealed caps either (``models``: the
+    table with its overrides and learned windows)."""
     if configured:
         return WindowInfo(configured, "config", "Agent.context_window")
     known, source, vendor = models.known_window(provider, model)
@@ -82,9 +84,9 @@ def resolve_window(provider: str, model: str, discovery: Discovery | None, confi
 LEARNED_WINDOW = "learned_window"  # the key, in a session's saved settings, of a window an overflow revealed
 
 
-def learned_window_setting(model_string: str) -> dict[str, Any] | None:
-    """The window an overflow error revealed for ``model_string`` in this kernel, as saved with the
-    session (with its source), or None."""
+def learned_window_setting(models: ModelTable, model_string: str) -> dict[str, Any] | None:
+    """The window an overflow error revealed for ``model_string`` (as ``models`` learned it), as
+    saved with the session (with its source), or None."""
     if ":" not in model_string:
         return None
     provider, model = model_string.split(":", 1)
@@ -94,9 +96,9 @@ def learned_window_setting(model_string: str) -> dict[str, Any] | None:
     return {"model": model_string, "window": window, "source": "error", "detail": "an overflow error named it"}
 
 
-def restore_learned_window(settings: Any) -> int | None:
-    """Learn again the window a session's saved settings hold (after a restart or a reopen);
-    returns it. A value that is no window is ignored."""
+def restore_learned_window(models: ModelTable, settings: Any) -> int | None:
+    """Teach ``models`` again the window a session's saved settings hold (after a restart or a
+    reopen); returns it. A value that is no window is ignored."""
     saved = settings.get(LEARNED_WINDOW) if isinstance(settings, dict) else None
     if not isinstance(saved, dict):
         return None
@@ -178,18 +180,10 @@ def recorded_request_tokens(session: Session, factor: float = 1.0) -> int:
     return request_tokens(session, system_prompt_text(system), tools, factor)
 
 
-def configured_provider(config: RunConfig) -> Callable[[], Provider]:
-    """The provider of the settings' model, resolved when asked (ValueError: an unknown one)."""
-    return lambda: resolve_provider(config.model, config.provider_options)[0]
-
-
-class WindowAnswers(Protocol):
-    """Where the servers' answers about a model's window and tokenizer are kept
-    (``providers/window_discovery.py``)."""
-
-    def cached(self, provider: Any, model: str) -> Discovery | None: ...
-
-    def discover(self, provider: Any, model: str, *, sample: str = ..., wait: float = ...) -> Discovery | None: ...
+def configured_provider(config: RunConfig, providers: ProviderRegistry) -> Callable[[], Provider]:
+    """The provider of the settings' model in ``providers``, resolved when asked (ValueError: an
+    unknown one)."""
+    return lambda: providers.resolve(config.model, config.provider_options)[0]
 
 
 @dataclass(frozen=True)
@@ -209,15 +203,15 @@ class RequestBudget:
     config: RunConfig
     tool_specs: Sequence[ToolSpec]  # the tool definitions the request offers
     system_prompt: Callable[[], str]  # the system prompt the request sends, composed when asked
+    providers: ProviderRegistry  # the kernel's: its model table and the servers' answers, asked and cached
     provider: Callable[[], Provider]  # the session model's provider (ValueError: an unknown one)
-    answers: WindowAnswers = field(default=window_discovery)  # the servers' answers, asked and cached
 
     def server(self) -> Discovery | None:
         """What the server said about the session model (None: nothing yet, or no such server)."""
         if not self.config.model:
             return None
         try:
-            return self.answers.cached(self.provider(), parse_model_string(self.config.model)[1])
+            return self.providers.discovery.cached(self.provider(), self.providers.parse(self.config.model)[1])
         except ValueError:  # an unknown provider: the call itself will say so
             return None
 
@@ -226,8 +220,8 @@ class RequestBudget:
         if self.config.context_window or not self.config.model:
             return WindowInfo(self.config.context_window or None, "config" if self.config.context_window else "",
                               "Agent.context_window" if self.config.context_window else "no model")
-        provider_name, model_id = parse_model_string(self.config.model)
-        return resolve_window(provider_name, model_id, self.server())
+        provider_name, model_id = self.providers.parse(self.config.model)
+        return resolve_window(self.providers.models, provider_name, model_id, self.server())
 
     def window(self) -> int | None:
         return self.window_info().window
@@ -240,20 +234,20 @@ class RequestBudget:
             return
         try:
             provider = self.provider()
-            provider_name, model_id = parse_model_string(self.config.model)
+            provider_name, model_id = self.providers.parse(self.config.model)
             if not window_discovery.supports_discovery(provider):
                 return
-            known, _, vendor = models.known_window(provider_name, model_id)
+            known, _, vendor = self.providers.models.known_window(provider_name, model_id)
             needs_window = not self.config.context_window and (not known or vendor == "local")
             self_hosted = getattr(provider, "base_url", None) != getattr(provider, "default_base_url", None)
-            answered = self.answers.cached(provider, model_id)
+            answered = self.providers.discovery.cached(provider, model_id)
             if (needs_window or self_hosted) and (answered is None or answered.provisional):
                 # the sample is built only when the server will be asked: it reads the whole context
                 wait = window_discovery.DEFAULT_WAIT if wait is None else wait
                 sample = calibration_sample(self.system_prompt(), self.tool_specs, self.session.agent_messages(),
                                             prompt)
                 if not needs_window or wait <= 0:
-                    self.answers.discover(provider, model_id, wait=0.0, sample=sample)
+                    self.providers.discovery.discover(provider, model_id, wait=0.0, sample=sample)
                     return
                 self._wait_for_window(provider, model_id, wait, sample, emit or _ignore)
         except Exception:  # noqa: BLE001 - discovery is a help, never a reason for a prompt to fail
@@ -265,7 +259,7 @@ class RequestBudget:
         started = time.monotonic()
         emit(ev.WaitStart(what))
         try:
-            self.answers.discover(provider, model_id, wait=wait, sample=sample)
+            self.providers.discovery.discover(provider, model_id, wait=wait, sample=sample)
         finally:
             found = self.window()
             emit(ev.WaitEnd(what, f"context window {found:,} tokens" if found else "no window known",
@@ -295,7 +289,7 @@ class RequestBudget:
         cannot work with the window are replaced (the budget's ``problem`` says so)."""
         settings = self.config.compaction
         if self.config.model and self.config.model_overrides:
-            provider_name, model_id = parse_model_string(self.config.model)
+            provider_name, model_id = self.providers.parse(self.config.model)
             settings = for_model(settings, self.config.model_overrides, provider_name, model_id)
         try:
             window = self.window()
@@ -338,7 +332,7 @@ class RequestBudget:
         """The most a summary request may hold (``agent/provider_summarizer.py``)."""
         summary_model = self.config.summary_model or self.config.model
         session_window = self.window() if summary_model and summary_model == self.config.model else None
-        return summary_input_budget(self.config, session_window)
+        return summary_input_budget(self.config, session_window, self.providers)
 
     def too_large(self, tokens: int, window: int, why: str) -> str:
         """What to tell a user whose next request (``tokens``) cannot fit ``window`` (``why``: and

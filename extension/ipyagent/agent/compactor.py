@@ -66,7 +66,8 @@ class Compactor:
         def progress(tokens: int, limit: int | None) -> None:
             self.output.emit(ev.CompactionProgress(reason, tokens, limit, time.monotonic() - started))
 
-        return summarizer_for(config, cancel=cancel or self.cancel, session_window=window, progress=progress)
+        return summarizer_for(config, cancel=cancel or self.cancel, session_window=window, progress=progress,
+                              providers=self.budget.providers)
 
     def compact(self, focus: str | None = None, *, reason: str = "manual", extra: dict[str, Any] | None = None,
                 plan: CompactionPlan | None = None, cancel: threading.Event | None = None,

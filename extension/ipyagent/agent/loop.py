@@ -44,11 +44,10 @@ from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import Summarizer
 from ipyagent.core import Session
 from ipyagent.hooks import AgentEndCall, BeforeProviderRequestCall, ContextCall, TurnEndCall
-from ipyagent.providers import models
 from ipyagent.providers.errors import ContextOverflowError, ProviderError, StreamInterrupted
 from ipyagent.providers.overflow import is_silent_overflow
 from ipyagent.providers.provider import MessageDone, ModelRequest, Provider, ProviderNote, Retrying, TextDelta
-from ipyagent.providers.registry import parse_model_string, resolve_provider
+from ipyagent.providers.registry import ProviderRegistry, default_registry
 from ipyagent.providers.transport.retry import stream_with_retry
 from ipyagent.session.ids import now_ms
 from ipyagent.session.messages import (
@@ -85,8 +84,11 @@ class AgentLoop:
                  namespace: dict[str, Any] | None = None, cwd: str = ".", approve: ApprovalCallback | None = None,
                  summarizer: Summarizer | None = None, sleep: Callable[[float], None] = time.sleep,
                  provider: Provider | None = None, tool_results: ToolResultSource | None = None,
-                 notebook: NotebookContext | None = None, ports: RunPorts | None = None):
+                 notebook: NotebookContext | None = None, ports: RunPorts | None = None,
+                 providers: ProviderRegistry | None = None):
         self.session = session
+        # the providers by name and what is known of their models (the kernel's, passed in)
+        self.providers = providers or default_registry()
         self.config = config or RunConfig()
         if model:
             self.config.model = model
@@ -123,8 +125,11 @@ class AgentLoop:
     def configure(self, *, session: Session | None = None, config: RunConfig | None = None,
                   tools: Iterable[Tool] | None = None, notebook: NotebookContext | None = None,
                   cwd: str | None = None, namespace: dict[str, Any] | None = None, root: str | None = None,
-                  cell_runner: CellRunner | None = None, notebook_port: NotebookPort | None = None) -> None:
+                  cell_runner: CellRunner | None = None, notebook_port: NotebookPort | None = None,
+                  providers: ProviderRegistry | None = None) -> None:
         """Change what the agent works on between runs; what is not given stays as it is."""
+        if providers is not None:
+            self.providers = providers
         if session is not None:
             self.session = self.tool_context.history = session
         if config is not None:
@@ -151,7 +156,7 @@ class AgentLoop:
         """What the next request holds and whether it fits (``agent/budget.py``), as set up now."""
         return RequestBudget(self.session, self.config, [t.spec() for t in self.tools.values()],
                              lambda: self.system.text(self.session, self.tools, self._ports.approve),
-                             self._provider)
+                             self.providers, self._provider)
 
     @property
     def compactor(self) -> Compactor:
@@ -174,10 +179,10 @@ class AgentLoop:
         if not self.config.model:
             raise AgentRunError("No model configured. Set one with %config Agent.model = \"openai:gpt-4.1-mini\" "
                                 "(or the IPYAGENT_MODEL environment variable).")
-        return parse_model_string(self.config.model)
+        return self.providers.parse(self.config.model)
 
     def _provider(self) -> Provider:
-        return self._ports.provider or resolve_provider(self.config.model, self.config.provider_options)[0]
+        return self._ports.provider or self.providers.resolve(self.config.model, self.config.provider_options)[0]
 
     def compact(self, focus: str | None = None, *, reason: str = "manual",
                 extra: dict[str, Any] | None = None, plan: CompactionPlan | None = None,
@@ -269,7 +274,7 @@ class AgentLoop:
                 message = self._call_model(model_id)
             except ContextOverflowError as exc:
                 if exc.context_window:
-                    models.learn_window(provider_name, model_id, exc.context_window)
+                    self.providers.models.learn_window(provider_name, model_id, exc.context_window)
                 if overflow_retried or not self.config.compaction.enabled:
                     raise AgentRunError(f"{exc}\n{OVERFLOW_GAVE_UP}") from exc
                 overflow_retried = True
@@ -307,7 +312,8 @@ class AgentLoop:
                                tools=[t.spec() for t in self.tools.values()],
                                max_tokens=self.config.max_output_tokens, reasoning=self.config.reasoning,
                                # the prompt-cache key: one session's requests share a warm cache
-                               options={"session_id": session_id} if session_id else {})
+                               options={"session_id": session_id} if session_id else {},
+                               model_info=self.providers.models.info(self._model()[0], model_id))
         sending = self.session.hooks.emit(BeforeProviderRequestCall(self.session, request))
         if sending is not None and isinstance(sending.payload, ModelRequest):
             request = sending.payload

@@ -91,7 +91,7 @@ class CompactionExplorer:
         import ipywidgets as w
 
         self.redact = redact or (lambda text: text)
-        html = _scrubbed_html(self.redact)
+        html = self._html = _scrubbed_html(self.redact)  # the one HTML widget class of the panel
         self.model = model
         self.compactor = compactor
         self.compact_model = compact_model
@@ -100,7 +100,28 @@ class CompactionExplorer:
         self._confirmed_cut: str | None = None
         self._drawn_key: Any = None
         x = model.update()
-        s = model.settings
+        self._add_controls(x)
+        self.title = html()
+        self.numbers = html()
+        self.timeline = html()
+        self.legend = html(legend_html())
+        self._add_input_view()
+        self.status = html()
+        buttons = self._add_buttons(compactor is not None)
+        self.view = w.VBox([self.title, self.window, self.reserve, self.keep, w.HBox([self.estimator, self.focus]),
+                            self.numbers, self.timeline, self.legend, self.accordion, w.HBox(buttons), self.confirm,
+                            self.status], layout=w.Layout(max_width="800px"))
+        self.view.add_class("ipyagent-explore-widget")
+        for control in (self.window, self.reserve, self.keep, self.estimator, self.focus):
+            control.observe(self._changed, names="value")
+        self.accordion.observe(lambda _: self._render_input(), names="selected_index")
+        self._render(x)
+
+    def _add_controls(self, x: Exploration) -> None:
+        """The sliders (window, reserve, keep-recent), the estimator and the focus, set as ``x``."""
+        import ipywidgets as w
+
+        s = self.model.settings
         style = {"description_width": "110px"}
         layout = w.Layout(width="560px")
         self.window = w.IntSlider(description="window", style=style, layout=layout)
@@ -112,24 +133,29 @@ class CompactionExplorer:
         self._set_ranges(x)
         self.window.value, self.reserve.value, self.keep.value = s.window, s.reserve_tokens, s.keep_recent_tokens
         self.estimator = w.Dropdown(description="estimator", style=style, layout=w.Layout(width="320px"),
-                                    options=[(ESTIMATOR_LABELS.get(k, k), k) for k in model.estimator_choices()],
+                                    options=[(ESTIMATOR_LABELS.get(k, k), k) for k in self.model.estimator_choices()],
                                     value=s.estimator)
         self.focus = w.Text(description="focus", style={"description_width": "50px"}, layout=w.Layout(width="460px"),
                             value=s.focus, continuous_update=False,
                             placeholder="optional: what the summary should keep (as in %compact FOCUS)")
-        self.title = html()
-        self.numbers = html()
-        self.timeline = html()
-        self.legend = html(legend_html())
-        self.input = html()
-        self.input_note = html()
+
+    def _add_input_view(self) -> None:
+        """The accordion that shows the summariser's input (drawn when opened)."""
+        import ipywidgets as w
+
+        self.input = self._html()
+        self.input_note = self._html()
         self.input_button = w.Button(description="Show it for these settings", layout=w.Layout(width="auto"))
         self.input_button.on_click(lambda _: self._render_input(force=True))
         self.input_button.layout.display = "none"
         self._input_ms = 0.0
         self.accordion = w.Accordion(children=[w.VBox([self.input_note, self.input_button, self.input])])
         self.accordion.selected_index = None
-        self.status = html()
+
+    def _add_buttons(self, compacts: bool) -> list[Any]:
+        """Refresh, keep the view, and (``compacts``) compact now with its confirmation."""
+        import ipywidgets as w
+
         self.keep_view = w.Button(description="Keep this view in the notebook", layout=w.Layout(width="auto"),
                                   tooltip="Save the view on screen as the output's static HTML (for viewers "
                                           "without a kernel)")
@@ -139,9 +165,9 @@ class CompactionExplorer:
         self.refresh_button.on_click(lambda _: self.refresh())
         buttons: list[Any] = [self.refresh_button, self.keep_view]
         self.compact_button = self.confirm_yes = self.confirm_no = None
-        self.confirm_text = html()
+        self.confirm_text = self._html()
         self.confirm = w.HBox([])
-        if compactor is not None:
+        if compacts:
             self.compact_button = w.Button(description="Compact now with these settings…", button_style="warning",
                                            layout=w.Layout(width="auto"))
             self.confirm_yes = w.Button(description="Yes, compact", button_style="danger")
@@ -152,14 +178,7 @@ class CompactionExplorer:
             self.confirm.children = [self.confirm_text, self.confirm_yes, self.confirm_no]
             buttons.insert(0, self.compact_button)
         self.confirm.layout.display = "none"
-        self.view = w.VBox([self.title, self.window, self.reserve, self.keep, w.HBox([self.estimator, self.focus]),
-                            self.numbers, self.timeline, self.legend, self.accordion, w.HBox(buttons), self.confirm,
-                            self.status], layout=w.Layout(max_width="800px"))
-        self.view.add_class("ipyagent-explore-widget")
-        for control in (self.window, self.reserve, self.keep, self.estimator, self.focus):
-            control.observe(self._changed, names="value")
-        self.accordion.observe(lambda _: self._render_input(), names="selected_index")
-        self._render(x)
+        return buttons
 
     # ---- ranges --------------------------------------------------------------------------------
 
@@ -388,13 +407,13 @@ def _stored_tokens(stored: dict[str, Any], key: str, notes: list[str], *, low: i
 def _model_window(model: str) -> int | None:
     if not model:
         return None
-    from ipyagent.providers import models
-    from ipyagent.providers.registry import parse_model_string
+    from ipyagent.providers.registry import default_registry
 
     try:
-        return models.context_window(*parse_model_string(model))
+        info = default_registry().info(model)
     except ValueError:
         return None
+    return info.context_window if info and info.context_window else None
 
 
 def explore(path_or_session: Any, *, session: str | None = None, window: int | None = None,
@@ -488,8 +507,6 @@ def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, 
                       focus: str = "") -> CompactionExplorer:
     """The explorer of one of this kernel's sessions (``%agent explore``), with its settings;
     "compact now" where a provider is configured for the summary model."""
-    from ipyagent.providers.registry import provider_configured
-
     slot = runtime.slot(name)
     slot_name = slot.name
     config = runtime.run_config()
@@ -504,9 +521,9 @@ def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, 
     settings, known = _settings_from(saved, None, window=window, reserve=reserve, keep=keep_recent,
                                      estimator=estimator, focus=focus, session=slot.session)
     model = ExplorerModel(lambda: runtime.slot(slot_name).session, settings, name=slot_name, model=config.model,
-                          summary_model=config.summary_model, window_known=known)
+                          summary_model=config.summary_model, window_known=known, providers=request_budget.providers)
     summary_model = config.summary_model or config.model
-    live = bool(summary_model) and provider_configured(summary_model, config.provider_options)
+    live = bool(summary_model) and request_budget.providers.configured(summary_model, config.provider_options)
     compactor = _runtime_compactor(runtime, slot_name) if live else None
     return CompactionExplorer(model, compactor=compactor, compact_model=summary_model, redact=runtime.redactor().text)
 

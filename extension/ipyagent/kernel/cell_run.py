@@ -94,7 +94,7 @@ class CellRun:
         approve = make_approver(
             on_refusal=self.note, show_func=lambda text: show(redact(text)),
             on_decision=(lambda line, question: renderer.record_decision(line, redact(question)))
-            if renderer is not None else None) if ask else None
+            if renderer is not None else None, tools=self.agent.tools.get) if ask else None
         self.approve_start = start_approver(self.note, redact)  # project MCP servers, whatever tool_approval is
         self._ports = runtime.ports_for(approve=approve)
         self._stack = contextlib.ExitStack()

@@ -1,7 +1,7 @@
 """Persistence glue between the kernel's sessions and the notebook (``docs/protocol.md``).
 
 On load, sessions come from (1) what a frontend pushed into this kernel
-(``bridge.pending_push()``), (2) the notebook file on disk (hydration: metadata plus journal
+(the shell's push inbox, ``bridge/push.py``), (2) the notebook file on disk (hydration: metadata plus journal
 outputs), (3) ``%agent load PATH``; they are merged by entry id. A session that came back this
 way remembers which entries an earlier kernel wrote; before the next prompt a model answers on a
 path holding such entries, one ``kernel_reset`` entry is appended there (:func:`add_reset_notice`),
@@ -31,9 +31,11 @@ from ipyagent.agent.budget import restore_learned_window
 from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.prompt.pinned import active_pins, pins_note
 from ipyagent.agent.run_config import upgrade_saved_settings
-from ipyagent.bridge import comm as bridge_mod
+from ipyagent.bridge.comm import KernelBridge
+from ipyagent.bridge.push import PushInbox
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle
+from ipyagent.providers.models import ModelTable
 from ipyagent.session.intake import LoadReport, sanitize_entries
 from ipyagent.store.hydration import (
     find_notebook_path,
@@ -88,22 +90,24 @@ def _problems(report: Any) -> list[str]:
     return [report.summary()] if report is not None and getattr(report, "problems", None) else []
 
 
-def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] | None = None,
-                     explicit_path: str | None = None, hydrate: bool = True) -> LoadResult:
-    """Sessions pushed by a frontend and found on disk, merged by entry id; each slot remembers
-    its loaded entries as ``earlier`` (see :func:`add_reset_notice`)."""
+def collect_sessions(*, user_ns: Mapping[str, Any], inbox: PushInbox, models: ModelTable,
+                     environ: Mapping[str, str] | None = None, explicit_path: str | None = None,
+                     hydrate: bool = True) -> LoadResult:
+    """Sessions pushed by a frontend (taken from ``inbox``) and found on disk, merged by entry id;
+    each slot remembers its loaded entries as ``earlier`` (see :func:`add_reset_notice`), and the
+    windows their settings say overflows revealed are taught to ``models`` again."""
     environ = os.environ if environ is None else environ
     result = LoadResult()
     merged = NotebookSessions(None, {})
     origin: dict[str, str] = {}
-    pushed = bridge_mod.pending_push()
+    pushed = inbox.take()
     if pushed is not None:
         result.pushed = True
         found, report = NotebookSessions.from_metadata(pushed, source="frontend push")
         merged.merge(found)
         origin.update((name, "push") for name in found.sessions)
         result.notes.extend(_problems(report))
-    result.notes.extend(bridge_mod.push_errors(clear=True))
+    result.notes.extend(inbox.errors(clear=True))
     if hydrate:
         path, source = find_notebook_path(user_ns, environ, explicit_path)
         result.path, result.path_source = (str(path) if path else None), source
@@ -117,7 +121,7 @@ def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] |
     for name, stored in merged.sessions.items():
         session = merged.to_session(name)
         slot = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin=origin.get(name, "disk"))
-        restore_learned_window(slot.settings)  # a window an overflow revealed before the restart
+        restore_learned_window(models, slot.settings)  # a window an overflow revealed before the restart
         slot.persisted = {e["id"] for e in session.entries}
         slot.persisted_leaf = session.leaf_id
         slot.earlier = set(slot.persisted)
@@ -175,7 +179,7 @@ ACK_WAIT = 3.0
 class Persister:
     """Sends what the notebook lacks after each run: the bridge if acknowledged, else a journal."""
 
-    def __init__(self, bridge: bridge_mod.KernelBridge | None = None, display_func: Callable[..., Any] | None = None):
+    def __init__(self, bridge: KernelBridge | None = None, display_func: Callable[..., Any] | None = None):
         self.bridge = bridge
         self._display = display_func
         self.journals = 0

@@ -20,8 +20,9 @@ from ipyagent.agent.redaction import Redactor
 from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.skills.discovery import find_skills
 from ipyagent.agent.skills.skill_tool import SkillTool
-from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
-from ipyagent.bridge import comm as bridge_mod
+from ipyagent.agent.tools import ApprovalCallback, Tool
+from ipyagent.bridge.comm import KernelBridge
+from ipyagent.bridge.push import inbox_of
 from ipyagent.core import Session
 from ipyagent.kernel.cell_context import KernelNotebookContext
 from ipyagent.kernel.configurable import AgentSettings
@@ -33,7 +34,7 @@ from ipyagent.kernel.ports.cell_runner import IPythonCellRunner
 from ipyagent.kernel.ports.namespace import namespace_describer
 from ipyagent.kernel.ports.notebook_access import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
-from ipyagent.plugins import Plugins, default_plugins
+from ipyagent.plugins import Plugins
 from ipyagent.store.hydration import find_notebook_path
 
 __all__ = ["AgentRuntime"]
@@ -43,15 +44,19 @@ class AgentRuntime:
     def __init__(self, shell: Any, plugins: Plugins | None = None):
         self.shell = shell
         self.config = AgentSettings(parent=shell)
-        self.plugins = plugins or default_plugins()  # the process's: loaded once per kernel (load_plugins)
+        # loaded once per kernel (load_plugins); its registries are the kernel's tools and providers
+        # (with what is known of their models), passed to every run
+        self.plugins = plugins or Plugins()
+        self.providers = self.plugins.providers
         self.slots: dict[str, SessionSlot] = {}
         self.active = "default"
-        self.bridge: bridge_mod.KernelBridge | None = None
+        self.inbox = inbox_of(shell)  # where the frontends' pushes wait (the shell's: they may come first)
+        self.bridge: KernelBridge | None = None
         self.persister = Persister(None)
         self.load_result: LoadResult | None = None
         self.notes: list[str] = []
         self.running = False
-        self.replay = ReplayController()
+        self.replay = ReplayController(self.providers)
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
         self.mcp = KernelMcp(self.config, self.project_mcp_servers)  # servers start at the first prompt
         self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/cell_context.py)
@@ -70,7 +75,7 @@ class AgentRuntime:
             open_bridge = getattr(self.shell, "kernel", None) is not None
         if open_bridge:
             try:
-                self.bridge = bridge_mod.KernelBridge().open()
+                self.bridge = KernelBridge(inbox=self.inbox).open()
             except Exception as exc:  # noqa: BLE001 - no comm machinery: the journal carries everything
                 self.bridge = None
                 self.notes.append(f"No frontend bridge ({exc}); each run saves its entries in its last output.")
@@ -79,7 +84,8 @@ class AgentRuntime:
             self.hydrate()
 
     def hydrate(self) -> LoadResult:
-        result = collect_sessions(user_ns=self.shell.user_ns, environ=os.environ,
+        result = collect_sessions(user_ns=self.shell.user_ns, inbox=self.inbox, models=self.providers.models,
+                                  environ=os.environ,
                                   explicit_path=self.config.notebook_path, hydrate=self.config.hydrate)
         self.load_result = result
         for name, slot in result.slots.items():
@@ -104,9 +110,10 @@ class AgentRuntime:
     def absorb_push(self) -> None:
         """Take sessions a frontend pushed after the extension was loaded (loaded from
         ``ipython_config.py`` before the push, or a page reload into a running kernel)."""
-        if bridge_mod.peek_push() is None:
+        if self.inbox.peek() is None:
             return
-        result = collect_sessions(user_ns=self.shell.user_ns, hydrate=False)
+        result = collect_sessions(user_ns=self.shell.user_ns, inbox=self.inbox, models=self.providers.models,
+                                  hydrate=False)
         for name, slot in result.slots.items():
             if name in self.slots:  # known here: only what the kernel lacks, no reset notice
                 stored = [e for e in slot.session.entries if e["id"] in slot.persisted]
@@ -141,8 +148,8 @@ class AgentRuntime:
         self.mcp.close()  # every MCP server stopped: no process left behind
 
     def load_plugins(self, reserved_commands: Iterable[str]) -> None:
-        """Load the plugins (once per kernel: a second runtime finds them loaded); a failing one is
-        a note. ``Agent.disabled_plugins`` changed later turns plugins off or on at once."""
+        """Load the plugins (once per kernel: a reloaded extension finds them loaded); a failing one
+        is a note. ``Agent.disabled_plugins`` changed later turns plugins off or on at once."""
         self.notes.extend(self.plugins.load(disabled=self.config.disabled_plugins,
                                             reserved_commands=reserved_commands))
         self.plugins.reserved_commands.update(reserved_commands)
@@ -198,9 +205,9 @@ class AgentRuntime:
     def agent_for(self, slot: SessionSlot, config: RunConfig, *, tools: Iterable[Tool] | None = None) -> AgentLoop:
         """The slot's agent (kept across runs for its failure tracker), set up for this run: its
         session, these settings and tools, the kernel's namespace, folder and ports."""
-        tool_list = default_tools() if tools is None else list(tools)
+        tool_list = self.plugins.tools.tools() if tools is None else list(tools)
         if slot.agent is None:
-            slot.agent = AgentLoop(slot.session, config=config, tools=tool_list)
+            slot.agent = AgentLoop(slot.session, config=config, tools=tool_list, providers=self.providers)
         cell_runner, notebook_port = self.tool_ports()
         slot.agent.configure(session=slot.session, config=config, tools=tool_list,
                              notebook=KernelNotebookContext(self, slot.name), cwd=os.getcwd(),
@@ -219,7 +226,7 @@ class AgentRuntime:
     def offered_tools(self) -> list[Tool]:
         """The tools a run would offer now, without starting anything: the built-ins, the skill
         tool where it is due, and the tools of the MCP servers already running."""
-        builtins = default_tools()
+        builtins = self.plugins.tools.tools()
         if self.wants_skill_tool() and all(t.name != "skill" for t in builtins):
             builtins.append(SkillTool())
         taken = {t.name for t in builtins}
@@ -243,7 +250,7 @@ class AgentRuntime:
         record = SystemPromptRecord(config.system_prompt, KernelNotebookContext(self, slot.name))
         session = slot.session
         return RequestBudget(session, config, [t.spec() for t in tools], lambda: record.text(session, offered),
-                             configured_provider(config))
+                             self.providers, configured_provider(config, self.providers))
 
     def ports_for(self, *, approve: ApprovalCallback | None = None) -> RunPorts:
         """What a run in this kernel takes from outside: ``approve`` for the calls that ask, and the
@@ -277,7 +284,7 @@ class AgentRuntime:
         settings = dict(slot.settings)
         config = config or self.run_config()
         settings.update(config.saved_settings())
-        learned = learned_window_setting(config.model)
+        learned = learned_window_setting(self.providers.models, config.model)
         if learned:  # survives a restart and a reopen, and `ipyagent inspect` reads it
             settings[LEARNED_WINDOW] = learned
         slot.settings = settings

@@ -17,8 +17,6 @@ from ipyagent.plugins.manager import (
     PluginCommand,
     PluginRecord,
     Plugins,
-    default_plugins,
 )
 
-__all__ = ["ENTRY_POINT_GROUP", "HOOKS_GROUP", "PluginCommand", "PluginRecord", "Plugins", "default_plugins",
-           "hookimpl", "hookspec"]
+__all__ = ["ENTRY_POINT_GROUP", "HOOKS_GROUP", "PluginCommand", "PluginRecord", "Plugins", "hookimpl", "hookspec"]

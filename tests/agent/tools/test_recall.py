@@ -237,7 +237,7 @@ def test_needles_come_back_through_recall_after_many_compactions():
                            compaction=CompactionSettings(reserve_tokens=800, keep_recent_tokens=300),
                            tool_approval="auto")
         namespace: dict[str, Any] = {}
-        agent = AgentLoop(session, config=config, namespace=namespace, sleep=lambda s: None)
+        agent = AgentLoop(session, config=config, namespace=namespace, sleep=lambda s: None, providers=server.providers)
         in_context_at_call: dict[str, set[str]] = {}
         results: list[dict[str, Any]] = []
 

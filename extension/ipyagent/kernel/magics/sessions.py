@@ -269,7 +269,7 @@ def agent_load(runtime: AgentRuntime, rest: str) -> None:
             summary.append(f"{name}: {added} new entries merged")
         else:
             runtime.slots[name] = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin="load")
-            restore_learned_window(runtime.slots[name].settings)
+            restore_learned_window(runtime.providers.models, runtime.slots[name].settings)
             summary.append(f"{name}: {len(session)} entries")
     if found.active in runtime.slots:
         runtime.active = found.active

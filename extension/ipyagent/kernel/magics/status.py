@@ -32,6 +32,7 @@ from ipyagent.text import chars4, one_line
 if TYPE_CHECKING:
     from ipyagent.kernel.persistence import SessionSlot
     from ipyagent.kernel.runtime import AgentRuntime
+    from ipyagent.providers.registry import ProviderRegistry
 
 __all__ = ["NEXT_ACTIVITY_LABEL", "context_report"]
 
@@ -50,15 +51,14 @@ def budget_words(budget: RequestBudget) -> str:
 # ---- status, config, model ---------------------------------------------------------------------
 
 
-def _local_model(config: Any) -> bool:
+def _local_model(config: Any, providers: ProviderRegistry) -> bool:
     """Whether the session model is served from this machine or a private network (free)."""
     from ipyagent.providers.pricing import is_local_server
-    from ipyagent.providers.registry import resolve_provider
 
     if not config.model:
         return False
     try:
-        provider = resolve_provider(config.model, config.provider_options)[0]
+        provider = providers.resolve(config.model, config.provider_options)[0]
     except ValueError:
         return False
     base_url = getattr(provider, "base_url", None)
@@ -81,7 +81,7 @@ def agent_status(runtime: AgentRuntime, rest: str) -> None:
     elif result is not None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
     lines.append(cost_text(facts.costs) if facts.costs is not None and facts.costs.priced
-                 else "cost: free (local server)" if _local_model(runtime.run_config())
+                 else "cost: free (local server)" if _local_model(runtime.run_config(), runtime.providers)
                  else cost_text(facts.costs) or "cost: no priced calls yet")
     lines.append("pins: " + pins_note(active_pins(slot.session.entries)))
     lines.append(last_compaction_note(slot.session.compactions()) or "last compaction: none yet")
@@ -115,10 +115,8 @@ def agent_model(runtime: AgentRuntime, rest: str) -> None:
     """Show or set the model (same as %config Agent.model = "M")."""
     args = parse_argstring(agent_model, rest)
     if args.model:
-        from ipyagent.providers.registry import parse_model_string
-
         try:
-            parse_model_string(args.model)
+            runtime.providers.parse(args.model)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         runtime.config.model = args.model
@@ -138,12 +136,11 @@ def context_report(runtime: AgentRuntime, slot: SessionSlot) -> tuple[list[tuple
     notebook-activity block the next prompt would carry): (label, tokens, text)."""
     from ipyagent.agent.loop import AgentLoop
     from ipyagent.kernel.cell_context import KernelNotebookContext
-    from ipyagent.providers.registry import parse_model_string
 
     config = runtime.run_config()
     probe = AgentLoop(slot.session, config=config, namespace={}, tools=runtime.tools_for(slot),
-                  notebook=KernelNotebookContext(runtime, slot.name))
-    model_id = parse_model_string(config.model)[1] if config.model else "(no model)"
+                      notebook=KernelNotebookContext(runtime, slot.name), providers=runtime.providers)
+    model_id = runtime.providers.parse(config.model)[1] if config.model else "(no model)"
     request = probe.request(model_id)
     estimator = slot.session.estimator
     specs = [t.to_dict() for t in request.tools]

@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 
-from ipyagent.providers import models
 from ipyagent.providers.errors import ContextOverflowError, MalformedStreamError, NetworkError
 from ipyagent.providers.provider import (
     ModelRequest,
@@ -82,8 +81,9 @@ def _assistant_blocks(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def to_anthropic_messages(request: ModelRequest, provider: str, api: str,
                           cache: dict[str, str] | None = CACHE) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    info = request.info()
     history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
-                              tool_id=anthropic_tool_id)
+                              tool_id=anthropic_tool_id, images=bool(info and info.vision))
     for message in history:
         role = message["role"]
         if role == "user":
@@ -130,7 +130,8 @@ class AnthropicProvider(HTTPProvider):
         return headers
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
-        max_tokens = request.max_tokens or min(models.max_output(self.name, request.model) or 8192, 32_000)
+        info = request.info()
+        max_tokens = request.max_tokens or min((info.max_output if info else 0) or 8192, 32_000)
         cache = self.cache_control(request)
         body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens, "stream": True,
                                 "messages": to_anthropic_messages(request, self.name, self.api, cache)}
@@ -141,7 +142,7 @@ class AnthropicProvider(HTTPProvider):
             body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
                              for t in request.tools]
         budget = THINKING_BUDGET.get(request.reasoning or "")
-        if budget and models.is_reasoning(self.name, request.model):
+        if budget and info is not None and info.reasoning:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
             body["max_tokens"] = max(max_tokens, budget + 1024)  # the budget must fit inside max_tokens
         elif request.temperature is not None:

@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from ipyagent.providers import models
 from ipyagent.providers.errors import EmptyStreamError, NetworkError
 from ipyagent.providers.provider import (
     ModelRequest,
@@ -64,8 +63,9 @@ def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[d
     if request.system_prompt:
         out.append({"role": "system", "content": request.system_prompt})
     images: list[dict[str, Any]] = []  # images from tool results, sent after the tool messages
+    info = request.info()
     history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
-                              tool_id=openai_tool_id)
+                              tool_id=openai_tool_id, images=bool(info and info.vision))
     for message in history:
         role = message["role"]
         if role != "toolResult" and images:
@@ -146,7 +146,8 @@ class OpenAIChatProvider(HTTPProvider):
             # api.openai.com wants the new name; compatible servers mostly know only the old one
             field = "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
             body[field] = request.max_tokens
-        reasoning_model = models.is_reasoning(self.name, request.model)
+        info = request.info()
+        reasoning_model = bool(info and info.reasoning)
         # OpenAI's reasoning models reject any temperature but the default
         if request.temperature is not None and not (reasoning_model and "api.openai.com" in self.base_url):
             body["temperature"] = request.temperature

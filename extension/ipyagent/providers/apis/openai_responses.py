@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ipyagent.providers import models
 from ipyagent.providers.apis.openai_chat import OPENAI_BASE_URL, openai_headers
 from ipyagent.providers.errors import NetworkError
 from ipyagent.providers.provider import (
@@ -166,8 +165,9 @@ def _tool_output(message: dict[str, Any]) -> Any:
 def to_responses_input(request: ModelRequest, provider: str, api: str) -> list[dict[str, Any]]:
     """The Pi history as Responses input items."""
     out: list[dict[str, Any]] = []
+    info = request.info()
     history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
-                              tool_id=responses_tool_id)
+                              tool_id=responses_tool_id, images=bool(info and info.vision))
     for message in history:
         role = message["role"]
         if role == "user":
@@ -241,7 +241,8 @@ class OpenAIResponsesProvider(HTTPProvider):
                               "parameters": t.parameters} for t in request.tools]
         if request.max_tokens:
             body["max_output_tokens"] = request.max_tokens
-        reasoning_model = models.is_reasoning(self.name, request.model)
+        info = request.info()
+        reasoning_model = bool(info and info.reasoning)
         if reasoning_model or request.reasoning:
             reasoning: dict[str, Any] = {"summary": "auto"}
             if request.reasoning:

@@ -2,7 +2,8 @@
 searches, ``recall``, ``notebook``); the machinery they share is the folder above.
 
 They are a plugin like any other (``ipyagent/plugins``): :func:`register_tools` is its hook, which
-``agent/tools`` also calls on import so the tools are there without a kernel.
+registers them into the plugin manager's registry; ``tool_registry.builtin_tools`` calls it too,
+for a registry of the built-ins without a kernel.
 """
 
 from __future__ import annotations
