@@ -18,7 +18,7 @@ MAX_MODULES = 12
 # Inner layers first. A package may import the packages of the layers before its own, never one
 # of its own layer or a later one ("__init__" is the root package, the public facade).
 LAYERS: list[tuple[str, ...]] = [
-    ("text", "patterns", "hooks"),  # pure helpers and the hook registry: import nothing of ipyagent
+    ("text", "patterns", "hooks", "host"),  # pure helpers, the hook registry, the platform: import nothing of ipyagent
     ("session",),                   # entries, the tree, context, tokens, Pi JSONL (pure)
     ("compaction",),                # cut points, preparation, prompts, summarising (pure)
     ("core",),                      # Session: the tree with compaction and hooks
