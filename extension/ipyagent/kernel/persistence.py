@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent import host
 from ipyagent.agent.budget import restore_learned_window
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.run_config import upgrade_saved_settings
@@ -88,9 +89,10 @@ def _problems(report: Any) -> list[str]:
 
 
 def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] | None = None,
-                     explicit_path: str | None = None, hydrate: bool = True) -> LoadResult:
+                     explicit_path: str | None = None, hydrate: bool = True, cell_id: str | None = None) -> LoadResult:
     """Sessions pushed by a frontend and found on disk, merged by entry id; each slot remembers
-    its loaded entries as ``earlier`` (see :func:`add_reset_notice`)."""
+    its loaded entries as ``earlier`` (see :func:`add_reset_notice`). ``cell_id``: the running
+    cell's, which finds the notebook in JupyterLite's ``/drive``."""
     environ = os.environ if environ is None else environ
     result = LoadResult()
     merged = NotebookSessions(None, {})
@@ -104,7 +106,7 @@ def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] |
         result.notes.extend(_problems(report))
     result.notes.extend(bridge_mod.push_errors(clear=True))
     if hydrate:
-        path, source = find_notebook_path(user_ns, environ, explicit_path)
+        path, source = find_notebook_path(user_ns, environ, explicit_path, cell_id=cell_id)
         result.path, result.path_source = (str(path) if path else None), source
         if path is not None and path.is_file():
             found, report = hydrate_from_disk(path)
@@ -215,7 +217,8 @@ class Persister:
         header = slot.session.header
         bridge = self.bridge
         stale: list[dict[str, Any]] = []
-        if bridge is not None:  # in a Run All the handshake may still be on its way
+        if bridge is not None and host.can_start_threads():  # in a Run All the handshake may be on its way
+            # (in a browser page nothing reaches the kernel while a cell runs: no wait)
             bridge.wait_for_frontend()
         if bridge is not None and bridge.connected:
             earlier = self._sent_before.get(slot.name, set())
