@@ -102,7 +102,6 @@ BROWSER_LESS = {"ipykernel", "nbclient", "nbformat", "nh3", "orjson", "regex"}  
 
 def _requirements():
     import tomllib
-
     from packaging.requirements import Requirement
 
     return [Requirement(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
