@@ -57,11 +57,12 @@ sys.path.insert(0, str(ROOT / "tests"))
 import nbformat
 from playwright.sync_api import sync_playwright
 
-from browser.conftest import CHROMIUM, CHROMIUM_ARGS, FAKE_KEY, NO_RTC, JupyterLab, _start_server, _stop
+from browser.conftest import FAKE_KEY, NO_RTC, JupyterLab, _start_server, _stop
 from browser.test_collaboration_browser import _settled
 from browser.test_long_session_browser import HELPERS, _run
 from ipyagent.store.chunks import assemble, store_value
 from ipyagent.testing import FakeProviderServer
+from support.chromium import CHROMIUM, CHROMIUM_ARGS
 from support.sessiongen import generate_session
 
 PROBE = "import ipyagent.bridge.comm as _C; print('PUSHED', _C.peek_push() is not None)"

@@ -20,14 +20,8 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = os.environ.get("IPYAGENT_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from support.chromium import CHROMIUM_ARGS, chromium_or_fail
+
 ARTIFACTS = Path(__file__).parent / "artifacts"
 # jupyter-collaboration (a test dependency) turns real-time collaboration on in every server of
 # the environment; the servers of the other tests run without it (a no-op where it is absent)
@@ -42,14 +36,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.fail(
-            f"chromium not found at {CHROMIUM}: the browser tests need Debian's chromium "
-            "(apt-get update && apt-get install -y chromium; .ci/run does this), "
-            "or IPYAGENT_CHROMIUM=/path/to/chromium",
-            pytrace=False,
-        )
-    return CHROMIUM
+    return chromium_or_fail()
 
 
 @pytest.fixture(scope="session")
