@@ -15,8 +15,11 @@ from __future__ import annotations
 import json
 import re
 import time
+import traceback
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from ipyagent.store.chunks import assemble
 
 ROOT = Path(__file__).resolve().parents[2]
 TOUR = "how-compaction-works.ipynb"
@@ -24,6 +27,7 @@ RECORDED = json.loads((ROOT / "notebooks" / TOUR).read_text(encoding="utf-8"))
 # a safety net for a page that never gets there (then the test fails with the page's state), not a
 # performance check: the trial's kernel started in 32-100 s and ran the tour in ~50 s on 2 cores
 PATIENCE_MS = 600_000
+RENDER_MS = 60_000  # outputs are in the model already: only their rendering is waited for
 COMPACTED = re.compile(r"Compacted \(threshold\): ([\d,]+) tokens → ([\d,]+)")
 
 # the notebook panel of the page, through the app JupyterLite exposes (exposeAppInBrowser)
@@ -147,13 +151,20 @@ def test_the_tour_runs_in_the_pyodide_kernel_with_nothing_off_loopback(lite_serv
         assert [before for before, _ in compactions] == [before for before, _ in recorded]
         assert all(int(after.replace(",", "")) < 3_500 for _, after in compactions), compactions
 
-        # the budget widget: a live ipywidgets view (the widget manager's), showing the context
-        widget = page.locator(".jp-OutputArea-output .widget-vbox").filter(has_text="Context [default]").first
-        widget.wait_for(state="visible", timeout=PATIENCE_MS)
-        assert "tokens" in widget.inner_text()
+        # the budget widget: live while each run goes on, then its static view (the bar, the
+        # figures) stays in the run's output; and the explorer's live widget with its sliders,
+        # rendered by the widget manager of the Lite app
+        agent_cells = sum(1 for c in RECORDED["cells"] if "".join(c["source"]).startswith("%%agent"))
+        budget = page.locator(".jp-OutputArea-output .ipyagent-budget").filter(has_text="Context [default]")
+        budget.first.wait_for(state="attached", timeout=RENDER_MS)
+        assert budget.count() >= agent_cells
+        sliders = page.locator(".jp-OutputArea-output .widget-slider")
+        sliders.first.wait_for(state="attached", timeout=RENDER_MS)
+        assert sliders.count() >= 6  # window, reserve, keep-recent: %agent explore and ipyagent.explore()
 
         saved = _saved(page)
-        stored, kept = saved["metadata"]["ipyagent"], RECORDED["metadata"]["ipyagent"]
+        # the bridge stores the session in its chunked layout (store/chunks.py reads every layout)
+        stored, kept = assemble(saved["metadata"]), RECORDED["metadata"]["ipyagent"]
         assert stored["active"] == kept["active"]
         ours, theirs = stored["sessions"]["default"], kept["sessions"]["default"]
         assert ours["leaf"] == theirs["leaf"]
@@ -169,7 +180,7 @@ def test_the_tour_runs_in_the_pyodide_kernel_with_nothing_off_loopback(lite_serv
         artifacts.mkdir(exist_ok=True)
         for i, page in enumerate(context.pages):
             page.screenshot(path=str(artifacts / f"lite-failed-{i}.png"))
-        (artifacts / "lite-console.log").write_text("\n".join(logs))
+        (artifacts / "lite-console.log").write_text("\n".join([*logs, traceback.format_exc()]))
         raise
     finally:
         context.close()
