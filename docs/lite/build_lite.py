@@ -216,7 +216,7 @@ def read_wheel(path: Path, origin: str) -> Wheel:
                               if not n.split("/")[0].endswith((".dist-info", ".data")) and
                               (n.endswith(".py") or "/" in n)})
     return Wheel(path, meta["Name"], meta["Version"], meta.get_all("Requires-Dist") or [],
-                 [i for i in imports if i and not i.startswith("_") or i in ("_cffi_backend",)], origin)
+                 [i for i in imports if i and not i.startswith("_")], origin)
 
 
 def browser_dependencies(wheel: Wheel) -> list[str]:
