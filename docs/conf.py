@@ -33,7 +33,8 @@ copyright = "the ipyagent authors"
 version = release = ipyagent.__version__
 
 extensions = ["myst_nb", "sphinx.ext.autodoc", "ipyagent_docs"]
-exclude_patterns = ["_build", "_ext", "images/*.py"]
+# _contents: where jupyterlite-sphinx stages the Lite site's notebooks (a --docs build leaves it)
+exclude_patterns = ["_build", "_ext", "images/*.py", "lite", "_contents"]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3  # [text](page.md#a-heading) links are checked like every other internal link
 nb_execution_mode = "off"  # the notebooks' committed outputs are the pages
@@ -76,7 +77,6 @@ if LITE_DIR:
     jupyterlite_dir = LITE_DIR
     jupyterlite_bind_ipynb_suffix = False  # myst-nb renders the notebooks; Lite only runs them
     jupyterlite_silence = False
-    exclude_patterns += ["lite", "_contents"]
 
 
 def _run_in_browser(app: Any, docname: str, source: list[str]) -> None:
