@@ -98,6 +98,23 @@ def _saved(page) -> dict:
     }}""")
 
 
+def _execute(page, code: str) -> tuple[str, str]:
+    """Run ``code`` in the notebook's kernel outside any cell: (the reply's status, what it printed)."""
+    return tuple(page.evaluate(f"""async (code) => {{
+      const kernel = ({PANEL})().sessionContext.session.kernel;
+      let text = '';
+      const future = kernel.requestExecute({{code, store_history: false}});
+      future.onIOPub = (msg) => {{
+        const c = msg.content;
+        if (c.text) text += c.text;
+        if (c.data && c.data['text/plain']) text += c.data['text/plain'] + '\\n';
+        if (c.ename) text += c.ename + ': ' + c.evalue;
+      }};
+      const reply = await future.done;
+      return [reply.content.status, text];
+    }}""", code))
+
+
 def _text(outputs: list[dict]) -> str:
     parts = []
     for output in outputs:
@@ -169,6 +186,13 @@ def test_the_tour_runs_in_the_pyodide_kernel_with_nothing_off_loopback(lite_serv
         ours, theirs = stored["sessions"]["default"], kept["sessions"]["default"]
         assert ours["leaf"] == theirs["leaf"]
         assert [e["id"] for e in ours["entries"]] == [e["id"] for e in theirs["entries"]]
+
+        # the browser's limits, said: no thread, so no idle compaction
+        status, said = _execute(page, "%agent status")
+        assert status == "ok" and "idle compaction: off (no threads in this kernel (a browser page)" in said, said
+        # %pip install ipyagent resolves from the site alone (the lock; no PyPI: disablePyPIFallback)
+        status, said = _execute(page, "%pip install ipyagent")
+        assert status == "ok" and "Error" not in said, said
 
         assert requests and not off, off
         with capsys.disabled():
