@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from support.chromium import CHROMIUM_ARGS, chromium_or_fail
+from support.lab_server import CHROMIUM_ARGS, chromium_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "docs" / "_build" / "lite"

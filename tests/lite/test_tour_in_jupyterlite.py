@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ipyagent.store.chunks import assemble
+from support.lab_pages import ARTIFACTS
 
 ROOT = Path(__file__).resolve().parents[2]
 TOUR = "how-compaction-works.ipynb"
@@ -200,11 +201,10 @@ def test_the_tour_runs_in_the_pyodide_kernel_with_nothing_off_loopback(lite_serv
                   f"{run_seconds:.1f} s; {len(requests)} requests, all to 127.0.0.1; compactions {compactions} "
                   f"(recorded {recorded})")
     except Exception:
-        artifacts = ROOT / "tests" / "browser" / "artifacts"
-        artifacts.mkdir(exist_ok=True)
+        ARTIFACTS.mkdir(exist_ok=True)
         for i, page in enumerate(context.pages):
-            page.screenshot(path=str(artifacts / f"lite-failed-{i}.png"))
-        (artifacts / "lite-console.log").write_text("\n".join([*logs, traceback.format_exc()]))
+            page.screenshot(path=str(ARTIFACTS / f"lite-failed-{i}.png"))
+        (ARTIFACTS / "lite-console.log").write_text("\n".join([*logs, traceback.format_exc()]))
         raise
     finally:
         context.close()
