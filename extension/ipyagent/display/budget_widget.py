@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent import host
 from ipyagent.agent import budget as agent_budget
 from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.settings import Budget, fit_budget
@@ -308,8 +309,12 @@ class BudgetWidget:
             self._status.value = f"<i>{escape_html(status)}</i>" if status else ""
 
     def start_ticker(self, label: str, interval: float = 0.25) -> None:
-        """Show ``label`` with the seconds elapsed, updated from a thread until :meth:`stop_ticker`."""
+        """Show ``label`` with the seconds elapsed, updated from a thread until :meth:`stop_ticker`
+        (where no thread can start, a browser page's kernel, the label alone)."""
         self.stop_ticker()
+        if not host.can_start_threads():
+            self.set_status(label)
+            return
         started = time.monotonic()
         self._ticking = stop = threading.Event()
 

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent import host
 from ipyagent.agent import run_events as ev
 from ipyagent.agent.budget import RequestBudget
 from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
@@ -46,6 +47,7 @@ __all__ = ["HEADLESS_FRONTEND", "IdleCompactor", "IdleJob"]
 
 HEADLESS_FRONTEND = "ipyagent-run"  # the bridge frontend of ``ipyagent run`` (bridge/headless.py)
 BACKGROUND = "Compacting in the background…"
+NO_THREADS = "no threads in this kernel (a browser page)"
 
 
 @dataclass
@@ -146,6 +148,8 @@ class IdleCompactor:
         share = float(runtime.config.idle_compaction or 0)
         if share <= 0:
             return "Agent.idle_compaction is off"
+        if not host.can_start_threads():
+            return NO_THREADS
         if getattr(runtime.shell, "kernel", None) is None:
             return "no kernel (plain IPython)"
         bridge = runtime.bridge
@@ -371,4 +375,6 @@ class IdleCompactor:
             return "idle compaction: armed (starts when the kernel has been idle a moment)"
         share = float(self.runtime.config.idle_compaction or 0)
         setting = f"above {share:.0%} of the threshold" if share > 0 else "off"
+        if share > 0 and not host.can_start_threads():
+            setting = f"off ({NO_THREADS}: each run compacts in the foreground)"
         return f"idle compaction: {setting}" + (f"; the last one {self.last}" if self.last else "")

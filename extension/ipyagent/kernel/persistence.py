@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent import host
 from ipyagent.agent.budget import restore_learned_window
 from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.prompt.pinned import active_pins, pins_note
@@ -92,10 +93,11 @@ def _problems(report: Any) -> list[str]:
 
 def collect_sessions(*, user_ns: Mapping[str, Any], inbox: PushInbox, models: ModelTable,
                      environ: Mapping[str, str] | None = None, explicit_path: str | None = None,
-                     hydrate: bool = True) -> LoadResult:
+                     hydrate: bool = True, cell_id: str | None = None) -> LoadResult:
     """Sessions pushed by a frontend (taken from ``inbox``) and found on disk, merged by entry id;
     each slot remembers its loaded entries as ``earlier`` (see :func:`add_reset_notice`), and the
-    windows their settings say overflows revealed are taught to ``models`` again."""
+    windows their settings say overflows revealed are taught to ``models`` again. ``cell_id``: the
+    running cell's, which finds the notebook in JupyterLite's ``/drive``."""
     environ = os.environ if environ is None else environ
     result = LoadResult()
     merged = NotebookSessions(None, {})
@@ -109,7 +111,7 @@ def collect_sessions(*, user_ns: Mapping[str, Any], inbox: PushInbox, models: Mo
         result.notes.extend(_problems(report))
     result.notes.extend(inbox.errors(clear=True))
     if hydrate:
-        path, source = find_notebook_path(user_ns, environ, explicit_path)
+        path, source = find_notebook_path(user_ns, environ, explicit_path, cell_id=cell_id)
         result.path, result.path_source = (str(path) if path else None), source
         if path is not None and path.is_file():
             found, report = hydrate_from_disk(path)
@@ -231,7 +233,8 @@ class Persister:
         header = slot.session.header
         bridge = self.bridge
         stale: list[dict[str, Any]] = []
-        if bridge is not None:  # in a Run All the handshake may still be on its way
+        if bridge is not None and host.can_start_threads():  # in a Run All the handshake may be on its way
+            # (in a browser page nothing reaches the kernel while a cell runs: no wait)
             bridge.wait_for_frontend()
         if bridge is not None and bridge.connected:
             earlier = self._sent_before.get(slot.name, set())

@@ -24,7 +24,7 @@ from ipyagent.agent.tools import ApprovalCallback, Tool
 from ipyagent.bridge.comm import KernelBridge
 from ipyagent.bridge.push import inbox_of
 from ipyagent.core import Session
-from ipyagent.kernel.cell_context import KernelNotebookContext
+from ipyagent.kernel.cell_context import KernelNotebookContext, cell_identity, kernel_notebook_path
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.idle import IdleCompactor
 from ipyagent.kernel.mcp_servers import KernelMcp
@@ -35,7 +35,6 @@ from ipyagent.kernel.ports.namespace import namespace_describer
 from ipyagent.kernel.ports.notebook_access import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
 from ipyagent.plugins import Plugins
-from ipyagent.store.hydration import find_notebook_path
 
 __all__ = ["AgentRuntime"]
 
@@ -85,8 +84,8 @@ class AgentRuntime:
 
     def hydrate(self) -> LoadResult:
         result = collect_sessions(user_ns=self.shell.user_ns, inbox=self.inbox, models=self.providers.models,
-                                  environ=os.environ,
-                                  explicit_path=self.config.notebook_path, hydrate=self.config.hydrate)
+                                  environ=os.environ, explicit_path=self.config.notebook_path,
+                                  hydrate=self.config.hydrate, cell_id=cell_identity(self.shell)[0])
         self.load_result = result
         for name, slot in result.slots.items():
             if name in self.slots:
@@ -262,7 +261,7 @@ class AgentRuntime:
         """The folder read-only tools read without asking: the notebook's, found the way hydration
         finds the notebook (Agent.notebook_path, __session__, JPY_SESSION_NAME, __vsc_ipynb_file__),
         else the kernel's working directory."""
-        path, _ = find_notebook_path(self.shell.user_ns, os.environ, self.config.notebook_path)
+        path, _ = kernel_notebook_path(self.shell, self.config.notebook_path)
         return os.path.dirname(os.path.abspath(path)) if path is not None else os.getcwd()
 
     def project_mcp_servers(self) -> tuple[list[Any], list[str]]:
