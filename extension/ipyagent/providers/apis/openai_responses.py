@@ -198,19 +198,12 @@ _Items = dict[int | None, _Item]  # by the event's output index as sent (None wh
 
 
 def _error_payload(error: Any) -> dict[str, Any]:
-    """A Responses error object (``error`` event, ``response.error``) in the shape
-    ``error_from_event`` classifies: the code is kept, the type says what to do (a rate limit
-    waits, an invalid request fails at once, anything else is worth another try)."""
+    """A Responses error object (``error`` event, ``response.error``) as ``error_from_event`` reads
+    it: its message, code and type as sent (the classification is the one HTTP errors get)."""
     if not isinstance(error, dict):
         return {"message": str(error), "type": "api_error"}
-    code = str(error.get("code") or "")
-    if code == "rate_limit_exceeded":
-        kind = "rate_limit_error"
-    elif code.startswith("invalid") or error.get("type") == "invalid_request_error":
-        kind = "invalid_request_error"
-    else:
-        kind = code or "api_error"
-    return {"message": error.get("message") or code or "error", "type": kind, "code": code or None}
+    code = error.get("code")
+    return {"message": error.get("message") or str(code or "error"), "type": error.get("type"), "code": code}
 
 
 class OpenAIResponsesProvider(HTTPProvider):
