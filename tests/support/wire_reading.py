@@ -164,7 +164,8 @@ def _chat(payloads: list[dict[str, Any]], streamed: bool) -> Reading:
     thinking = ""
     for chunk in payloads:
         if chunk.get("error"):
-            reading.error = {"status": None, **chunk["error"]}
+            if reading.stop is None:  # an error after the finish reason leaves the reply as it ended
+                reading.error = {"status": None, **chunk["error"]}
             break
         if chunk.get("usage"):
             reading.usage = _chat_usage(chunk["usage"])
