@@ -7,6 +7,7 @@ pydantic) and the API's rules."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -126,7 +127,7 @@ def check_next_request(rec: Recording, message: dict[str, Any], reading: Reading
         from anthropic.types import MessageParam
         validated(TypeAdapter(list[MessageParam]), body["messages"])
         roles = [m["role"] for m in body["messages"]]
-        assert all(a != b for a, b in zip(roles, roles[1:], strict=False)), roles
+        assert all(a != b for a, b in itertools.pairwise(roles)), roles
     return body
 
 
@@ -262,5 +263,5 @@ def test_unknown_blocks_are_kept_and_said_once() -> None:
     assert isinstance(message, dict)
     assert "compaction" in [b["type"] for b in message["providerContent"]]
     notes = [e.text for e in events if isinstance(e, ProviderNote)]
-    assert notes == ["Anthropic sent an unknown content block 'compaction': kept in the session as it came "
-                     "(ipyagent does not read it)."]
+    assert notes == [("Anthropic sent an unknown content block 'compaction': kept in the session as it came "
+                     "(ipyagent does not read it).")]
