@@ -206,8 +206,10 @@ def _responses(payloads: list[dict[str, Any]], streamed: bool) -> Reading:
             for part in item.get("content") or []:
                 reading.text += part.get("text") or ""
                 reading.refusal += part.get("refusal") or ""
-        elif kind == "reasoning":
-            reading.thinking.append("\n\n".join(s.get("text", "") for s in item.get("summary") or []))
+        elif kind == "reasoning":  # a summary (OpenAI), or the reasoning itself as reasoning_text (DeepSeek)
+            summary = "\n\n".join(s.get("text", "") for s in item.get("summary") or [])
+            own = "".join(p.get("text", "") for p in item.get("content") or [] if p.get("type") == "reasoning_text")
+            reading.thinking.append(summary or own)
             reading.signatures.append(item.get("encrypted_content") or "")
         elif kind == "function_call":
             reading.calls.append((item["name"], json.loads(item.get("arguments") or "{}")))

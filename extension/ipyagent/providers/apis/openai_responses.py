@@ -100,7 +100,9 @@ def _input_content(content: Any) -> list[dict[str, Any]]:
 
 
 def _reasoning_item(block: dict[str, Any]) -> dict[str, Any] | None:
-    """The reasoning item stored in a thinking block, as it goes back in ``input``."""
+    """The reasoning item stored in a thinking block, as it goes back in ``input``: one that holds
+    the reasoning itself, encrypted (OpenAI) or as ``reasoning_text`` content (DeepSeek, and the
+    servers that run open-weight models); a bare summary refers to an item nothing stored."""
     signature = block.get("thinkingSignature")
     if not signature:
         return None
@@ -108,7 +110,10 @@ def _reasoning_item(block: dict[str, Any]) -> dict[str, Any] | None:
         item = json.loads(signature)
     except (TypeError, ValueError):
         return None
-    if not isinstance(item, dict) or item.get("type") != "reasoning" or not item.get("encrypted_content"):
+    if not isinstance(item, dict) or item.get("type") != "reasoning":
+        return None
+    own = [p for p in item.get("content") or [] if isinstance(p, dict) and p.get("type") == "reasoning_text"]
+    if not item.get("encrypted_content") and not own:
         return None
     return {k: v for k, v in item.items() if k != "status"}
 
@@ -118,9 +123,9 @@ def _assistant_items(message: dict[str, Any], same: bool) -> list[dict[str, Any]
     for block in message["content"]:
         kind = block["type"]
         if kind == "thinking":
-            # Reasoning goes back only as the encrypted item this API wrote (store is false, so the
-            # API cannot look an item up by id). A reasoning item without encrypted content, or the
-            # unsigned thinking of an interrupted reply, goes nowhere: never as text the model "said".
+            # Reasoning goes back only as the item this API wrote, holding the reasoning (store is
+            # false, so the API cannot look an item up by id). A summary without encrypted content,
+            # or the unsigned thinking of an interrupted reply, goes nowhere: never as text the model "said".
             # (prepare_history has already turned another model's thinking into plain text.)
             item = _reasoning_item(block) if same else None
             if item is not None:
@@ -142,9 +147,9 @@ def _assistant_items(message: dict[str, Any], same: bool) -> list[dict[str, Any]
 
 
 def _output_message(text: str, item_id: Any, phase: str | None) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": "message", "role": "assistant",
-                            "content": [{"type": "output_text", "text": text, "annotations": []}],
-                            "status": "completed"}
+    """An assistant text: the output message it came as when it has OpenAI's id for it (an output
+    message needs one, starting ``msg``), otherwise an input message with the assistant role (the
+    form the API documents for earlier replies, and the one DeepSeek accepted in the recordings)."""
     if isinstance(item_id, str) and item_id.startswith("{"):  # newer Pi: {"v": 1, "id": …, "phase": …}
         try:
             stored = json.loads(item_id)
@@ -152,8 +157,10 @@ def _output_message(text: str, item_id: Any, phase: str | None) -> dict[str, Any
             stored = None
         stored = stored if isinstance(stored, dict) else {}
         item_id, phase = stored.get("id"), phase or stored.get("phase")
+    item: dict[str, Any] = {"role": "assistant", "content": text}
     if item_id and isinstance(item_id, str) and item_id.startswith("msg"):
-        item["id"] = item_id
+        item = {"type": "message", "role": "assistant", "id": item_id, "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
     if phase and isinstance(phase, str):
         item["phase"] = phase
     return item
@@ -390,9 +397,11 @@ class OpenAIResponsesProvider(HTTPProvider):
         if item.kind == "reasoning":
             # the complete item, encrypted content included, is what goes back next turn
             block["thinkingSignature"] = json.dumps(raw, separators=(",", ":"))
-            if not pieces:
+            if not pieces:  # no deltas came: the summary, or else the reasoning_text the item holds
                 pieces.append(_SUMMARY_SEPARATOR.join(s.get("text", "") for s in raw.get("summary") or []
-                                                      if isinstance(s, dict)))
+                                                      if isinstance(s, dict))
+                              or "".join(p.get("text", "") for p in raw.get("content") or []
+                                         if isinstance(p, dict) and p.get("type") == "reasoning_text"))
         elif item.kind == "message":
             if raw.get("id"):
                 block["textSignature"] = raw["id"]
