@@ -33,7 +33,7 @@ from ipyagent.providers.errors import (
 from ipyagent.providers.overflow import is_silent_overflow
 from ipyagent.session.tokens import is_valid_usage_message, normalize_usage
 from support.replay_server import Recording, ReplayServer, all_recordings, recording
-from support.wire_reading import Reading, read
+from support.wire_reading import Reading, continued, read
 
 RECORDINGS = all_recordings()
 PROVIDERS = {"anthropic-messages": AnthropicProvider, "openai-completions": OpenAIChatProvider,
@@ -45,6 +45,8 @@ PI_STOP = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", 
            "incomplete:max_output_tokens": "length"}
 # each failed recording's status (None: an error inside a 200 stream) -> the error it must raise
 ERRORS = {401: AuthenticationError, 404: ModelNotFoundError, 429: RateLimitError, 400: BadRequestError}
+# a reply Anthropic paused (pause_turn) -> the recorded continuation the provider's next request gets
+CONTINUED_BY = {"anthropic_pause_turn_stream": "anthropic_pause_turn_continued_stream"}
 # recordings that fail this test, with why (listed, never skipped in silence)
 KNOWN_FAILURES: dict[str, str] = {}  # none fail now
 
@@ -132,7 +134,10 @@ def test_recording_is_read_as_the_bytes_say(rec: Recording) -> None:
     host = str(rec.request.get("url", ""))
     assert host.startswith("https://") and "localhost" not in host and "127.0.0.1" not in host  # from the real host
     reading = read(rec)
-    result, events, _ = replay(rec)
+    queue = [recording(CONTINUED_BY[rec.name])] if rec.name in CONTINUED_BY else []
+    if queue:
+        reading = continued([reading, *map(read, queue)])
+    result, events, _ = replay(rec, queue=queue)
     if reading.error is not None:
         assert isinstance(result, ProviderError), f"{rec.name}: the server's error was not raised"
         expected = ERRORS.get(reading.error["status"]) if reading.error["status"] else None
@@ -242,6 +247,34 @@ def test_anthropic_server_tool_blocks_go_back_unchanged_and_usage_is_not_overflo
     assert message["usage"]["input"] > window and not is_silent_overflow(message, window)
     stored = {**message, "usage": normalize_usage(message["usage"])}
     assert not is_valid_usage_message(stored)  # the context is estimated, not taken from that sum
+
+
+def _block_key(block: dict[str, Any]) -> tuple[Any, ...]:
+    """What identifies an Anthropic block sent back: its kind, ids, text, signature, input, and the
+    encrypted content of each search result (ignoring the fields an SDK may add or leave out)."""
+    results = block.get("content") if isinstance(block.get("content"), list) else []
+    return (*(block.get(k) for k in ("type", "id", "tool_use_id", "name", "input", "text", "thinking", "signature")),
+            [r.get("encrypted_content") for r in results])
+
+
+def test_a_paused_turn_is_continued_as_anthropic_accepted_it() -> None:
+    """Item 4: pause_turn was taken for the end of the turn. Anthropic paused this reply after
+    eleven searches (the last one still pending); the provider sends it back unchanged as the last
+    assistant turn, as pydantic-ai did in the recorded continuation Anthropic answered, and the two
+    parts come back as one message whose summed usage (887,029 input tokens) is no overflow."""
+    paused, more = recording("anthropic_pause_turn_stream"), recording("anthropic_pause_turn_continued_stream")
+    message, _, server = replay(paused, queue=[more])
+    assert isinstance(message, dict) and len(server.requests) == 2
+    first, second = server.requests
+    sent, accepted = second["messages"][-1], more.request["body"]["messages"][-1]
+    assert second["messages"][:-1] == first["messages"] and sent["role"] == accepted["role"] == "assistant"
+    assert [_block_key(b) for b in sent["content"]] == [_block_key(b) for b in accepted["content"]]
+    assert sent["content"][-1]["type"] == "server_tool_use"  # the pending search goes back too
+    assert message["stopReason"] == "stop"
+    assert "".join(b["text"] for b in message["content"] if b["type"] == "text") == read(paused).text + read(more).text
+    assert message["usage"]["input"] == 404_500 + 482_529
+    assert not is_silent_overflow(message, 200_000)
+    assert not is_valid_usage_message({**message, "usage": normalize_usage(message["usage"])})
 
 
 def test_deepseek_responses_reasoning_goes_back_as_deepseek_accepted_it() -> None:

@@ -62,6 +62,25 @@ def read(rec: Recording) -> Reading:
     return reader(events(text) if rec.streamed else [json.loads(text)], rec.streamed)
 
 
+def continued(parts: list[Reading]) -> Reading:
+    """The reading of one reply that came over several responses (Anthropic's ``pause_turn``, the
+    turn sent back and continued): the parts in order, the usage added up (every request is
+    billed), the last part's stop reason."""
+    whole = Reading(stop=parts[-1].stop, error=parts[-1].error)
+    for part in parts:
+        whole.text += part.text
+        whole.refusal += part.refusal
+        whole.thinking += part.thinking
+        whole.signatures += part.signatures
+        whole.redacted += part.redacted
+        whole.calls += part.calls
+        whole.server_blocks += part.server_blocks
+        whole.unknown += part.unknown
+        for key, value in part.usage.items():
+            whole.usage[key] = whole.usage.get(key, 0) + value
+    return whole
+
+
 def _http_error(status: int, text: str) -> Reading:
     try:
         parsed = json.loads(text)
