@@ -193,7 +193,9 @@ def test_reasoning_content_becomes_thinking(server):
     server.enqueue(Reply(text="42", thinking="Let me work it out step by step."))
     result = collect(server.provider("openai").stream(request()))
     assert result.thinking == "Let me work it out step by step."
-    assert result.message["content"] == [{"type": "thinking", "thinking": "Let me work it out step by step."},
+    # the block keeps the field the reasoning came in, so it goes back in that field
+    assert result.message["content"] == [{"type": "thinking", "thinking": "Let me work it out step by step.",
+                                          "thinkingSignature": "reasoning_content"},
                                          {"type": "text", "text": "42"}]
 
 
