@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ipyagent.cli.common import CliError, command
 from ipyagent.session.entries import Entry
 from ipyagent.session.intake import LoadReport
+from ipyagent.shapes import SessionHeader
 
 if TYPE_CHECKING:
     from ipyagent.agent.redaction import Replacements
@@ -195,8 +196,8 @@ def _configure_import(parser: argparse.ArgumentParser) -> None:
                              "or key configured here is replaced with ***")
 
 
-def _scrub_import(header: dict[str, Any], entries: list[Entry], report: LoadReport,
-                  keep: bool) -> tuple[dict[str, Any], list[Entry], Replacements]:
+def _scrub_import(header: SessionHeader, entries: list[Entry], report: LoadReport,
+                  keep: bool) -> tuple[SessionHeader, list[Entry], Replacements]:
     """The header, entries and set-aside lines with every credential replaced (as they are with
     ``keep``), and what was (or would have been) replaced where."""
     from ipyagent.agent.redaction import Redactor, Replacements

@@ -31,7 +31,7 @@ from ipyagent.compaction.summarizer import (
     SummaryInputTooLarge,
     SummaryRequest,
 )
-from ipyagent.session.messages import Message
+from ipyagent.session.messages import Message, Usage
 from ipyagent.session.tokens import Chars4Estimator, Estimator
 from ipyagent.text import chars4
 
@@ -62,7 +62,7 @@ class CompactionResult:
     details: dict[str, Any]
     tokens_after: int | None = None
     summarizer_calls: int = 0
-    usage: list[dict[str, Any]] = field(default_factory=list)
+    usage: list[Usage] = field(default_factory=list)
     omitted_messages: int = 0  # dropped (oldest first) so the summariser's input fit its window
 
 
@@ -165,7 +165,7 @@ class _Calls:
     def __init__(self, summarizer: Summarizer):
         self.summarizer = summarizer
         self.count = 0
-        self.usage: list[dict[str, Any]] = []
+        self.usage: list[Usage] = []
         self.omitted = 0
 
     def summarize(self, call: SummaryCall, input_tokens: int | None) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ipyagent.display.untrusted import code_span, escape_markdown, safe_markdown
 from ipyagent.session.messages import CELL_PROMPT_FIELD
+from ipyagent.shapes import Entry, SessionHeader
 from ipyagent.store.journal import JOURNAL_MIME, journal_payload
 from ipyagent.text import clip
 
@@ -26,8 +27,8 @@ MAX_ROWS = 20
 MAX_TEXT = 80
 
 
-def journal_bundle(session_name: str, header: dict[str, Any] | None, leaf: str | None,
-                   settings: dict[str, Any] | None, entries: list[dict[str, Any]]
+def journal_bundle(session_name: str, header: SessionHeader | None, leaf: str | None,
+                   settings: dict[str, Any] | None, entries: list[Entry]
                    ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(data, metadata)`` for ``display(data, metadata=metadata, raw=True)``.
 
@@ -118,7 +119,7 @@ def _cell(text: str) -> str:
     return escape_markdown(text)
 
 
-def _markdown(session_name: str, entries: list[dict[str, Any]]) -> str:
+def _markdown(session_name: str, entries: list[Entry]) -> str:
     count = len(entries)
     lines = [(f"**ipyagent journal** · session {code_span(session_name)} · {count} new "
               f"entr{'y' if count == 1 else 'ies'} (kept in this output until `ipyagent lift` or the notebook "
@@ -131,7 +132,7 @@ def _markdown(session_name: str, entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plain(session_name: str, entries: list[dict[str, Any]]) -> str:
+def _plain(session_name: str, entries: list[Entry]) -> str:
     count = len(entries)
     return (f"ipyagent journal: {count} new entr{'y' if count == 1 else 'ies'} of session {session_name!r} "
             "(ipyagent lift NOTEBOOK moves them into the notebook metadata)")
@@ -215,7 +216,7 @@ def transcript_markdown(session: Any, name: str = "default", settings: dict[str,
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _entry_markdown(entry: dict[str, Any], kept: bool) -> list[str]:
+def _entry_markdown(entry: Entry, kept: bool) -> list[str]:
     kind = entry.get("type")
     tag = " · **kept**" if kept else ""
     stamp = f"<sub>{escape_markdown(entry.get('id'))} · {escape_markdown(entry.get('timestamp', ''))}{tag}</sub>"

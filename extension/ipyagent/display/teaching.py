@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipyagent.hooks import SessionBeforeCompactCall
+from ipyagent.shapes import Entry
 from ipyagent.text import one_line
 
 __all__ = ["CompactionSpy", "Drawing", "context_preview", "timeline", "usage_table"]
@@ -63,7 +64,7 @@ def _text(content: Any) -> str:
     return " ".join(parts)
 
 
-def _kind(entry: dict[str, Any]) -> str:
+def _kind(entry: Entry) -> str:
     if entry.get("type") == "compaction":
         return "compaction"
     if entry.get("type") == "message":
@@ -72,7 +73,7 @@ def _kind(entry: dict[str, Any]) -> str:
     return "other"
 
 
-def _label(entry: dict[str, Any]) -> str:
+def _label(entry: Entry) -> str:
     kind = _kind(entry)
     if kind == "compaction":
         return "summary"
@@ -88,7 +89,7 @@ def _label(entry: dict[str, Any]) -> str:
     return str(entry.get("type"))
 
 
-def _tokens(session: Any, entry: dict[str, Any]) -> int:
+def _tokens(session: Any, entry: Entry) -> int:
     if entry.get("type") == "compaction":
         return (len(entry.get("summary", "")) + 3) // 4
     from ipyagent.session.context import context_message
@@ -97,7 +98,7 @@ def _tokens(session: Any, entry: dict[str, Any]) -> int:
     return session.estimate_entry(entry, message) if message is not None else 0
 
 
-def _fates(path: list[dict[str, Any]], compaction_index: int) -> dict[str, str]:
+def _fates(path: list[Entry], compaction_index: int) -> dict[str, str]:
     """What compaction ``path[compaction_index]`` did to each earlier entry: "earlier" (already in a
     previous summary), "summarised", "prefix" (turn prefix of a split turn) or "kept"."""
     compaction = path[compaction_index]

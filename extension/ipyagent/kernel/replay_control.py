@@ -27,6 +27,7 @@ from ipyagent.agent.run_config import RunConfig
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.persistence import SessionSlot
 from ipyagent.providers.registry import ProviderRegistry
+from ipyagent.shapes import Entry
 
 
 class FollowingRuntime(Protocol):
@@ -54,7 +55,7 @@ class ReplayController:
     def __init__(self, providers: ProviderRegistry) -> None:
         self.providers = providers
         self.recordings: dict[str, Recording] = {}
-        self.paths: dict[str, list[dict[str, Any]]] = {}  # the recorded path, followed while replaying
+        self.paths: dict[str, list[Entry]] = {}  # the recorded path, followed while replaying
         self.runs: Counter[tuple[str, str]] = Counter()
 
     def capture(self, name: str, session: Any) -> Recording:

@@ -35,6 +35,7 @@ from ipyagent.kernel.ports.namespace import namespace_describer
 from ipyagent.kernel.ports.notebook_access import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
 from ipyagent.plugins import Plugins
+from ipyagent.shapes import Entry
 
 __all__ = ["AgentRuntime"]
 
@@ -294,7 +295,7 @@ class AgentRuntime:
         return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
                                       force=force, redact=Redactor.configured(config.provider_options).data)
 
-    def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], config: RunConfig | None = None) -> None:
+    def stream(self, slot: SessionSlot, entries: list[Entry], config: RunConfig | None = None) -> None:
         """Send entries a running run just made (``kernel/entry_stream.py``), redacted like
         :meth:`persist`'s."""
         config = config or self.run_config()

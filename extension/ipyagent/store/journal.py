@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ipyagent.session import deep_json
+from ipyagent.shapes import Entry, SessionHeader
 from ipyagent.store.schema import strip_secrets
 
 __all__ = ["JOURNAL_MIME", "journal_payload", "journal_outputs"]
@@ -23,8 +24,8 @@ JOURNAL_MIME = "application/vnd.ipyagent.entries+json"
 VERSION = 1
 
 
-def journal_payload(session_name: str, header: dict[str, Any] | None, leaf: str | None,
-                    settings: dict[str, Any] | None, entries: list[dict[str, Any]]) -> dict[str, Any]:
+def journal_payload(session_name: str, header: SessionHeader | None, leaf: str | None,
+                    settings: dict[str, Any] | None, entries: list[Entry]) -> dict[str, Any]:
     """The payload stored under :data:`JOURNAL_MIME`: the session's name, header, leaf, settings
     (those that look like credentials left out) and the entries."""
     return {"version": VERSION, "session": session_name, "header": header or {},

@@ -21,6 +21,7 @@ from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry
 from ipyagent.session.intake import LoadReport
 from ipyagent.session.jsonl import is_pi_line
+from ipyagent.shapes import SessionHeader
 from ipyagent.store.validation import (
     DEFAULT_SESSION,
     VERSION,
@@ -60,7 +61,7 @@ class SessionNotFound(ValueError):
 class StoredSession:
     """One session as ``metadata["ipyagent"]["sessions"][name]`` holds it."""
 
-    header: dict[str, Any]
+    header: SessionHeader
     leaf: str | None
     settings: dict[str, Any]
     entries: list[Entry]
@@ -84,7 +85,7 @@ class StoredSession:
 
     @classmethod
     def from_session(cls, session: Any, settings: dict[str, Any] | None = None) -> StoredSession:
-        return cls(dict(session.header), session.leaf_id, strip_secrets(settings or {}), list(session.entries))
+        return cls(session.header.copy(), session.leaf_id, strip_secrets(settings or {}), list(session.entries))
 
     def ids(self) -> set[str]:
         return {e["id"] for e in self.entries}
@@ -181,7 +182,7 @@ class NotebookSessions:
         for name, theirs in other.sessions.items():
             mine = self.sessions.get(name)
             if mine is None:
-                self.sessions[name] = StoredSession(dict(theirs.header), theirs.leaf, dict(theirs.settings),
+                self.sessions[name] = StoredSession(theirs.header.copy(), theirs.leaf, dict(theirs.settings),
                                                     list(theirs.entries), dict(theirs.extra))
                 added += len(theirs.entries)
                 if self.active is None or other.active == name:
@@ -196,7 +197,7 @@ class NotebookSessions:
                 if newest_timestamp(new) >= newest:
                     mine.leaf = theirs.leaf if theirs.leaf is not None else new[-1]["id"]
                     mine.settings = dict(theirs.settings) if theirs.settings else mine.settings
-                    mine.header = dict(theirs.header) if theirs.header else mine.header
+                    mine.header = theirs.header.copy() if theirs.header else mine.header
                     if other.active == name:
                         self.active = name
         if self.active is None:
@@ -215,13 +216,13 @@ class NotebookSessions:
         session_kwargs.setdefault("report", self.report)
         session_kwargs.setdefault("set_aside", self.pi_lines(name))
         with deep_json.paused_gc():  # indexes every entry: many new containers, no garbage
-            return Session(dict(stored.header), list(stored.entries), stored.leaf, **session_kwargs)
+            return Session(stored.header.copy(), list(stored.entries), stored.leaf, **session_kwargs)
 
     def pi_lines(self, name: str) -> list[dict[str, Any]]:
         """The lines of a Pi file imported as session ``name`` that were set aside (in file order)."""
         return [item for item in self.set_aside if item.get("session") == name and is_pi_line(item)]
 
-    def store_pi_import(self, name: str, header: dict[str, Any], entries: list[Entry], report: LoadReport,
+    def store_pi_import(self, name: str, header: SessionHeader, entries: list[Entry], report: LoadReport,
                         settings: dict[str, Any] | None = None, source: str = "") -> None:
         """Store a Pi file's session (``parse_pi_jsonl``'s result) as session ``name``, made active.
 

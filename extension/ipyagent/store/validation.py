@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry
 from ipyagent.session.ids import new_session_id
 from ipyagent.session.intake import LoadReport, sanitize_entries
+from ipyagent.shapes import SessionHeader
 
 __all__ = ["DEFAULT_SESSION", "VERSION", "CheckedSession", "Gathered", "SessionGatherer", "contains_set_aside",
            "json_size", "new_header", "newest_timestamp", "strip_secrets"]
@@ -101,7 +102,7 @@ def contains_set_aside(items: list[dict[str, Any]], item: dict[str, Any]) -> boo
     return False
 
 
-def new_header() -> dict[str, Any]:
+def new_header() -> SessionHeader:
     """A fresh Pi v3 session header (for a session stored without one)."""
     from ipyagent.session.ids import iso_now
 
@@ -127,7 +128,7 @@ def _same(a: Any, b: Any) -> bool:
 class CheckedSession(NamedTuple):
     """One session, gathered and checked: the fields of a :class:`~ipyagent.store.schema.StoredSession`."""
 
-    header: dict[str, Any]
+    header: SessionHeader
     leaf: str | None
     settings: dict[str, Any]
     entries: list[Entry]
@@ -150,7 +151,7 @@ class _Pending:
     """One session while it is gathered from metadata and journal outputs (raw, unchecked)."""
 
     def __init__(self) -> None:
-        self.header: dict[str, Any] | None = None
+        self.header: SessionHeader | None = None
         self.leaf: Any = None
         self.leaf_where = ""
         self.settings: dict[str, Any] = {}
@@ -255,7 +256,7 @@ class SessionGatherer:
         elif _too_deep(header):
             self._aside(name, f"{where}.header", f"nests more than {deep_json.MAX_NESTING} levels deep", header)
         elif isinstance(header, dict) and header and (newer or pending.header is None):
-            pending.header = header  # an empty header or settings object means "not given"
+            pending.header = cast(SessionHeader, header)  # an empty header or settings object means "not given"
         settings = data.get("settings")
         if settings is not None and not isinstance(settings, dict):
             self._aside(name, f"{where}.settings", f"must be a JSON object, not {type(settings).__name__}", settings)
@@ -327,7 +328,7 @@ class SessionGatherer:
                 if pending.raw:
                     self._note(f"{where}", "no header; a new one was made")
             elif not isinstance(header.get("id"), str):
-                header = dict(header, id=new_session_id())
+                header = {**header, "id": new_session_id()}
                 self._note(f"{where} header", "the header has no id; a new one was made")
             labels = pending.labels
             before = len(self.report.set_aside)

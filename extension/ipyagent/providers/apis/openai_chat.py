@@ -27,6 +27,8 @@ from ipyagent.providers.transport.message import MessageBuilder, empty_usage
 from ipyagent.providers.transport.sse import SSEEvent
 from ipyagent.providers.transport.stop_reasons import outcome, unknown_note
 from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
+from ipyagent.session.messages import text_block, text_of
+from ipyagent.shapes import ContentBlock, Usage
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 # The fields compatible servers put their reasoning in: DeepSeek, vLLM and llama.cpp
@@ -35,13 +37,14 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 
 
-def openai_usage(raw: dict[str, Any]) -> dict[str, Any]:
+def openai_usage(raw: dict[str, Any]) -> Usage:
     prompt = raw.get("prompt_tokens") or 0
     output = raw.get("completion_tokens") or 0
     details = raw.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0  # DeepSeek: the latter
     usage = empty_usage()
-    usage.update(input=max(0, prompt - cached), output=output, cacheRead=cached, totalTokens=prompt + output)
+    usage.update({"input": max(0, prompt - cached), "output": output, "cacheRead": cached,
+                  "totalTokens": prompt + output})
     return usage
 
 
@@ -123,8 +126,8 @@ def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[d
                 out.append({**wire, **_wire_reasoning(message["content"])})
         elif role == "toolResult":
             content = message.get("content")
-            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-            text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            blocks: list[ContentBlock] = [text_block(content)] if isinstance(content, str) else content or []
+            text = text_of(blocks, "\n")
             images += [{"type": "image_url", "image_url": {"url": image_data_url(b)}}
                        for b in blocks if b.get("type") == "image"]
             out.append({"role": "tool", "tool_call_id": message["toolCallId"], "content": text or "(no output)"})
