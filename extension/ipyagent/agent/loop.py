@@ -55,6 +55,7 @@ from ipyagent.session.messages import (
     NOT_RUN_INTERRUPTED,
     call_arguments,
     text_block,
+    text_of,
     tool_calls_of,
     tool_result_message,
     unanswered_tool_calls,
@@ -76,7 +77,7 @@ class RunResult:
     def text(self) -> str:
         if not self.final_message:
             return ""
-        return "\n".join(b.get("text", "") for b in self.final_message.get("content", []) if b.get("type") == "text")
+        return text_of(self.final_message.get("content", []), "\n")
 
 
 class AgentLoop:

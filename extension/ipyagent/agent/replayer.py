@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ipyagent.agent.compaction_oracle import SKIP, CompactionRuling
 from ipyagent.agent.ports import RunPorts
@@ -35,6 +35,9 @@ from ipyagent.providers.provider import MessageDone, ModelRequest, Provider, Str
 from ipyagent.session.entries import compaction_trigger, same_content
 from ipyagent.session.messages import NOT_RUN_INTERRUPTED, entry_to_message, prompt_text, text_of, tool_calls_of
 from ipyagent.shapes import ContentBlock, Entry, Message
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 Notice = Callable[[str], None]
 
@@ -307,16 +310,17 @@ class ReplayCompactions:
         self.describer = describer
         self.provider = provider
 
-    def rule(self, session: Any, *, manual: bool) -> CompactionRuling | None:
+    def rule(self, session: Session, *, manual: bool) -> CompactionRuling | None:
         self._aim(None)
         if (self.provider is not None and self.provider.diverged) or not session.on_followed_path():
             return None
         upcoming = session.followed_next()
-        recorded = upcoming is not None and upcoming.get("type") == "compaction"
+        if upcoming is None or upcoming.get("type") != "compaction":
+            return None if manual else SKIP
         if manual:  # the user's %compact: reproduce this cell's recorded compaction if it is next
-            if not recorded or upcoming.get("cellId") != self.cell.cell_id:
+            if upcoming.get("cellId") != self.cell.cell_id:
                 return None
-        elif not recorded or upcoming.get("cellId"):  # a %compact cell's compaction is that cell's to make
+        elif upcoming.get("cellId"):  # a %compact cell's compaction is that cell's to make
             return SKIP
         self._aim(upcoming)
         return CompactionRuling(True, upcoming.get("firstKeptEntryId"), compaction_trigger(upcoming))

@@ -13,13 +13,16 @@ only its own words or ``escape_markdown`` text.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipyagent.display.untrusted import code_span, escape_markdown, safe_markdown
 from ipyagent.session.messages import CELL_PROMPT_FIELD
 from ipyagent.shapes import Entry, SessionHeader
 from ipyagent.store.journal import JOURNAL_MIME, journal_payload
 from ipyagent.text import clip
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 __all__ = ["journal_bundle", "entry_line", "transcript_markdown"]
 
@@ -179,7 +182,7 @@ def _quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in text.split("\n"))
 
 
-def transcript_markdown(session: Any, name: str = "default", settings: dict[str, Any] | None = None) -> str:
+def transcript_markdown(session: Session, name: str = "default", settings: dict[str, Any] | None = None) -> str:
     """The conversation on the session's current path (root → leaf), readable: prompts, answers,
     tool calls and results (long results cut), compactions with their summaries and what they
     replaced, branch summaries. Entries on other branches are counted, not shown.

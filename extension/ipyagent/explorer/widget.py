@@ -40,6 +40,7 @@ from ipyagent.explorer.html import (
     title_html,
 )
 from ipyagent.explorer.plan import ESTIMATOR_LABELS, Exploration, ExplorerModel, ExploreSettings
+from ipyagent.shapes import Entry
 
 if TYPE_CHECKING:
     from ipyagent.agent.budget import RequestBudget
@@ -366,7 +367,7 @@ class CompactionExplorer:
 
 
 def _settings_from(saved: dict[str, Any], model_window: int | None, *, window: int | None, reserve: int | None,
-                   keep: int | None, estimator: str | None, focus: str, session: Any,
+                   keep: int | None, estimator: str | None, focus: str, session: Session,
                    notes: list[str] | None = None) -> tuple[ExploreSettings, bool]:
     """The controls' starting values. Stored settings come from the notebook: a value that is not
     a whole number of tokens (``"abc"``, ``[1]``, ``"1e9"``) is left out, with a note."""
@@ -479,7 +480,7 @@ class _Bridge(Protocol):
 
 
 class _IdleCompaction(Protocol):
-    def join(self, *, show: bool = True) -> dict[str, Any] | None: ...
+    def join(self, *, show: bool = True) -> Entry | None: ...
 
 
 SlotT = TypeVar("SlotT", bound=_Slot)

@@ -240,7 +240,7 @@ def _umask() -> int:
     return mask
 
 
-def save_session_to_notebook_file(session: Any, src: str | Path, dst: str | Path, name: str | None = None,
+def save_session_to_notebook_file(session: Session, src: str | Path, dst: str | Path, name: str | None = None,
                                   settings: dict[str, Any] | None = None) -> None:
     """Write ``session`` into ``dst``'s metadata (the rest of ``src`` copied as it is).
 

@@ -84,7 +84,7 @@ class StoredSession:
         return StoredSession(*checked) if checked is not None else cls(new_header(), None, {}, [])
 
     @classmethod
-    def from_session(cls, session: Any, settings: dict[str, Any] | None = None) -> StoredSession:
+    def from_session(cls, session: Session, settings: dict[str, Any] | None = None) -> StoredSession:
         return cls(session.header.copy(), session.leaf_id, strip_secrets(settings or {}), list(session.entries))
 
     def ids(self) -> set[str]:
@@ -150,7 +150,7 @@ class NotebookSessions:
         return out
 
     @_hybridmethod
-    def from_session(target: NotebookSessions | type[NotebookSessions], name: str, session: Any,
+    def from_session(target: NotebookSessions | type[NotebookSessions], name: str, session: Session,
                      settings: dict[str, Any] | None = None) -> NotebookSessions:
         """Store a :class:`ipyagent.core.Session` under ``name`` and make it the active session.
 

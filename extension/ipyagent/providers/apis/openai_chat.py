@@ -53,7 +53,7 @@ def _user_content(content: Any) -> Any:
         return content
     blocks = [b for b in content or [] if b.get("type") in ("text", "image")]
     if all(b["type"] == "text" for b in blocks):
-        return "\n".join(b["text"] for b in blocks)  # plain strings suit every compatible server
+        return text_of(blocks, "\n")  # plain strings suit every compatible server
     return [{"type": "text", "text": b["text"]} if b["type"] == "text"
             else {"type": "image_url", "image_url": {"url": image_data_url(b)}} for b in blocks]
 
@@ -115,7 +115,7 @@ def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[d
         if role == "user":
             out.append({"role": "user", "content": _user_content(message.get("content"))})
         elif role == "assistant":
-            text = "".join(b["text"] for b in message["content"] if b["type"] == "text")
+            text = text_of(message["content"])
             calls = [_wire_call(b, same=message.get("provider") == provider)
                      for b in message["content"] if b["type"] == "toolCall"]
             # "" rather than null beside tool calls: OpenAI takes either, llama-cpp-python only a string

@@ -39,6 +39,7 @@ from ipyagent.providers.transport.message import MessageBuilder, empty_usage
 from ipyagent.providers.transport.sse import SSEEvent
 from ipyagent.providers.transport.stop_reasons import outcome, unknown_note
 from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
+from ipyagent.session.messages import text_block, text_of
 from ipyagent.shapes import ContentBlock, Message, Usage
 
 _RESPONSES_ONLY = re.compile(r"codex|^(o1|o3|gpt-5[\w.]*)-pro\b|deep-research|^computer-use", re.IGNORECASE)
@@ -168,8 +169,8 @@ def _output_message(text: str, item_id: Any, phase: str | None) -> dict[str, Any
 
 def _tool_output(message: Message) -> Any:
     content = message.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-    text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    blocks: list[ContentBlock] = [text_block(content)] if isinstance(content, str) else content or []
+    text = text_of(blocks, "\n")
     if not any(b.get("type") == "image" for b in blocks):
         return text or "(no output)"
     return _input_content(blocks)
