@@ -1,4 +1,5 @@
-"""Pi's session JSON as TypedDicts: entries, the messages they hold, content blocks, usage.
+"""Pi's session JSON as TypedDicts: entries, the messages they hold, content blocks, usage; and the
+notebook (nbformat 4) and kernel messages the session travels in.
 
 Pi 1.6's fields (docs/session-format.md, docs/message-types.md; summarised in the design notes), plus the
 few ipyagent adds. A TypedDict is a dict at run time, so reading and writing these shapes changes no
@@ -170,3 +171,40 @@ class Entry(TypedDict, total=False):
     # ipyagent's own (Pi ignores them): what made a compaction, the cell that wrote an entry
     trigger: str
     cellId: str
+
+
+# ---- the notebook around the session (nbformat 4) -------------------------------------------------
+
+
+class IpynbCell(TypedDict, total=False):
+    """A cell of an nbformat 4 notebook (``outputs`` and ``execution_count``: code cells only)."""
+
+    cell_type: str  # "code", "markdown" or "raw"
+    id: str
+    metadata: dict[str, Any]
+    source: Any  # a string, or a list of lines as nbformat splits it
+    outputs: list[dict[str, Any]]
+    execution_count: int | None
+    attachments: dict[str, Any]
+
+
+class Ipynb(TypedDict, total=False):
+    """An nbformat 4 notebook as JSON; ``metadata["ipyagent"]`` holds the sessions (``store/``)."""
+
+    cells: list[IpynbCell]
+    metadata: dict[str, Any]
+    nbformat: int
+    nbformat_minor: int
+
+
+class KernelMessage(TypedDict, total=False):
+    """A Jupyter messaging protocol message as jupyter_client hands it over (a dict)."""
+
+    header: dict[str, Any]
+    parent_header: dict[str, Any]
+    metadata: dict[str, Any]
+    content: dict[str, Any]
+    buffers: list[Any]
+    msg_id: str
+    msg_type: str
+    channel: str

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ipyagent.cli.common import CliError, command
 from ipyagent.session.entries import Entry
 from ipyagent.session.intake import LoadReport
-from ipyagent.shapes import SessionHeader
+from ipyagent.shapes import Ipynb, SessionHeader
 
 if TYPE_CHECKING:
     from ipyagent.agent.redaction import Replacements
@@ -28,7 +28,7 @@ def _warn_report(report: LoadReport | None) -> None:
         print(report.summary(), file=sys.stderr)
 
 
-def _read_sessions(path: Path) -> tuple[dict[str, Any], NotebookSessions, LoadReport]:
+def _read_sessions(path: Path) -> tuple[Ipynb, NotebookSessions, LoadReport]:
     from ipyagent.store.ipynb import NotebookError, read_notebook, sessions_from_notebook
 
     try:

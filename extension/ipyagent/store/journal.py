@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ipyagent.session import deep_json
-from ipyagent.shapes import Entry, SessionHeader
+from ipyagent.shapes import Entry, Ipynb, SessionHeader
 from ipyagent.store.schema import strip_secrets
 
 __all__ = ["JOURNAL_MIME", "journal_payload", "journal_outputs"]
@@ -32,7 +32,7 @@ def journal_payload(session_name: str, header: SessionHeader | None, leaf: str |
             "leaf": leaf, "settings": strip_secrets(settings or {}), "entries": list(entries)}
 
 
-def journal_outputs(nb: dict[str, Any], *, positions: bool = False) -> Iterator[tuple[Any, ...]]:
+def journal_outputs(nb: Ipynb, *, positions: bool = False) -> Iterator[tuple[Any, ...]]:
     """Every journal payload of ``nb`` in cell order: ``(cell_index, payload)``
     (``(cell_index, output_index, payload)`` with ``positions=True``).
 
