@@ -43,7 +43,8 @@ suppress_warnings = ["mystnb.unknown_mime_type"]  # the journal's entries (appli
 
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
-autodoc_default_options = {"members": True, "undoc-members": False}
+# api.md names the members each class shows: nothing renders that the page does not list
+autodoc_default_options: dict[str, object] = {}
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"ipyagent {release}"
