@@ -32,7 +32,7 @@ author = "the ipyagent authors"
 copyright = "the ipyagent authors"
 version = release = ipyagent.__version__
 
-extensions = ["myst_nb", "sphinx.ext.autodoc", "ipyagent_docs"]
+extensions = ["myst_nb", "sphinx.ext.autodoc", "ipyagent_docs", "ipyagent_settings"]
 # _contents: where jupyterlite-sphinx stages the Lite site's notebooks (a --docs build leaves it)
 exclude_patterns = ["_build", "_ext", "images/*.py", "lite", "_contents"]
 myst_enable_extensions = ["colon_fence", "deflist"]

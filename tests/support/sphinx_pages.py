@@ -8,6 +8,7 @@ allowed; every other warning fails the build (``-W``), as in ``.ci/run``.
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import subprocess
@@ -61,8 +62,8 @@ def rendered_objects(html: str) -> list[str]:
     return parser.ids
 
 
-def page_text(html: str) -> str:
+def page_text(page: str) -> str:
     """The text of a built HTML page's article (markup, scripts and styles dropped)."""
-    body = html.split('<article class="bd-article">', 1)[-1].split("</article>", 1)[0]
+    body = page.split('<article class="bd-article">', 1)[-1].split("</article>", 1)[0]
     body = re.sub(r"(?s)<(script|style)\b.*?</\1>", " ", body)
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body)).strip()
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body))).strip()
