@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 
 import pytest
 
-from support.sphinx_pages import DOCS, build_pages, rendered_objects
+from support.sphinx_pages import DOCS, rendered_objects
 
 DIRECTIVE = re.compile(r"^\.\. auto(?:class|function|data):: (\S+)\n((?:   :\w[\w-]*:.*\n)*)", re.M)
 PRIVATE = re.compile(r"(?<![\w.])_[A-Za-z]\w*|\._[A-Za-z]\w*")
@@ -40,9 +41,8 @@ def resolve(dotted: str) -> object:
 
 
 @pytest.fixture(scope="module")
-def api_page(tmp_path_factory: pytest.TempPathFactory) -> str:
-    out = build_pages(tmp_path_factory.mktemp("api"), ["api"])
-    return (out / "api.html").read_text(encoding="utf-8")
+def api_page(reference_section: Path) -> str:
+    return (reference_section / "api.html").read_text(encoding="utf-8")
 
 
 def test_every_name_the_page_lists_exists_and_is_public():

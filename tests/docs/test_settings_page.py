@@ -4,16 +4,16 @@ has its entry (anchor, type, default, help), and every ``Agent.NAME`` the pages 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-from support.sphinx_pages import DOCS, ROOT, build_pages, page_text
+from support.sphinx_pages import DOCS, ROOT, page_text
 
 
 @pytest.fixture(scope="module")
-def settings_page(tmp_path_factory: pytest.TempPathFactory) -> str:
-    out = build_pages(tmp_path_factory.mktemp("settings"), ["settings"])
-    return (out / "settings.html").read_text(encoding="utf-8")
+def settings_page(reference_section: Path) -> str:
+    return (reference_section / "settings.html").read_text(encoding="utf-8")
 
 
 def test_every_setting_has_its_entry_with_type_default_and_help(settings_page: str):

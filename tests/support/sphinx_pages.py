@@ -42,6 +42,15 @@ def build_pages(tmp: Path, pages: list[str], builder: str = "html", index: str |
     return out
 
 
+def toctree_entries(page: str) -> list[str]:
+    """The documents the toctrees of ``docs/<page>.md`` list, in order."""
+    text = (DOCS / f"{page}.md").read_text(encoding="utf-8")
+    out = []
+    for body in re.findall(r"(?s)```\{toctree\}\n(.*?)```", text):
+        out += [line.strip() for line in body.splitlines() if line.strip() and not line.startswith(":")]
+    return out
+
+
 class _Ids(HTMLParser):
     """The ids of the objects autodoc rendered (``<dt class="sig sig-object py" id=…>``)."""
 
