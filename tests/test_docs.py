@@ -1,12 +1,12 @@
 """The front door and the documentation: the README stays short and starts with what a newcomer
 needs, the generated reference pages list every command and option the parsers accept, the
-diagrams are what their script draws, and the command line's help fits one screen.
+diagrams are what their script draws, and the command line's help fits one screen. The generated
+reference pages are checked in tests/docs.
 
 The whole site is built by ``.ci/run`` (``python -m sphinx -W --keep-going -b html docs …``)."""
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import ipyagent
-from support.sphinx_pages import build_pages
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -53,46 +52,6 @@ def test_every_page_exists():
     """(Which toctree lists each page: tests/docs/test_doc_sections.py.)"""
     for page in PAGES:
         assert (DOCS / f"{page}.md").is_file(), page
-
-
-def _parser_options(parser: argparse.ArgumentParser) -> list[str]:
-    """Every option string, and every positional as its usage names it (metavar, else dest)."""
-    out = []
-    for action in parser._actions:
-        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
-            continue
-        positional = action.metavar if isinstance(action.metavar, str) else action.dest
-        out += action.option_strings or [positional]
-    return out
-
-
-def test_the_generated_cli_and_magics_pages_list_every_command_and_option(tmp_path):
-    """Build the two pages as Sphinx does (text builder), then look for every parser's options."""
-    out = build_pages(tmp_path, ["cli", "magics"], builder="text")
-    cli_page = (out / "cli.txt").read_text(encoding="utf-8")
-    magics_page = (out / "magics.txt").read_text(encoding="utf-8")
-
-    from ipyagent.cli import build_parser
-
-    parser = build_parser()
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert subparsers.choices
-    for name, child in subparsers.choices.items():
-        assert f"ipyagent {name}" in cli_page, name
-        for flag in _parser_options(child):
-            assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", cli_page), f"ipyagent {name} {flag}"
-
-    import ipyagent.kernel.magics  # noqa: F401  (registers every %agent command)
-    from ipyagent.kernel.magics.commands import CELL_MAGICS, COMMANDS
-
-    magic_parsers = {**CELL_MAGICS, **{f"%agent {n}": f.parser for n, f in COMMANDS.items()}}
-    assert len(magic_parsers) > 20
-    for name, magic_parser in magic_parsers.items():
-        assert name in magics_page, name
-        for flag in _parser_options(magic_parser):
-            assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", magics_page), f"{name} {flag}"
-    for page in (cli_page, magics_page):  # a help string argparse could not expand
-        assert "option_strings" not in page and "%(" not in page
 
 
 def test_the_diagrams_are_what_their_script_draws():
