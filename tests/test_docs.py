@@ -56,7 +56,7 @@ def test_every_page_exists():
 
 def test_the_diagrams_are_what_their_script_draws():
     figures = _module(DOCS / "images" / "make_figures.py", "make_figures")
-    assert set(figures.FIGURES) == {"budget-cut.svg", "entry-flow.svg"}
+    assert set(figures.FIGURES) == {"budget-cut.svg", "cell-path.svg", "entry-flow.svg"}
     for name, draw in figures.FIGURES.items():
         committed = (DOCS / "images" / name).read_text(encoding="utf-8")
         assert committed == draw(), f"docs/images/{name} is stale: python docs/images/make_figures.py"
