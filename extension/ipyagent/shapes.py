@@ -60,12 +60,31 @@ class Usage(TypedDict, total=False):
     serverToolUse: dict[str, int]  # ipyagent's: Anthropic's count of the tools it ran itself
 
 
+JsonSchema = TypedDict("JsonSchema", {
+    "type": "str | list[str]",
+    "description": str,
+    "properties": "dict[str, JsonSchema]",
+    "required": list[str],
+    "items": "JsonSchema",
+    "enum": list[Any],
+    "default": Any,
+    "minimum": float,
+    "maximum": float,
+    "additionalProperties": "bool | JsonSchema",
+    "anyOf": "list[JsonSchema]",
+    "$defs": "dict[str, JsonSchema]",
+    "$ref": str,
+}, total=False)
+"""A JSON Schema as tools declare their parameters (the keywords ipyagent's own tools use and reads; an
+MCP server's schema may hold others, which pass through untouched)."""
+
+
 class ToolDeclaration(TypedDict, total=False):
     """A tool as a system message declares it (Pi 1.6's ``toolsAdded``; ``toolsRemoved`` holds names only)."""
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JsonSchema
 
 
 class Message(TypedDict, total=False):

@@ -11,8 +11,9 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.cli.common import CliError, command
 from ipyagent.session.entries import Entry
 from ipyagent.session.intake import LoadReport
@@ -133,7 +134,7 @@ def run_export(args: argparse.Namespace) -> int:
     from ipyagent.store.schema import SessionNotFound
 
     path = Path(args.notebook)
-    settings: dict[str, Any] = {}
+    settings: SavedSettings = {}
     if path.suffix == ".ipynb":
         _, sessions, report = _read_sessions(path)
         try:
@@ -219,7 +220,7 @@ def _scrub_import(header: SessionHeader, entries: list[Entry], report: LoadRepor
     return (header, entries, found) if keep else (header_out, scrubbed, found)
 
 
-def _model_of(entries: list[Entry]) -> dict[str, str]:
+def _model_of(entries: list[Entry]) -> SavedSettings:
     for entry in reversed(entries):
         if entry.get("type") == "model_change" and entry.get("modelId"):
             provider = entry.get("provider")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.display.untrusted import code_span, escape_markdown, safe_markdown
 from ipyagent.session.messages import CELL_PROMPT_FIELD
 from ipyagent.shapes import Entry, SessionHeader
@@ -31,7 +32,7 @@ MAX_TEXT = 80
 
 
 def journal_bundle(session_name: str, header: SessionHeader | None, leaf: str | None,
-                   settings: dict[str, Any] | None, entries: list[Entry]
+                   settings: SavedSettings | None, entries: list[Entry]
                    ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(data, metadata)`` for ``display(data, metadata=metadata, raw=True)``.
 
@@ -182,7 +183,7 @@ def _quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in text.split("\n"))
 
 
-def transcript_markdown(session: Session, name: str = "default", settings: dict[str, Any] | None = None) -> str:
+def transcript_markdown(session: Session, name: str = "default", settings: SavedSettings | None = None) -> str:
     """The conversation on the session's current path (root → leaf), readable: prompts, answers,
     tool calls and results (long results cut), compactions with their summaries and what they
     replaced, branch summaries. Entries on other branches are counted, not shown.

@@ -31,7 +31,7 @@ from ipyagent import host
 from ipyagent.agent.budget import restore_learned_window
 from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.prompt.pinned import active_pins, pins_note
-from ipyagent.agent.run_config import upgrade_saved_settings
+from ipyagent.agent.run_config import SavedSettings, upgrade_saved_settings
 from ipyagent.bridge.comm import KernelBridge
 from ipyagent.bridge.push import PushInbox
 from ipyagent.core import Session
@@ -57,7 +57,7 @@ class SessionSlot:
 
     name: str
     session: Session
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: SavedSettings = field(default_factory=lambda: SavedSettings())
     persisted: set[str] = field(default_factory=set)
     persisted_leaf: str | None = None
     origin: str = "new"  # "new", "push", "disk", "load"
@@ -168,10 +168,10 @@ def merge_into(slot: SessionSlot, other: Session | list[Entry]) -> int:
 # ---- saving ------------------------------------------------------------------------------------
 
 
-def journal_output(session_name: str, header: SessionHeader, leaf: str | None, settings: Mapping[str, Any],
+def journal_output(session_name: str, header: SessionHeader, leaf: str | None, settings: SavedSettings,
                    entries: list[Entry]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of the journal output for ``entries``."""
-    return journal_bundle(session_name, header.copy(), leaf, dict(settings), list(entries))
+    return journal_bundle(session_name, header.copy(), leaf, settings.copy(), list(entries))
 
 
 # how long a run's end waits for the acks of earlier runs' entries from a frontend that answers
@@ -197,7 +197,7 @@ class Persister:
 
         display(data, raw=True, metadata=metadata)
 
-    def stream(self, slot: SessionSlot, entries: list[Entry], settings: Mapping[str, Any], *,
+    def stream(self, slot: SessionSlot, entries: list[Entry], settings: SavedSettings, *,
                active: bool = True, redact: Callable[[Any], Any] | None = None) -> int | None:
         """Send ``entries`` (just made by a running run) through the bridge, when a comm is open —
         also before its ``hello_ack``: a frontend stores entries on any comm of its target.
@@ -218,7 +218,7 @@ class Persister:
             return None
         return seq
 
-    def persist(self, slot: SessionSlot, settings: Mapping[str, Any], *, active: bool = True,
+    def persist(self, slot: SessionSlot, settings: SavedSettings, *, active: bool = True,
                 force: bool = False, redact: Callable[[Any], Any] | None = None) -> str | None:
         """Persist ``slot``'s new entries; return "bridge", "journal" or None (nothing to do).
 

@@ -17,7 +17,7 @@ from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.prompt.record import SystemPromptRecord
 from ipyagent.agent.redaction import Redactor
-from ipyagent.agent.run_config import RunConfig
+from ipyagent.agent.run_config import RunConfig, SavedSettings
 from ipyagent.agent.skills.discovery import find_skills
 from ipyagent.agent.skills.skill_tool import SkillTool
 from ipyagent.agent.tools import ApprovalCallback, Tool
@@ -280,8 +280,8 @@ class AgentRuntime:
             self._notebook_port = KernelNotebook(self.shell, lambda: self.bridge, lambda: self.config.notebook_path)
         return self._cell_runner, self._notebook_port
 
-    def settings_of(self, slot: SessionSlot, config: RunConfig | None = None) -> dict[str, Any]:
-        settings = dict(slot.settings)
+    def settings_of(self, slot: SessionSlot, config: RunConfig | None = None) -> SavedSettings:
+        settings = slot.settings.copy()
         config = config or self.run_config()
         settings.update(config.saved_settings())
         learned = learned_window_setting(self.providers.models, config.model)

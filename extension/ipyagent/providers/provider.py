@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ipyagent.providers.models import ModelInfo, table_info
-from ipyagent.shapes import Message, Usage
+from ipyagent.shapes import JsonSchema, Message, Usage
 
 
 @dataclass
@@ -22,7 +22,7 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JsonSchema
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}

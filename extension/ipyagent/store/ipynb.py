@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.session import deep_json
 from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
 from ipyagent.shapes import Ipynb, IpynbCell
@@ -243,7 +244,7 @@ def _umask() -> int:
 
 
 def save_session_to_notebook_file(session: Session, src: str | Path, dst: str | Path, name: str | None = None,
-                                  settings: dict[str, Any] | None = None) -> None:
+                                  settings: SavedSettings | None = None) -> None:
     """Write ``session`` into ``dst``'s metadata (the rest of ``src`` copied as it is).
 
     For the command line only: ``dst`` must not be a file a frontend holds open. Entries the

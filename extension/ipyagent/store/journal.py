@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.session import deep_json
 from ipyagent.shapes import Entry, Ipynb, SessionHeader
 from ipyagent.store.schema import strip_secrets
@@ -25,7 +26,7 @@ VERSION = 1
 
 
 def journal_payload(session_name: str, header: SessionHeader | None, leaf: str | None,
-                    settings: dict[str, Any] | None, entries: list[Entry]) -> dict[str, Any]:
+                    settings: SavedSettings | None, entries: list[Entry]) -> dict[str, Any]:
     """The payload stored under :data:`JOURNAL_MIME`: the session's name, header, leaf, settings
     (those that look like credentials left out) and the entries."""
     return {"version": VERSION, "session": session_name, "header": header or {},

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry
 from ipyagent.session.intake import LoadReport
@@ -63,7 +64,7 @@ class StoredSession:
 
     header: SessionHeader
     leaf: str | None
-    settings: dict[str, Any]
+    settings: SavedSettings
     entries: list[Entry]
     extra: dict[str, Any] = field(default_factory=dict)  # keys a newer ipyagent wrote: kept
 
@@ -84,8 +85,9 @@ class StoredSession:
         return StoredSession(*checked) if checked is not None else cls(new_header(), None, {}, [])
 
     @classmethod
-    def from_session(cls, session: Session, settings: dict[str, Any] | None = None) -> StoredSession:
-        return cls(session.header.copy(), session.leaf_id, strip_secrets(settings or {}), list(session.entries))
+    def from_session(cls, session: Session, settings: SavedSettings | None = None) -> StoredSession:
+        return cls(session.header.copy(), session.leaf_id, cast(SavedSettings, strip_secrets(settings or {})),
+                   list(session.entries))
 
     def ids(self) -> set[str]:
         return {e["id"] for e in self.entries}
@@ -151,7 +153,7 @@ class NotebookSessions:
 
     @_hybridmethod
     def from_session(target: NotebookSessions | type[NotebookSessions], name: str, session: Session,
-                     settings: dict[str, Any] | None = None) -> NotebookSessions:
+                     settings: SavedSettings | None = None) -> NotebookSessions:
         """Store a :class:`ipyagent.core.Session` under ``name`` and make it the active session.
 
         On the class, ``NotebookSessions.from_session(name, session, settings)`` returns a new
@@ -182,7 +184,7 @@ class NotebookSessions:
         for name, theirs in other.sessions.items():
             mine = self.sessions.get(name)
             if mine is None:
-                self.sessions[name] = StoredSession(theirs.header.copy(), theirs.leaf, dict(theirs.settings),
+                self.sessions[name] = StoredSession(theirs.header.copy(), theirs.leaf, theirs.settings.copy(),
                                                     list(theirs.entries), dict(theirs.extra))
                 added += len(theirs.entries)
                 if self.active is None or other.active == name:
@@ -196,7 +198,7 @@ class NotebookSessions:
                 added += len(new)
                 if newest_timestamp(new) >= newest:
                     mine.leaf = theirs.leaf if theirs.leaf is not None else new[-1]["id"]
-                    mine.settings = dict(theirs.settings) if theirs.settings else mine.settings
+                    mine.settings = theirs.settings.copy() if theirs.settings else mine.settings
                     mine.header = theirs.header.copy() if theirs.header else mine.header
                     if other.active == name:
                         self.active = name
@@ -223,7 +225,7 @@ class NotebookSessions:
         return [item for item in self.set_aside if item.get("session") == name and is_pi_line(item)]
 
     def store_pi_import(self, name: str, header: SessionHeader, entries: list[Entry], report: LoadReport,
-                        settings: dict[str, Any] | None = None, source: str = "") -> None:
+                        settings: SavedSettings | None = None, source: str = "") -> None:
         """Store a Pi file's session (``parse_pi_jsonl``'s result) as session ``name``, made active.
 
         A session of that name is replaced, with the lines set aside when it was imported. The
@@ -238,7 +240,7 @@ class NotebookSessions:
                 record.setdefault("source", source)
             self.set_aside.append(record)
         leaf = entries[-1]["id"] if entries else None  # Pi resumes at the file's last entry
-        self.sessions[name] = StoredSession(header, leaf, strip_secrets(settings or {}), entries)
+        self.sessions[name] = StoredSession(header, leaf, cast(SavedSettings, strip_secrets(settings or {})), entries)
         self.active = name
 
     def resolve_name(self, name: str | None = None) -> str:

@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple, cast
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry
 from ipyagent.session.ids import new_session_id
@@ -130,7 +131,7 @@ class CheckedSession(NamedTuple):
 
     header: SessionHeader
     leaf: str | None
-    settings: dict[str, Any]
+    settings: SavedSettings
     entries: list[Entry]
     extra: dict[str, Any]
 
@@ -154,7 +155,7 @@ class _Pending:
         self.header: SessionHeader | None = None
         self.leaf: Any = None
         self.leaf_where = ""
-        self.settings: dict[str, Any] = {}
+        self.settings: SavedSettings = {}
         self.extra: dict[str, Any] = {}
         self.raw: list[Any] = []
         self.labels: list[str] = []
@@ -263,7 +264,7 @@ class SessionGatherer:
         elif _too_deep(settings):
             self._aside(name, f"{where}.settings", f"nests more than {deep_json.MAX_NESTING} levels deep", settings)
         elif isinstance(settings, dict) and settings and (newer or not pending.settings):
-            pending.settings = strip_secrets(settings)
+            pending.settings = cast(SavedSettings, strip_secrets(settings))
             if len(pending.settings) != len(settings):
                 self._note(f"{where}.settings", "settings that look like credentials were removed")
         if newer and "leaf" in data:

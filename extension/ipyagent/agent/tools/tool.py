@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ipyagent.providers.provider import ToolSpec
-from ipyagent.shapes import ContentBlock, Entry
+from ipyagent.shapes import ContentBlock, Entry, JsonSchema
 
 if TYPE_CHECKING:
     from ipyagent.agent.tools.cell import CellRunner
@@ -59,7 +59,7 @@ class ToolContext:
 class Tool:
     name: ClassVar[str]
     description: ClassVar[str]
-    parameters: ClassVar[dict[str, Any]]
+    parameters: ClassVar[JsonSchema]
     # Read-only tools run without asking (see approval_reason); the others go through the approval policy.
     read_only: ClassVar[bool] = False
 

@@ -4,13 +4,14 @@ sessions of this kernel, their trees, and moving them in and out of files."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 from IPython.display import display
 
 from ipyagent.agent.budget import recorded_request_tokens
 from ipyagent.agent.redaction import Redactor, Replacements
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.core import Session
 from ipyagent.display.stream import error_bundle, short_args
 from ipyagent.kernel.magics.commands import SESSIONS, argument, command, magic_arguments, parse_argstring
@@ -188,7 +189,7 @@ def agent_checkout(runtime: AgentRuntime, rest: str) -> None:
 # ---- export, import, load ----------------------------------------------------------------------
 
 
-def session_markdown(name: str, session: Session, settings: dict[str, Any] | None = None) -> str:
+def session_markdown(name: str, session: Session, settings: SavedSettings | None = None) -> str:
     """The session as a Markdown transcript: the same as ``ipyagent export --format markdown``."""
     from ipyagent.display.journal_view import transcript_markdown
 

@@ -24,7 +24,7 @@ from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 from ipyagent.patterns import BoundedPattern, PatternInvalid, PatternTooCostly, compile_bounded, pattern_words
 from ipyagent.session.messages import call_arguments, text_of
-from ipyagent.shapes import Entry
+from ipyagent.shapes import Entry, JsonSchema
 
 MAX_EXCERPTS = 5
 EXCERPT_CHARS = 360  # around each hit
@@ -50,7 +50,7 @@ class RecallTool(Tool):
         "summary's [entry …] marks): that entry in full, a tool call with its result. Searches only what "
         "is no longer in your context."
     )
-    parameters: ClassVar[dict[str, Any]] = {
+    parameters: ClassVar[JsonSchema] = {
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "words or a regex"},
