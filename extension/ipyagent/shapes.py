@@ -105,6 +105,13 @@ class Message(TypedDict, total=False):
     errorMessage: str
     responseId: str
     responseModel: str
+    thinkingLevel: str
+    providerThinkingLevel: str
+    rawStopReason: str
+    endTurn: bool
+    deferred: bool
+    diagnostics: list[Any]
+    nestedCalls: dict[str, Any]  # toolResult (codemode): {"calls": [{id, name, arguments?, status…}], "complete"}
     providerStopReason: str  # ipyagent's: the provider's own word for the ending
     providerContent: list[dict[str, Any]]  # ipyagent's: the provider's own blocks, sent back as they came
     # toolResult
@@ -182,6 +189,10 @@ class Entry(TypedDict, total=False):
     targetId: str
     label: str | None
     replacement: ContextEditReplacement | None
+    # usage (Pi 1.6): model work that is no assistant message
+    kind: str
+    model: str
+    note: str
     # thinking_level_change, model_change, session_info
     thinkingLevel: str
     provider: str
