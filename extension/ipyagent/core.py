@@ -42,7 +42,7 @@ from ipyagent.session.entries import (
 )
 from ipyagent.session.file_readers import loader_for
 from ipyagent.session.ids import iso_now, iso_to_ms
-from ipyagent.session.intake import LoadReport
+from ipyagent.session.intake import LoadReport, SetAside
 from ipyagent.session.messages import Message, Usage
 from ipyagent.session.tokens import Estimator, make_estimator, normalize_usage
 from ipyagent.session.tree import SessionError, SessionTree
@@ -58,7 +58,7 @@ class Session(SessionTree):
     def __init__(self, header: SessionHeader | None = None, entries: Iterable[Entry] = (),
                  leaf_id: str | None = None, *,
                  estimator: str | Estimator = "chars4", hooks: HookRegistry | None = None,
-                 report: LoadReport | None = None, set_aside: Iterable[dict[str, Any]] = ()):
+                 report: LoadReport | None = None, set_aside: Iterable[SetAside] = ()):
         if isinstance(estimator, str):
             estimator = make_estimator(estimator)
         super().__init__(header, entries, leaf_id, estimator)
@@ -66,7 +66,7 @@ class Session(SessionTree):
         self.load_report = report or LoadReport()
         # Lines of the Pi file this session came from that could not be loaded: written back, in
         # their places, by to_pi_jsonl (records as in LoadReport.set_aside, with "line" and "raw").
-        self.set_aside: list[dict[str, Any]] = [item for item in set_aside if jsonl.is_pi_line(item)]
+        self.set_aside: list[SetAside] = [item for item in set_aside if jsonl.is_pi_line(item)]
         self._file_operations: dict[str, tuple[FileOperation, ...]] = {}  # entry id -> its calls' file operations
         self._costs = CostTally()
 
@@ -224,7 +224,7 @@ class Session(SessionTree):
 
     def compact(self, summarizer: Summarizer, settings: CompactionSettings | None = None, *,
                 focus: str | None = None, reason: str = "manual", summary_input_tokens: int | None = None,
-                plan: CompactionPlan | None = None, extra: dict[str, Any] | None = None,
+                plan: CompactionPlan | None = None, extra: Entry | None = None,
                 describe: Describe | None = None, room: CompactionRoom | None = None) -> Entry:
         """Summarise older work and append the compaction entry; return it (Pi's prepare →
         summarise → append, ``compaction/planner.py``).
@@ -322,18 +322,18 @@ def _branch_summary(preparation: TreePreparation, summarizer: Summarizer | None,
     return SuppliedBranchSummary(text, details)
 
 
-def _compaction_entry(result: CompactionResult, from_hook: bool, extra: dict[str, Any] | None,
+def _compaction_entry(result: CompactionResult, from_hook: bool, extra: Entry | None,
                       checkpoint: Message | None) -> Entry:
     """The entry of a compaction, with the ``checkpoint`` of the system prompt the model has (Pi
     1.6): what the kept part's system messages said, which the compaction drops in its favour."""
-    extra = dict(extra or {})  # e.g. the notebook cell that asked for it
-    timestamp = extra.pop("timestamp", None) or iso_now()
+    fields: dict[str, Any] = dict(extra or {})  # e.g. the notebook cell that asked for it
+    timestamp = fields.pop("timestamp", None) or iso_now()
     if checkpoint is not None:
         checkpoint = {**checkpoint, "timestamp": iso_to_ms(timestamp)}
     return compaction_entry(result.summary, result.first_kept_entry_id, int(result.tokens_before),
                             details=result.details, from_hook=from_hook,
                             usage=_sum_usage(result.usage) if result.usage else None,
-                            system_message=checkpoint, timestamp=timestamp, **extra)
+                            system_message=checkpoint, timestamp=timestamp, **fields)
 
 
 def _supplied_result(supplied: SuppliedCompaction, plan: CompactionPlan) -> CompactionResult:

@@ -154,6 +154,16 @@ class SessionHeader(TypedDict, total=False):
     parentSession: str
 
 
+class SummaryDetails(TypedDict, total=False):
+    """A compaction's or branch summary's ``details`` as Pi writes them (the files read and changed in
+    what was summarised), plus ipyagent's artifact ledger (``compaction/ledger.py``; Pi ignores it). A
+    hook's own summary may hold anything here: readers check each value."""
+
+    readFiles: list[str]
+    modifiedFiles: list[str]
+    artifacts: dict[str, Any]
+
+
 class ContextEditReplacement(TypedDict):
     """What a ``context_edit`` puts in place of its target's content."""
 
@@ -175,7 +185,7 @@ class Entry(TypedDict, total=False):
     summary: str
     firstKeptEntryId: str
     tokensBefore: int
-    details: dict[str, Any]
+    details: Any  # SummaryDetails (compaction, branch_summary: a hook's may hold anything); custom_message: its own
     fromHook: bool
     usage: Usage
     systemMessage: Message

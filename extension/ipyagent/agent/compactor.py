@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from ipyagent.agent import run_events as ev
 from ipyagent.agent.budget import RequestBudget
@@ -70,7 +69,7 @@ class Compactor:
         return summarizer_for(config, cancel=cancel or self.cancel, session_window=window, progress=progress,
                               providers=self.budget.providers)
 
-    def compact(self, focus: str | None = None, *, reason: str = "manual", extra: dict[str, Any] | None = None,
+    def compact(self, focus: str | None = None, *, reason: str = "manual", extra: Entry | None = None,
                 plan: CompactionPlan | None = None, cancel: threading.Event | None = None,
                 trigger: str | None = None) -> Entry | None:
         """Compact now (see :meth:`ipyagent.agent.loop.AgentLoop.compact`). Manual compaction raises on
@@ -99,7 +98,7 @@ class Compactor:
                                           duration=time.monotonic() - started))
         return entry
 
-    def _compact_session(self, focus: str | None, reason: str, extra: dict[str, Any], plan: CompactionPlan | None,
+    def _compact_session(self, focus: str | None, reason: str, extra: Entry, plan: CompactionPlan | None,
                          cancel: threading.Event | None) -> Entry:
         budget = self.budget.fitted()
         summarizer = RedactedSummaries(self.summarizer(cancel, reason), self.redactor())

@@ -187,7 +187,7 @@ class AgentLoop:
         return self._ports.provider or self.providers.resolve(self.config.model, self.config.provider_options)[0]
 
     def compact(self, focus: str | None = None, *, reason: str = "manual",
-                extra: dict[str, Any] | None = None, plan: CompactionPlan | None = None,
+                extra: Entry | None = None, plan: CompactionPlan | None = None,
                 cancel: threading.Event | None = None, trigger: str | None = None) -> Entry | None:
         """Compact now. Manual compaction raises on failure; automatic compaction reports and counts it.
 

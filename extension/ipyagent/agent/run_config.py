@@ -7,21 +7,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict, cast
 
-from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.compaction.settings import CompactionSettings, SavedCompaction
 
 DEFAULT_MODEL_ENV = "IPYAGENT_MODEL"
 
 SYSTEM_PROMPT = """You are a coding agent working inside a live Jupyter kernel, next to the user's notebook.
 
 You can run Python in the user's namespace with the `python` tool (variables you create stay there), read and edit files, and run shell commands. Look at the data and the files before you change them; prefer small, verifiable steps; report what you did and what you found, concisely. When the user's variables matter, inspect them with `python` rather than guessing."""
-
-
-class SavedCompaction(TypedDict, total=False):
-    """``CompactionSettings`` as saved with a session."""
-
-    reserve_tokens: int | None
-    keep_recent_tokens: int | None
-    enabled: bool
 
 
 class LearnedWindow(TypedDict, total=False):

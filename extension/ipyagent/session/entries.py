@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ipyagent.shapes import ContextEditReplacement, Message, Usage
+from ipyagent.shapes import ContextEditReplacement, Message, SummaryDetails, Usage
 from ipyagent.shapes import Entry as Entry
 from ipyagent.shapes import SessionHeader as SessionHeader
 
@@ -201,7 +201,7 @@ def message_entry(message: Message, **extra: Any) -> Entry:
 
 
 def compaction_entry(summary: str, first_kept_entry_id: str, tokens_before: int,
-                     details: dict[str, Any] | None = None, from_hook: bool = False, *,
+                     details: SummaryDetails | None = None, from_hook: bool = False, *,
                      usage: Usage | None = None, system_message: Message | None = None,
                      **extra: Any) -> Entry:
     """Pi 1.6's key order: summary, firstKeptEntryId, tokensBefore, details, usage, fromHook,
@@ -226,7 +226,7 @@ def context_edit_entry(target_id: str, replacement: ContextEditReplacement | Non
     return {"type": "context_edit", "targetId": target_id, "replacement": replacement}
 
 
-def branch_summary_entry(from_id: str, summary: str, details: dict[str, Any] | None = None,
+def branch_summary_entry(from_id: str, summary: str, details: SummaryDetails | None = None,
                          from_hook: bool = False) -> Entry:
     entry: Entry = {"type": "branch_summary", "fromId": from_id, "summary": summary}
     if details is not None:

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from ipyagent.session.entries import Entry, SessionHeader
 from ipyagent.session.ids import iso_now, new_entry_id, new_session_id
-from ipyagent.session.intake import LoadReport, sanitize_entries
+from ipyagent.session.intake import LoadReport, SetAside, sanitize_entries
 from ipyagent.session.tokens import js_json
 
 __all__ = ["CURRENT_VERSION", "dump_pi_jsonl", "is_pi_line", "migrate", "parse_pi_jsonl", "pi_jsonl_bytes",
@@ -153,7 +153,7 @@ def _first_bad_byte(line: bytes) -> int:
     return 0
 
 
-def _place(items: list[dict[str, Any]], header_line: int | None, kept_lines: list[int], kept_ids: list[str]) -> None:
+def _place(items: list[SetAside], header_line: int | None, kept_lines: list[int], kept_ids: list[str]) -> None:
     """Give every set-aside line its place among the entries: ``after`` the id of the kept entry
     above it (None: right after the header), or ``before_header``."""
     for item in items:
@@ -204,7 +204,7 @@ def is_pi_line(item: Any) -> bool:
         and isinstance(item.get("raw"), str)
 
 
-def _line_bytes(item: dict[str, Any]) -> bytes:
+def _line_bytes(item: SetAside) -> bytes:
     if isinstance(item.get("raw_base64"), str):
         try:
             return base64.b64decode(item["raw_base64"], validate=True)
@@ -218,7 +218,7 @@ def _pieces(header: SessionHeader, entries: list[Entry], set_aside: Iterable[Any
     """The file's lines in order: set-aside lines (as bytes) in their places among the entries."""
     lines = sorted((item for item in set_aside if is_pi_line(item)), key=lambda item: item["line"])
     before = [item for item in lines if item.get("before_header")]
-    after: dict[Any, list[dict[str, Any]]] = {}
+    after: dict[Any, list[SetAside]] = {}
     for item in lines:
         if not item.get("before_header"):
             after.setdefault(item.get("after"), []).append(item)

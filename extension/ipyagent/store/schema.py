@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ipyagent.agent.run_config import SavedSettings
 from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry
-from ipyagent.session.intake import LoadReport
+from ipyagent.session.intake import LoadReport, SetAside
 from ipyagent.session.jsonl import is_pi_line
 from ipyagent.shapes import SessionHeader
 from ipyagent.store.validation import (
@@ -118,7 +118,7 @@ class NotebookSessions:
     sessions: dict[str, StoredSession]
     version: int = VERSION
     # what a load could not use: [{"session", "where", "reason", "raw"}] — written back, never dropped
-    set_aside: list[dict[str, Any]] = field(default_factory=list)
+    set_aside: list[SetAside] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # unknown top-level keys: kept
     report: LoadReport | None = field(default=None, repr=False, compare=False)
 
@@ -220,7 +220,7 @@ class NotebookSessions:
         with deep_json.paused_gc():  # indexes every entry: many new containers, no garbage
             return Session(stored.header.copy(), list(stored.entries), stored.leaf, **session_kwargs)
 
-    def pi_lines(self, name: str) -> list[dict[str, Any]]:
+    def pi_lines(self, name: str) -> list[SetAside]:
         """The lines of a Pi file imported as session ``name`` that were set aside (in file order)."""
         return [item for item in self.set_aside if item.get("session") == name and is_pi_line(item)]
 
@@ -235,7 +235,7 @@ class NotebookSessions:
         self.set_aside = [item for item in self.set_aside
                           if not (item.get("session") == name and is_pi_line(item))]
         for item in report.set_aside:
-            record = {"session": name, **item}
+            record: SetAside = {"session": name, **item}
             if source:
                 record.setdefault("source", source)
             self.set_aside.append(record)

@@ -22,7 +22,7 @@ from ipyagent.agent.run_config import SavedSettings
 from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry
 from ipyagent.session.ids import new_session_id
-from ipyagent.session.intake import LoadReport, sanitize_entries
+from ipyagent.session.intake import LoadReport, SetAside, sanitize_entries
 from ipyagent.shapes import SessionHeader
 
 __all__ = ["DEFAULT_SESSION", "VERSION", "CheckedSession", "Gathered", "SessionGatherer", "contains_set_aside",
@@ -94,7 +94,7 @@ def newest_timestamp(entries: Iterable[Any]) -> str:
     return max((_timestamp(e) for e in entries), default="")
 
 
-def contains_set_aside(items: list[dict[str, Any]], item: dict[str, Any]) -> bool:
+def contains_set_aside(items: list[SetAside], item: SetAside) -> bool:
     """Whether ``item`` (a set-aside record) is already among ``items``."""
     for other in items:
         if (other.get("session"), other.get("where"), other.get("reason")) == (
@@ -143,7 +143,7 @@ class Gathered(NamedTuple):
     active: str | None
     sessions: dict[str, CheckedSession]
     version: int
-    set_aside: list[dict[str, Any]]
+    set_aside: list[SetAside]
     extra: dict[str, Any]
     report: LoadReport
 
@@ -176,7 +176,7 @@ class SessionGatherer:
         self.active: str | None = None
         self.version = VERSION
         self.extra: dict[str, Any] = {}
-        self.set_aside: list[dict[str, Any]] = []  # kept from an earlier load
+        self.set_aside: list[SetAside] = []  # kept from an earlier load
         self._mark = len(report.set_aside)  # items already in the report belong to someone else
         self._names: list[str | None] = []  # the session of each report.set_aside item
 
@@ -361,7 +361,7 @@ class SessionGatherer:
             active = next(iter(sessions))
         set_aside = list(self.set_aside)
         for item, name in zip(self.report.set_aside[self._mark:], self._names):
-            record = {"session": name, **item}
+            record: SetAside = {"session": name, **item}
             if not contains_set_aside(set_aside, record):
                 set_aside.append(record)
         return Gathered(active, sessions, self.version, set_aside, self.extra, self.report)

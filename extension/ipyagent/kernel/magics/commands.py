@@ -37,6 +37,7 @@ from ipyagent.display.redacted_output import redacted_output
 
 if TYPE_CHECKING:
     from ipyagent.kernel.runtime import AgentRuntime
+    from ipyagent.plugins import PluginCommand
 
 __all__ = ["COMMANDS", "GROUPS", "argument", "command", "dispatch", "help_text", "line_cell_magic", "magic_arguments",
            "parse_argstring", "show", "usage"]
@@ -103,7 +104,7 @@ def cell_magic_parser(name: str, func: Any) -> None:
     CELL_MAGICS[name] = func.parser
 
 
-def _plugin_commands(runtime: AgentRuntime | None) -> dict[str, Any]:
+def _plugin_commands(runtime: AgentRuntime | None) -> dict[str, PluginCommand]:
     plugins = getattr(runtime, "plugins", None)
     return dict(plugins.commands) if plugins is not None else {}
 

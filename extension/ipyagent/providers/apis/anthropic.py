@@ -33,7 +33,7 @@ from ipyagent.providers.transport.sse import SSEEvent
 from ipyagent.providers.transport.sse import loads as sse_loads
 from ipyagent.providers.transport.stop_reasons import outcome, unknown_note
 from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
-from ipyagent.shapes import Message, Usage
+from ipyagent.shapes import ContentBlock, Message, Usage
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -72,7 +72,7 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _assistant_blocks(content: list[dict[str, Any]], raw: Any = None) -> list[dict[str, Any]]:
+def _assistant_blocks(content: list[ContentBlock], raw: Any = None) -> list[dict[str, Any]]:
     """An assistant turn's blocks. ``raw`` is the turn's ``providerContent`` (every block as the
     API sent it, kept when it held server-tool or unknown blocks) when the turn is this model's:
     it goes back unchanged, its tool_use blocks taking the (possibly rewritten) ids of the calls."""

@@ -58,7 +58,7 @@ def _user_content(content: Any) -> Any:
             else {"type": "image_url", "image_url": {"url": image_data_url(b)}} for b in blocks]
 
 
-def _wire_call(block: dict[str, Any], same: bool) -> dict[str, Any]:
+def _wire_call(block: ContentBlock, same: bool) -> dict[str, Any]:
     call = {"id": block["id"], "type": "function",
             "function": {"name": block["name"], "arguments": json.dumps(block.get("arguments") or {})}}
     if same and block.get("extraContent"):
@@ -66,7 +66,7 @@ def _wire_call(block: dict[str, Any], same: bool) -> dict[str, Any]:
     return call
 
 
-def _wire_reasoning(content: list[dict[str, Any]]) -> dict[str, Any]:
+def _wire_reasoning(content: list[ContentBlock]) -> dict[str, Any]:
     """The reasoning of an assistant turn in the fields its server sent it in. ``prepare_history``
     leaves thinking blocks only on turns of the model that wrote them (the only one that reads
     them back): DeepSeek answers 400 to a tool loop without them, OpenRouter keeps a model's

@@ -100,7 +100,7 @@ def _input_content(content: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _reasoning_item(block: dict[str, Any]) -> dict[str, Any] | None:
+def _reasoning_item(block: ContentBlock) -> dict[str, Any] | None:
     """The reasoning item stored in a thinking block, as it goes back in ``input``: one that holds
     the reasoning itself, encrypted (OpenAI) or as ``reasoning_text`` content (DeepSeek, and the
     servers that run open-weight models); a bare summary refers to an item nothing stored."""
