@@ -7,7 +7,6 @@ and cancel.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import uuid
 from collections.abc import Callable
@@ -110,20 +109,23 @@ class ProviderSummarizer:
         events = stream_with_retry(self.provider, model_request, max_retries=self.max_retries,
                                    base_delay=self.base_delay, max_delay=self.max_delay, cancel=self.cancel)
         try:
-            with contextlib.closing(events):  # leaving early closes the stream (and its connection)
-                for event in events:
-                    if isinstance(event, MessageDone):
-                        message = event.message
-                    elif isinstance(event, (TextDelta, ThinkingDelta)):
-                        received += len(event.text)
-                        if received // 4 > ceiling:
-                            raise SummarizerError(_overrun(model_request.max_tokens, received))
-                        if self.progress is not None:
-                            self.progress(received // 4, model_request.max_tokens)
+            for event in events:
+                if isinstance(event, MessageDone):
+                    message = event.message
+                elif isinstance(event, (TextDelta, ThinkingDelta)):
+                    received += len(event.text)
+                    if received // 4 > ceiling:
+                        raise SummarizerError(_overrun(model_request.max_tokens, received))
+                    if self.progress is not None:
+                        self.progress(received // 4, model_request.max_tokens)
         except ContextOverflowError as exc:
             raise SummaryInputTooLarge(str(exc)) from exc
         except ProviderError as exc:
             raise SummarizerError(f"Summarization failed: {exc}") from exc
+        finally:  # leaving early closes the stream (and its connection) now, not when collected
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
         if message is None or message.get("stopReason") in ("error", "aborted"):
             reason = (message or {}).get("errorMessage") or (message or {}).get("stopReason") or "no response"
             raise SummarizerError(f"Summarization failed: {reason}")
