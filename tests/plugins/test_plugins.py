@@ -255,7 +255,9 @@ def test_a_plugin_that_replaces_a_builtin_gives_it_back_when_turned_off(site):
     builtins = find_tool("read"), provider_factory("openai"), transport_for("stdio")
     site.add("replacing", REPLACING)
     plugins = manager(site)
-    assert plugins.load() == []
+    said = plugins.load()  # each replacement is said (the built-ins registered themselves at import)
+    assert [line.split(" puts its ")[1].split(" in place of ")[0] for line in said] == \
+        ["tool 'read'", "provider 'openai'", "MCP transport 'stdio'"], said
     now = find_tool("read"), provider_factory("openai"), transport_for("stdio")
     assert all(mine is not builtin for mine, builtin in zip(now, builtins))
     assert now[0].description == "Read a file, the plugin's way."

@@ -199,6 +199,9 @@ class AgentSettings(Configurable):
                             help="Plugins not to use, by name (as %agent plugins lists them) or package name; "
                                  "a plugin turned off here has what it added taken back at once "
                                  "(docs/extending.md).").tag(config=True)
+    plugin_load_timeout = Float(30.0, help="Seconds one plugin may take to load at %load_ext (its import and its "
+                                           "registrations); one that takes longer is stopped, named and left off. "
+                                           "0: no limit.").tag(config=True)
     show_widget = Bool(True, help="Show the context-budget widget under each %%agent run.").tag(config=True)
     max_updates_per_second = Float(10.0, help="Streaming display updates per second, at most.").tag(config=True)
     notebook_path = Unicode(None, allow_none=True,

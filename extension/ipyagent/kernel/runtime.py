@@ -166,7 +166,8 @@ class AgentRuntime:
         """Load the plugins (once per kernel: a second runtime finds them loaded); a failing one is
         a note. ``Agent.disabled_plugins`` changed later turns plugins off or on at once."""
         self.notes.extend(self.plugins.load(disabled=self.config.disabled_plugins,
-                                            reserved_commands=reserved_commands))
+                                            reserved_commands=reserved_commands,
+                                            timeout=self.config.plugin_load_timeout or None))
         self.plugins.reserved_commands.update(reserved_commands)
         self.plugins.set_disabled(self.config.disabled_plugins)  # loaded by an earlier runtime: as this one says
         self.config.observe(self._plugins_changed, "disabled_plugins")

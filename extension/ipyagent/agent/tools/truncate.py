@@ -136,6 +136,37 @@ def truncate_tail(
     return Truncation("\n".join(kept), True, by, len(lines), total_bytes, len(kept), used, partial)
 
 
+def cut_result(text: str, tool: str) -> str:
+    """A tool's result text within the limits, its start kept (a single long line cut by
+    characters), with a line saying what was cut: for results that come whole from elsewhere (a
+    function tool's return value, an MCP server's result, a plugin's tool; see
+    :func:`bounded_result`)."""
+    cut = truncate_head(text, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES, cut_long_line=True)
+    if cut.first_line_partial:  # one long line (a JSON document, say): its start, cut by characters
+        return cut.content + (f"\n\n[{tool}: output cut to the first {format_size(cut.output_bytes)} of line 1 "
+                              f"({format_size(cut.total_bytes)}; {cut.total_lines} lines in all)]")
+    if cut.truncated:
+        return cut.content + f"\n\n[{tool}: output cut to {cut.output_lines} lines of {cut.total_lines}]"
+    return text
+
+
+# what a built-in's result may hold beyond the limits: its own notice of what it cut
+NOTICE_MARGIN_LINES = 20
+NOTICE_MARGIN_BYTES = 4 * 1024
+
+
+def bounded_result(text: str, tool: str) -> str:
+    """Every tool's result on its way into the session: the built-ins cut their own (a tail, a
+    window of a file…) and pass unchanged; a result past the limits and the margin of a notice —
+    a plugin's tool that returns 20 MB — is cut by :func:`cut_result`."""
+    if len(text) <= DEFAULT_MAX_BYTES // 4:  # fewer characters than any limit can be over (4 bytes each at most)
+        return text
+    if text.count("\n") < DEFAULT_MAX_LINES + NOTICE_MARGIN_LINES \
+            and _nbytes(text) <= DEFAULT_MAX_BYTES + NOTICE_MARGIN_BYTES:
+        return text
+    return cut_result(text, tool)
+
+
 def truncate_line(line: str, max_chars: int = GREP_MAX_LINE_LENGTH) -> tuple[str, bool]:
     if len(line) <= max_chars:
         return line, False
