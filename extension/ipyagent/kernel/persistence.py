@@ -200,13 +200,17 @@ class Persister:
         return seq
 
     def persist(self, slot: SessionSlot, settings: Mapping[str, Any], *, active: bool = True,
-                force: bool = False, redact: Callable[[Any], Any] | None = None) -> str | None:
-        """Persist ``slot``'s new entries; return "bridge", "journal" or None (nothing to do).
+                force: bool = False, redact: Callable[[Any], Any] | None = None,
+                journal: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> str | None:
+        """Persist ``slot``'s new entries; return "bridge", "journal", "kept" or None (nothing to do).
 
         Entries sent through the bridge in an earlier run and still not acknowledged (the
         frontend went away, or never stores) go into this run's journal output too. ``redact``
         (an entry -> the entry without the configured keys) is applied to every entry that
         leaves: the agent scrubs what it appends, this catches what else was appended.
+        ``journal(data, metadata)`` writes the journal output instead of a new output of the cell
+        running now (the idle job: into the run that armed it); when it cannot (False), the
+        entries stay unpersisted ("kept"): the next run's journal carries them.
         """
         unpersisted = slot.unpersisted()
         new = [redact(e) for e in unpersisted] if redact is not None else unpersisted
@@ -236,7 +240,10 @@ class Persister:
         how = "bridge"
         if bridge is None or not bridge.connected or stale:
             data, metadata = journal_output(slot.name, header, slot.session.leaf_id, settings, stale + new)
-            self._show(data, metadata)
+            if journal is not None and not journal(data, metadata):
+                return "kept"
+            if journal is None:
+                self._show(data, metadata)
             self.journals += 1
             how = "journal"
         else:

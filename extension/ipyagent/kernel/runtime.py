@@ -9,7 +9,7 @@ from the kernel (``ports_for``).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ipyagent.agent.budget import LEARNED_WINDOW, learned_window_setting
@@ -298,10 +298,12 @@ class AgentRuntime:
         slot.settings = settings
         return settings
 
-    def persist(self, slot: SessionSlot, config: AgentConfig | None = None, *, force: bool = False) -> str | None:
+    def persist(self, slot: SessionSlot, config: AgentConfig | None = None, *, force: bool = False,
+                journal: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> str | None:
         config = config or self.agent_config()
         return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
-                                      force=force, redact=Redactor.configured(config.provider_options).data)
+                                      force=force, redact=Redactor.configured(config.provider_options).data,
+                                      journal=journal)
 
     def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], config: AgentConfig | None = None) -> None:
         """Send entries a running run just made (``kernel/entry_stream.py``), redacted like
