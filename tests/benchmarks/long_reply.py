@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT / "extension"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from ipyagent.testing.specs import Reply
-from kernel_support import LiveKernel, fake_provider, outputs_text
+from kernel_support import LiveKernel, fake_provider
+from support.outputs import outputs_text
 
 SETUP = "%load_ext ipyagent\n%config Agent.model = 'openai:fake-model'\n%config Agent.show_widget = False"
 WORDS = "lorem ipsum dolor sit amet consectetur adipiscing elit "

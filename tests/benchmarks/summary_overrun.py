@@ -69,7 +69,8 @@ def measure(megabytes: float) -> None:
 
 def measure_compact(megabytes: float) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
-    from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
+    from kernel_support import SETUP, LiveKernel, fake_provider
+    from support.outputs import outputs_text
 
     text = SENTENCE * int(megabytes * 1e6 / len(SENTENCE))
     window = ("%config Agent.context_window = 6000\n%config Agent.reserve_tokens = 600\n"

@@ -10,7 +10,8 @@ import pytest
 
 from ipyagent.display.stream import LIVE_CHARS
 from ipyagent.testing.specs import Reply
-from kernel_support import LiveKernel, fake_provider, outputs_text
+from kernel_support import LiveKernel, fake_provider
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel
 

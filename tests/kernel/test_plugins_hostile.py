@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
+from kernel_support import SETUP, LiveKernel, fake_provider
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel
 
@@ -60,8 +61,8 @@ def test_plugins_that_exit_interrupt_hang_replace_or_flood_are_named_and_bounded
         assert "failed to load and is off: it called sys.exit(3) while loading" in lines["exits"][0]
         assert "failed to load and is off: its loading was interrupted (KeyboardInterrupt" in lines["interrupts"][0]
         assert "failed to load and is off: it did not finish loading within 5 s" in lines["hangs"][0]
-        assert lines["shadow"] == ["ipyagent: plugin 'shadow' (shadow-plugin 0.1) puts its tool 'read' in place "
-                                   "of builtin-tools's (Agent.disabled_plugins = ['shadow'] gives it back)"]
+        assert lines["shadow"] == [("ipyagent: plugin 'shadow' (shadow-plugin 0.1) puts its tool 'read' in place "
+                                    "of builtin-tools's (Agent.disabled_plugins = ['shadow'] gives it back)")]
         assert not lines["huge"]
         listing = outputs_text(k.run("%agent plugins", "plugins").outputs)
         assert "tool read (in place of builtin-tools's)" in listing
