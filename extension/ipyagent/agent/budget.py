@@ -15,8 +15,10 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
+from ipyagent.agent.run_config import WINDOW_FLOOR
 from ipyagent.providers import models
 from ipyagent.providers.window_discovery import Discovery
 from ipyagent.session.messages import Message, current_tools, system_prompt_text
@@ -35,6 +37,8 @@ class WindowInfo:
     def describe(self) -> str:
         if not self.window:
             return f"window unknown ({self.detail})" if self.detail else "window unknown"
+        if self.source == "notebook":  # restored with the session, or learned in this notebook
+            return f"window {self.detail}"
         if self.source == "table":
             return "window from the model table"
         if self.source == "error":
@@ -66,33 +70,47 @@ def resolve_window(provider: str, model: str, discovery: Discovery | None, confi
 LEARNED_WINDOW = "learned_window"  # the key, in a session's saved settings, of a window an overflow revealed
 
 
-def learned_window_setting(model_string: str) -> dict[str, Any] | None:
+def learned_window_setting(model_string: str, saved: Any = None) -> dict[str, Any] | None:
     """The window an overflow error revealed for ``model_string`` in this kernel, as saved with the
-    session (with its source), or None."""
+    session (with its source and the day it was learned: ``saved``'s, the setting saved before,
+    when it is the same window), or None."""
     if ":" not in model_string:
         return None
     provider, model = model_string.split(":", 1)
     window = models.learned_window(provider, model)
     if not window:
         return None
-    return {"model": model_string, "window": window, "source": "error", "detail": "an overflow error named it"}
+    before = saved if isinstance(saved, dict) and saved.get("model") == model_string \
+        and saved.get("window") == window else {}
+    day = before.get("learned") if isinstance(before.get("learned"), str) else date.today().isoformat()
+    return {"model": model_string, "window": window, "source": "error", "detail": "an overflow error named it",
+            "learned": day}
 
 
-def restore_learned_window(settings: Any) -> int | None:
-    """Learn again the window a session's saved settings hold (after a restart or a reopen);
-    returns it. A value that is no window is ignored."""
+def notebook_learned_window(settings: Any, model_string: str, table_window: int | None) -> tuple[int, str] | None:
+    """The window a session's saved settings say an overflow revealed for ``model_string``, for
+    that session only (never taught to the kernel's table: a notebook is shared, and its value
+    would shrink every session's window and travel into the user's own notebooks): (window,
+    "learned in this notebook on DATE"). Ignored below WINDOW_FLOOR, above ``table_window`` (the
+    model table's), or for another model."""
     saved = settings.get(LEARNED_WINDOW) if isinstance(settings, dict) else None
-    if not isinstance(saved, dict):
+    if not isinstance(saved, dict) or saved.get("model") != model_string or not model_string:
         return None
-    model_string, window = saved.get("model"), saved.get("window")
-    if not isinstance(model_string, str) or ":" not in model_string or isinstance(window, bool) \
-            or not isinstance(window, int) or window <= 0:
+    window = saved.get("window")
+    if isinstance(window, bool) or not isinstance(window, int) or window < WINDOW_FLOOR \
+            or (table_window and window > table_window):
         return None
-    provider, model = model_string.split(":", 1)
-    known = models.learned_window(provider, model)
-    if not known or window < known:
-        models.learn_window(provider, model, window)
-    return window
+    day = saved.get("learned")
+    when = f" on {day}" if isinstance(day, str) and _is_day(day) else ""
+    return window, f"learned in this notebook{when}"
+
+
+def _is_day(text: str) -> bool:
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def tool_dicts(tool_specs: Iterable[Any]) -> list[Any]:

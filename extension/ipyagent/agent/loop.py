@@ -227,8 +227,9 @@ class Agent:
     def window_info(self) -> WindowInfo:
         """The context window and where it came from (config, table, server or error)."""
         if self.config.context_window or not self.config.model:
-            return WindowInfo(self.config.context_window or None, "config" if self.config.context_window else "",
-                              "Agent.context_window" if self.config.context_window else "no model")
+            source = ("notebook" if self.config.window_note else "config") if self.config.context_window else ""
+            return WindowInfo(self.config.context_window or None, source, self.config.window_note or (
+                "Agent.context_window" if self.config.context_window else "no model"))
         provider_name, model_id = self._model()
         return resolve_window(provider_name, model_id, self._discovery(model_id))
 

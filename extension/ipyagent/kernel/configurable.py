@@ -221,6 +221,15 @@ class AgentSettings(Configurable):
                                     "differ (default: use the recorded results; $IPYAGENT_REPLAY_TOOLS)."
                         ).tag(config=True)
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # the settings the user set (ipython_config.py, %config, %agent model…): a value a
+        # notebook saved never replaces one of these (kernel/runtime.py restores the others)
+        names = self.class_trait_names(config=True)
+        section = self.config["Agent"] if "Agent" in self.config else {}
+        self.user_set: set[str] = {name for name in names if name in section}
+        self.observe(lambda change: self.user_set.add(change["name"]), names=names)
+
     @default("model")
     def _default_model(self) -> str:
         return os.environ.get(DEFAULT_MODEL_ENV, "")

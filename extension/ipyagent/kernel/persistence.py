@@ -27,7 +27,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipyagent.agent.budget import restore_learned_window
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.run_config import upgrade_saved_settings
 from ipyagent.bridge import comm as bridge_mod
@@ -116,7 +115,6 @@ def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] |
     for name, stored in merged.sessions.items():
         session = merged.to_session(name)
         slot = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin=origin.get(name, "disk"))
-        restore_learned_window(slot.settings)  # a window an overflow revealed before the restart
         slot.persisted = {e["id"] for e in session.entries}
         slot.persisted_leaf = session.leaf_id
         slot.earlier = set(slot.persisted)
