@@ -237,7 +237,10 @@ class AgentRuntime:
         this notebook for ``model`` (window, where from), unless the user set the window."""
         table = self._table_window(model)
         restored = restorable_settings(saved, mine=self._mine(), user_set=self.config.user_set, table_window=table)
-        learned = None if "context_window" in self.config.user_set else notebook_learned_window(saved, model, table)
+        # an overflow in this kernel said the window itself: that wins, named as such (budget.py)
+        known = models.learned_window(*model.split(":", 1)) if ":" in model else None
+        learned = None if "context_window" in self.config.user_set or known \
+            else notebook_learned_window(saved, model, table)
         return restored, learned
 
     def _with_saved(self, saved: dict[str, Any], config: AgentConfig, *, model_given: bool) -> None:
