@@ -67,7 +67,7 @@ def _announce(runtime: AgentRuntime) -> None:
                            for name, slot in result.slots.items())
         lines.append(f"ipyagent: resumed {counts}; the kernel's namespace is new.")
         lines.extend(runtime.pin_notes(result.slots))
-        lines.extend(runtime.load_notes(result.slots))
+        lines.extend(runtime.saved_settings.load_notes(runtime.slots, result.slots))
     elif result is not None and result.path is None and not result.pushed and runtime.config.hydrate:
         lines.append("ipyagent: no stored sessions found (no frontend push, notebook path unknown). "
                      "New runs are kept in memory and saved with the notebook through the bridge or the "

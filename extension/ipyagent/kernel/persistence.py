@@ -14,6 +14,9 @@ mid-run leaves what it made in the frontend's notebook. After every run, the ent
 has not stored yet go through the bridge if a frontend acknowledged it; otherwise the run ends
 with ONE journal output that carries them. The kernel never writes the notebook file.
 
+What a loaded session's saved settings do in this kernel (what comes back, within bounds, what is
+only named, the recorded model) is :class:`SavedSettings`.
+
 The formats and the reading live in ``store/schema.py`` (metadata), ``store/validation.py``
 (checking it), ``store/ipynb.py`` (notebook files), ``store/journal.py`` (the journal format; its
 views are ``display/journal_view.py``) and ``store/hydration.py`` (finding and reading the notebook
@@ -22,16 +25,28 @@ on disk).
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent.agent.budget import notebook_learned_window
 from ipyagent.agent.loop import Agent
-from ipyagent.agent.run_config import upgrade_saved_settings
+from ipyagent.agent.run_config import (
+    AgentConfig,
+    held_back_settings,
+    recorded_model,
+    restorable_settings,
+    restored_note,
+    upgrade_saved_settings,
+)
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle
+from ipyagent.kernel.configurable import SETTING_NAMES, AgentSettings
+from ipyagent.providers import models
+from ipyagent.providers.registry import provider_configured
 from ipyagent.session.intake import LoadReport, sanitize_entries
 from ipyagent.store.hydration import (
     find_notebook_path,
@@ -42,7 +57,7 @@ from ipyagent.store.hydration import (
 from ipyagent.store.journal import JOURNAL_MIME
 from ipyagent.store.schema import NotebookSessions
 
-__all__ = ["JOURNAL_MIME", "SessionSlot", "LoadResult", "add_reset_notice", "collect_sessions",
+__all__ = ["JOURNAL_MIME", "SessionSlot", "LoadResult", "SavedSettings", "add_reset_notice", "collect_sessions",
            "merge_into", "journal_output", "Persister"]
 
 @dataclass
@@ -142,6 +157,97 @@ def merge_into(slot: SessionSlot, other: Session | list[dict[str, Any]]) -> int:
     slot.session = Session(slot.session.header, entries, slot.session.leaf_id, estimator=slot.session.estimator,
                            hooks=slot.session.hooks, set_aside=slot.session.set_aside)
     return len(new)
+
+
+class SavedSettings:
+    """What a session's saved settings do in this kernel (a notebook is a shared file): those that
+    shape its budget or narrow a run come back for that session, within bounds, unless
+    the user set them (``agent/run_config.py``); a window learned in the notebook applies to that
+    session only (``agent/budget.py``); the model it was recorded with is named where the user's
+    differs, and used by itself only where no provider is configured for it (a replay: nothing is
+    spent). ``user``: the ``Agent`` settings (``kernel/configurable.py``)."""
+
+    def __init__(self, user: AgentSettings):
+        self.user = user
+        self._models_named: set[str] = set()  # sessions whose recorded model was named (model_note)
+
+    def _mine(self) -> dict[str, Any]:
+        """The user's settings, by name (what a notebook's saved values are compared with)."""
+        return {name: getattr(self.user, name) for name in SETTING_NAMES}
+
+    def _table_window(self, model: str) -> int | None:
+        """The window the model table (or the user's override) gives ``model``; None: unknown."""
+        if ":" not in model:
+            return None
+        return models.known_window(*model.split(":", 1))[0]
+
+    def _restored(self, saved: dict[str, Any], model: str) -> tuple[dict[str, int], tuple[int, str] | None]:
+        """What of ``saved`` comes back (agent/run_config.py's bounds), and the window learned in
+        this notebook for ``model`` (window, where from), unless the user set the window."""
+        table = self._table_window(model)
+        restored = restorable_settings(saved, mine=self._mine(), user_set=self.user.user_set, table_window=table)
+        # an overflow in this kernel said the window itself: that wins, named as such (budget.py)
+        known = models.learned_window(*model.split(":", 1)) if ":" in model else None
+        learned = None if "context_window" in self.user.user_set or known \
+            else notebook_learned_window(saved, model, table)
+        return restored, learned
+
+    def apply(self, saved: dict[str, Any], config: AgentConfig, *, model_given: bool) -> None:
+        """The session's saved settings that come back for it, within bounds; the window learned in
+        this notebook (for this session only); the recorded model where the user's settings name
+        none, and only where no provider is configured for it (a replay: nothing is spent)."""
+        recorded = recorded_model(saved)
+        if not config.model and not model_given and recorded \
+                and not provider_configured(recorded, config.provider_options):
+            config.model = recorded
+        restored, learned = self._restored(saved, config.model)
+        for name, value in restored.items():
+            if name == "reserve_tokens":
+                config.compaction = dataclasses.replace(config.compaction, reserve_tokens=value)
+            elif name == "keep_recent_tokens":
+                config.compaction = dataclasses.replace(config.compaction, keep_recent_tokens=value)
+            else:
+                setattr(config, name, value)
+        if "context_window" in restored:
+            config.window_note = "restored from this notebook"
+        if learned is not None and (not config.context_window or learned[0] < config.context_window):
+            config.context_window, config.window_note = learned
+
+    def load_notes(self, slots: Mapping[str, SessionSlot], names: Iterable[str]) -> list[str]:
+        """Lines for the sessions ``names`` of ``slots`` just loaded: what of their saved settings came
+        back (and what did not), and the model each was recorded with where the user's differs
+        (said once a session)."""
+        lines = []
+        for name in names:
+            slot = slots.get(name)
+            if slot is None or not slot.settings:
+                continue
+            saved = slot.settings
+            restored, learned = self._restored(saved, self.user.model or recorded_model(saved))
+            shown: dict[str, Any] = dict(restored)
+            if learned is not None:
+                shown["learned window"] = f"{learned[0]:,} ({learned[1]})"
+            line = restored_note(name, shown, held_back_settings(saved, mine=self._mine()))
+            lines += [line] if line else []
+            lines += [line for line in [self.model_note(slot)] if line]
+        return lines
+
+    def model_note(self, slot: SessionSlot) -> str:
+        """The model ``slot`` was recorded with, named before its first request where the user's
+        settings differ (once: "" after that, or when nothing differs)."""
+        recorded = recorded_model(slot.settings)
+        mine = self.user.model
+        if not recorded or recorded == mine or slot.name in self._models_named:
+            return ""
+        if not mine and not provider_configured(recorded, self.user.agent_config().provider_options):
+            return ""  # it replays the recording: no provider for it, nothing is spent
+        self._models_named.add(slot.name)
+        if mine:
+            return (f"ipyagent: this notebook was recorded with {recorded}; using {mine} from your settings — "
+                    "`%agent use-recorded-model` to switch")
+        return (f"ipyagent: this notebook was recorded with {recorded}; your settings name no model, and a "
+                "notebook does not choose what you pay for — `%agent use-recorded-model` to use it, or "
+                '%config Agent.model = "provider:model"')
 
 
 # ---- saving ------------------------------------------------------------------------------------

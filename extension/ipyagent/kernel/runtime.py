@@ -8,41 +8,39 @@ from the kernel (``ports_for``).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ipyagent.agent.budget import LEARNED_WINDOW, learned_window_setting, notebook_learned_window
+from ipyagent.agent.budget import LEARNED_WINDOW, learned_window_setting
 from ipyagent.agent.loop import Agent
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.prompt.pinned import active_pins, pins_note
 from ipyagent.agent.redaction import Redactor
-from ipyagent.agent.run_config import (
-    AgentConfig,
-    held_back_settings,
-    recorded_model,
-    restorable_settings,
-    restored_note,
-)
+from ipyagent.agent.run_config import AgentConfig
 from ipyagent.agent.skills.discovery import find_skills
 from ipyagent.agent.skills.skill_tool import SkillTool
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
 from ipyagent.kernel.cell_context import KernelNotebookContext
-from ipyagent.kernel.configurable import SETTING_NAMES, AgentSettings
+from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.idle import IdleCompactor
 from ipyagent.kernel.mcp_servers import KernelMcp
-from ipyagent.kernel.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into
+from ipyagent.kernel.persistence import (
+    LoadResult,
+    Persister,
+    SavedSettings,
+    SessionSlot,
+    collect_sessions,
+    merge_into,
+)
 from ipyagent.kernel.ports.activity_recorder import ActivityRecorder
 from ipyagent.kernel.ports.cell_runner import IPythonCellRunner
 from ipyagent.kernel.ports.namespace import namespace_describer
 from ipyagent.kernel.ports.notebook_access import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
 from ipyagent.plugins import Plugins, default_plugins
-from ipyagent.providers import models
-from ipyagent.providers.registry import provider_configured
 from ipyagent.store.hydration import find_notebook_path
 
 __all__ = ["AgentRuntime"]
@@ -64,7 +62,7 @@ class AgentRuntime:
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
         self.mcp = KernelMcp(self.config, self.project_mcp_servers)  # servers start at the first prompt
         self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/cell_context.py)
-        self._models_named: set[str] = set()  # sessions whose recorded model was named (model_note)
+        self.saved_settings = SavedSettings(self.config)  # what a session's saved settings do here
         self._cell_runner: IPythonCellRunner | None = None
         self._notebook_port: KernelNotebook | None = None
         self.idle = IdleCompactor(self)  # compaction in the kernel's idle time (kernel/idle.py)
@@ -108,7 +106,7 @@ class AgentRuntime:
         elif result.slots and self.active not in self.slots:
             self.active = next(iter(result.slots))
         # the model a session was recorded with is never adopted: named where the user's differs
-        # (load_notes), used by itself only where nothing is spent (agent_config)
+        # (SavedSettings.load_notes), used by itself only where nothing is spent (agent_config)
         self.notes.extend(result.notes)
         return result
 
@@ -130,7 +128,8 @@ class AgentRuntime:
                 self.replay.capture(name, slot.session)
                 if len(self.slots) == 1 or result.active == name:
                     self.active = name
-                for line in self.pin_notes([name]) + self.load_notes([name]):  # in the cell that took the push
+                # in the cell that took the push
+                for line in self.pin_notes([name]) + self.saved_settings.load_notes(self.slots, [name]):
                     print(line)
         self.notes.extend(result.notes)
 
@@ -214,90 +213,13 @@ class AgentRuntime:
     def agent_config(self, *, slot: SessionSlot | None = None, **overrides: Any) -> AgentConfig:
         """The settings of a run of ``slot`` (default: the active session): the user's, ``overrides``
         (``model`` of ``%%agent --model``…), and what the session saved that comes back for it
-        (:meth:`_with_saved`)."""
+        (:class:`~ipyagent.kernel.persistence.SavedSettings`)."""
         config = self.config.agent_config(**overrides)
         slot = slot if slot is not None else self.slots.get(self.active)
         if slot is not None and slot.settings:
-            self._with_saved(slot.settings, config, model_given=bool(overrides.get("model")))
+            self.saved_settings.apply(slot.settings, config, model_given=bool(overrides.get("model")))
         config.secrets = self.mcp.secrets()  # scrubbed from what the session stores, like keys
         return config
-
-    def _mine(self) -> dict[str, Any]:
-        """The user's settings, by name (what a notebook's saved values are compared with)."""
-        return {name: getattr(self.config, name) for name in SETTING_NAMES}
-
-    def _table_window(self, model: str) -> int | None:
-        """The window the model table (or the user's override) gives ``model``; None: unknown."""
-        if ":" not in model:
-            return None
-        return models.known_window(*model.split(":", 1))[0]
-
-    def _restored(self, saved: dict[str, Any], model: str) -> tuple[dict[str, int], tuple[int, str] | None]:
-        """What of ``saved`` comes back (agent/run_config.py's bounds), and the window learned in
-        this notebook for ``model`` (window, where from), unless the user set the window."""
-        table = self._table_window(model)
-        restored = restorable_settings(saved, mine=self._mine(), user_set=self.config.user_set, table_window=table)
-        # an overflow in this kernel said the window itself: that wins, named as such (budget.py)
-        known = models.learned_window(*model.split(":", 1)) if ":" in model else None
-        learned = None if "context_window" in self.config.user_set or known \
-            else notebook_learned_window(saved, model, table)
-        return restored, learned
-
-    def _with_saved(self, saved: dict[str, Any], config: AgentConfig, *, model_given: bool) -> None:
-        """The session's saved settings that come back for it, within bounds; the window learned in
-        this notebook (for this session only); the recorded model where the user's settings name
-        none, and only where no provider is configured for it (a replay: nothing is spent)."""
-        recorded = recorded_model(saved)
-        if not config.model and not model_given and recorded \
-                and not provider_configured(recorded, config.provider_options):
-            config.model = recorded
-        restored, learned = self._restored(saved, config.model)
-        for name, value in restored.items():
-            if name == "reserve_tokens":
-                config.compaction = dataclasses.replace(config.compaction, reserve_tokens=value)
-            elif name == "keep_recent_tokens":
-                config.compaction = dataclasses.replace(config.compaction, keep_recent_tokens=value)
-            else:
-                setattr(config, name, value)
-        if "context_window" in restored:
-            config.window_note = "restored from this notebook"
-        if learned is not None and (not config.context_window or learned[0] < config.context_window):
-            config.context_window, config.window_note = learned
-
-    def load_notes(self, names: Iterable[str]) -> list[str]:
-        """Lines for sessions just loaded: what of their saved settings came back (and what did not),
-        and the model each was recorded with where the user's differs (said once a session)."""
-        lines = []
-        for name in names:
-            slot = self.slots.get(name)
-            if slot is None or not slot.settings:
-                continue
-            saved = slot.settings
-            restored, learned = self._restored(saved, self.config.model or recorded_model(saved))
-            shown: dict[str, Any] = dict(restored)
-            if learned is not None:
-                shown["learned window"] = f"{learned[0]:,} ({learned[1]})"
-            line = restored_note(name, shown, held_back_settings(saved, mine=self._mine()))
-            lines += [line] if line else []
-            lines += [line for line in [self.model_note(slot)] if line]
-        return lines
-
-    def model_note(self, slot: SessionSlot) -> str:
-        """The model ``slot`` was recorded with, named before its first request where the user's
-        settings differ (once: "" after that, or when nothing differs)."""
-        recorded = recorded_model(slot.settings)
-        mine = self.config.model
-        if not recorded or recorded == mine or slot.name in self._models_named:
-            return ""
-        if not mine and not provider_configured(recorded, self.config.agent_config().provider_options):
-            return ""  # it replays the recording: no provider for it, nothing is spent
-        self._models_named.add(slot.name)
-        if mine:
-            return (f"ipyagent: this notebook was recorded with {recorded}; using {mine} from your settings — "
-                    "`%agent use-recorded-model` to switch")
-        return (f"ipyagent: this notebook was recorded with {recorded}; your settings name no model, and a "
-                "notebook does not choose what you pay for — `%agent use-recorded-model` to use it, or "
-                '%config Agent.model = "provider:model"')
 
     def redactor(self) -> Redactor:
         """What every output of a command is scrubbed with: the environment's keys, those of

@@ -99,7 +99,7 @@ def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
                          "(or the IPYAGENT_MODEL environment variable), or pass --model."
                          + (f" This notebook was recorded with {recorded}: `%agent use-recorded-model` uses it "
                             "(your key pays)." if recorded else ""))
-    note = runtime.model_note(slot) if not args.model else ""
+    note = runtime.saved_settings.model_note(slot) if not args.model else ""
     if note:  # before the first request of this session
         print(note)
     shell = runtime.shell

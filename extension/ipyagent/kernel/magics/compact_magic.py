@@ -85,7 +85,7 @@ def run_compact(runtime: AgentRuntime, line: str, cell: str | None = None) -> No
     config = runtime.agent_config(slot=slot)
     if not (config.summary_model or config.model):
         raise UsageError('No model configured for the summary. Set %config Agent.model (or Agent.summary_model).')
-    note = runtime.model_note(slot)
+    note = runtime.saved_settings.model_note(slot)
     if note:  # before the summary request
         print(note)
     with CellRun(runtime, slot, config, interrupted_note="Compaction interrupted; the session is unchanged.") as run:

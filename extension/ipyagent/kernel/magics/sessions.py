@@ -274,7 +274,7 @@ def agent_load(runtime: AgentRuntime, rest: str) -> None:
         runtime.active = found.active
     print("loaded " + ("; ".join(summary) if summary else "no sessions") + f" from {args.path}"
           + (f"\n{report.summary()}" if getattr(report, "problems", None) else ""))
-    for line in runtime.load_notes(new):
+    for line in runtime.saved_settings.load_notes(runtime.slots, new):
         print(line)
     for name in found.sessions:
         runtime.persist(runtime.slots[name])
