@@ -1,7 +1,7 @@
 """Persistence glue between the kernel's sessions and the notebook (``docs/protocol.md``).
 
 On load, sessions come from (1) what a frontend pushed into this kernel
-(``bridge.pending_push()``), (2) the notebook file on disk (hydration: metadata plus journal
+(the shell's push inbox, ``bridge/push.py``), (2) the notebook file on disk (hydration: metadata plus journal
 outputs), (3) ``%agent load PATH``; they are merged by entry id. A session that came back this
 way remembers which entries an earlier kernel wrote; before the next prompt a model answers on a
 path holding such entries, one ``kernel_reset`` entry is appended there (:func:`add_reset_notice`),
@@ -31,22 +31,24 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent import host
 from ipyagent.agent.budget import notebook_learned_window
-from ipyagent.agent.loop import Agent
+from ipyagent.agent.loop import AgentLoop
+from ipyagent.agent.prompt.pinned import active_pins, pins_note
 from ipyagent.agent.run_config import (
-    AgentConfig,
+    RunConfig,
     held_back_settings,
     recorded_model,
     restorable_settings,
     restored_note,
     upgrade_saved_settings,
 )
-from ipyagent.bridge import comm as bridge_mod
+from ipyagent.bridge.comm import KernelBridge
+from ipyagent.bridge.push import PushInbox
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle
 from ipyagent.kernel.configurable import SETTING_NAMES, AgentSettings
-from ipyagent.providers import models
-from ipyagent.providers.registry import provider_configured
+from ipyagent.providers.registry import ProviderRegistry
 from ipyagent.session.intake import LoadReport, sanitize_entries
 from ipyagent.store.hydration import (
     find_notebook_path,
@@ -70,7 +72,7 @@ class SessionSlot:
     persisted: set[str] = field(default_factory=set)
     persisted_leaf: str | None = None
     origin: str = "new"  # "new", "push", "disk", "load"
-    agent: Agent | None = None
+    agent: AgentLoop | None = None
     earlier: set[str] = field(default_factory=set)  # ids an earlier kernel wrote (loaded from the notebook)
     # False after a cell ran with --no-tools: the figures outside a run then count no tools either
     tools_offered: bool = True
@@ -101,24 +103,28 @@ def _problems(report: Any) -> list[str]:
     return [report.summary()] if report is not None and getattr(report, "problems", None) else []
 
 
-def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] | None = None,
-                     explicit_path: str | None = None, hydrate: bool = True) -> LoadResult:
-    """Sessions pushed by a frontend and found on disk, merged by entry id; each slot remembers
-    its loaded entries as ``earlier`` (see :func:`add_reset_notice`)."""
+def collect_sessions(*, user_ns: Mapping[str, Any], inbox: PushInbox,
+                     environ: Mapping[str, str] | None = None, explicit_path: str | None = None,
+                     hydrate: bool = True, cell_id: str | None = None) -> LoadResult:
+    """Sessions pushed by a frontend (taken from ``inbox``) and found on disk, merged by entry id;
+    each slot remembers its loaded entries as ``earlier`` (see :func:`add_reset_notice`); a window
+    their settings say an overflow revealed applies to that session only (:class:`SavedSettings`),
+    never taught to the kernel's model table. ``cell_id``: the running cell's, which finds the
+    notebook in JupyterLite's ``/drive``."""
     environ = os.environ if environ is None else environ
     result = LoadResult()
     merged = NotebookSessions(None, {})
     origin: dict[str, str] = {}
-    pushed = bridge_mod.pending_push()
+    pushed = inbox.take()
     if pushed is not None:
         result.pushed = True
         found, report = NotebookSessions.from_metadata(pushed, source="frontend push")
         merged.merge(found)
         origin.update((name, "push") for name in found.sessions)
         result.notes.extend(_problems(report))
-    result.notes.extend(bridge_mod.push_errors(clear=True))
+    result.notes.extend(inbox.errors(clear=True))
     if hydrate:
-        path, source = find_notebook_path(user_ns, environ, explicit_path)
+        path, source = find_notebook_path(user_ns, environ, explicit_path, cell_id=cell_id)
         result.path, result.path_source = (str(path) if path else None), source
         if path is not None and path.is_file():
             found, report = hydrate_from_disk(path)
@@ -135,6 +141,17 @@ def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] |
         slot.earlier = set(slot.persisted)
         result.slots[name] = slot
     return result
+
+
+def pin_notes(slots: Mapping[str, SessionSlot], names: Iterable[str]) -> list[str]:
+    """One line per session of ``names`` that holds pins: they are named, never applied unseen."""
+    lines = []
+    for name in names:
+        slot = slots.get(name)
+        pins = active_pins(slot.session.entries) if slot is not None else []
+        if pins:
+            lines.append(f"ipyagent: session {name!r} holds {pins_note(pins, ' from the notebook')}")
+    return lines
 
 
 def add_reset_notice(slot: SessionSlot) -> dict[str, Any] | None:
@@ -165,10 +182,12 @@ class SavedSettings:
     the user set them (``agent/run_config.py``); a window learned in the notebook applies to that
     session only (``agent/budget.py``); the model it was recorded with is named where the user's
     differs, and used by itself only where no provider is configured for it (a replay: nothing is
-    spent). ``user``: the ``Agent`` settings (``kernel/configurable.py``)."""
+    spent). ``user``: the ``Agent`` settings (``kernel/configurable.py``); ``providers``: the
+    kernel's (its model table, what is configured)."""
 
-    def __init__(self, user: AgentSettings):
+    def __init__(self, user: AgentSettings, providers: ProviderRegistry):
         self.user = user
+        self.providers = providers
         self._models_named: set[str] = set()  # sessions whose recorded model was named (model_note)
 
     def _mine(self) -> dict[str, Any]:
@@ -179,7 +198,7 @@ class SavedSettings:
         """The window the model table (or the user's override) gives ``model``; None: unknown."""
         if ":" not in model:
             return None
-        return models.known_window(*model.split(":", 1))[0]
+        return self.providers.models.known_window(*model.split(":", 1))[0]
 
     def _restored(self, saved: dict[str, Any], model: str) -> tuple[dict[str, int], tuple[int, str] | None]:
         """What of ``saved`` comes back (agent/run_config.py's bounds), and the window learned in
@@ -187,18 +206,18 @@ class SavedSettings:
         table = self._table_window(model)
         restored = restorable_settings(saved, mine=self._mine(), user_set=self.user.user_set, table_window=table)
         # an overflow in this kernel said the window itself: that wins, named as such (budget.py)
-        known = models.learned_window(*model.split(":", 1)) if ":" in model else None
+        known = self.providers.models.learned_window(*model.split(":", 1)) if ":" in model else None
         learned = None if "context_window" in self.user.user_set or known \
             else notebook_learned_window(saved, model, table)
         return restored, learned
 
-    def apply(self, saved: dict[str, Any], config: AgentConfig, *, model_given: bool) -> None:
+    def apply(self, saved: dict[str, Any], config: RunConfig, *, model_given: bool) -> None:
         """The session's saved settings that come back for it, within bounds; the window learned in
         this notebook (for this session only); the recorded model where the user's settings name
         none, and only where no provider is configured for it (a replay: nothing is spent)."""
         recorded = recorded_model(saved)
         if not config.model and not model_given and recorded \
-                and not provider_configured(recorded, config.provider_options):
+                and not self.providers.configured(recorded, config.provider_options):
             config.model = recorded
         restored, learned = self._restored(saved, config.model)
         for name, value in restored.items():
@@ -239,7 +258,7 @@ class SavedSettings:
         mine = self.user.model
         if not recorded or recorded == mine or slot.name in self._models_named:
             return ""
-        if not mine and not provider_configured(recorded, self.user.agent_config().provider_options):
+        if not mine and not self.providers.configured(recorded, self.user.run_config().provider_options):
             return ""  # it replays the recording: no provider for it, nothing is spent
         self._models_named.add(slot.name)
         if mine:
@@ -267,7 +286,7 @@ ACK_WAIT = 3.0
 class Persister:
     """Sends what the notebook lacks after each run: the bridge if acknowledged, else a journal."""
 
-    def __init__(self, bridge: bridge_mod.KernelBridge | None = None, display_func: Callable[..., Any] | None = None):
+    def __init__(self, bridge: KernelBridge | None = None, display_func: Callable[..., Any] | None = None):
         self.bridge = bridge
         self._display = display_func
         self.journals = 0
@@ -323,7 +342,8 @@ class Persister:
         header = slot.session.header
         bridge = self.bridge
         stale: list[dict[str, Any]] = []
-        if bridge is not None:  # in a Run All the handshake may still be on its way
+        if bridge is not None and host.can_start_threads():  # in a Run All the handshake may be on its way
+            # (in a browser page nothing reaches the kernel while a cell runs: no wait)
             bridge.wait_for_frontend()
         if bridge is not None and bridge.connected:
             earlier = self._sent_before.get(slot.name, set())

@@ -92,7 +92,7 @@ def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
     if args.session:
         runtime.active = args.session
     slot = runtime.slot(args.session)
-    config = runtime.agent_config(slot=slot, model=args.model, notebook_context=False if args.no_context else None)
+    config = runtime.run_config(slot=slot, model=args.model, notebook_context=False if args.no_context else None)
     if not config.model:
         recorded = recorded_model(slot.settings)
         raise UsageError('No model configured. Set one with %config Agent.model = "openai:gpt-4.1-mini" '
