@@ -263,7 +263,8 @@ class AgentRuntime:
         """What a run in this kernel takes from outside: ``approve`` for the calls that ask, and the
         kernel's namespace described for the artifact ledger (the provider and the summariser come
         from the settings; replay replaces them, ``kernel/replay_control.py``)."""
-        return RunPorts(approve=approve, describe_namespace=namespace_describer(self.shell.user_ns))
+        return RunPorts(approve=approve, describe_namespace=namespace_describer(self.shell.user_ns),
+                        late_tool=self.mcp.late_tool)
 
     def notebook_folder(self) -> str:
         """The folder read-only tools read without asking: the notebook's, found the way hydration
