@@ -152,6 +152,12 @@ def test_a_cell_started_during_it_waits_and_ordinary_cells_run_meanwhile(tmp_pat
             # the run's live budget widget says so, with the summary's tokens as they arrive
             status = k.evaluate("get_ipython()._ipyagent_runtime.idle.job.view.widget.facts.status")
             assert status.startswith("Compacting in the background… ") and "tokens of summary" in status, status
+            # and it ticks while no token comes (issue 37: "0 tokens of summary, 0.0 s" stood still for
+            # ~36 s while the server read the conversation): the line changes with the summary held
+            seen = [status]
+            _until(k, lambda: seen.append(k.evaluate("get_ipython()._ipyagent_runtime.idle.job.view.widget"
+                                                     ".facts.status")) or seen[-1] != status, timeout=30)
+            assert seen[-1].startswith("Compacting in the background… "), seen[-1]
 
             plain = k.run("x = 6 * 7\nx", "code-1")  # the kernel answers while the summary is made
             assert plain.status == "ok" and "42" in outputs_text(plain.outputs)
@@ -379,3 +385,7 @@ def test_turning_it_off_while_a_job_waits_drops_the_job(tmp_path):
                           "(get_ipython()._ipyagent_runtime)")
         assert last == "dropped: Agent.idle_compaction was turned off", last
         assert server.summary_calls == 0 and not _compactions(k)
+        # the run's line said it would compact when idle: it says why it did not (issue 37)
+        said = "Idle compaction dropped: Agent.idle_compaction was turned off."
+        _until(k, lambda: said in outputs_text(k.cells[3].outputs))
+        assert "The kernel compacts the context when it is idle" not in outputs_text(k.cells[3].outputs)

@@ -410,7 +410,8 @@ class Agent:
             self._run_notices.add(str(exc))
             if not repeated:  # an automatic compaction skipped for the same reason is said once a run
                 self._emit(ev.CompactionEnd(reason, error=str(exc), aborted=isinstance(exc, CompactionCancelled),
-                                            duration=time.monotonic() - started))
+                                            duration=time.monotonic() - started,
+                                            skipped=isinstance(exc, NothingToCompact)))
             if reason == "manual":
                 raise
             if isinstance(exc, SummarizerError):

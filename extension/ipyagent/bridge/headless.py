@@ -79,6 +79,7 @@ class HeadlessFrontend:
     stored: int = 0  # entries newly stored
     inserted: list[dict[str, Any]] = field(default_factory=list)  # {"cell", "after", "anchor"}, in order
     name: str = "ipyagent-run"  # the frontend hello_ack names (the kernel never compacts in idle time under it)
+    path: str | None = None  # the notebook's path its hello_ack gives (a page's, relative to the server's root)
 
     def on_comm_open(self, msg: dict[str, Any]) -> _FrontendComm | None:
         content = msg.get("content") or {}
@@ -88,7 +89,7 @@ class HeadlessFrontend:
             return None
         self.comms.append(comm_id)
         self.send(comm_id, {"type": "hello_ack", "protocol": bridge_mod.PROTOCOL, "frontend": self.name,
-                            "path": None, "features": ["insert_cell"]})
+                            "path": self.path, "features": ["insert_cell"]})
         return _FrontendComm(self, comm_id)
 
     def on_comm_msg(self, comm_id: str, msg: dict[str, Any]) -> None:

@@ -41,6 +41,8 @@ class RuntimeFacts(Protocol):
     def instruction_reads(self) -> dict[str, bool]: ...
     @property
     def activity(self) -> ActivityRecorder: ...
+    @property
+    def bridge(self) -> Any: ...  # the frontend bridge (bridge/comm.py), or None
 
 
 def cell_identity(shell: Any) -> tuple[str | None, int | None]:
@@ -62,7 +64,8 @@ def cell_identity(shell: Any) -> tuple[str | None, int | None]:
 
 
 def notebook_path(runtime: RuntimeFacts) -> Path | None:
-    """This kernel's notebook, if the kernel can tell (the same sources hydration uses)."""
+    """This kernel's notebook, if the kernel can tell: the sources hydration uses, then the path
+    the page's bridge gave (what ``%agent status`` shows), found in the kernel's folder."""
     path: Path | str | None
     try:
         path, _ = find_notebook_path(runtime.shell.user_ns, os.environ, runtime.config.notebook_path)
@@ -70,6 +73,10 @@ def notebook_path(runtime: RuntimeFacts) -> Path | None:
         path = None
     if path is None and runtime.load_result is not None:
         path = runtime.load_result.path
+    if path is None:  # the page's (the bridge's hello): relative to the server's root, in the kernel's folder
+        shown = runtime.bridge.path if runtime.bridge is not None else None
+        if isinstance(shown, str) and shown.endswith(".ipynb") and Path(Path(shown).name).is_file():
+            path = Path(shown).name
     return Path(path).resolve() if path is not None else None
 
 

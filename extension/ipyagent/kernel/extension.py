@@ -71,9 +71,9 @@ def _announce(runtime: AgentRuntime) -> None:
         lines.append(f"ipyagent: resumed {counts}; the kernel's namespace is new.")
         lines.extend(runtime.pin_notes(result.slots))
     elif result is not None and result.path is None and not result.pushed and runtime.config.hydrate:
-        lines.append("ipyagent: no stored sessions found (no frontend push, notebook path unknown). "
-                     "New runs are kept in memory and saved with the notebook through the bridge or the "
-                     "runs' journal outputs; set %config Agent.notebook_path to reload from disk after a restart.")
+        # true wherever it loads: a page with the bridge may still answer (it pushes only sessions
+        # it holds), so nothing is said here about the bridge or the notebook's path
+        lines.append("ipyagent: nothing stored to resume; the first %%agent cell starts the session.")
     lines.extend(n for n in runtime.notes if n)
     runtime.notes.clear()
     if lines:

@@ -23,7 +23,7 @@ from ipyagent.agent.skills.skill_tool import SkillTool
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
-from ipyagent.kernel.cell_context import KernelNotebookContext
+from ipyagent.kernel.cell_context import KernelNotebookContext, notebook_path
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.idle import IdleCompactor
 from ipyagent.kernel.mcp_servers import KernelMcp
@@ -34,7 +34,6 @@ from ipyagent.kernel.ports.namespace import namespace_describer
 from ipyagent.kernel.ports.notebook_access import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
 from ipyagent.plugins import Plugins, default_plugins
-from ipyagent.store.hydration import find_notebook_path
 
 __all__ = ["AgentRuntime"]
 
@@ -270,8 +269,8 @@ class AgentRuntime:
         """The folder read-only tools read without asking: the notebook's, found the way hydration
         finds the notebook (Agent.notebook_path, __session__, JPY_SESSION_NAME, __vsc_ipynb_file__),
         else the kernel's working directory."""
-        path, _ = find_notebook_path(self.shell.user_ns, os.environ, self.config.notebook_path)
-        return os.path.dirname(os.path.abspath(path)) if path is not None else os.getcwd()
+        path = notebook_path(self)
+        return os.path.dirname(path) if path is not None else os.getcwd()
 
     def project_mcp_servers(self) -> tuple[list[Any], list[str]]:
         """The servers of the project's ``.mcp.json`` files (from the notebook's folder up to the
