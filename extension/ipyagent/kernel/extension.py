@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ipyagent.bridge.kernel_status import keep_busy_while_running
+from ipyagent.kernel.persistence import pin_notes
 from ipyagent.kernel.runtime import AgentRuntime
 from ipyagent.providers.pricing import warm_up as warm_up_prices
 
@@ -69,7 +70,7 @@ def _announce(runtime: AgentRuntime) -> None:
         counts = ", ".join(f"{name} ({len(slot.session)} entries, from {slot.origin})"
                            for name, slot in result.slots.items())
         lines.append(f"ipyagent: resumed {counts}; the kernel's namespace is new.")
-        lines.extend(runtime.pin_notes(result.slots))
+        lines.extend(pin_notes(runtime.slots, result.slots))
     elif result is not None and result.path is None and not result.pushed and runtime.config.hydrate:
         # true wherever it loads: a page with the bridge may still answer (it pushes only sessions
         # it holds), so nothing is said here about the bridge or the notebook's path
