@@ -43,12 +43,18 @@ class RunConfig:
     # Other configured secrets, scrubbed like keys from what is stored (the values of MCP servers'
     # env and headers); never saved.
     secrets: tuple[str, ...] = field(default=(), repr=False)
+    # Real tokens per chars/4 token, as measured once for this session's model and saved with the
+    # session (agent/budget.py's TOKEN_FACTOR): every count uses it, before and after a restart.
+    # None: measured against the server's tokenizer now (1 where it has none).
+    token_factor: float | None = None
 
     def saved_settings(self) -> dict[str, Any]:
-        """What is stored with the session: everything but provider options (may hold keys)."""
+        """What is stored with the session: everything but provider options (may hold keys); the
+        token factor is saved with what it was measured for, apart (agent/budget.py)."""
         data = asdict(self)
         data.pop("provider_options", None)
         data.pop("secrets", None)
+        data.pop("token_factor", None)
         data.pop("system_prompt", None)
         data["compaction"] = self.compaction.to_dict()
         return data

@@ -12,7 +12,15 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ipyagent.agent.budget import LEARNED_WINDOW, RequestBudget, configured_provider, learned_window_setting
+from ipyagent.agent.budget import (
+    LEARNED_WINDOW,
+    TOKEN_FACTOR,
+    RequestBudget,
+    configured_provider,
+    learned_window_setting,
+    token_factor_setting,
+    with_saved_token_factor,
+)
 from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.prompt.record import SystemPromptRecord
@@ -205,6 +213,7 @@ class AgentRuntime:
         """The slot's agent (kept across runs for its failure tracker), set up for this run: its
         session, these settings and tools, the kernel's namespace, folder and ports."""
         tool_list = self.plugins.tools.tools() if tools is None else list(tools)
+        config = with_saved_token_factor(config, slot.settings)
         if slot.agent is None:
             slot.agent = AgentLoop(slot.session, config=config, tools=tool_list, providers=self.providers)
         cell_runner, notebook_port = self.tool_ports()
@@ -243,7 +252,7 @@ class AgentRuntime:
         outside a run comes from it (``%agent status``, ``context``, ``mask``, the explorer, the
         teaching helpers); no agent is set up for it."""
         slot = slot or self.slot()
-        config = self.run_config()
+        config = with_saved_token_factor(self.run_config(), slot.settings)
         tools = self.tools_for(slot)
         offered = {t.name for t in tools}
         record = SystemPromptRecord(config.system_prompt, KernelNotebookContext(self, slot.name))
@@ -287,6 +296,10 @@ class AgentRuntime:
         learned = learned_window_setting(self.providers.models, config.model)
         if learned:  # survives a restart and a reopen, and `ipyagent inspect` reads it
             settings[LEARNED_WINDOW] = learned
+        if with_saved_token_factor(config, settings) is config:  # none saved for this model yet
+            measured = token_factor_setting(config, self.providers)
+            if measured:  # measured once for this model and kept: a restart counts as before
+                settings[TOKEN_FACTOR] = measured
         slot.settings = settings
         return settings
 
