@@ -20,9 +20,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from jupyter_client import BlockingKernelClient
 
-from .test_bridge_browser import _open, _write_notebook
+from support.lab_pages import open_notebook, run_cell, write_notebook
+from support.outputs import output_line
+
+pytestmark = pytest.mark.usefixtures("fresh_kernels")
+
+SUBSHELLS = "print('SUBSHELLS', len(get_ipython().kernel.shell_channel_thread.manager.list_subshell()))"
 
 
 def _connection_file(lab: Any) -> Path:
@@ -74,10 +80,16 @@ def _parent_type(msg: dict[str, Any]) -> str:
 def test_the_kernel_is_busy_while_an_agent_cell_runs(jupyterlab, context):
     lab = jupyterlab
     name = "busy.ipynb"
-    _write_notebook(lab.root / name, ["%load_ext ipyagent", "%%agent --no-tools\nTell me a short story."])
+    write_notebook(lab.root / name, ["%load_ext ipyagent", "%%agent --no-tools\nTell me a short story.",
+                                     SUBSHELLS])
     page = context.new_page()
-    _open(page, lab, name)
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    open_notebook(page, lab, name)
+    run_cell(page, name, 0)
+    # the page creates the comm's subshell after the hello (until then its messages wait for the
+    # main shell, as in frontends without subshells, where no status of theirs comes during a run)
+    deadline = time.monotonic() + 120
+    while int(output_line(run_cell(page, name, 2), "SUBSHELLS")) == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
     watch = IOPubWatch(_connection_file(lab))
     release = threading.Event()
     lab.fake.enqueue_text("Once upon a time a kernel said it was idle while it worked. It was not.", hold=release)
@@ -120,4 +132,3 @@ def test_the_kernel_is_busy_while_an_agent_cell_runs(jupyterlab, context):
     assert any(_parent_type(m) == "comm_msg" for m in seen)  # the page's acks were handled during the run
     page.wait_for_function("(p) => window.__ipa.panel(p).sessionContext.session.kernel.status === 'idle'",
                            arg=name, timeout=60_000)
-    lab.shutdown_kernels()
