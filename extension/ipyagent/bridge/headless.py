@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import os
 import re
@@ -35,6 +36,7 @@ from queue import Empty
 from typing import Any
 
 from ipyagent.bridge import comm as bridge_mod
+from ipyagent.store.chunks import LAYOUT_TEXT
 from ipyagent.store.ipynb import read_notebook, sessions_from_notebook, write_notebook, write_sessions_into_notebook
 from ipyagent.store.schema import METADATA_KEY, NotebookSessions
 
@@ -495,7 +497,9 @@ def kernel_environment(**values: str | None) -> Iterator[None]:
 def run_notebook(path: str | Path, output: str | Path | None = None, *, timeout: int | None = 600,
                  kernel_name: str | None = None, replay: str | None = None, replay_tools: bool = False,
                  progress: CellProgress | None = None) -> RunOutcome:
-    """``ipyagent run``: execute ``path`` and write the result to ``output`` (default: in place).
+    """``ipyagent run``: execute ``path`` and write the result to ``output`` (default: in place),
+    its sessions in the current layout (``store/chunks.py``'s layout 3; ``outcome.nb`` keeps the
+    layout the notebook held).
 
     ``replay`` ("on", "auto", "off"; None: the kernel's default) and ``replay_tools`` reach the
     kernel through ``IPYAGENT_REPLAY`` / ``IPYAGENT_REPLAY_TOOLS`` (the kernel inherits them).
@@ -507,7 +511,11 @@ def run_notebook(path: str | Path, output: str | Path | None = None, *, timeout:
     with kernel_environment(**{name: value for name, value in chosen.items() if value is not None}):
         outcome = execute_notebook(nb, timeout=timeout, kernel_name=kernel_name, cwd=str(path.parent.resolve()),
                                    progress=progress)
-    write_notebook(Path(output) if output else path, outcome.nb)
+    # on disk in the layout the labextension writes: a page that opens the output has nothing to
+    # move (a layout-1 output was moved at once and read modified before the user changed anything)
+    on_disk = write_sessions_into_notebook(copy.deepcopy(outcome.nb), outcome.sessions, LAYOUT_TEXT) \
+        if outcome.sessions is not None else outcome.nb
+    write_notebook(Path(output) if output else path, on_disk)
     if outcome.interrupted is not None:
         raise outcome.interrupted
     return outcome
