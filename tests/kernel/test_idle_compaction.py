@@ -22,6 +22,7 @@ import pytest
 
 from ipyagent import cli
 from ipyagent.bridge.headless import execute_notebook
+from ipyagent.store.chunks import assemble
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from ipyagent.testing.specs import Reply
 from kernel_support import SETUP, SMALL_WINDOW, LiveKernel, fake_provider, notebook
@@ -138,7 +139,7 @@ def test_a_replay_reproduces_the_idle_compaction(idle_run, capsys):
     finally:
         os.environ.update(saved)
     replayed = read_notebook(src.with_name("replayed.ipynb"))
-    before, after = idle_run["metadata"]["sessions"]["default"], replayed["metadata"]["ipyagent"]["sessions"]["default"]
+    before, after = idle_run["metadata"]["sessions"]["default"], assemble(replayed["metadata"])["sessions"]["default"]
     assert json.dumps(after["entries"]) == json.dumps(before["entries"])
     assert after["leaf"] == before["leaf"]
     assert "diverged" not in "\n".join(outputs_text(c["outputs"]) for c in replayed["cells"])
