@@ -12,7 +12,14 @@ from __future__ import annotations
 import json
 
 from ipyagent import cli
-from ipyagent.store.ipynb import lift_notebook, lift_notebook_report, new_notebook, read_notebook, sessions_from_notebook, write_notebook
+from ipyagent.store.ipynb import (
+    lift_notebook,
+    lift_notebook_report,
+    new_notebook,
+    read_notebook,
+    sessions_from_notebook,
+    write_notebook,
+)
 from ipyagent.store.journal import JOURNAL_MIME, journal_payload
 from ipyagent.store.validation import foreign_session_name
 from support.builders import assistant, new_session, user

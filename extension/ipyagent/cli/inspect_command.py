@@ -68,9 +68,9 @@ def _root_problems(session: Any) -> list[str]:
     if len(roots) < 2:
         return []
     shown = ", ".join(roots[:5]) + (", …" if len(roots) > 5 else "")
-    return [f"the session has {len(roots)} roots (entries without a parent in it: {shown}): entries of another "
-            "session are stored in it, such as a run by a kernel that had not loaded the notebook's session; "
-            "%agent tree shows each root's branch"]
+    return [(f"the session has {len(roots)} roots (entries without a parent in it: {shown}): entries of another "
+             "session are stored in it, such as a run by a kernel that had not loaded the notebook's session; "
+             "%agent tree shows each root's branch")]
 
 
 def _budget_report(session: Any, budget: Budget) -> dict[str, Any]:

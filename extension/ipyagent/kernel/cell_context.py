@@ -61,6 +61,18 @@ def cell_identity(shell: Any) -> tuple[str | None, int | None]:
     return (cell_id if isinstance(cell_id, str) and cell_id else None), (count if isinstance(count, int) else None)
 
 
+def running_code(shell: Any) -> str | None:
+    """The code of the execute request being run (a cell's whole text), or None."""
+    get_parent = getattr(shell, "get_parent", None)
+    if not callable(get_parent):
+        return None
+    try:
+        code = ((get_parent() or {}).get("content") or {}).get("code")
+    except Exception:  # noqa: BLE001 - no parent message (plain IPython)
+        return None
+    return code if isinstance(code, str) else None
+
+
 def notebook_path(runtime: RuntimeFacts) -> Path | None:
     """This kernel's notebook, if the kernel can tell (the same sources hydration uses)."""
     path: Path | str | None

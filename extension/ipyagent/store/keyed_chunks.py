@@ -91,9 +91,9 @@ def keyed_order(chunks: Sequence[tuple[str, Mapping[str, Any], list[Any]]]) -> l
     waits = [0] * len(chunks)
     after: list[list[int]] = [[] for _ in chunks]
     for i, (_, _, entries) in enumerate(chunks):
-        before = {owner.get(e.get("parentId")) for e in entries if isinstance(e, Mapping)} - {None, i}
+        parents = {e.get("parentId") for e in entries if isinstance(e, Mapping)}
+        before = {owner[p] for p in parents if isinstance(p, str) and p in owner} - {i}
         for j in before:
-            assert j is not None
             after[j].append(i)
         waits[i] = len(before)
     rank = [(chunk_at(chunk), key) for key, chunk, _ in chunks]
