@@ -80,21 +80,6 @@ def path_of(session: dict[str, Any]) -> list[dict[str, Any]]:
     return out[::-1]
 
 
-def outputs_text(cell_outputs: list[dict[str, Any]]) -> str:
-    parts = []
-    for o in cell_outputs:
-        if "text" in o:
-            parts.append(o["text"] if isinstance(o["text"], str) else "".join(o["text"]))
-        data = o.get("data") or {}
-        for mime in ("text/plain", "text/markdown"):
-            value = data.get(mime)
-            if value:
-                parts.append(value if isinstance(value, str) else "".join(value))
-        if o.get("output_type") == "error":
-            parts.append(f"{o.get('ename')}: {o.get('evalue')}")
-    return "\n".join(parts)
-
-
 @dataclass
 class CellRun:
     cell_id: str | None

@@ -34,9 +34,10 @@ from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.testing import FakeProviderServer, ProbeScript, Reply
 from ipyagent.testing.accounting import default_summary_detector
-from kernel_support import SETUP, fake_provider, notebook, outputs_text
+from kernel_support import SETUP, fake_provider, notebook
 from support.builders import assistant, call, new_session, tool_result
 from support.builders import user as _user
+from support.outputs import outputs_text
 
 QUESTIONS = [
     {"kind": "recall", "question": "Which port does the server listen on?", "answer": "8042"},

@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from ipyagent.bridge.headless import kernel_environment
 from ipyagent.testing.specs import Reply
-from kernel_support import SETUP, SMALL_WINDOW, LiveKernel, fake_provider, outputs_text
+from kernel_support import SETUP, SMALL_WINDOW, LiveKernel, fake_provider
+from support.outputs import outputs_text
 
 PAGE = "jupyterlab-benchmark"
 SUMMARY = "## Goal\nDescribe the measurements.\n\n## Progress\n- [x] the columns and their gaps, noted"

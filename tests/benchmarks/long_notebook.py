@@ -57,11 +57,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 import nbformat
 from playwright.sync_api import sync_playwright
 
-from browser.conftest import CHROMIUM, CHROMIUM_ARGS, FAKE_KEY, NO_RTC, JupyterLab, _start_server, _stop
 from browser.test_collaboration_browser import _settled
-from browser.test_long_session_browser import HELPERS, _run
 from ipyagent.store.chunks import assemble, store_value
 from ipyagent.testing import FakeProviderServer
+from support.lab_pages import PAGE_HELPERS, run_text
+from support.lab_server import CHROMIUM, CHROMIUM_ARGS, FAKE_KEY, NO_RTC, JupyterLab, start_server, stop_server
 from support.sessiongen import generate_session
 
 PROBE = "import ipyagent.bridge.comm as _C; print('PUSHED', _C.peek_push() is not None)"
@@ -166,7 +166,7 @@ def _open(context, lab: JupyterLab, name: str, stored: bool) -> tuple[object, fl
     """A page on ``name``; seconds from goto until the push arrived (``stored``: there is one),
     and of the push itself."""
     page = context.new_page()
-    page.add_init_script(HELPERS)
+    page.add_init_script(PAGE_HELPERS)
     page.add_init_script(BENCH)
     start = time.perf_counter()
     page.goto(lab.url(f"/lab/tree/{name}?reset"))
@@ -225,7 +225,7 @@ def _turns(page, lab: JupyterLab, name: str, stored: bool, before_each=lambda: N
     cdp = page.context.new_cdp_session(page)
     cdp.send("Profiler.enable")
     cdp.send("Profiler.setSamplingInterval", {"interval": 200})
-    out = _run(page, name, 0)
+    out = run_text(page, name, 0)
     if stored and "from push" not in out:
         raise SystemExit(f"{name}: %load_ext did not resume from the push: {out!r}")
     measured = []
@@ -234,7 +234,7 @@ def _turns(page, lab: JupyterLab, name: str, stored: bool, before_each=lambda: N
         page.evaluate("() => window.__benchOps.reset()")
         cdp.send("Profiler.start")
         lab.fake.enqueue_text(ANSWER)
-        out = _run(page, name, cell)
+        out = run_text(page, name, cell)
         if "ERROR" in out:
             raise SystemExit(f"{name}: the turn failed: {out!r}")
         # the entries' last writes may follow the cell's end: wait until no write came for 1 s
@@ -257,7 +257,7 @@ def _save(page, name: str) -> float:
 
 def _lab(base: Path, server: FakeProviderServer, extra: list[str]) -> JupyterLab:
     base.mkdir()
-    lab = _start_server(base, "jupyterlab", ["--LabApp.expose_app_in_browser=True", *extra], env_extra={
+    lab = start_server(base, "jupyterlab", ["--LabApp.expose_app_in_browser=True", *extra], env_extra={
         "OPENAI_BASE_URL": server.openai_base_url, "OPENAI_API_KEY": FAKE_KEY,
         "IPYAGENT_MODEL": "openai:fake-model"})
     lab.fake = server  # type: ignore[attr-defined]
@@ -317,9 +317,9 @@ def main() -> None:
                 print(f"measured {n} entries (layout {layout}); the turns changed "
                       f"{' / '.join(', '.join(t['names']) for t in turns)}", file=sys.stderr, flush=True)
         finally:
-            _stop(lab.proc)
+            stop_server(lab.proc)
             if rtc is not None:
-                _stop(rtc.proc)
+                stop_server(rtc.proc)
             browser.close()
     _table(rows)
 
@@ -335,7 +335,7 @@ def _move(page) -> dict | str:
 
 def _open_plain(context, lab: JupyterLab, name: str):
     page = context.new_page()
-    page.add_init_script(HELPERS)
+    page.add_init_script(PAGE_HELPERS)
     page.add_init_script(BENCH)
     page.goto(lab.url(f"/lab/tree/{name}?reset"))
     page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=900_000)

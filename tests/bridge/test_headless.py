@@ -15,7 +15,8 @@ from ipyagent import cli
 from ipyagent.bridge.headless import execute_notebook, push_code
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from ipyagent.store.journal import JOURNAL_MIME
-from kernel_support import FAKE_KEY, SETUP, fake_provider, notebook, outputs_text, user_messages
+from kernel_support import FAKE_KEY, SETUP, fake_provider, notebook, user_messages
+from support.outputs import outputs_text
 
 
 @pytest.mark.kernel

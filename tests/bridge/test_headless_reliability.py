@@ -21,7 +21,8 @@ import pytest
 from ipyagent import cli
 from ipyagent.bridge.headless import ReplyLost, ReplyWatchdog, execute_notebook
 from ipyagent.store.ipynb import read_notebook, write_notebook
-from kernel_support import SETUP, chatty, fake_provider, notebook, outputs_text, twelve_cells
+from kernel_support import SETUP, chatty, fake_provider, notebook, twelve_cells
+from support.outputs import outputs_text
 
 
 @pytest.mark.slow

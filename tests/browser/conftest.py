@@ -1,43 +1,24 @@
 """Fixtures for the browser tests: a real JupyterLab on loopback, driven by Playwright with
 Debian's chromium (never a downloaded browser build).
 
+The helpers the tests call (open a notebook, run a cell, read outputs) are functions in
+tests/support/lab_pages.py; the servers are started by tests/support/lab_server.py.
+
 These tests are not skipped when something is missing: without chromium, Playwright, JupyterLab
 or the built labextension they fail with a message saying what to install.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = os.environ.get("IPYAGENT_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).parent / "artifacts"
-# jupyter-collaboration (a test dependency) turns real-time collaboration on in every server of
-# the environment; the servers of the other tests run without it (a no-op where it is absent)
-NO_RTC = "--YDocExtension.disable_rtc=True"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from support.lab_pages import ARTIFACTS
+from support.lab_server import CHROMIUM, CHROMIUM_ARGS, FAKE_KEY, NO_RTC, JupyterLab, start_server, stop_server
 
 
 @pytest.fixture(scope="session")
@@ -73,103 +54,22 @@ def labextension_installed() -> None:
         )
 
 
-class JupyterLab:
-    def __init__(self, root: Path, port: int, token: str, proc: subprocess.Popen, log: Path):
-        self.root = root
-        self.port = port
-        self.token = token
-        self.proc = proc
-        self.log = log
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def url(self, path: str) -> str:
-        sep = "&" if "?" in path else "?"
-        return f"{self.base}{path}{sep}token={self.token}"
-
-    def api(self, path: str, method: str = "GET") -> object:
-        req = urllib.request.Request(
-            self.base + path, method=method, headers={"Authorization": f"token {self.token}"}
-        )
-        with urllib.request.urlopen(req, timeout=10) as r:
-            body = r.read()
-        return json.loads(body) if body else None
-
-    def shutdown_kernels(self) -> None:
-        for k in self.api("/api/kernels"):
-            self.api(f"/api/kernels/{k['id']}", method="DELETE")
-
-
-def _start_server(base: Path, module: str, extra: list[str], env_extra: dict | None = None) -> JupyterLab:
-    root = base / "root"
-    root.mkdir()
-    settings = base / "settings"
-    # no "news" toast over the page
-    notif = settings / "@jupyterlab" / "apputils-extension"
-    notif.mkdir(parents=True)
-    (notif / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False})
-    )
-    port = _free_port()
-    token = secrets.token_hex(16)
-    env = dict(os.environ)
-    env.update(
-        JUPYTER_CONFIG_DIR=str(base / "config"),
-        JUPYTER_RUNTIME_DIR=str(base / "runtime"),
-        JUPYTERLAB_SETTINGS_DIR=str(settings),
-        JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"),
-        PYTHONUNBUFFERED="1",
-    )
-    env.pop("JPY_SESSION_NAME", None)
-    env.update(env_extra or {})
-    log = base / f"{module}.log"
-    cmd = [
-        sys.executable,
-        "-m",
-        module,
-        "--no-browser",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={root}",
-        "--allow-root",
-        *extra,
-    ]
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            cmd, cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    lab = JupyterLab(root, port, token, proc, log)
-    deadline = time.time() + 180
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"{module} exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-        try:
-            lab.api("/api/status")
-            return lab
-        except Exception:  # noqa: BLE001 - the server is not up yet: try again until the deadline
-            if time.time() > deadline:
-                _stop(proc)
-                pytest.fail(f"{module} did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.3)
-
-
-def _stop(proc: subprocess.Popen) -> None:
+def _start(base: Path, module: str, extra: list[str], env_extra: dict | None = None) -> JupyterLab:
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+        return start_server(base, module, extra, env_extra)
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+def fresh_kernels(jupyterlab):
+    """Shut down every kernel of ``jupyterlab`` after the test (a module opts in with
+    ``pytestmark = pytest.mark.usefixtures("fresh_kernels")``)."""
+    yield
     try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
-FAKE_KEY = "sk-ipyagent-browser-test-key"
+        jupyterlab.shutdown_kernels()
+    except Exception:  # noqa: BLE001 - the kernels may be gone already
+        pass
 
 
 @pytest.fixture(scope="session")
@@ -184,7 +84,7 @@ def fake_provider():
 @pytest.fixture(scope="session")
 def jupyterlab(tmp_path_factory, labextension_installed, fake_provider) -> JupyterLab:
     """JupyterLab 4 on 127.0.0.1, a random free port, a token, a temporary root directory."""
-    lab = _start_server(
+    lab = _start(
         tmp_path_factory.mktemp("jlab"),
         "jupyterlab",
         ["--LabApp.expose_app_in_browser=True", NO_RTC],
@@ -196,7 +96,7 @@ def jupyterlab(tmp_path_factory, labextension_installed, fake_provider) -> Jupyt
     )
     lab.fake = fake_provider
     yield lab
-    _stop(lab.proc)
+    stop_server(lab.proc)
 
 
 @pytest.fixture(scope="session")
@@ -209,7 +109,7 @@ def collaborative_lab(tmp_path_factory, labextension_installed, fake_provider) -
         pytest.fail("jupyter-collaboration is not installed: pip install -e '.[test]'", pytrace=False)
     base = tmp_path_factory.mktemp("rtc")
     ystore = base / "ystore.db"
-    lab = _start_server(
+    lab = _start(
         base,
         "jupyterlab",
         ["--LabApp.expose_app_in_browser=True", "--YDocExtension.disable_rtc=False",
@@ -223,7 +123,7 @@ def collaborative_lab(tmp_path_factory, labextension_installed, fake_provider) -
     lab.fake = fake_provider
     lab.ystore = ystore
     yield lab
-    _stop(lab.proc)
+    stop_server(lab.proc)
 
 
 @pytest.fixture(scope="session")
@@ -233,11 +133,11 @@ def notebook7(tmp_path_factory, labextension_installed) -> JupyterLab:
         import notebook  # noqa: F401
     except ImportError:
         pytest.fail("notebook (Jupyter Notebook 7) is not installed: pip install -e '.[test]'", pytrace=False)
-    nb = _start_server(
+    nb = _start(
         tmp_path_factory.mktemp("nb7"), "notebook", ["--JupyterNotebookApp.expose_app_in_browser=True", NO_RTC]
     )
     yield nb
-    _stop(nb.proc)
+    stop_server(nb.proc)
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from .test_bridge_browser import ARTIFACTS, _open, _write_notebook
+from support.lab_pages import ARTIFACTS, open_notebook, run_cell, write_notebook
 
 HIDDEN = "echo SHOWN" + " " * 50 + "; touch pwned.txt"
 LONG_LINE = "total = " + " + ".join(f"value_{i}" for i in range(60))
@@ -15,10 +15,10 @@ LONG_LINE = "total = " + " + ".join(f"value_{i}" for i in range(60))
 def test_the_whole_call_is_shown_before_the_question(jupyterlab, context):
     lab = jupyterlab
     name = "approval.ipynb"
-    _write_notebook(lab.root / name, ["%load_ext ipyagent", "%%agent\nTidy up."])
+    write_notebook(lab.root / name, ["%load_ext ipyagent", "%%agent\nTidy up."])
     page = context.new_page()
-    _open(page, lab, name)
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    open_notebook(page, lab, name)
+    run_cell(page, name, 0)
     lab.fake.enqueue_tool_calls([("bash", {"command": HIDDEN}), ("python", {"code": f"{LONG_LINE}\nprint(total)"})])
     lab.fake.enqueue_text("Nothing was run.")
     # run the agent cell without waiting for it: it stops at the first question

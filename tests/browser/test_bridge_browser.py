@@ -16,8 +16,11 @@ import nbformat
 import pytest
 
 from ipyagent.store.chunks import assemble, store_value
+from support.lab_pages import ARTIFACTS, open_notebook, run_cell, save_notebook, saved_notebook, write_notebook
+from support.outputs import output_line, outputs_text
 
-ARTIFACTS = Path(__file__).parent / "artifacts"
+pytestmark = pytest.mark.usefixtures("fresh_kernels")
+
 
 # ---- Pi-shaped entries ------------------------------------------------------------------------
 
@@ -93,106 +96,6 @@ CELLS = [
     "b.send_entries('default', EXTRA2, leaf=EXTRA2[-1]['id'])",
 ]
 
-HELPERS = r"""
-window.__ipa = {
-  panel(path) {
-    const app = window.jupyterapp;
-    if (!app) return null;
-    for (const w of app.shell.widgets('main')) {
-      if (w.context && w.context.path === path && !w.isDisposed) return w;
-    }
-    return null;
-  },
-  ready(path) {
-    const p = this.panel(path);
-    const k = p && p.sessionContext.session && p.sessionContext.session.kernel;
-    return !!(p && p.context.isReady && k && k.status === 'idle' && k.connectionStatus === 'connected');
-  },
-  meta(path) {
-    // the store as one value: the chunked layout's index with each session's entries from its chunks
-    // (layout 3's chunks hold them as JSON text, layout 2's as a list)
-    const p = this.panel(path);
-    if (!p) return null;
-    const m = p.context.model;
-    const index = m.getMetadata('ipyagent');
-    if (!index || !(index.version >= 2)) return index;
-    const out = {...index, sessions: {}};
-    for (const [n, s] of Object.entries(index.sessions || {})) out.sessions[n] = {...s, entries: []};
-    const keys = Object.keys(m.metadata).filter(k => /^ipyagent\/\d{6,}$/.test(k)).sort();
-    for (const k of keys) {
-      const c = m.getMetadata(k);
-      const s = (out.sessions[c.session] ??= {leaf: null, entries: []});
-      const list = typeof c.entries === 'string' ? JSON.parse(c.entries) : c.entries;
-      for (const e of list) s.entries.push(e);
-      if ('leaf' in c && Number(k.slice(9)) >= (index.next_chunk || 0)) s.leaf = c.leaf;
-    }
-    delete out.next_chunk;
-    return out;
-  },
-  outputs(p, i) {
-    return p.content.widgets[i].model.outputs.toJSON();
-  },
-  async run(path, i) {
-    const app = window.jupyterapp;
-    const p = this.panel(path);
-    app.shell.activateById(p.id);
-    p.content.activeCellIndex = i;
-    await app.commands.execute('notebook:run-cell');
-    return this.outputs(p, i);
-  },
-  async restartThenRun(path, i) {
-    const app = window.jupyterapp;
-    const p = this.panel(path);
-    app.shell.activateById(p.id);
-    const restarted = p.sessionContext.restartKernel();
-    // a user cell submitted while the kernel is still restarting
-    await new Promise(r => setTimeout(r, 0));
-    p.content.activeCellIndex = i;
-    const ran = app.commands.execute('notebook:run-cell');
-    await restarted;
-    await ran;
-    return this.outputs(p, i);
-  }
-};
-"""
-
-
-def _text(outputs) -> str:
-    parts = []
-    for o in outputs:
-        if o.get("output_type") == "stream":
-            t = o.get("text", "")
-            parts.append("".join(t) if isinstance(t, list) else t)
-        elif o.get("output_type") == "error":
-            parts.append("ERROR " + o.get("ename", "") + ": " + o.get("evalue", ""))
-    return "".join(parts)
-
-
-def _line(outputs, tag: str) -> str:
-    for line in _text(outputs).splitlines():
-        if line.startswith(tag + " "):
-            return line[len(tag) + 1:]
-    raise AssertionError(f"no {tag!r} line in {_text(outputs)!r}")
-
-
-def _write_notebook(path: Path, cells, outputs=None, metadata=None) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
-    if metadata:
-        nb.metadata.update(metadata)
-    for i, src in enumerate(cells):
-        c = nbformat.v4.new_code_cell(src)
-        if outputs and i in outputs:
-            c.outputs = outputs[i]
-        nb.cells.append(c)
-    nbformat.write(nb, str(path))
-
-
-def _open(page, lab, name: str, reset: bool = True, url: str | None = None) -> None:
-    page.add_init_script(HELPERS)
-    page.goto(lab.url(url or (f"/lab/tree/{name}" + ("?reset" if reset else ""))))
-    page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=90_000)
 
 
 def _ids(meta) -> list[str]:
@@ -200,52 +103,37 @@ def _ids(meta) -> list[str]:
 
 
 def _saved_meta(path: Path, want_ids: list[str], timeout: float = 120) -> dict:
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            last = assemble(json.loads(path.read_text()).get("metadata", {}))
-        except (OSError, ValueError):
-            last = None
-        if last and _ids(last) == want_ids:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"{path.name} on disk never held {want_ids}; last metadata: {last}")
+    def held(nb: dict) -> bool:
+        meta = assemble(nb.get("metadata", {}))
+        return bool(meta) and _ids(meta) == want_ids
+
+    return assemble(saved_notebook(path, held, timeout, what=str(want_ids)).get("metadata", {}))
 
 
 def _state(page, name: str, until=None, timeout: float = 120) -> dict:
     """Run the STATE cell (again, until ``until(state)`` holds: acks arrive asynchronously)."""
     deadline = time.time() + timeout
     while True:
-        state = json.loads(_line(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 2]), "STATE"))
+        state = json.loads(output_line(run_cell(page, name, 2), "STATE"))
         if until is None or until(state) or time.time() > deadline:
             return state
         time.sleep(0.3)
-
-
-def _save(page, name: str) -> None:
-    page.evaluate(
-        "(path) => { const p = window.__ipa.panel(path); window.jupyterapp.shell.activateById(p.id);"
-        " p.content.activeCellIndex = 0; p.content.mode = 'command'; p.content.node.focus(); }",
-        name,
-    )
-    page.keyboard.press("Control+s")
 
 
 def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
     lab = jupyterlab
     name = "x.ipynb"
     path = lab.root / name
-    _write_notebook(path, CELLS)
+    write_notebook(path, CELLS)
     page = context.new_page()
     console: list[str] = []  # what the pages log: the kernel must not close a comm a page never knew
     page.on("console", lambda m: console.append(m.text))
-    _open(page, lab, name)
+    open_notebook(page, lab, name)
 
-    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
-    assert _line(out, "OPEN") in ("False", "True"), out
-    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 1])
-    assert _line(out, "SENT") == "1", out
+    out = run_cell(page, name, 0)
+    assert output_line(out, "OPEN") in ("False", "True"), out
+    out = run_cell(page, name, 1)
+    assert output_line(out, "SENT") == "1", out
     state = _state(page, name, until=lambda s: s["connected"] and not s["unacked"])
     assert state["connected"] is True, state
     assert state["unacked"] == {}, state
@@ -260,7 +148,7 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
     sess = meta["sessions"]["default"]
     assert sess["header"] == HEADER and sess["settings"] == SETTINGS and sess["leaf"] == ALL_IDS[1]
 
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 3])
+    run_cell(page, name, 3)
     meta = page.evaluate("(p) => window.__ipa.meta(p)", name)
     assert _ids(meta) == ALL_IDS  # no duplicates although everything was sent three times
     assert meta["sessions"]["default"]["leaf"] == ALL_IDS[-1]
@@ -269,7 +157,7 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
     assert state["unacked"] == {}, state
 
     # Ctrl+S writes the metadata to disk
-    _save(page, name)
+    save_notebook(page, name)
     saved = _saved_meta(path, ALL_IDS)
     assert saved["sessions"]["default"]["header"] == HEADER
     assert saved["sessions"]["default"]["settings"] == SETTINGS
@@ -279,23 +167,23 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
 
     # restart: the push reaches the new kernel before a cell submitted during the restart
     out = page.evaluate("([p, i]) => window.__ipa.restartThenRun(p, i)", [name, 4])
-    pushed = json.loads(_line(out, "PUSH"))
+    pushed = json.loads(output_line(out, "PUSH"))
     assert pushed is not None, "the cell ran before the push arrived"
     assert _ids(pushed) == ALL_IDS
     assert pushed["sessions"]["default"]["entries"] == ENTRIES  # ''' and backslashes survived
 
     # the restarted kernel opens a new bridge; a second tab of the same notebook connects
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    run_cell(page, name, 0)
     page2 = context.new_page()
     page2.on("console", lambda m: console.append(m.text))
-    _open(page2, lab, name, reset=False)
+    open_notebook(page2, lab, name, reset=False)
     meta2 = page2.evaluate("(p) => window.__ipa.meta(p)", name)
     assert _ids(meta2) == ALL_IDS
     # the kernel re-opened its comm for the new tab; both tabs answer its hello
     state = _state(page, name, until=lambda s: s["connected"])
     assert state["connected"] is True, state
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 3])  # everything again
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 5])  # one new entry
+    run_cell(page, name, 3)  # everything again
+    run_cell(page, name, 5)  # one new entry
     want = ALL_IDS + [EXTRA[0]["id"]]
     page2.wait_for_function(
         f"() => JSON.stringify(window.__ipa.meta({json.dumps(name)}).sessions.default.entries.map(e => e.id)) === {json.dumps(json.dumps(want, separators=(',', ':')))}",
@@ -305,7 +193,7 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
         assert _ids(pg.evaluate("(p) => window.__ipa.meta(p)", name)) == want
     state = _state(page, name, until=lambda s: not s["unacked"])
     assert state["unacked"] == {}, state
-    _save(page, name)
+    save_notebook(page, name)
     _saved_meta(path, want)
     page2.close()
 
@@ -320,14 +208,14 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
     assert _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)) == want
     state = _state(page, name, until=lambda s: s["connected"])
     assert state["connected"] is True, state
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 6])
+    run_cell(page, name, 6)
     want2 = want + [EXTRA2[0]["id"]]
     page.wait_for_function(
         f"() => window.__ipa.meta({json.dumps(name)}).sessions.default.entries.length === {len(want2)}",
         timeout=90_000,
     )
     assert _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)) == want2
-    _save(page, name)
+    save_notebook(page, name)
     _saved_meta(path, want2)
     page.screenshot(path=str(ARTIFACTS / "bridge-reopened.png"))
     lab.shutdown_kernels()
@@ -353,13 +241,13 @@ def test_hostile_chunk_keys_are_set_aside_and_new_chunks_follow_the_real_ones(ju
         "header": HEADER, "leaf": ALL_IDS[-1], "settings": SETTINGS, "entries": ENTRIES}}}, 3)
     for key in HOSTILE_KEYS:
         md[key] = {"session": "default", "ids": [], "entries": "[]"}
-    _write_notebook(path, CELLS, metadata=md)
+    write_notebook(path, CELLS, metadata=md)
     page = context.new_page()
-    _open(page, lab, name)
-    assert _line(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0]), "OPEN") in ("False", "True")
+    open_notebook(page, lab, name)
+    assert output_line(run_cell(page, name, 0), "OPEN") in ("False", "True")
     _state(page, name, until=lambda s: s["connected"])
     for cell in (5, 6):
-        page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, cell])
+        run_cell(page, name, cell)
         state = _state(page, name, until=lambda s, n=cell - 4: not s["unacked"] and s["acks"] >= n)
         assert state["unacked"] == {}, state
     keys = page.evaluate(
@@ -367,7 +255,7 @@ def test_hostile_chunk_keys_are_set_aside_and_new_chunks_follow_the_real_ones(ju
         name)
     assert keys == sorted(["ipyagent/000000", "ipyagent/000001", "ipyagent/000002", *HOSTILE_KEYS])
     want = ALL_IDS + [EXTRA[0]["id"], EXTRA2[0]["id"]]
-    _save(page, name)
+    save_notebook(page, name)
     saved = _saved_meta(path, want)
     assert saved["sessions"]["default"]["leaf"] == EXTRA2[0]["id"]
     assert sorted(item["where"] for item in saved["set_aside"]) == sorted(HOSTILE_KEYS)
@@ -380,9 +268,9 @@ def test_two_views_of_one_notebook_share_one_bridge(jupyterlab, context):
     """File ▸ New View: two panels share one document model; exactly one comm handler answers."""
     lab = jupyterlab
     name = "views.ipynb"
-    _write_notebook(lab.root / name, CELLS)
+    write_notebook(lab.root / name, CELLS)
     page = context.new_page()
-    _open(page, lab, name)
+    open_notebook(page, lab, name)
     page.evaluate(
         "async (path) => { const p = window.__ipa.panel(path); window.jupyterapp.shell.activateById(p.id);"
         " await window.jupyterapp.commands.execute('docmanager:clone'); }",
@@ -390,8 +278,8 @@ def test_two_views_of_one_notebook_share_one_bridge(jupyterlab, context):
     )
     views = f"() => [...window.jupyterapp.shell.widgets('main')].filter(w => w.context && w.context.path === {json.dumps(name)}).length"
     page.wait_for_function(f"() => ({views})() === 2")
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 3])  # two messages
+    run_cell(page, name, 0)
+    run_cell(page, name, 3)  # two messages
     state = _state(page, name, until=lambda s: s["connected"] and not s["unacked"])
     # one ack per message, not two (2 messages; 3 when the hello_ack, on its subshell, came after
     # them and the unacknowledged entries went once more). A message the page already held is
@@ -410,11 +298,11 @@ def test_push_on_first_start_and_after_a_crash(jupyterlab, context):
     path = lab.root / name
     meta = {"version": 1, "active": "default", "sessions": {"default": {
         "header": HEADER, "leaf": ALL_IDS[-1], "settings": SETTINGS, "entries": ENTRIES}}}
-    _write_notebook(path, [CELLS[4], "import os\nos._exit(1)"], metadata={"ipyagent": meta})
+    write_notebook(path, [CELLS[4], "import os\nos._exit(1)"], metadata={"ipyagent": meta})
     page = context.new_page()
-    _open(page, lab, name)
-    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
-    pushed = json.loads(_line(out, "PUSH"))
+    open_notebook(page, lab, name)
+    out = run_cell(page, name, 0)
+    pushed = json.loads(output_line(out, "PUSH"))
     assert pushed == meta
 
     page.evaluate(
@@ -431,8 +319,8 @@ def test_push_on_first_start_and_after_a_crash(jupyterlab, context):
         f"() => window.__statuses.includes('autorestarting') && window.__ipa.ready({json.dumps(name)})",
         timeout=60_000,
     )
-    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
-    assert json.loads(_line(out, "PUSH")) == meta, page.evaluate("() => window.__statuses")
+    out = run_cell(page, name, 0)
+    assert json.loads(output_line(out, "PUSH")) == meta, page.evaluate("() => window.__statuses")
     lab.shutdown_kernels()
 
 
@@ -444,11 +332,11 @@ def test_agent_magic_end_to_end(jupyterlab, context):
     server = lab.fake
     name = "agent.ipynb"
     path = lab.root / name
-    _write_notebook(path, ["%load_ext ipyagent", "%%agent\nSay hello.", "%%agent\nAgain."])
+    write_notebook(path, ["%load_ext ipyagent", "%%agent\nSay hello.", "%%agent\nAgain."])
     page = context.new_page()
     console: list[str] = []  # the kernel closes no comm a page never knew (no "Comm not found")
     page.on("console", lambda m: console.append(m.text))
-    _open(page, lab, name)
+    open_notebook(page, lab, name)
     mime = "application/vnd.ipyagent.entries+json"
 
     def roles():
@@ -457,9 +345,9 @@ def test_agent_magic_end_to_end(jupyterlab, context):
         roles = [e["message"]["role"] for e in entries if e.get("type") == "message"]
         return [r for r in roles if r != "system"]  # the recorded system prompt comes first
 
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    run_cell(page, name, 0)
     server.enqueue_text("Hello from the model.")
-    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 1])
+    out = run_cell(page, name, 1)
     assert not [o for o in out if o.get("output_type") == "error"], out
     page.wait_for_function(
         f"() => ((window.__ipa.meta({json.dumps(name)}) || {{}}).sessions || {{}}).default",
@@ -467,14 +355,14 @@ def test_agent_magic_end_to_end(jupyterlab, context):
     )
     assert roles() == ["user", "assistant"]
     assert not [o for o in out if mime in (o.get("data") or {})], "a journal although the bridge is there"
-    _save(page, name)
+    save_notebook(page, name)
     first = _saved_meta(path, _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)))
     assert first["active"] == "default"
 
     # a second tab of the running kernel: the bridge says hello again (a new comm)
     page2 = context.new_page()
     page2.on("console", lambda m: console.append(m.text))
-    _open(page2, lab, name, reset=False)
+    open_notebook(page2, lab, name, reset=False)
     page2.wait_for_function(  # the kernel's new hello comm reached this tab
         f"() => {{ const k = window.__ipa.panel({json.dumps(name)}).sessionContext.session.kernel;"
         " return [...k._comms.values()].some(c => c.targetName === 'ipyagent'); }",
@@ -484,9 +372,9 @@ def test_agent_magic_end_to_end(jupyterlab, context):
 
     page.evaluate("(p) => window.__ipa.panel(p).sessionContext.restartKernel()", name)
     page.wait_for_function(f"() => window.__ipa.ready({json.dumps(name)})", timeout=60_000)
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    run_cell(page, name, 0)
     server.enqueue_text("Second answer.")
-    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 2])
+    out = run_cell(page, name, 2)
     assert not [o for o in out if o.get("output_type") == "error"], out
     page.wait_for_function(
         f"() => window.__ipa.meta({json.dumps(name)}).sessions.default.entries"
@@ -498,7 +386,7 @@ def test_agent_magic_end_to_end(jupyterlab, context):
     # the model saw the conversation from before the restart
     sent = json.dumps(server.requests[-1].body)
     assert "Say hello." in sent and "Hello from the model." in sent
-    _save(page, name)
+    save_notebook(page, name)
     final = _saved_meta(path, _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)))
     assert _ids(final)[: len(_ids(first))] == _ids(first)
     cells = json.loads(path.read_text())["cells"]
@@ -529,11 +417,11 @@ def test_journal_outputs_lifted_on_open(jupyterlab, context):
         0: [journal(ENTRIES[:2], ENTRIES[1]["id"])],
         1: [journal(ENTRIES[1:], ENTRIES[-1]["id"])],  # overlaps the first journal by one entry
     }
-    _write_notebook(path, ["%%agent\nPlot x**2", "%%agent\ncontinue"], outputs=outputs)
+    write_notebook(path, ["%%agent\nPlot x**2", "%%agent\ncontinue"], outputs=outputs)
     before = json.loads(path.read_text())["cells"]
 
     page = context.new_page()
-    _open(page, lab, name)
+    open_notebook(page, lab, name)
     page.wait_for_function(f"() => !!window.__ipa.meta({json.dumps(name)})", timeout=90_000)
     meta = page.evaluate("(p) => window.__ipa.meta(p)", name)
     assert _ids(meta) == ALL_IDS
@@ -541,7 +429,7 @@ def test_journal_outputs_lifted_on_open(jupyterlab, context):
     assert meta["active"] == "default"
     page.screenshot(path=str(ARTIFACTS / "journal-lifted.png"))
 
-    _save(page, name)
+    save_notebook(page, name)
     saved = _saved_meta(path, ALL_IDS)
     assert saved["sessions"]["default"]["entries"] == ENTRIES
     after = json.loads(path.read_text())["cells"]
@@ -554,31 +442,22 @@ def test_notebook7(notebook7, context):
     srv = notebook7
     name = "n7.ipynb"
     path = srv.root / name
-    _write_notebook(path, CELLS)
+    write_notebook(path, CELLS)
     page = context.new_page()
-    _open(page, srv, name, url=f"/notebooks/{name}")
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 3])
+    open_notebook(page, srv, name, url=f"/notebooks/{name}")
+    run_cell(page, name, 0)
+    run_cell(page, name, 3)
     state = _state(page, name, until=lambda s: s["connected"] and not s["unacked"])
     assert state["connected"] is True and state["unacked"] == {}, state
     assert state["hello_ack"]["frontend"] == "notebook"
     assert _ids(page.evaluate("(p) => window.__ipa.meta(p)", name)) == ALL_IDS
-    _save(page, name)
+    save_notebook(page, name)
     _saved_meta(path, ALL_IDS)
     out = page.evaluate("([p, i]) => window.__ipa.restartThenRun(p, i)", [name, 4])
-    assert _ids(json.loads(_line(out, "PUSH"))) == ALL_IDS
+    assert _ids(json.loads(output_line(out, "PUSH"))) == ALL_IDS
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "notebook7.png"))
     srv.shutdown_kernels()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_kernels(jupyterlab):
-    yield
-    try:
-        jupyterlab.shutdown_kernels()
-    except Exception:  # noqa: BLE001 - the kernels may be gone already
-        pass
 
 
 def test_status_follows_the_notebook_path_after_a_rename(jupyterlab, context):
@@ -586,15 +465,15 @@ def test_status_follows_the_notebook_path_after_a_rename(jupyterlab, context):
     keeps running, and `%agent status` names the notebook by its new path (issue 28, item 9)."""
     lab = jupyterlab
     name, renamed = "Untitled3.ipynb", "named-on-first-save.ipynb"
-    _write_notebook(lab.root / name, ["%load_ext ipyagent", "%agent status"])
+    write_notebook(lab.root / name, ["%load_ext ipyagent", "%agent status"])
     page = context.new_page()
-    _open(page, lab, name)
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
-    before = _text(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 1]))
+    open_notebook(page, lab, name)
+    run_cell(page, name, 0)
+    before = outputs_text(run_cell(page, name, 1))
     assert "notebook path:" in before and name in before, before
     # what the first save's "Rename file" dialog does: the contents API renames the file
     page.evaluate("([a, b]) => window.jupyterapp.serviceManager.contents.rename(a, b)", [name, renamed])
     page.wait_for_function(f"() => window.__ipa.ready({json.dumps(renamed)})", timeout=90_000)
-    after = _text(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [renamed, 1]))
+    after = outputs_text(run_cell(page, renamed, 1))
     assert f"notebook path: {renamed}" in after and name not in after, after
     lab.shutdown_kernels()

@@ -21,9 +21,8 @@ import nbformat
 
 from ipyagent.store.chunks import assemble, chunk_entries, chunk_keys, store_value
 from ipyagent.testing.specs import Reply
+from support.lab_pages import PAGE_HELPERS, run_text, saved_notebook
 from support.sessiongen import generate_session
-
-from .test_long_session_browser import HELPERS, _run, _text
 
 VIEW = """
 window.__ipaView = (path) => {
@@ -70,7 +69,7 @@ def _two_pages(context, lab, name: str) -> list:
     pages = []
     for _ in range(2):
         page = context.new_page()
-        page.add_init_script(HELPERS)
+        page.add_init_script(PAGE_HELPERS)
         page.add_init_script(VIEW)
         page.goto(lab.url(f"/lab/tree/{name}"))
         page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=180_000)
@@ -100,14 +99,14 @@ def test_two_pages_three_turns_one_writer(collaborative_lab, context):
 
     pages = _two_pages(context, lab, name)
     one, two = pages
-    assert "from push" in _run(one, name, 0)
+    assert "from push" in run_text(one, name, 0)
 
     seen: list[str] = []
     for turn in (1, 2, 3):
         before = _settled(lab.ystore)
         answer = f"ANSWER-{turn} " + " ".join(f"finding {i} of turn {turn} holds." for i in range(80))
         server.enqueue_text(answer)
-        out = _run(one, name, turn)
+        out = run_text(one, name, turn)
         assert "ERROR" not in out, out
         # the other page sees the answer through the shared document
         two.wait_for_function(
@@ -126,7 +125,7 @@ def test_two_pages_three_turns_one_writer(collaborative_lab, context):
               f"{shown} bytes; Y store +{grown} bytes")
         assert new and grown <= 2 * (new_json + shown), (turn, grown, new_json, shown)
 
-    acks = _text(one.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 4]))
+    acks = run_text(one, name, 4)
     line = next(x for x in acks.splitlines() if x.startswith("ACKS "))
     seqs = json.loads(line.split(" ", 2)[1])
     assert seqs and len(seqs) == len(set(seqs)), line  # each message acked by one page only
@@ -140,19 +139,17 @@ def test_two_pages_three_turns_one_writer(collaborative_lab, context):
 
     # (not awaited: under collaboration a save promise once never settled; the file is polled below)
     one.evaluate("(p) => { void window.__ipa.panel(p).context.save(); }", name)
-    deadline = time.time() + 60
-    while True:
-        saved = json.loads(path.read_text())["metadata"]
-        held = assemble(saved)
-        work_ids = [e["id"] for e in (held["sessions"].get("work") or {}).get("entries", [])]
-        if work_ids == seen or time.time() > deadline:
-            break
-        time.sleep(0.3)
-    assert work_ids == seen
+    saved = saved_notebook(path, lambda nb: _session_ids(nb, "work") == seen, 60, what=str(seen))["metadata"]
+    held = assemble(saved)
     all_ids = [e["id"] for k in chunk_keys(saved) for e in chunk_entries(saved[k])[1] or []]
     assert len(all_ids) == len(set(all_ids)) == 2000 + len(seen)  # nothing duplicated, nothing lost
     assert [e["id"] for e in held["sessions"]["archive"]["entries"]] == [e["id"] for e in entries]
     lab.shutdown_kernels()
+
+
+def _session_ids(nb: dict, session: str) -> list[str]:
+    held = assemble(nb.get("metadata", {})) or {}
+    return [e["id"] for e in (held.get("sessions", {}).get(session) or {}).get("entries", [])]
 
 
 def page_collaborative(page, name: str) -> bool:
@@ -211,12 +208,12 @@ def test_an_idle_compaction_under_collaboration_is_made_once_and_stored_once(col
             server.enqueue_text(IDLE_ANSWER)
         server.enqueue_summary(Reply(text=IDLE_SUMMARY, hold=hold))
         for i in range(4):
-            out = _run(one, name, i)
+            out = run_text(one, name, i)
             assert "ERROR" not in out, out
         # the pause: the kernel starts the summary on its own (it is held after its first tokens)
         _until(lambda: any(r.kind == "summary" for r in server.requests[first:]))
         assert not _compactions(one, name)
-        plain = _run(two, name, 4)  # page two's own request while the summary is made
+        plain = run_text(two, name, 4)  # page two's own request while the summary is made
         assert "ANSWER 42" in plain, plain
     finally:
         hold.set()
@@ -231,12 +228,12 @@ def test_an_idle_compaction_under_collaboration_is_made_once_and_stored_once(col
         page.locator(f"[id='{panel}'] .jp-Notebook .jp-Cell").nth(3) \
             .locator(".ipyagent-budget", has_text="Compacted in the background").wait_for(state="visible", timeout=60_000)
 
-    acks = _text(two.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 5]))
+    acks = run_text(two, name, 5)
     line = next(x for x in acks.splitlines() if x.startswith("ACKS "))
     seqs = json.loads(line.split(" ", 2)[1])
     assert seqs and len(seqs) == len(set(seqs)), line  # each message (the idle entry's too) acked by one page
     assert json.loads(line.split(" ", 2)[2]) == {}, line
-    job = _text(two.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 6]))
+    job = run_text(two, name, 6)
     assert "JOB True | compacted in the background" in job, job  # no job armed by page two's cells
 
     kinds = [r.kind for r in server.requests[first:]]
@@ -250,15 +247,7 @@ def test_an_idle_compaction_under_collaboration_is_made_once_and_stored_once(col
 
     # (not awaited: under collaboration a save promise once never settled; the file is polled below)
     one.evaluate("(p) => { void window.__ipa.panel(p).context.save(); }", name)
-    deadline = time.time() + 60
-    while True:
-        saved = json.loads(path.read_text())["metadata"]
-        held = assemble(saved)
-        saved_ids = [e["id"] for e in (held.get("sessions", {}).get("default") or {}).get("entries", [])]
-        if saved_ids == ids or time.time() > deadline:
-            break
-        time.sleep(0.3)
-    assert saved_ids == ids
+    saved = saved_notebook(path, lambda nb: _session_ids(nb, "default") == ids, 60, what=str(ids))["metadata"]
     all_ids = [e["id"] for k in chunk_keys(saved) for e in chunk_entries(saved[k])[1] or []]
     assert len(all_ids) == len(set(all_ids)) == len(ids)
     lab.shutdown_kernels()

@@ -6,12 +6,9 @@ the fake provider and the bridge saves the compaction entry. The screenshot is k
 
 from __future__ import annotations
 
-import json
-import time
-
 from ipyagent.store.chunks import assemble
-
-from .test_bridge_browser import ARTIFACTS, _line, _open, _save, _write_notebook
+from support.lab_pages import ARTIFACTS, open_notebook, run_cell, save_notebook, saved_notebook, write_notebook
+from support.outputs import output_line
 
 SETUP = ("%load_ext ipyagent\n%config Agent.context_window = 8000\n%config Agent.reserve_tokens = 2000\n"
          "%config Agent.keep_recent_tokens = 300\n%config Agent.notebook_context = False")
@@ -41,22 +38,6 @@ def _keep_value(page) -> int:
     return int(text.replace(",", "").strip())
 
 
-def _saved_outputs(path, want, timeout: float = 120):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            nb = json.loads(path.read_text())
-        except (OSError, ValueError):
-            nb = None
-        if nb is not None:
-            last = nb
-            if want(nb):
-                return nb
-        time.sleep(0.3)
-    raise AssertionError(f"{path.name} on disk never held what was expected; last: {json.dumps(last)[:3000]}")
-
-
 def _explorer_output(nb):
     for output in nb["cells"][1 + len(QUESTIONS)]["outputs"]:
         html = (output.get("data") or {}).get("text/html", "")
@@ -71,15 +52,15 @@ def test_keep_recent_slider_moves_the_cut_and_the_view_is_saved(jupyterlab, cont
     name = "explorer.ipynb"
     path = lab.root / name
     check_cell = 2 + len(QUESTIONS)
-    _write_notebook(path, [SETUP, *QUESTIONS, EXPLORE, CHECK.replace("KEEP", "0")])
+    write_notebook(path, [SETUP, *QUESTIONS, EXPLORE, CHECK.replace("KEEP", "0")])
     page = context.new_page()
-    _open(page, lab, name)
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    open_notebook(page, lab, name)
+    run_cell(page, name, 0)
     for i in range(len(QUESTIONS)):
         lab.fake.enqueue_text(_answer(i))
-        out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 1 + i])
+        out = run_cell(page, name, 1 + i)
         assert not [o for o in out if o.get("output_type") == "error"], out
-    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 1 + len(QUESTIONS)])
+    out = run_cell(page, name, 1 + len(QUESTIONS))
     assert not [o for o in out if o.get("output_type") == "error"], out
 
     widget = page.locator(".ipyagent-explore-widget").first
@@ -105,8 +86,8 @@ def test_keep_recent_slider_moves_the_cut_and_the_view_is_saved(jupyterlab, cont
     page.evaluate("([p, i, src]) => { const c = window.__ipa.panel(p).content.widgets[i];"
                   " c.model.sharedModel.setSource(src); }",
                   [name, check_cell, CHECK.replace("KEEP", str(moved_keep))])
-    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, check_cell])
-    assert _line(out, "CUT") == moved_cut
+    out = run_cell(page, name, check_cell)
+    assert output_line(out, "CUT") == moved_cut
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.set_viewport_size({"width": 1280, "height": 1300})  # the whole panel in one picture
@@ -119,8 +100,8 @@ def test_keep_recent_slider_moves_the_cut_and_the_view_is_saved(jupyterlab, cont
     # keep this view as the output's static HTML, save, and read the file
     page.get_by_role("button", name="Keep this view in the notebook").click()
     page.locator(".ipyagent-explore-widget", has_text="now shows these settings").first.wait_for(timeout=90_000)
-    _save(page, name)
-    saved = _saved_outputs(path, lambda nb: f"keep-recent {moved_keep:,}" in _explorer_output(nb)[1])
+    save_notebook(page, name)
+    saved = saved_notebook(path, lambda nb: f"keep-recent {moved_keep:,}" in _explorer_output(nb)[1])
     output, html = _explorer_output(saved)
     assert f'data-cut-index="{int(moved_cut) - 1}"' in html
     assert "application/vnd.jupyter.widget-view+json" in output["data"]
@@ -135,10 +116,10 @@ def test_keep_recent_slider_moves_the_cut_and_the_view_is_saved(jupyterlab, cont
     page.locator(".ipyagent-explore-widget", has_text="Compacted:").first.wait_for(timeout=60_000)
     assert lab.fake.summary_calls > summaries
     page.locator(".ipyagent-explore-numbers", has_text="just compacted").first.wait_for(timeout=90_000)
-    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, check_cell])
-    assert _line(out, "LAST") == "compaction"
-    _save(page, name)
-    saved = _saved_outputs(path, lambda nb: any(  # the store as one value, whatever its layout
+    out = run_cell(page, name, check_cell)
+    assert output_line(out, "LAST") == "compaction"
+    save_notebook(page, name)
+    saved = saved_notebook(path, lambda nb: any(  # the store as one value, whatever its layout
         e["type"] == "compaction" for e in assemble(nb["metadata"]).get("sessions", {})
         .get("default", {}).get("entries", [])))
     assert assemble(saved["metadata"])["sessions"]["default"]["entries"][-1]["type"] == "compaction"

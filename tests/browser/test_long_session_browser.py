@@ -14,42 +14,11 @@ import nbformat
 import pytest
 
 from ipyagent.store.chunks import assemble, chunk_number, layout_of
+from support.lab_pages import open_notebook, restart_kernel, run_text
 from support.sessiongen import generate_session
 
-HELPERS = """
-window.__ipa = {
-  panel(path) {
-    if (!window.jupyterapp) return null;
-    for (const w of window.jupyterapp.shell.widgets('main')) {
-      if (w.context && w.context.path === path && !w.isDisposed) return w;
-    }
-    return null;
-  },
-  ready(path) {
-    const p = this.panel(path);
-    const k = p && p.sessionContext.session && p.sessionContext.session.kernel;
-    return !!(p && p.context.isReady && k && k.status === 'idle' && k.connectionStatus === 'connected');
-  },
-  async run(path, i) {
-    const p = this.panel(path);
-    window.jupyterapp.shell.activateById(p.id);
-    p.content.activeCellIndex = i;
-    await window.jupyterapp.commands.execute('notebook:run-cell');
-    return p.content.widgets[i].model.outputs.toJSON();
-  }
-};
-"""
+pytestmark = pytest.mark.usefixtures("fresh_kernels")
 
-
-def _text(outputs) -> str:
-    out = []
-    for o in outputs:
-        if o.get("output_type") == "stream":
-            t = o.get("text", "")
-            out.append("".join(t) if isinstance(t, list) else t)
-        elif o.get("output_type") == "error":
-            out.append("ERROR " + o.get("ename", "") + ": " + o.get("evalue", ""))
-    return "".join(out)
 
 
 def _notebook(path: Path, cells: list[str], sessions: dict | None = None) -> None:
@@ -67,21 +36,6 @@ def _archive(n: int) -> dict:
     return {"header": header, "leaf": entries[-1]["id"], "settings": {}, "entries": entries}
 
 
-def _open(page, lab, name: str) -> None:
-    page.add_init_script(HELPERS)
-    page.goto(lab.url(f"/lab/tree/{name}?reset"))
-    page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=180_000)
-
-
-def _run(page, name: str, i: int) -> str:
-    return _text(page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, i]))
-
-
-def _restart(page, name: str) -> None:
-    page.evaluate("(p) => window.__ipa.panel(p).sessionContext.restartKernel()", name)
-    page.wait_for_function(f"() => window.__ipa.ready({json.dumps(name)})", timeout=180_000)
-
-
 @pytest.mark.parametrize("entries", [5000, pytest.param(17500, marks=pytest.mark.slow)],
                          ids=["5000-entries-15MB", "17500-entries-50MB"])
 def test_a_long_session_is_pushed_into_the_kernel(jupyterlab, context, entries):
@@ -92,16 +46,16 @@ def test_a_long_session_is_pushed_into_the_kernel(jupyterlab, context, entries):
     assert size > 14e6 if entries == 5000 else size > 45e6  # either is over the 10 MiB limit
     _notebook(lab.root / name, ["%load_ext ipyagent", "print('STILL', 1 + 1)"], {"archive": archive})
     page = context.new_page()
-    _open(page, lab, name)
+    open_notebook(page, lab, name)
     for attempt in ("first start", "restart"):
-        out = _run(page, name, 0)
+        out = run_text(page, name, 0)
         assert f"resumed archive ({entries} entries, from push)" in out, (attempt, out)
         assert "could not" not in out and "incomplete" not in out, (attempt, out)
-        assert "STILL 2" in _run(page, name, 1)  # the kernel's connection survived the push
+        assert "STILL 2" in run_text(page, name, 1)  # the kernel's connection survived the push
         if attempt == "first start":
             # (a restart itself reconnects the kernel's websocket: only the first start can tell)
             assert not [line for line in context.logs if "Connection lost" in line]
-            _restart(page, name)
+            restart_kernel(page, name)
     lab.shutdown_kernels()
 
 
@@ -116,10 +70,10 @@ def test_a_turn_run_but_not_saved_survives_a_restart(jupyterlab, context):
                      "%%agent --session work\nWhat was the word?"], {"archive": _archive(5000)})
     on_disk = path.read_text()
     page = context.new_page()
-    _open(page, lab, name)
-    assert "from push" in _run(page, name, 0)
+    open_notebook(page, lab, name)
+    assert "from push" in run_text(page, name, 0)
     server.enqueue_text("Noted: the word is in my notes.")
-    out = _run(page, name, 1)
+    out = run_text(page, name, 1)
     assert "ERROR" not in out, out
     page.wait_for_function(
         f"() => !!(window.__ipa.panel({json.dumps(name)}).context.model.getMetadata('ipyagent')"
@@ -128,25 +82,16 @@ def test_a_turn_run_but_not_saved_survives_a_restart(jupyterlab, context):
     )
     assert path.read_text() == on_disk  # not saved: the turn is only in the page's model
 
-    _restart(page, name)
-    out = _run(page, name, 0)
+    restart_kernel(page, name)
+    out = run_text(page, name, 0)
     assert "work (" in out and "from push" in out, out
     server.enqueue_text("PELICAN.")
-    out = _run(page, name, 2)
+    out = run_text(page, name, 2)
     assert "ERROR" not in out, out
     sent = json.dumps(server.requests[-1].body)
     assert "Remember the word PELICAN." in sent and "Noted: the word is in my notes." in sent
     assert "What was the word?" in sent
     lab.shutdown_kernels()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_kernels(jupyterlab):
-    yield
-    try:
-        jupyterlab.shutdown_kernels()
-    except Exception:  # noqa: BLE001 - the kernels may be gone already
-        pass
 
 
 WATCH = """
@@ -181,7 +126,7 @@ def test_a_layout_1_notebook_moves_to_layout_3_while_idle_and_the_first_turn_wri
     _notebook(path, ["%load_ext ipyagent", "%%agent --session archive\nWhat follows from it?"], {"archive": archive})
     page = context.new_page()
     page.add_init_script(WATCH)
-    _open(page, lab, name)
+    open_notebook(page, lab, name)
     said = _said(page, MOVED, timeout=180)
     assert said, "the notebook was not moved into layout 3 before a turn"
     index = page.evaluate("(p) => window.__ipa.panel(p).context.model.getMetadata('ipyagent')", name)
@@ -191,9 +136,9 @@ def test_a_layout_1_notebook_moves_to_layout_3_while_idle_and_the_first_turn_wri
     assert sorted(chunks) == [f"ipyagent/{i:06d}" for i in range(50)]
 
     page.evaluate("(p) => window.__ipaWatch(p)", name)
-    assert "from push" in _run(page, name, 0)
+    assert "from push" in run_text(page, name, 0)
     server.enqueue_text("It follows that the archive holds.")
-    out = _run(page, name, 1)
+    out = run_text(page, name, 1)
     assert "ERROR" not in out, out
     page.wait_for_function("() => window.__ipaWrites.some(([k]) => k === 'ipyagent/000050')", timeout=180_000)
     writes = page.evaluate("() => window.__ipaWrites")

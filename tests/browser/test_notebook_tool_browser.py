@@ -7,9 +7,9 @@ replays, its tool calls are not run again)."""
 from __future__ import annotations
 
 import json
-import time
 
-from .test_bridge_browser import _open, _save, _write_notebook
+from support.lab_pages import open_notebook, run_cell, save_notebook, saved_notebook, write_notebook
+from support.outputs import outputs_text
 
 CELLS_JS = """(path) => {
   const p = window.__ipa.panel(path);
@@ -26,54 +26,27 @@ def _cells(page, name):
     return page.evaluate(CELLS_JS, name)
 
 
-def _run(page, name, index):
-    return page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, index])
-
-
-def _text(outputs) -> str:
-    parts = []
-    for o in outputs:
-        if o.get("output_type") == "stream":
-            parts.append("".join(o["text"]) if isinstance(o["text"], list) else o["text"])
-        elif o.get("output_type") == "error":
-            parts.append(f"ERROR {o.get('ename')}: {o.get('evalue')}")
-        else:
-            plain = (o.get("data") or {}).get("text/plain", "")
-            parts.append("".join(plain) if isinstance(plain, list) else plain)
-    return "\n".join(parts)
-
-
 def _saved_cells(path, want: int, timeout: float = 120):
-    deadline = time.time() + timeout
-    cells = []
-    while time.time() < deadline:
-        try:
-            cells = json.loads(path.read_text())["cells"]
-        except (OSError, ValueError):
-            cells = []
-        if len(cells) == want:
-            return cells
-        time.sleep(0.2)
-    raise AssertionError(f"{path.name} on disk never held {want} cells: {cells}")
+    return saved_notebook(path, lambda nb: len(nb["cells"]) == want, timeout, what=f"{want} cells")["cells"]
 
 
 def test_notebook_tool_inserts_a_cell_below_the_agent_cell(jupyterlab, context):
     lab, server = jupyterlab, jupyterlab.fake
     name = "insert.ipynb"
     path = lab.root / name
-    _write_notebook(path, ["%load_ext ipyagent\n%config Agent.tool_approval = 'auto'",
+    write_notebook(path, ["%load_ext ipyagent\n%config Agent.tool_approval = 'auto'",
                            "%%agent\nLeave a note below this cell.", "print('the cell after')"])
     page = context.new_page()
-    _open(page, lab, name)
-    _run(page, name, 0)
+    open_notebook(page, lab, name)
+    run_cell(page, name, 0)
     agent_cell = _cells(page, name)[1]["id"]
 
     server.enqueue_tool_call("notebook", {"action": "insert", "cell_type": "markdown",
                                           "source": "## A note from the agent"})
     server.enqueue_tool_call("notebook", {"action": "read"})
     server.enqueue_text("I left a note below.")
-    out = _run(page, name, 1)
-    assert "ERROR" not in _text(out), out
+    out = run_cell(page, name, 1)
+    assert "ERROR" not in outputs_text(out), out
 
     cells = _cells(page, name)
     assert [c["type"] for c in cells] == ["code", "code", "markdown", "code"], cells
@@ -89,7 +62,7 @@ def test_notebook_tool_inserts_a_cell_below_the_agent_cell(jupyterlab, context):
     assert f"[2] id={cells[2]['id']} markdown\n## A note from the agent" in listing
     assert "[0] id=" in listing and "In[1]" in listing.split("\n\n")[1]
 
-    _save(page, name)
+    save_notebook(page, name)
     saved = _saved_cells(path, 4)
     assert [(c["id"], c["cell_type"], "".join(c["source"])) for c in saved] == \
         [(c["id"], c["type"], c["source"]) for c in cells]
@@ -101,15 +74,15 @@ def test_code_cells_rebuild_the_namespace_on_run_all_without_a_provider(jupyterl
     name = "codecells.ipynb"
     path = lab.root / name
     setup = "%load_ext ipyagent\n%config Agent.tool_approval = 'auto'\n%config Agent.code_cells = 'insert'"
-    _write_notebook(path, [setup, "%%agent\nPut the answer in a variable.",
+    write_notebook(path, [setup, "%%agent\nPut the answer in a variable.",
                            "print('ANSWER', globals().get('answer_from_agent'))"])
     page = context.new_page()
-    _open(page, lab, name)
-    _run(page, name, 0)
+    open_notebook(page, lab, name)
+    run_cell(page, name, 0)
     server.enqueue_tool_call("python", {"code": "answer_from_agent = 6 * 7"})
     server.enqueue_text("`answer_from_agent` holds the answer.")
-    out = _run(page, name, 1)
-    assert "ERROR" not in _text(out), out
+    out = run_cell(page, name, 1)
+    assert "ERROR" not in outputs_text(out), out
 
     cells = _cells(page, name)
     assert len(cells) == 4, cells
@@ -120,7 +93,7 @@ def test_code_cells_rebuild_the_namespace_on_run_all_without_a_provider(jupyterl
     meta = page.evaluate("(p) => window.__ipa.meta(p)", name)
     entry = next(e for e in meta["sessions"]["default"]["entries"] if e["id"] == marker.split()[-1])
     assert entry["message"]["role"] == "toolResult" and entry["message"]["toolName"] == "python"
-    assert "ANSWER 42" in _text(_run(page, name, 3))
+    assert "ANSWER 42" in outputs_text(run_cell(page, name, 3))
 
     # No provider any more (a reader without a key), then Restart & Run All.
     page.evaluate(
@@ -138,8 +111,8 @@ def test_code_cells_rebuild_the_namespace_on_run_all_without_a_provider(jupyterl
         f"() => JSON.stringify(window.__ipa.outputs(window.__ipa.panel({json.dumps(name)}), 3)).includes('ANSWER')",
         timeout=60_000)
     panel_outputs = "(i) => window.__ipa.outputs(window.__ipa.panel(%s), i)" % json.dumps(name)
-    assert "ANSWER 42" in _text(page.evaluate(panel_outputs, 3))
-    agent_out = _text(page.evaluate(panel_outputs, 1))
+    assert "ANSWER 42" in outputs_text(page.evaluate(panel_outputs, 3))
+    agent_out = outputs_text(page.evaluate(panel_outputs, 1))
     assert "Replaying this cell's recorded responses" in agent_out, agent_out
     assert len(server.requests) == calls  # nothing reached a provider
     assert [c["id"] for c in _cells(page, name)] == [c["id"] for c in cells]  # nothing inserted again

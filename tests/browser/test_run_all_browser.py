@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 from ipyagent.store.chunks import assemble
-
-from .test_bridge_browser import ARTIFACTS, _open, _save, _write_notebook
+from support.lab_pages import ARTIFACTS, open_notebook, run_cell, save_notebook, saved_notebook, write_notebook
+from support.outputs import outputs_text
 
 MIME = "application/vnd.ipyagent.entries+json"
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,20 +64,8 @@ def _journals(outputs: list[list[dict]]) -> list[int]:
     return [i for i, cell in enumerate(outputs) for o in cell if MIME in (o.get("data") or {})]
 
 
-def _text(cell: list[dict]) -> str:
-    parts = []
-    for o in cell:
-        if o.get("output_type") == "stream":
-            parts.append(o["text"] if isinstance(o["text"], str) else "".join(o["text"]))
-        for key in ("text/plain", "text/markdown"):
-            value = (o.get("data") or {}).get(key)
-            if value:
-                parts.append(value if isinstance(value, str) else "".join(value))
-    return "\n".join(parts)
-
-
 def _run_all_and_check(page, lab, name: str) -> list[list[dict]]:
-    _open(page, lab, name)
+    open_notebook(page, lab, name)
     page.evaluate(RUN_ALL)
     _restart_and_run_all(page, name)
     page.wait_for_function(f"() => window.__ipa.runAll.done({json.dumps(name)})", timeout=240_000)
@@ -96,7 +83,7 @@ def _run_all_and_check(page, lab, name: str) -> list[list[dict]]:
 def test_restart_and_run_all_of_three_agent_cells_writes_through_the_bridge(jupyterlab, context):
     lab = jupyterlab
     name = "three-cells.ipynb"
-    _write_notebook(lab.root / name, [SETUP, "%%agent\nOne.", "%%agent\nTwo.", "%%agent\nThree.",
+    write_notebook(lab.root / name, [SETUP, "%%agent\nOne.", "%%agent\nTwo.", "%%agent\nThree.",
                                       "%agent status"])
     for text in ("First answer.", "Second answer.", "Third answer."):
         lab.fake.enqueue_text(text)
@@ -107,7 +94,7 @@ def test_restart_and_run_all_of_three_agent_cells_writes_through_the_bridge(jupy
         texts = [json.dumps(e["message"]["content"]) for e in meta["sessions"]["default"]["entries"]
                  if e["type"] == "message" and e["message"]["role"] == "assistant"]
         assert [t for t in texts if "answer." in t] and len(texts) == 3
-        status = _text(outputs[4])
+        status = outputs_text(outputs[4])
         assert "bridge connected" in status and "no frontend acknowledged" not in status, status
         page.screenshot(path=str(ARTIFACTS / "run-all-three-cells.png"))
     finally:
@@ -122,12 +109,21 @@ def test_restart_and_run_all_of_the_quick_start(jupyterlab, context):
     page = context.new_page()
     try:
         outputs = _run_all_and_check(page, lab, name)
-        status = [_text(cell) for cell in outputs if "Context window" in _text(cell) or "bridge" in _text(cell)]
+        status = [outputs_text(cell) for cell in outputs if "Context window" in outputs_text(cell) or "bridge" in outputs_text(cell)]
         assert any("bridge connected" in s for s in status), status
         assert not any("no frontend acknowledged" in s for s in status), status
     finally:
         lab.fake.policy = None
         lab.shutdown_kernels()
+
+
+def _entries(nb: dict) -> list[dict]:
+    return (assemble(nb.get("metadata", {})) or {}).get("sessions", {}).get("default", {}).get("entries", [])
+
+
+def _tool_results(entries: list[dict]) -> list[str]:
+    return [b["text"] for e in entries if e.get("type") == "message" and e["message"]["role"] == "toolResult"
+            for b in e["message"]["content"] if b.get("type") == "text"]
 
 
 KILL = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"
@@ -138,14 +134,14 @@ def test_a_kernel_killed_in_the_sixth_tool_round_leaves_the_five_before_in_the_s
     lab = jupyterlab
     name = "killed.ipynb"
     path = lab.root / name
-    _write_notebook(path, [SETUP, "%%agent\nRun the six rounds."])
+    write_notebook(path, [SETUP, "%%agent\nRun the six rounds."])
     for i in range(1, 6):
         lab.fake.enqueue_tool_call("python", {"code": f"print('round {i}', {i} * {i})"}, text=f"Round {i}.")
     lab.fake.enqueue_tool_call("python", {"code": KILL}, text="The last round.")
     page = context.new_page()
     try:
-        _open(page, lab, name)
-        page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+        open_notebook(page, lab, name)
+        run_cell(page, name, 0)
         page.evaluate(
             "(p) => { const sc = window.__ipa.panel(p).sessionContext; window.__ipa.statuses = [];"
             " sc.statusChanged.connect((_, s) => window.__ipa.statuses.push(s)); }", name)
@@ -157,22 +153,10 @@ def test_a_kernel_killed_in_the_sixth_tool_round_leaves_the_five_before_in_the_s
         dialog = page.locator(".jp-Dialog .jp-mod-accept")  # "The kernel … appears to have died"
         dialog.click(timeout=90_000)
         page.wait_for_function(f"() => window.__ipa.ready({json.dumps(name)})", timeout=90_000)
-        _save(page, name)
-        deadline = time.time() + 120
-        while True:
-            try:
-                saved = json.loads(path.read_text())
-            except json.JSONDecodeError:  # read while the server writes the file
-                time.sleep(0.3)
-                continue
-            entries = (assemble(saved.get("metadata", {})) or {}).get(
-                "sessions", {}).get("default", {}).get("entries", [])
-            results = [b["text"] for e in entries if e.get("type") == "message"
-                       and e["message"]["role"] == "toolResult" for b in e["message"]["content"]
-                       if b.get("type") == "text"]
-            if len(results) >= 5 or time.time() > deadline:
-                break
-            time.sleep(0.3)
+        save_notebook(page, name)
+        saved = saved_notebook(path, lambda nb: len(_tool_results(_entries(nb))) >= 5, 120, what="five tool results")
+        entries = _entries(saved)
+        results = _tool_results(entries)
         assert [r.split()[:3] for r in results] == [["round", str(i), str(i * i)] for i in range(1, 6)], results
         roles = [e["message"]["role"] for e in entries if e["type"] == "message"]
         assert roles[:12] == ["system", "user"] + ["assistant", "toolResult"] * 5, roles

@@ -10,8 +10,7 @@ import time
 from PIL import Image
 
 from ipyagent.testing.specs import Reply
-
-from .test_bridge_browser import ARTIFACTS, _open, _save, _write_notebook
+from support.lab_pages import ARTIFACTS, open_notebook, run_cell, save_notebook, write_notebook
 
 SETUP = ("%load_ext ipyagent\n%config Agent.context_window = 8000\n%config Agent.reserve_tokens = 2000\n"
          "%config Agent.keep_recent_tokens = 1000")
@@ -27,10 +26,10 @@ def test_budget_widget_is_visible_with_its_numbers(jupyterlab, context):
     with the same numbers once the run ends."""
     lab = jupyterlab
     name = "widget.ipynb"
-    _write_notebook(lab.root / name, [SETUP, "%%agent\nDescribe what you can do in two sentences."])
+    write_notebook(lab.root / name, [SETUP, "%%agent\nDescribe what you can do in two sentences."])
     page = context.new_page()
-    _open(page, lab, name)
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    open_notebook(page, lab, name)
+    run_cell(page, name, 0)
     release = threading.Event()
     lab.fake.enqueue_text("I can run Python in your kernel, read and edit files and run commands. "
                           "I keep the session in this notebook's metadata.", hold=release)
@@ -78,13 +77,13 @@ def test_finished_runs_show_their_static_view_and_survive_a_reopen(jupyterlab, c
     kernel, every run shows its static view, not ipywidgets' "model not found"."""
     lab = jupyterlab
     name = "widget-freeze.ipynb"
-    _write_notebook(lab.root / name, [SETUP, "%%agent\nFirst question.", "%%agent\nSecond question."])
+    write_notebook(lab.root / name, [SETUP, "%%agent\nFirst question.", "%%agent\nSecond question."])
     page = context.new_page()
-    _open(page, lab, name)
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    open_notebook(page, lab, name)
+    run_cell(page, name, 0)
     for i in (1, 2):
         lab.fake.enqueue_text(f"Answer number {i}.")
-        out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, i])
+        out = run_cell(page, name, i)
         assert not [o for o in out if o.get("output_type") == "error"], out
     for i in (1, 2):
         outputs = page.evaluate("([p, i]) => window.__ipa.outputs(window.__ipa.panel(p), i)", [name, i])
@@ -98,14 +97,14 @@ def test_finished_runs_show_their_static_view_and_survive_a_reopen(jupyterlab, c
         assert "[default]" in static.inner_text() and "tokens" in static.inner_text()
 
     # saved, the kernel gone, opened again: every run shows its static view, no dead widget
-    _save(page, name)
+    save_notebook(page, name)
     deadline = time.time() + 20
     while (lab.root / name).read_text().count("ipyagent-budget") < 2 and time.time() < deadline:
         time.sleep(0.2)
     lab.shutdown_kernels()
     page.close()
     page = context.new_page()
-    _open(page, lab, name, reset=False)
+    open_notebook(page, lab, name, reset=False)
     cells = page.locator(".jp-Notebook .jp-Cell")
     for i in (1, 2):
         cells.nth(i).locator(".ipyagent-budget").wait_for(state="visible", timeout=30_000)
@@ -122,14 +121,14 @@ def test_a_summary_shows_a_progress_bar_then_a_static_line(jupyterlab, context):
     lab = jupyterlab
     name = "summary-progress.ipynb"
     answer = "The table has one row per order, with the region and the amount. " * 70  # ~1,150 tokens
-    _write_notebook(lab.root / name, [SETUP, "%%agent\nDescribe the orders.", "%%agent\nAnd the regions?",
+    write_notebook(lab.root / name, [SETUP, "%%agent\nDescribe the orders.", "%%agent\nAnd the regions?",
                                       "%compact"])
     page = context.new_page()
-    _open(page, lab, name)
-    page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, 0])
+    open_notebook(page, lab, name)
+    run_cell(page, name, 0)
     for i in (1, 2):
         lab.fake.enqueue_text(answer)
-        out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, i])
+        out = run_cell(page, name, i)
         assert not [o for o in out if o.get("output_type") == "error"], out
     release = threading.Event()
     lab.fake.enqueue_summary(Reply(text="## Goal\nSummarise the orders.\n\n## Progress\n- [x] regions", hold=release))

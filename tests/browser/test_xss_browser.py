@@ -20,8 +20,8 @@ import json
 
 from ipyagent.testing.specs import Reply, ToolCallSpec
 from support.hostile import HOSTILE, HOSTILE_NAME, SENTINEL
-
-from .test_bridge_browser import ARTIFACTS, _open, _save, _write_notebook
+from support.lab_pages import ARTIFACTS, open_notebook, run_cell, save_notebook, write_notebook
+from support.outputs import outputs_text
 
 CANARY = ("from IPython.display import HTML, display\n"
           "display(HTML('<img alt=\"canary\" src=\"x-canary\" "
@@ -99,7 +99,7 @@ AUDIT = r"""
 
 
 def _run(page, name: str, index: int) -> list[dict]:
-    out = page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, index])
+    out = run_cell(page, name, index)
     errors = [o for o in out if o.get("output_type") == "error"]
     assert not errors, (index, errors)
     return out
@@ -108,11 +108,6 @@ def _run(page, name: str, index: int) -> list[dict]:
 def _data(outputs: list[dict], mime: str) -> str:
     return "\n".join(o["data"][mime] if isinstance(o["data"][mime], str) else "".join(o["data"][mime])
                      for o in outputs if mime in (o.get("data") or {}))
-
-
-def _text(outputs: list[dict]) -> str:
-    return _data(outputs, "text/plain") + "".join(
-        o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"]) for o in outputs)
 
 
 def _untouched(page, name: str, stage: str, canaries: int) -> None:
@@ -143,12 +138,12 @@ def test_hostile_text_never_runs(jupyterlab, context):
     server = lab.fake
     name = "xss.ipynb"
     path = lab.root / name
-    _write_notebook(path, CELLS)
+    write_notebook(path, CELLS)
     page = context.new_page()
-    _open(page, lab, name)
+    open_notebook(page, lab, name)
     assert page.evaluate(f"() => typeof window.{SENTINEL}") == "undefined"
 
-    assert "ACTIVE True" in _text(_run(page, name, 0))
+    assert "ACTIVE True" in outputs_text(_run(page, name, 0))
     _run(page, name, 1)
     page.wait_for_function("() => window.__canary === 1", timeout=90_000)  # trusted handlers do run here
 
@@ -159,9 +154,9 @@ def test_hostile_text_never_runs(jupyterlab, context):
     assert "text/markdown" not in json.dumps([o.get("data", {}) for o in out if "ipyagent-reply" in json.dumps(o)])
     server.enqueue_error(400, body={"error": {"message": HOSTILE, "type": "invalid_request_error"}})
     out = _run(page, name, ERROR)
-    assert "Model error" in _text(out) and SENTINEL in _text(out)
+    assert "Model error" in outputs_text(out) and SENTINEL in outputs_text(out)
     server.enqueue_summary(HOSTILE)
-    assert "Compacted:" in _text(_run(page, name, COMPACT))
+    assert "Compacted:" in outputs_text(_run(page, name, COMPACT))
     assert SENTINEL in _data(_run(page, name, 5), "text/html")
     _run(page, name, 6)
     views = _run(page, name, VIEWS)
@@ -169,7 +164,7 @@ def test_hostile_text_never_runs(jupyterlab, context):
     _run(page, name, REPLAY)
     calls = server.chat_calls
     out = _run(page, name, RUN)  # the same cell again: replayed from the recording
-    assert "Replaying this cell's recorded responses" in _text(out), _text(out)
+    assert "Replaying this cell's recorded responses" in outputs_text(out), outputs_text(out)
     assert "ipyagent-reply" in _data(out, "text/html") and server.chat_calls == calls
     _run(page, name, LAST)
     _untouched(page, name, "after running", canaries=2)
@@ -179,7 +174,7 @@ def test_hostile_text_never_runs(jupyterlab, context):
     reply_cell.screenshot(path=str(ARTIFACTS / "xss-reply.png"))
 
     # save (JupyterLab signs the notebook: every output is trusted on the next open), close, reopen
-    _save(page, name)
+    save_notebook(page, name)
     page.wait_for_function(f"() => !window.__ipa.panel({json.dumps(name)}).context.model.dirty", timeout=90_000)
     saved = json.loads(path.read_text())
     assert "Replaying this cell" in json.dumps(saved["cells"][RUN]["outputs"])
@@ -193,17 +188,17 @@ def test_hostile_text_never_runs(jupyterlab, context):
     # a fresh page: the saved, signed notebook renders from disk
     page.close()
     page = context.new_page()
-    _open(page, lab, name)
+    open_notebook(page, lab, name)
     assert all(_trusted(page, name)), _trusted(page, name)
     _untouched(page, name, "in a fresh page", canaries=2)
 
     # a new kernel gets the session from the saved metadata; the reply is replayed from there
     page.evaluate("(p) => window.__ipa.panel(p).sessionContext.restartKernel()", name)
     page.wait_for_function(f"() => window.__ipa.ready({json.dumps(name)})", timeout=60_000)
-    assert "ACTIVE True" in _text(_run(page, name, 0))
+    assert "ACTIVE True" in outputs_text(_run(page, name, 0))
     _run(page, name, REPLAY)
     out = _run(page, name, RUN)
-    assert "Replaying this cell's recorded responses" in _text(out) and server.chat_calls == calls
+    assert "Replaying this cell's recorded responses" in outputs_text(out) and server.chat_calls == calls
     _run(page, name, 5)
     _run(page, name, LAST)
     _untouched(page, name, "after a restart and a replay from the metadata", canaries=3)

@@ -182,7 +182,8 @@ def test_the_saved_output_reads_question_answer_result_in_that_order(tmp_path):
     """In a real kernel, with a frontend that writes the answered prompt into the outputs as
     JupyterLab does: the decision is one line before the result (the question collapsed in it),
     and neither the question nor the typed "y" is left below the result."""
-    from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
+    from kernel_support import SETUP, LiveKernel, fake_provider
+    from support.outputs import outputs_text
 
     code = "total = 0\n" + "".join(f"total += {i}  # step {i:04d} of the long calculation\n" for i in range(60)) \
         + "print(total)"

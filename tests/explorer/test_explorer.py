@@ -21,9 +21,10 @@ from ipyagent.explorer.plan import ENTRY_BOX_LIMIT, ExplorerModel, ExploreSettin
 from ipyagent.explorer.widget import CompactionExplorer, explore
 from ipyagent.hooks import HookRegistry
 from ipyagent.session.tokens import make_estimator
-from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
+from kernel_support import SETUP, LiveKernel, fake_provider
 from support.builders import assistant, call, new_session, tool_result, turn, user
 from support.hostile import HOSTILE, HOSTILE_NAME, PAYLOADS, audit_html
+from support.outputs import outputs_text
 from support.sessiongen import generate_session, write_jsonl
 
 

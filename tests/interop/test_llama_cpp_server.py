@@ -37,7 +37,8 @@ from ipyagent.providers import (
 )
 from ipyagent.providers import window_discovery as discovery
 from ipyagent.testing import collect
-from kernel_support import notebook, outputs_text, path_of, user_messages
+from kernel_support import notebook, path_of, user_messages
+from support.outputs import outputs_text
 
 from .llama_server import MODEL_ALIAS, N_CTX, LlamaServer
 

@@ -27,7 +27,8 @@ from ipyagent.agent.run_config import AgentConfig
 from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import resolve_provider
-from kernel_support import notebook, outputs_text, path_of
+from kernel_support import notebook, path_of
+from support.outputs import outputs_text
 
 from .llama_server import MODEL_ALIAS, N_CTX, TOOLS_FORMAT, LlamaServer, start_server
 from .test_llama_cpp_server import MAX_OUTPUT, all_output_text, run, session_of, setup

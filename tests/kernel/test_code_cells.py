@@ -11,7 +11,8 @@ from ipyagent import cli
 from ipyagent.bridge.headless import kernel_environment
 from ipyagent.kernel.code_cells import MARKER_PREFIX, marked_source
 from ipyagent.store.ipynb import read_notebook, write_notebook
-from kernel_support import SETUP, LiveKernel, fake_provider, notebook, outputs_text
+from kernel_support import SETUP, LiveKernel, fake_provider, notebook
+from support.outputs import outputs_text
 
 
 def test_marked_source():

@@ -24,7 +24,8 @@ from ipyagent import cli
 from ipyagent.bridge.headless import execute_notebook
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from ipyagent.testing.specs import Reply
-from kernel_support import SETUP, SMALL_WINDOW, LiveKernel, fake_provider, notebook, outputs_text
+from kernel_support import SETUP, SMALL_WINDOW, LiveKernel, fake_provider, notebook
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel
 

@@ -10,7 +10,8 @@ import json
 import pytest
 
 from ipyagent.bridge.headless import execute_notebook
-from kernel_support import FAKE_KEY, SETUP, LiveKernel, fake_provider, notebook, outputs_text
+from kernel_support import FAKE_KEY, SETUP, LiveKernel, fake_provider, notebook
+from support.outputs import outputs_text
 
 AWS_SECRET = "aws-secret-wJalrXUtnFEMI-K7MDENG-bPxRfiCY"
 OUTSIDE_SECRET = "the secret outside the repository: 7f3a9c"

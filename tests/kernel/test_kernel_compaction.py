@@ -8,7 +8,8 @@ import json
 import pytest
 
 from ipyagent.bridge.headless import execute_notebook
-from kernel_support import SETUP, LiveKernel, fake_provider, notebook, outputs_text
+from kernel_support import SETUP, LiveKernel, fake_provider, notebook
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel
 

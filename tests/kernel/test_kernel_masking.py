@@ -10,7 +10,8 @@ import pytest
 
 from ipyagent.bridge.headless import execute_notebook
 from ipyagent.testing.specs import Reply, ToolCallSpec
-from kernel_support import SETUP, fake_provider, notebook, outputs_text, path_of
+from kernel_support import SETUP, fake_provider, notebook, path_of
+from support.outputs import outputs_text
 from support.pi_oracle import run_oracle
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel

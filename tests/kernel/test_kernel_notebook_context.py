@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
+from kernel_support import SETUP, LiveKernel, fake_provider
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel
 

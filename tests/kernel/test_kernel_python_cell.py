@@ -11,7 +11,8 @@ import json
 import pytest
 
 from ipyagent.bridge.headless import kernel_environment
-from kernel_support import LiveKernel, fake_provider, outputs_text
+from kernel_support import LiveKernel, fake_provider
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel
 

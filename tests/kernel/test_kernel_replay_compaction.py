@@ -20,7 +20,8 @@ import pytest
 from ipyagent import cli
 from ipyagent.bridge.headless import kernel_environment
 from ipyagent.store.ipynb import read_notebook, write_notebook
-from kernel_support import fake_provider, notebook, outputs_text, path_of
+from kernel_support import fake_provider, notebook, path_of
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel
 

@@ -10,15 +10,8 @@ import pytest
 from ipyagent.bridge.headless import execute_notebook
 from ipyagent.store.ipynb import write_notebook
 from ipyagent.store.journal import JOURNAL_MIME
-from kernel_support import (
-    SETUP,
-    LiveKernel,
-    fake_provider,
-    notebook,
-    outputs_text,
-    path_of,
-    user_messages,
-)
+from kernel_support import SETUP, LiveKernel, fake_provider, notebook, path_of, user_messages
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel  # every test here starts a kernel
 

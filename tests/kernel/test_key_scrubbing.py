@@ -15,7 +15,8 @@ from nbclient import NotebookClient
 from ipyagent import cli
 from ipyagent.store.ipynb import write_notebook
 from ipyagent.store.journal import JOURNAL_MIME
-from kernel_support import FAKE_KEY, SETUP, LiveKernel, fake_provider, notebook, outputs_text
+from kernel_support import FAKE_KEY, SETUP, LiveKernel, fake_provider, notebook
+from support.outputs import outputs_text
 
 AWS_SECRET = "aws-secret-wJalrXUtnFEMI-K7MDENG-bPxRfiCY"
 SECRETS = (FAKE_KEY, AWS_SECRET)

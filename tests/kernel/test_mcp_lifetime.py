@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from kernel_support import LiveKernel, fake_provider, outputs_text
+from kernel_support import LiveKernel, fake_provider
 from support.mcp_servers import MARKER_VAR, processes_with, server_marker
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel
 

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from kernel_support import LiveKernel, fake_provider, outputs_text
+from kernel_support import LiveKernel, fake_provider
 from support.mcp_servers import MARKER_VAR, processes_with, python_server, server_marker
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel
 

@@ -13,8 +13,9 @@ from ipyagent import cli
 from ipyagent.bridge.headless import kernel_environment
 from ipyagent.session.messages import text_of
 from ipyagent.store.ipynb import read_notebook, write_notebook
-from kernel_support import fake_provider, notebook, outputs_text
+from kernel_support import fake_provider, notebook
 from support.mcp_servers import MARKER_VAR, processes_with, python_server, server_marker
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel
 

@@ -12,8 +12,9 @@ import subprocess
 
 import pytest
 
-from kernel_support import LiveKernel, fake_provider, outputs_text
+from kernel_support import LiveKernel, fake_provider
 from support.mcp_servers import MARKER_VAR, npm_server, processes_with, python_server, server_marker
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel
 

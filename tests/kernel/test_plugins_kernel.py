@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
+from kernel_support import SETUP, LiveKernel, fake_provider
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel
 

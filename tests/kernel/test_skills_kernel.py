@@ -15,7 +15,8 @@ import pytest
 from ipyagent import cli
 from ipyagent.session.messages import text_of
 from ipyagent.store.ipynb import read_notebook, write_notebook
-from kernel_support import SETUP, LiveKernel, fake_provider, notebook, outputs_text
+from kernel_support import SETUP, LiveKernel, fake_provider, notebook
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.kernel
 

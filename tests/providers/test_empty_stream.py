@@ -18,7 +18,8 @@ from ipyagent.providers import (
     stream_with_retry,
 )
 from ipyagent.testing import FakeProviderServer, collect
-from kernel_support import SETUP, fake_provider, notebook, outputs_text
+from kernel_support import SETUP, fake_provider, notebook
+from support.outputs import outputs_text
 
 pytestmark = pytest.mark.usefixtures("fresh_windows")
 

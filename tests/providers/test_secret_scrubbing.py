@@ -177,7 +177,8 @@ def test_errors_saved_in_outputs_and_entries_carry_no_url_credentials(shell, fau
 
 @pytest.mark.kernel
 def test_in_a_kernel_the_saved_notebook_carries_no_url_credentials():
-    from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
+    from kernel_support import SETUP, LiveKernel, fake_provider
+    from support.outputs import outputs_text
 
     with fake_provider(api_key="another-key") as server, LiveKernel() as k:
         url = with_credentials(server.openai_base_url)

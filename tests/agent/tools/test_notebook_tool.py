@@ -16,7 +16,8 @@ from ipyagent.bridge.headless import execute_notebook, place_inserted_cells
 from ipyagent.kernel.ports.notebook_access import MAX_OUTPUT_TEXT, KernelNotebook
 from ipyagent.kernel.ports.notebook_access import outputs_text as saved_outputs_text
 from ipyagent.store.ipynb import write_notebook
-from kernel_support import SETUP, fake_provider, notebook, outputs_text
+from kernel_support import SETUP, fake_provider, notebook
+from support.outputs import outputs_text
 
 
 class RecordingPort:

@@ -282,7 +282,8 @@ def test_grep_looks_at_a_bounded_part_of_an_enormous_line(tmp_path, monkeypatch)
 @pytest.mark.kernel
 def test_in_a_kernel_the_notebooks_folder_is_free_and_outside_asks(tmp_path):
     from ipyagent.store.ipynb import new_notebook, write_notebook
-    from kernel_support import SETUP, LiveKernel, fake_provider, outputs_text
+    from kernel_support import SETUP, LiveKernel, fake_provider
+    from support.outputs import outputs_text
 
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     project.mkdir()

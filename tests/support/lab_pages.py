@@ -1,0 +1,151 @@
+"""Driving a notebook in a real JupyterLab page, for the browser tests: the page's helpers
+(``window.__ipa``, installed before the app loads), opening a notebook, running a cell, saving,
+restarting, and writing the notebook files they open.
+
+    open_notebook(page, lab, "x.ipynb")
+    outputs = run_cell(page, "x.ipynb", 1)          # the cell's outputs as nbformat dicts
+    assert "done" in run_text(page, "x.ipynb", 2)   # … as text (support/outputs.py)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from support.outputs import outputs_text
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "browser" / "artifacts"  # screenshots, console logs
+
+# window.__ipa: panel(path), ready(path), meta(path) (the store as one value, whatever its layout),
+# outputs(panel, i), run(path, i), restartThenRun(path, i)
+PAGE_HELPERS = r"""
+window.__ipa = {
+  panel(path) {
+    const app = window.jupyterapp;
+    if (!app) return null;
+    for (const w of app.shell.widgets('main')) {
+      if (w.context && w.context.path === path && !w.isDisposed) return w;
+    }
+    return null;
+  },
+  ready(path) {
+    const p = this.panel(path);
+    const k = p && p.sessionContext.session && p.sessionContext.session.kernel;
+    return !!(p && p.context.isReady && k && k.status === 'idle' && k.connectionStatus === 'connected');
+  },
+  meta(path) {
+    // the store as one value: the chunked layout's index with each session's entries from its chunks
+    // (layout 3's chunks hold them as JSON text, layout 2's as a list)
+    const p = this.panel(path);
+    if (!p) return null;
+    const m = p.context.model;
+    const index = m.getMetadata('ipyagent');
+    if (!index || !(index.version >= 2)) return index;
+    const out = {...index, sessions: {}};
+    for (const [n, s] of Object.entries(index.sessions || {})) out.sessions[n] = {...s, entries: []};
+    const keys = Object.keys(m.metadata).filter(k => /^ipyagent\/\d{6,}$/.test(k)).sort();
+    for (const k of keys) {
+      const c = m.getMetadata(k);
+      const s = (out.sessions[c.session] ??= {leaf: null, entries: []});
+      const list = typeof c.entries === 'string' ? JSON.parse(c.entries) : c.entries;
+      for (const e of list) s.entries.push(e);
+      if ('leaf' in c && Number(k.slice(9)) >= (index.next_chunk || 0)) s.leaf = c.leaf;
+    }
+    delete out.next_chunk;
+    return out;
+  },
+  outputs(p, i) {
+    return p.content.widgets[i].model.outputs.toJSON();
+  },
+  async run(path, i) {
+    const app = window.jupyterapp;
+    const p = this.panel(path);
+    app.shell.activateById(p.id);
+    p.content.activeCellIndex = i;
+    await app.commands.execute('notebook:run-cell');
+    return this.outputs(p, i);
+  },
+  async restartThenRun(path, i) {
+    const app = window.jupyterapp;
+    const p = this.panel(path);
+    app.shell.activateById(p.id);
+    const restarted = p.sessionContext.restartKernel();
+    // a user cell submitted while the kernel is still restarting
+    await new Promise(r => setTimeout(r, 0));
+    p.content.activeCellIndex = i;
+    const ran = app.commands.execute('notebook:run-cell');
+    await restarted;
+    await ran;
+    return this.outputs(p, i);
+  }
+};
+"""
+
+
+def open_notebook(page: Any, lab: Any, name: str, reset: bool = True, url: str | None = None) -> None:
+    """Open ``name`` in ``page`` (with the helpers) and wait until its kernel is idle and connected."""
+    page.add_init_script(PAGE_HELPERS)
+    page.goto(lab.url(url or (f"/lab/tree/{name}" + ("?reset" if reset else ""))))
+    page.wait_for_function(f"() => window.__ipa && window.__ipa.ready({json.dumps(name)})", timeout=180_000)
+
+
+def run_cell(page: Any, name: str, index: int) -> list[dict[str, Any]]:
+    """Run cell ``index`` of the open notebook ``name``; its outputs once it has run."""
+    return page.evaluate("([p, i]) => window.__ipa.run(p, i)", [name, index])
+
+
+def run_text(page: Any, name: str, index: int) -> str:
+    return outputs_text(run_cell(page, name, index))
+
+
+def save_notebook(page: Any, name: str) -> None:
+    """Save as a user does: command mode in the notebook's panel, then Ctrl+S."""
+    page.evaluate(
+        "(path) => { const p = window.__ipa.panel(path); window.jupyterapp.shell.activateById(p.id);"
+        " p.content.activeCellIndex = 0; p.content.mode = 'command'; p.content.node.focus(); }",
+        name,
+    )
+    page.keyboard.press("Control+s")
+
+
+def restart_kernel(page: Any, name: str) -> None:
+    page.evaluate("(p) => window.__ipa.panel(p).sessionContext.restartKernel()", name)
+    page.wait_for_function(f"() => window.__ipa.ready({json.dumps(name)})", timeout=180_000)
+
+
+def write_notebook(path: Path, cells: list[str], outputs: dict[int, list[Any]] | None = None,
+                   metadata: dict[str, Any] | None = None) -> None:
+    """A notebook of code cells with a kernelspec (JupyterLab asks for a kernel without one)."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    if metadata:
+        nb.metadata.update(metadata)
+    for i, src in enumerate(cells):
+        cell = nbformat.v4.new_code_cell(src)
+        if outputs and i in outputs:
+            cell.outputs = outputs[i]
+        nb.cells.append(cell)
+    nbformat.write(nb, str(path))
+
+
+def saved_notebook(path: Path, want: Callable[[dict[str, Any]], bool], timeout: float = 120,
+                   what: str = "what was expected") -> dict[str, Any]:
+    """The notebook file at ``path`` once ``want(notebook)`` holds: the server writes it after a
+    save, so a read that finds it missing or half written is "not yet"."""
+    deadline = time.time() + timeout
+    last: dict[str, Any] | None = None
+    while time.time() < deadline:
+        try:
+            last = json.loads(path.read_text())
+        except (OSError, ValueError):
+            last = None
+        if last is not None and want(last):
+            return last
+        time.sleep(0.25)
+    raise AssertionError(f"{path.name} on disk never held {what}; last: {json.dumps(last)[:3000]}")
