@@ -23,7 +23,8 @@ from ipyagent import cli
 from ipyagent.store.chunks import assemble
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from ipyagent.store.journal import JOURNAL_MIME
-from kernel_support import SETUP, fake_provider, notebook, outputs_text
+from kernel_support import SETUP, fake_provider, notebook
+from support.outputs import outputs_text
 
 # every runner here starts a kernel (in its own process: the audit hook sees only the runner)
 pytestmark = [pytest.mark.kernel, pytest.mark.slow, pytest.mark.xdist_group("pipelines")]

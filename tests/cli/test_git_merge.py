@@ -9,6 +9,7 @@ import copy
 import json
 import os
 import subprocess
+import sys
 
 import nbformat
 
@@ -163,3 +164,52 @@ def test_a_layout_1_side_and_a_chunked_side_merge_into_layout_4_keeping_the_chun
     assert set(chunk_keys(theirs["metadata"])) <= set(chunk_keys(metadata))
     assert [e["id"] for e in assemble(metadata)["sessions"]["default"]["entries"]] == \
         [e["id"] for e in theirs_session.entries]
+
+
+PRE_COMMIT = """\
+repos:
+  - repo: local
+    hooks:
+      - id: ipyagent-lift
+        name: ipyagent lift (journal outputs into the metadata)
+        entry: ipyagent lift
+        language: system
+        files: \\.ipynb$
+      - id: nbstripout
+        name: nbstripout
+        entry: nbstripout
+        language: system
+        files: \\.ipynb$
+"""
+
+
+def test_pre_commit_lifts_journals_before_nbstripout_strips_the_outputs(tmp_path):
+    """The configuration docs/pipelines.md gives: a session only in journal outputs (a frontend
+    without the bridge) would go with the outputs nbstripout strips; lifted first, it stays."""
+    from ipyagent.display.journal_view import journal_bundle
+    from ipyagent.store.journal import JOURNAL_MIME
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / ".pre-commit-config.yaml").write_text(PRE_COMMIT)
+    session = new_session(user("hello"), assistant("hi"))
+    data, meta = journal_bundle("default", session.header, session.leaf_id, {}, session.entries)
+    cell = code("%%agent\nhello", "c1") | {"outputs": [{"output_type": "display_data", "data": data, "metadata": meta}]}
+    write_notebook(repo / "vscode.ipynb", new_notebook([cell]))
+    assert JOURNAL_MIME in (repo / "vscode.ipynb").read_text()
+    git(repo, "add", "-A")
+    env = {**os.environ, **GIT_ENV, "HOME": str(tmp_path), "PRE_COMMIT_HOME": str(tmp_path / "cache"),
+           "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    first = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=repo, env=env,
+                           capture_output=True, text=True)
+    assert first.returncode == 1 and "files were modified by this hook" in first.stdout, first.stdout + first.stderr
+    stripped = read_notebook(repo / "vscode.ipynb")
+    assert stripped["cells"][0]["outputs"] == []
+    stored = sessions_from_notebook(stripped)[0].sessions["default"]
+    assert [e["id"] for e in stored.entries] == [e["id"] for e in session.entries]
+    nbformat.validate(nbformat.from_dict(stripped))
+    git(repo, "add", "-A")
+    again = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=repo, env=env,
+                           capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr

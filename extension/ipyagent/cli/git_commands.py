@@ -60,12 +60,16 @@ def run_git_setup(args: argparse.Namespace) -> int:
     if not attributes.is_absolute():
         attributes = Path.cwd() / attributes
     lines = attributes.read_text(encoding="utf-8").splitlines() if attributes.exists() else []
-    if ATTRIBUTE not in (line.strip() for line in lines):
-        attributes.parent.mkdir(parents=True, exist_ok=True)
-        attributes.write_text("\n".join([*lines, ATTRIBUTE]) + "\n", encoding="utf-8")
-        wrote = f"added '{ATTRIBUTE}' to {attributes}"
-    else:
+    mine = [i for i, line in enumerate(lines) if line.strip() == ATTRIBUTE]
+    later = [i for i, line in enumerate(lines) if "merge=" in line and (not mine or i > mine[-1])]
+    if mine and not later:
         wrote = f"{attributes} has '{ATTRIBUTE}' already"
+    else:  # last, so that it wins over another merge driver set for notebooks before (nbdime's)
+        kept = [line for line in lines if line.strip() != ATTRIBUTE]
+        attributes.parent.mkdir(parents=True, exist_ok=True)
+        attributes.write_text("\n".join([*kept, ATTRIBUTE]) + "\n", encoding="utf-8")
+        wrote = f"added '{ATTRIBUTE}' to {attributes}" + (" (after the merge driver set there before)" if later
+                                                           else "")
     print(f"git config merge.ipyagent.driver: {driver_command()}\n{wrote}")
     if attributes == root / ".gitattributes":
         print("commit .gitattributes so the attribute holds in every clone (each clone runs ipyagent git-setup "

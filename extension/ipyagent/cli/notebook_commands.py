@@ -53,18 +53,26 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def _configure_lift(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("notebook", help="the notebook whose journal outputs to lift")
-    parser.add_argument("-o", "--output", help="write the result here (default: the notebook, in place)")
+    parser.add_argument("notebook", nargs="+", help="the notebook(s) whose journal outputs to lift (several: a "
+                                                    "pre-commit hook's file list)")
+    parser.add_argument("-o", "--output", help="write the result here (default: the notebook, in place; one notebook)")
 
 
 @command("lift", _configure_lift)
 def run_lift(args: argparse.Namespace) -> int:
     """Move journal outputs' entries into the notebook's metadata."""
+    if args.output and len(args.notebook) > 1:
+        raise CliError("-o takes one notebook")
+    for notebook in args.notebook:
+        _lift_one(Path(notebook), args.output)
+    return 0
+
+
+def _lift_one(src: Path, output: str | None) -> None:
     from ipyagent.store.ipynb import NotebookError, lift_notebook_report
 
-    src = Path(args.notebook)
     try:
-        added, report, written, journals = lift_notebook_report(src, args.output)
+        added, report, written, journals = lift_notebook_report(src, output)
     except FileNotFoundError:
         raise CliError(f"no such file: {src}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -72,15 +80,14 @@ def run_lift(args: argparse.Namespace) -> int:
     except NotebookError as exc:
         raise CliError(str(exc)) from None
     _warn_report(report)
-    target = args.output or str(src)
+    target = output or str(src)
     if written and (added or journals):
         print(f"lifted {added} entr{'y' if added == 1 else 'ies'} from {journals} journal output(s); wrote {target}")
     elif written:
         print(f"no journal entries to lift; wrote the checked metadata to {target}"
               + (" (see the problems above)" if not report.ok else ""))
     else:
-        print(f"nothing to lift: the metadata already holds every journal entry ({journals} journal output(s))")
-    return 0
+        print(f"{src}: nothing to lift: the metadata already holds every journal entry ({journals} journal output(s))")
 
 
 # ---- export -------------------------------------------------------------------------------------
