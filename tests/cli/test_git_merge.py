@@ -213,3 +213,17 @@ def test_pre_commit_lifts_journals_before_nbstripout_strips_the_outputs(tmp_path
     again = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=repo, env=env,
                            capture_output=True, text=True)
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_git_setup_after_nbdimes_config_makes_ipyagent_the_merge_driver_and_leaves_nbdimes_diff(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    env = {**os.environ, **GIT_ENV, "HOME": str(tmp_path)}
+    for args in (["nbdime", "config-git", "--enable"], ["ipyagent", "git-setup"], ["ipyagent", "git-setup"]):
+        done = subprocess.run([sys.executable, "-m", *args], cwd=repo, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    attributes = (repo / ".gitattributes").read_text()
+    assert attributes.count("merge=ipyagent") == 1 and attributes.rstrip().endswith("*.ipynb merge=ipyagent")
+    checked = git(repo, "check-attr", "merge", "diff", "--", "analysis.ipynb").stdout
+    assert "merge: ipyagent" in checked and "diff: jupyternotebook" in checked
