@@ -29,7 +29,7 @@ from ipyagent.display.approval_question import make_approver
 from ipyagent.display.run_view import RunView
 from ipyagent.display.stream import error_bundle, note_bundle
 from ipyagent.display.untrusted import safe_markdown
-from ipyagent.kernel.cell_context import cell_identity
+from ipyagent.kernel.cell_context import cell_identity, running_cell_id
 from ipyagent.kernel.entry_stream import EntryStream
 from ipyagent.kernel.mcp_servers import replayed_tools
 from ipyagent.kernel.replay_control import ReplayAttachment, TurnMatch
@@ -101,7 +101,7 @@ class CellRun:
         self.arm_idle = False  # whether the kernel compacts in its idle time after this run (idle_after)
         self.agent = runtime.agent_for(slot, config, tools=tools)
         self.cell_id, self.execution_count = cell_identity(runtime.shell)
-        self.cell_id = self.cell_id or runtime.cell_id()
+        self.cell_id = self.cell_id or running_cell_id(runtime)
         self.view = RunView(runtime, slot, self.agent, config) if view else None
         self.interrupted_note = interrupted_note
         self.show_failures = show_failures

@@ -23,7 +23,7 @@ from ipyagent.agent.skills.skill_tool import SkillTool
 from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.core import Session
-from ipyagent.kernel.cell_context import KernelNotebookContext, cell_identity, running_code
+from ipyagent.kernel.cell_context import KernelNotebookContext
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.idle import IdleCompactor
 from ipyagent.kernel.mcp_servers import KernelMcp
@@ -34,7 +34,7 @@ from ipyagent.kernel.ports.namespace import namespace_describer
 from ipyagent.kernel.ports.notebook_access import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
 from ipyagent.plugins import Plugins, default_plugins
-from ipyagent.store.hydration import FoundNotebook, find_notebook_by_cell, find_notebook_path, runner_notebooks
+from ipyagent.store.hydration import FoundNotebook, find_notebook_path
 
 __all__ = ["AgentRuntime"]
 
@@ -55,7 +55,8 @@ class AgentRuntime:
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
         self.mcp = KernelMcp(self.config, self.project_mcp_servers)  # servers start at the first prompt
         self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/cell_context.py)
-        self._discovered: FoundNotebook | Literal[False] | None = None  # discover_notebook's find (False: none)
+        # the notebook found by a cell's text (kernel/cell_context.py discover_notebook; False: none)
+        self.discovered: FoundNotebook | Literal[False] | None = None
         self._cell_runner: IPythonCellRunner | None = None
         self._notebook_port: KernelNotebook | None = None
         self.idle = IdleCompactor(self)  # compaction in the kernel's idle time (kernel/idle.py)
@@ -107,32 +108,6 @@ class AgentRuntime:
                 self.config.model = saved
         self.notes.extend(result.notes)
         return result
-
-    def discover_notebook(self) -> None:
-        """Where no frontend handed the sessions over and no notebook path was found (nbclient,
-        plain papermill, ``nbconvert --execute``), find the notebook once, by the running cell's
-        text (``find_notebook_by_cell``), and load its sessions: replay then has its recording,
-        and the runs continue the notebook's session rather than start another."""
-        result = self.load_result
-        if self._discovered is not None or result is None or result.pushed or result.path is not None \
-                or not self.config.hydrate or (self.bridge is not None and self.bridge.connected):
-            return
-        code = running_code(self.shell)
-        found = find_notebook_by_cell(code or "", os.getcwd(), runner_notebooks())
-        self._discovered = found or False
-        if not found:
-            return
-        self.hydrate(str(found.path))
-        print(f"ipyagent: read the sessions of {found.path} (no frontend handed them over; found by this "
-              "cell's text)")
-
-    def cell_id(self) -> str | None:
-        """The running cell's id: the execute request's, else (a runner that sends none) the id of
-        the cell with the same text in the notebook :meth:`discover_notebook` found."""
-        cell_id = cell_identity(self.shell)[0]
-        if cell_id is None and self._discovered:
-            cell_id = self._discovered.cell_ids.get((running_code(self.shell) or "").strip())
-        return cell_id
 
     def absorb_push(self) -> None:
         """Take sessions a frontend pushed after the extension was loaded (loaded from

@@ -25,7 +25,7 @@ from IPython.core.magic import Magics, magics_class
 from ipyagent.agent.loop import RunResult
 from ipyagent.agent.prompt.interpolate import interpolate
 from ipyagent.display.untrusted import escape_html
-from ipyagent.kernel.cell_context import KernelLookup, cell_identity
+from ipyagent.kernel.cell_context import KernelLookup, cell_identity, discover_notebook, running_cell_id
 from ipyagent.kernel.cell_run import AgentCellError, CellRun
 from ipyagent.kernel.code_cells import begin_code_cells
 from ipyagent.kernel.magics.commands import (
@@ -90,7 +90,7 @@ def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
     prompt = cell.strip("\n")
     if not prompt.strip():
         raise UsageError("%%agent needs a prompt: write it in the cell body, below the %%agent line.")
-    runtime.discover_notebook()  # a runner that handed over no session (nbconvert, papermill): find it
+    discover_notebook(runtime)  # a runner that handed over no session (nbconvert, papermill): find it
     if args.session:
         runtime.active = args.session
     slot = runtime.slot(args.session)
@@ -98,7 +98,7 @@ def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
     if not config.model:
         raise UsageError('No model configured. Set one with %config Agent.model = "openai:gpt-4.1-mini" '
                          "(or the IPYAGENT_MODEL environment variable), or pass --model.")
-    rerun, turn = _fork(runtime, slot, runtime.cell_id(), prompt)
+    rerun, turn = _fork(runtime, slot, running_cell_id(runtime), prompt)
     result: RunResult | None = None
     with CellRun(runtime, slot, config, tools=[] if args.no_tools else None, ask=config.tool_approval == "ask",
                  show_failures=True) as run:

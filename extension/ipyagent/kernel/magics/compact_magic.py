@@ -19,6 +19,7 @@ from ipyagent.core import CompactionCancelled, NothingToCompact
 from ipyagent.display.stream import error_bundle
 from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import escape_html, markdown_html
+from ipyagent.kernel.cell_context import discover_notebook
 from ipyagent.kernel.cell_run import AgentCellError, CellRun
 from ipyagent.kernel.magics.commands import (
     argument,
@@ -84,7 +85,7 @@ def run_compact(runtime: AgentRuntime, line: str, cell: str | None = None) -> No
     config = runtime.agent_config()
     if not (config.summary_model or config.model):
         raise UsageError('No model configured for the summary. Set %config Agent.model (or Agent.summary_model).')
-    runtime.discover_notebook()  # a runner that handed over no session (nbconvert, papermill): find it
+    discover_notebook(runtime)  # a runner that handed over no session (nbconvert, papermill): find it
     slot = runtime.slot(args.session)
     failed = None
     with CellRun(runtime, slot, config, interrupted_note="Compaction interrupted; the session is unchanged.") as run:
