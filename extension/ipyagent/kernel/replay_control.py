@@ -30,10 +30,10 @@ from typing import Any, Protocol
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.provider_summarizer import summarizer_for
 from ipyagent.agent.replayer import CellRecording, Recording, replay_ports, same_when_replayed
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.persistence import SessionSlot
-from ipyagent.providers.registry import provider_configured, resolve_provider
+from ipyagent.providers.registry import ProviderRegistry
 from ipyagent.session.messages import prompt_text
 
 
@@ -45,7 +45,7 @@ class FollowingRuntime(Protocol):
     def config(self) -> AgentSettings: ...
     @property
     def slots(self) -> Mapping[str, SessionSlot]: ...
-    def agent_config(self) -> AgentConfig: ...
+    def run_config(self) -> RunConfig: ...
 
 
 @dataclass
@@ -70,7 +70,11 @@ class ReplayAttachment:
 
 
 class ReplayController:
-    def __init__(self) -> None:
+    """The recordings of the kernel's sessions and whether a cell replays one; a live fallback
+    reaches its provider through ``providers`` (the kernel's)."""
+
+    def __init__(self, providers: ProviderRegistry) -> None:
+        self.providers = providers
         self.recordings: dict[str, Recording] = {}
         self.paths: dict[str, list[dict[str, Any]]] = {}  # the recorded path, followed while replaying
         self.after: dict[str, dict[str | None, dict[str, Any]]] = {}  # on the recorded path: parent id -> entry
@@ -133,14 +137,14 @@ class ReplayController:
 
     def replays(self, mode: str, model: str, provider_options: dict[str, dict[str, Any]] | None) -> bool:
         """Whether recorded cells replay now (``on``; ``auto`` without a configured provider)."""
-        return mode == "on" or (mode == "auto" and not provider_configured(model, provider_options))
+        return mode == "on" or (mode == "auto" and not self.providers.configured(model, provider_options))
 
     @contextlib.contextmanager
     def following(self, runtime: FollowingRuntime) -> Iterator[None]:
         """Around a command that records entries (``%agent pin`` …): while recorded cells replay,
         every session follows its recorded path, so an entry the command records again is the
         recorded one, and the replayed cells after it still find their recording under the leaf."""
-        config = runtime.agent_config()
+        config = runtime.run_config()
         followed = []
         if self.replays(runtime.config.replay, config.model, config.provider_options):
             for name, slot in runtime.slots.items():
@@ -159,15 +163,15 @@ class ReplayController:
         return len(recording.turns) if recording else 0
 
     @contextlib.contextmanager
-    def attached(self, session: Any, name: str, cell: CellRecording, config: AgentConfig, ports: RunPorts, *,
+    def attached(self, session: Any, name: str, cell: CellRecording, config: RunConfig, ports: RunPorts, *,
                  rerun_tools: bool, notice: Callable[[str], None]) -> Iterator[ReplayAttachment]:
         """The recording ``cell`` for one run: ``ports`` answering from it, and ``session``
         following the recorded path while the block runs."""
-        live = provider_configured(config.model, config.provider_options)
+        live = self.providers.configured(config.model, config.provider_options)
         fallback = fallback_summarizer = None
         if live:
-            fallback = resolve_provider(config.model, config.provider_options)[0]
-            fallback_summarizer = summarizer_for(config)
+            fallback = self.providers.resolve(config.model, config.provider_options)[0]
+            fallback_summarizer = summarizer_for(config, providers=self.providers)
         replayed = replay_ports(cell, ports, fallback=fallback, fallback_summarizer=fallback_summarizer,
                                 rerun_tools=rerun_tools, notice=notice)
         session.follow(self.paths.get(name), same_when_replayed)
