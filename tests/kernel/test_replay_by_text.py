@@ -30,7 +30,7 @@ def _as_a_new_kernel(ip, monkeypatch):
     runtime = runtime_of(ip)
     slot = runtime.slot()
     slot.agent = None
-    runtime.replay = ReplayController()
+    runtime.replay = ReplayController(runtime.providers)
     runtime.replay.capture(slot.name, slot.session)
     slot.earlier = {e["id"] for e in slot.session.entries}
     monkeypatch.delenv("OPENAI_API_KEY")
@@ -68,7 +68,7 @@ def test_a_cell_replay_should_serve_and_cannot_fails_saying_why(ip, server, monk
 def test_with_a_provider_a_rerun_without_ids_forks_like_a_rerun_in_jupyterlab(ip, server):
     recorded, leaf = _recorded(ip, server)
     runtime = runtime_of(ip)
-    runtime.replay = ReplayController()
+    runtime.replay = ReplayController(runtime.providers)
     runtime.replay.capture("default", runtime.slot().session)  # a new kernel: cells counted from the first
     server.enqueue_text("A new first answer.")
     run(ip, "", PROMPTS[0])
