@@ -16,7 +16,7 @@ import { chunkIds, isChunk, isChunked, leavesFromOf, readChunked } from './layou
 import { textChunks } from './layout3';
 import { ILeafClaim, LAYOUT_KEYED, chunkAt, leafClaim, newer } from './layout4';
 import { IMetadataAccess, IUpdate, METADATA_KEY, journalUpdate } from './metadata';
-import { IMoved, LayoutMove } from './migration';
+import { IMoved, LayoutMove, outside } from './migration';
 
 /** What storing an update did. */
 export interface IStored {
@@ -58,6 +58,16 @@ function takeFields(index: JsonObject, session: JsonObject, update: IUpdate, onl
   }
 }
 
+/** The set under `name` in `map`, made when missing. */
+function setIn(map: Map<string, Set<string>>, name: string): Set<string> {
+  let set = map.get(name);
+  if (!set) {
+    set = new Set();
+    map.set(name, set);
+  }
+  return set;
+}
+
 export class ChunkedStore {
   private loaded = false;
   /** after the largest number of a numbered chunk (layouts 2, 3): the index's `next_chunk` */
@@ -74,6 +84,9 @@ export class ChunkedStore {
   private clock = 0;
   /** per session, the ids of the entries stored */
   private readonly ids = new Map<string, Set<string>>();
+  /** per session, the ids of the entries in chunks (also in layout 1, where readers ignore them:
+   * a move cut short, another page's move), which a move into layout 4 never writes again */
+  private readonly inChunks = new Map<string, Set<string>>();
   /** a move into layout 4 (`migrateStep`), and the layout-1 value as last read */
   private readonly move = new LayoutMove();
 
@@ -105,6 +118,7 @@ export class ChunkedStore {
     }
     if (isChunk(value)) {
       chunkIds(value, this.held(value.session as string));
+      chunkIds(value, this.chunked(value.session as string));
       this.holdLeaf(key, n, value);
     }
   }
@@ -204,11 +218,12 @@ export class ChunkedStore {
       // a layout-1 value read for the push already is the store as it is now (a copy: reading
       // a long session's value again would be the one long task of the move)
       const raw = move.layout1 ?? this.access.get(METADATA_KEY);
-      return move.begin(raw) ? 'more' : 'none';
+      return move.begin(raw, this.inChunks) ? 'more' : 'none';
     }
     const piece = move.nextPiece();
     if (piece) {
-      move.wrote(this.writeChunks(piece.name, piece.entries));
+      // what another page's move wrote since the plan is not written again
+      move.wrote(this.writeChunks(piece.name, outside(piece.entries, this.inChunks.get(piece.name))));
       return 'more';
     }
     // every entry is in a chunk now: the index is the value without them
@@ -217,12 +232,11 @@ export class ChunkedStore {
   }
 
   private held(name: string): Set<string> {
-    let set = this.ids.get(name);
-    if (!set) {
-      set = new Set();
-      this.ids.set(name, set);
-    }
-    return set;
+    return setIn(this.ids, name);
+  }
+
+  private chunked(name: string): Set<string> {
+    return setIn(this.inChunks, name);
   }
 
   private noteStrays(keys: string[]): void {
@@ -247,6 +261,7 @@ export class ChunkedStore {
       return;
     }
     this.ids.clear();
+    this.inChunks.clear();
     this.chunkLeaf.clear();
     this.claims.clear();
     this.next = 0;
@@ -269,8 +284,8 @@ export class ChunkedStore {
     this.loaded = true;
   }
 
-  /** Hold the chunks' ids and leaves (in layout 1 only the numbers count: its readers ignore
-   * chunk keys) and number after them; the stray keys. */
+  /** Hold the chunks' ids and leaves (in layout 1 only their numbers count for its readers, and
+   * their ids for a move) and number after them; the stray keys. */
   private holdChunks(chunked: boolean): string[] {
     const leaves: [number, string, JsonObject][] = [];
     const strays: string[] = [];
@@ -285,9 +300,13 @@ export class ChunkedStore {
       if (n !== null) {
         this.next = Math.max(this.next, n + 1);
       }
-      const chunk = chunked ? this.access.get(key) : null;
+      const chunk = this.access.get(key);
       if (!isChunk(chunk)) {
         continue;
+      }
+      chunkIds(chunk, this.chunked(chunk.session as string));
+      if (!chunked) {
+        continue; // layout 1: its readers ignore chunks; a move leaves out what they hold
       }
       chunkIds(chunk, this.held(chunk.session as string));
       leaves.push([n ?? -1, key, chunk]);
@@ -320,7 +339,7 @@ export class ChunkedStore {
    * changed. */
   private upgrade(index: JsonObject, converting: boolean): boolean {
     if (converting) {
-      for (const piece of this.move.convert(index)) {
+      for (const piece of this.move.convert(index, this.inChunks)) {
         this.writeChunks(piece.name, piece.entries);
       }
       return true;
