@@ -24,18 +24,14 @@ from ipyagent.testing.specs import Reply
 from support.lab_pages import PAGE_HELPERS, run_text, saved_notebook
 from support.sessiongen import generate_session
 
+# each session's entries as the page's store holds them, chunk by chunk, an entry in two chunks
+# twice (support/lab_pages.py meta: numbered chunks in number order, then layout 4's keyed ones)
 VIEW = """
 window.__ipaView = (path) => {
-  const p = window.__ipa.panel(path);
-  if (!p) return null;
-  const m = p.context.model;
-  const keys = Object.keys(m.metadata).filter(k => /^ipyagent\\/\\d{6,}$/.test(k)).sort();
+  const v = window.__ipa.meta(path);
+  if (!v) return null;
   const out = {};
-  for (const k of keys) {
-    const c = m.getMetadata(k);
-    const list = typeof c.entries === 'string' ? JSON.parse(c.entries) : c.entries;
-    (out[c.session] ??= []).push(...list);
-  }
+  for (const [n, s] of Object.entries(v.sessions || {})) out[n] = s.entries || [];
   return out;
 };
 """
