@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ipyagent.shapes import Ipynb
+
 __all__ = ["INJECTED_TAG", "PARAMETERS_TAG", "ParameterError", "inject_parameters", "parameters_from_yaml",
            "parse_value"]
 
@@ -76,7 +78,7 @@ def _tags(cell: Any) -> list[Any]:
     return tags if isinstance(tags, list) else []
 
 
-def inject_parameters(nb: dict[str, Any], parameters: Mapping[str, Any]) -> dict[str, Any]:
+def inject_parameters(nb: Ipynb, parameters: Mapping[str, Any]) -> Ipynb:
     """``nb`` with ``parameters`` in its injected-parameters cell (see the module); returns ``nb``."""
     if not parameters:
         return nb

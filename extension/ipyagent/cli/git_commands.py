@@ -17,9 +17,10 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ipyagent.cli.common import CliError, command
+from ipyagent.shapes import Ipynb
 
 ATTRIBUTE = "*.ipynb merge=ipyagent"
 DRIVER_NAME = "ipyagent: a notebook's cells and sessions"
@@ -97,7 +98,7 @@ def _read(path: Path, *, empty_ok: bool) -> dict[str, Any] | None:
     if empty_ok and not data.strip():
         return dict(EMPTY, cells=[], metadata={})  # the file is new on both branches
     try:
-        return parse_notebook(data, str(path))
+        return cast(dict[str, Any], parse_notebook(data, str(path)))
     except NotebookError:
         return None
 
@@ -129,7 +130,7 @@ def run_merge_driver(args: argparse.Namespace) -> int:
     if base is None or ours is None or theirs is None:
         return _text_merge(args, name)
     result = merge_notebooks(base, ours, theirs, _new_id)
-    write_notebook(Path(args.ours), result.nb)
+    write_notebook(Path(args.ours), cast(Ipynb, result.nb))
     for line in result.notes:
         print(f"ipyagent merge-driver: {name}: {line}", file=sys.stderr)
     for line in result.conflicts:

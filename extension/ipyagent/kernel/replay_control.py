@@ -25,7 +25,7 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.provider_summarizer import summarizer_for
@@ -35,6 +35,10 @@ from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.persistence import SessionSlot
 from ipyagent.providers.registry import ProviderRegistry
 from ipyagent.session.messages import prompt_text
+from ipyagent.shapes import Entry
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 
 class FollowingRuntime(Protocol):
@@ -58,8 +62,9 @@ class TurnMatch:
     fork_to: str | None = None
 
 
-def _is_prompt(entry: dict[str, Any] | None) -> bool:
-    return entry is not None and entry.get("type") == "message" and entry["message"].get("role") == "user"
+def _is_prompt(entry: Entry | None) -> bool:
+    message = entry.get("message") if entry is not None and entry.get("type") == "message" else None
+    return isinstance(message, dict) and message.get("role") == "user"
 
 
 @dataclass
@@ -76,12 +81,12 @@ class ReplayController:
     def __init__(self, providers: ProviderRegistry) -> None:
         self.providers = providers
         self.recordings: dict[str, Recording] = {}
-        self.paths: dict[str, list[dict[str, Any]]] = {}  # the recorded path, followed while replaying
-        self.after: dict[str, dict[str | None, dict[str, Any]]] = {}  # on the recorded path: parent id -> entry
+        self.paths: dict[str, list[Entry]] = {}  # the recorded path, followed while replaying
+        self.after: dict[str, dict[str | None, Entry]] = {}  # on the recorded path: parent id -> entry
         self.runs: Counter[tuple[str, str]] = Counter()
         self.agent_cells: Counter[str] = Counter()  # %%agent cells this kernel ran, per session
 
-    def capture(self, name: str, session: Any) -> Recording:
+    def capture(self, name: str, session: Session) -> Recording:
         """Take ``session``'s current path as the recording of session ``name``."""
         path = self.paths[name] = session.path()
         self.after[name] = {e.get("parentId"): e for e in path}
@@ -163,7 +168,7 @@ class ReplayController:
         return len(recording.turns) if recording else 0
 
     @contextlib.contextmanager
-    def attached(self, session: Any, name: str, cell: CellRecording, config: RunConfig, ports: RunPorts, *,
+    def attached(self, session: Session, name: str, cell: CellRecording, config: RunConfig, ports: RunPorts, *,
                  rerun_tools: bool, notice: Callable[[str], None]) -> Iterator[ReplayAttachment]:
         """The recording ``cell`` for one run: ``ports`` answering from it, and ``session``
         following the recorded path while the block runs."""

@@ -27,8 +27,10 @@ import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from ipyagent.session.intake import SetAside
+from ipyagent.shapes import Ipynb
 from ipyagent.store.chunks import CHUNK_PREFIX, LAYOUT_KEYED, chunk_keys, layout_of, store_value
 from ipyagent.store.ipynb import sessions_from_notebook
 from ipyagent.store.keyed_chunks import is_keyed_key
@@ -55,7 +57,7 @@ class MergeResult:
 
 
 def _copy(stored: StoredSession) -> StoredSession:
-    return StoredSession(dict(stored.header), stored.leaf, dict(stored.settings), list(stored.entries),
+    return StoredSession(stored.header.copy(), stored.leaf, stored.settings.copy(), list(stored.entries),
                          dict(stored.extra))
 
 
@@ -82,7 +84,7 @@ def merge_sessions(base: NotebookSessions, ours: NotebookSessions, theirs: Noteb
         if was is None or (mine.leaf == was.leaf and their.leaf != was.leaf):  # only theirs moved on
             mine.leaf = their.leaf
         if was is not None and mine.settings == was.settings:
-            mine.settings = dict(their.settings)
+            mine.settings = their.settings.copy()
     if ours.active == base.active and theirs.active in out.sessions:
         out.active = theirs.active
     for item in theirs.set_aside:
@@ -91,7 +93,7 @@ def merge_sessions(base: NotebookSessions, ours: NotebookSessions, theirs: Noteb
     return out, conflicts, notes
 
 
-def _merge_entries(name: str, mine: StoredSession, their: StoredSession, aside: list[dict[str, Any]]) -> list[str]:
+def _merge_entries(name: str, mine: StoredSession, their: StoredSession, aside: list[SetAside]) -> list[str]:
     held = {e["id"]: e for e in mine.entries}
     conflicts = []
     for entry in their.entries:
@@ -99,7 +101,7 @@ def _merge_entries(name: str, mine: StoredSession, their: StoredSession, aside: 
         if kept is None:
             mine.entries.append(entry)
         elif kept != entry:
-            record = {"session": name, "where": f"merge: the other branch's entry {entry['id']}",
+            record: SetAside = {"session": name, "where": f"merge: the other branch's entry {entry['id']}",
                       "reason": "both branches hold an entry with this id, with other contents; this "
                                 "branch's is in the session", "raw": entry}
             if not contains_set_aside(aside, record):
@@ -227,7 +229,7 @@ def merge_notebooks(base: dict[str, Any], ours: dict[str, Any], theirs: dict[str
                     new_id: Callable[[set[str]], str]) -> MergeResult:
     """The merge of ``ours`` and ``theirs`` (notebooks as JSON) from their common ``base`` (an
     empty notebook when the file is new on both branches). ``new_id(taken)`` names a copied cell."""
-    sessions = [sessions_from_notebook(nb)[0] for nb in (base, ours, theirs)]
+    sessions = [sessions_from_notebook(cast(Ipynb, nb))[0] for nb in (base, ours, theirs)]
     merged_sessions, conflicts, notes = merge_sessions(*sessions)
     cells = _nbdime_cells(base, ours, theirs)
     if cells is None:
