@@ -94,7 +94,7 @@ class ReplayController:
         self.runs = Counter({k: v for k, v in self.runs.items() if k[0] != name})
         return recording
 
-    def find_turn(self, name: str, session: Any, prompt: str) -> TurnMatch | None:
+    def find_turn(self, name: str, session: Session, prompt: str) -> TurnMatch | None:
         """The recorded run a ``%%agent`` cell with ``prompt`` re-runs, found by what was typed: the
         prompt at the cell's position among the agent cells this kernel ran (counted by
         :meth:`agent_cell_ran`) on the current path — the cell re-runs it, so the session forks
@@ -114,7 +114,7 @@ class ReplayController:
             return TurnMatch(following["id"], recording.turns.get(following["id"]), False)
         return None
 
-    def next_compaction(self, name: str, session: Any) -> TurnMatch | None:
+    def next_compaction(self, name: str, session: Session) -> TurnMatch | None:
         """The recorded ``%compact`` cell's run right after the leaf on the recorded path (a
         ``%compact`` cell replayed without its cell id)."""
         following = self.after.get(name, {}).get(session.leaf_id)
