@@ -122,6 +122,8 @@ def _without_work_dir(nb: dict[str, Any], work: str) -> dict[str, Any]:
 
 def _scrub(nb: dict[str, Any]) -> None:
     """Make the saved notebook machine-independent and readable without a kernel."""
+    from ipyagent.bridge.headless import static_views
+
     text = json.dumps(nb)
     for needle in (FAKE_KEY, "Bearer "):
         if needle in text:
@@ -132,13 +134,10 @@ def _scrub(nb: dict[str, Any]) -> None:
     _drop_journals(nb)
     for cell in nb["cells"]:
         cell.get("metadata", {}).pop("execution", None)
-        for output in cell.get("outputs", []):
-            # The live budget widget's model dies with the kernel; without saved widget state a viewer
-            # (JupyterLab, nbconvert, GitHub) would show "model not found" or nothing instead of the
-            # static HTML / Markdown view carried in the same output. Keep the static views.
-            data = output.get("data") or {}
-            if "application/vnd.jupyter.widget-view+json" in data and "text/html" in data:
-                del data["application/vnd.jupyter.widget-view+json"]
+    # The live budget widget's model dies with the kernel: the runner kept the static HTML /
+    # Markdown views and no widget state (what every `ipyagent run` writes), checked here.
+    if static_views(nb):
+        raise SystemExit("execute_notebook left a widget view in the notebook")
     for session in nb["metadata"].get("ipyagent", {}).get("sessions", {}).values():
         session.get("header", {})["cwd"] = ""
 

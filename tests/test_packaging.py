@@ -97,7 +97,8 @@ def test_a_virtual_environment_in_the_checkout_is_ignored():
 
 # ---- the markers for the browser (issue 36) ------------------------------------------------------
 
-BROWSER_LESS = {"ipykernel", "nbclient", "nbformat", "nh3", "orjson", "regex"}  # no WebAssembly wheel on PyPI
+# no WebAssembly wheel on PyPI (pyyaml: and only `ipyagent run -f` reads YAML, never in the browser)
+BROWSER_LESS = {"ipykernel", "nbclient", "nbformat", "nh3", "orjson", "pyyaml", "regex"}
 
 
 def _requirements():

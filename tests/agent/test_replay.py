@@ -215,7 +215,7 @@ def test_a_recorded_call_without_a_result_is_never_run(rerun):
     assert ran == ["ran"]
 
 
-def test_a_replayed_prompt_is_the_recorded_one_when_its_typed_prompt_and_cell_are():
+def test_a_replayed_prompt_is_the_recorded_one_when_its_typed_prompt_is_in_any_cell():
     from ipyagent.agent.replayer import same_when_replayed
     from ipyagent.session.entries import message_entry
     from ipyagent.session.messages import text_block, user_message
@@ -228,7 +228,8 @@ def test_a_replayed_prompt_is_the_recorded_one_when_its_typed_prompt_and_cell_ar
     # the activity block describes the kernel now: a replay did not run the recorded tool calls
     assert same_when_replayed(recorded, prompt("Out[6]: '(not defined)'"))
     assert not same_when_replayed(recorded, prompt("Out[6]: {'Ada': 21.4}", typed="Something else?"))
-    assert not same_when_replayed(recorded, prompt("Out[6]: {'Ada': 21.4}", cell="c8"))
+    # another cell id: a runner that sends none, nbstripout's renumbering, jupytext's new ids
+    assert same_when_replayed(recorded, prompt("Out[6]: {'Ada': 21.4}", cell="c8"))
     answer = {"role": "assistant", "content": [{"type": "text", "text": "a"}], "stopReason": "stop"}
     assert same_when_replayed(message_entry(answer), message_entry(dict(answer)))
     assert not same_when_replayed(message_entry(answer), message_entry(dict(answer, content=[])))

@@ -96,11 +96,15 @@ def test_api_key_never_reaches_the_notebook(tmp_path):
                  "%%agent\nHow long is the key?", "%%agent\nThis one fails.",
                  *[f"%%agent\nQuestion {i}: " + "what about the columns " * 20 for i in range(4)],
                  "%compact", "%agent status", "%agent config", "%agent context"]
-        out = execute_notebook(notebook(*cells), timeout=120, cwd=str(tmp_path))
+        nb = notebook(*cells)
+        nb["cells"][2]["metadata"]["tags"] = ["raises-exception"]  # the 401 fails its cell; the run goes on
+        out = execute_notebook(nb, timeout=120, cwd=str(tmp_path))
         assert out.ok, out.error
     text = json.dumps(out.nb)
     assert FAKE_KEY not in text and "RECOGNISABLE" not in text
-    assert "Model error" in outputs_text(out.nb["cells"][2]["outputs"])  # the 401 is shown, readably
+    failed = out.nb["cells"][2]["outputs"]
+    assert "Model error" in outputs_text(failed)  # the 401 is shown, readably
+    assert [o["ename"] for o in failed if o["output_type"] == "error"] == ["AgentCellError"]
     assert len(user_messages(out.nb["metadata"]["ipyagent"]["sessions"]["default"]["entries"])) == 6
 
 

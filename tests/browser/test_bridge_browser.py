@@ -16,6 +16,7 @@ import nbformat
 import pytest
 
 from ipyagent.store.chunks import assemble, store_value
+from ipyagent.store.keyed_chunks import keyed_key
 from support.lab_pages import ARTIFACTS, open_notebook, run_cell, save_notebook, saved_notebook, write_notebook
 from support.outputs import output_line, outputs_text
 
@@ -142,8 +143,9 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
 
     meta = page.evaluate("(p) => window.__ipa.meta(p)", name)
     assert _ids(meta) == ALL_IDS[:2]
-    assert meta["active"] == "default" and meta["version"] == 3  # chunks of entries' JSON text
-    chunk = page.evaluate("(p) => window.__ipa.panel(p).context.model.getMetadata('ipyagent/000000')", name)
+    assert meta["active"] == "default" and meta["version"] == 4  # chunks of entries' JSON text, keyed by their ids
+    chunk = page.evaluate("([p, k]) => window.__ipa.panel(p).context.model.getMetadata(k)",
+                          [name, keyed_key("default", ALL_IDS[:2])])
     assert isinstance(chunk["entries"], str) and chunk["ids"] == [e["id"] for e in json.loads(chunk["entries"])]
     sess = meta["sessions"]["default"]
     assert sess["header"] == HEADER and sess["settings"] == SETTINGS and sess["leaf"] == ALL_IDS[1]
@@ -229,10 +231,11 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
 HOSTILE_KEYS = ["ipyagent/" + "1" * 17, "ipyagent/1" + "0" * 21, "ipyagent/" + "9" * 400]
 
 
-def test_hostile_chunk_keys_are_set_aside_and_new_chunks_follow_the_real_ones(jupyterlab, context):
-    """A layout-3 notebook with three stray chunk keys: two turns' entries go into the next real
-    chunks (not one key overwritten, not a key no reader reads), the keys are said once, and the
-    saved notebook holds every entry with the stray keys set aside."""
+def test_hostile_chunk_keys_are_set_aside_and_new_chunks_are_keyed_by_their_entries(jupyterlab, context):
+    """A layout-3 notebook with three stray chunk keys: two turns' entries go into new chunks
+    under layout 4's keys, derived from the entries they hold (not one key overwritten, not a key
+    no reader reads), the keys are said once, and the saved notebook holds every entry with the
+    stray keys set aside."""
     lab = jupyterlab
     name = "hostile-keys.ipynb"
     path = lab.root / name
@@ -253,7 +256,8 @@ def test_hostile_chunk_keys_are_set_aside_and_new_chunks_follow_the_real_ones(ju
     keys = page.evaluate(
         "(p) => Object.keys(window.__ipa.panel(p).context.model.metadata).filter(k => k.startsWith('ipyagent/')).sort()",
         name)
-    assert keys == sorted(["ipyagent/000000", "ipyagent/000001", "ipyagent/000002", *HOSTILE_KEYS])
+    turns = [keyed_key("default", [EXTRA[0]["id"]]), keyed_key("default", [EXTRA2[0]["id"]])]
+    assert keys == sorted(["ipyagent/000000", *turns, *HOSTILE_KEYS])
     want = ALL_IDS + [EXTRA[0]["id"], EXTRA2[0]["id"]]
     save_notebook(page, name)
     saved = _saved_meta(path, want)

@@ -24,18 +24,14 @@ from ipyagent.testing.specs import Reply
 from support.lab_pages import PAGE_HELPERS, run_text, saved_notebook
 from support.sessiongen import generate_session
 
+# each session's entries as the page's store holds them, chunk by chunk, an entry in two chunks
+# twice (support/lab_pages.py meta: numbered chunks in number order, then layout 4's keyed ones)
 VIEW = """
 window.__ipaView = (path) => {
-  const p = window.__ipa.panel(path);
-  if (!p) return null;
-  const m = p.context.model;
-  const keys = Object.keys(m.metadata).filter(k => /^ipyagent\\/\\d{6,}$/.test(k)).sort();
+  const v = window.__ipa.meta(path);
+  if (!v) return null;
   const out = {};
-  for (const k of keys) {
-    const c = m.getMetadata(k);
-    const list = typeof c.entries === 'string' ? JSON.parse(c.entries) : c.entries;
-    (out[c.session] ??= []).push(...list);
-  }
+  for (const [n, s] of Object.entries(v.sessions || {})) out[n] = s.entries || [];
   return out;
 };
 """
@@ -278,11 +274,12 @@ def _mid_move_notebook(path: Path, moved: int) -> list[dict]:
     return entries
 
 
-def test_a_move_into_layout_3_skips_what_sits_in_chunks_and_sets_aside_what_it_cannot_move(
+def test_a_move_into_layout_4_skips_what_sits_in_chunks_and_sets_aside_what_it_cannot_move(
         collaborative_lab, context):
     """Issue 35, item 7, with two real pages on one collaborative notebook: the store is in layout
-    1 with 500 of its entries already in chunks (a move cut short). Whichever page moves it (one in
-    its idle time, the one that ran the cell at its first write, or both), every entry is in one
+    1 with 500 of its entries already in chunks (a move into layout 3 cut short, by a page of an
+    earlier release). Whichever page moves it into layout 4 (one in its idle time, the one that
+    ran the cell at its first write, or both), every entry is in one
     chunk once (before: the 500 again, 2,001 chunk entries for 1,501), and the session whose
     ``entries`` is a dict is set aside with it, not dropped."""
     lab = collaborative_lab
@@ -296,7 +293,7 @@ def test_a_move_into_layout_3_skips_what_sits_in_chunks_and_sets_aside_what_it_c
 
     version = "(p) => (window.__ipa.panel(p).context.model.getMetadata('ipyagent') || {}).version"
     for page in (one, two):
-        page.wait_for_function(f"(p) => ({version})(p) === 3", arg=name, timeout=60_000)
+        page.wait_for_function(f"(p) => ({version})(p) === 4", arg=name, timeout=60_000)
     ids = [e["id"] for e in entries]
     for page in (one, two):  # each page's view of the shared document: every entry once
         view = page.evaluate("(p) => window.__ipaView(p)", name)
@@ -305,7 +302,7 @@ def test_a_move_into_layout_3_skips_what_sits_in_chunks_and_sets_aside_what_it_c
 
     one.evaluate("(p) => { void window.__ipa.panel(p).context.save(); }", name)
     saved = saved_notebook(path, lambda nb: _session_ids(nb, "work") and (nb["metadata"].get("ipyagent") or {})
-                           .get("version") == 3, 60, what="the moved store")["metadata"]
+                           .get("version") == 4, 60, what="the moved store")["metadata"]
     all_ids = [e["id"] for k in chunk_keys(saved) for e in chunk_entries(saved[k])[1] or []]
     assert len(all_ids) == len(set(all_ids)), f"{len(all_ids) - len(set(all_ids))} entries in two chunks"
     held = assemble(saved)

@@ -13,7 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ipyagent.store.chunks import assemble, chunk_number, layout_of
+from ipyagent.store.chunks import assemble, layout_of
+from ipyagent.store.keyed_chunks import is_keyed_key
 from support.lab_pages import open_notebook, restart_kernel, run_text
 from support.sessiongen import generate_session
 
@@ -114,8 +115,8 @@ def _said(page, text: str, timeout: float) -> list[str]:
     return lines
 
 
-def test_a_layout_1_notebook_moves_to_layout_3_while_idle_and_the_first_turn_writes_little(jupyterlab, context):
-    """5,000 entries in layout 1 (before chunks): the page moves them into layout 3 a chunk at a
+def test_a_layout_1_notebook_moves_to_layout_4_while_idle_and_the_first_turn_writes_little(jupyterlab, context):
+    """5,000 entries in layout 1 (before chunks): the page moves them into layout 4 a chunk at a
     time while idle, and says so once; the first turn then writes only its own entries (its
     conversion used to write the whole session in that turn); saved, nothing is lost."""
     lab = jupyterlab
@@ -128,27 +129,28 @@ def test_a_layout_1_notebook_moves_to_layout_3_while_idle_and_the_first_turn_wri
     page.add_init_script(WATCH)
     open_notebook(page, lab, name)
     said = _said(page, MOVED, timeout=180)
-    assert said, "the notebook was not moved into layout 3 before a turn"
+    assert said, "the notebook was not moved into layout 4 before a turn"
     index = page.evaluate("(p) => window.__ipa.panel(p).context.model.getMetadata('ipyagent')", name)
-    assert index["version"] == 3 and "entries" not in index["sessions"]["archive"]
+    assert index["version"] == 4 and "entries" not in index["sessions"]["archive"]
     chunks = page.evaluate(
         "(p) => Object.keys(window.__ipa.panel(p).context.model.metadata).filter(k => k.startsWith('ipyagent/'))", name)
-    assert sorted(chunks) == [f"ipyagent/{i:06d}" for i in range(50)]
+    assert len(chunks) == 50 and all(is_keyed_key(k) for k in chunks), chunks  # keyed by their entries
 
     page.evaluate("(p) => window.__ipaWatch(p)", name)
     assert "from push" in run_text(page, name, 0)
     server.enqueue_text("It follows that the archive holds.")
     out = run_text(page, name, 1)
     assert "ERROR" not in out, out
-    page.wait_for_function("() => window.__ipaWrites.some(([k]) => k === 'ipyagent/000050')", timeout=180_000)
+    page.wait_for_function("(moved) => window.__ipaWrites.some(([k]) => k.startsWith('ipyagent/') && !moved.includes(k))",
+                           arg=chunks, timeout=180_000)
     writes = page.evaluate("() => window.__ipaWrites")
-    # new chunks after the 50 moved ones (as the turn's entries came), maybe the small index
-    assert all(k == "ipyagent" or (chunk_number(k) or 0) >= 50 for k, _ in writes), writes
+    # new chunks beside the 50 moved ones (as the turn's entries came), maybe the small index
+    assert all(k == "ipyagent" or (is_keyed_key(k) and k not in chunks) for k, _ in writes), writes
     assert sum(size for _, size in writes) < 100_000, writes  # its own entries, not the session (15 MB)
 
     page.evaluate("(p) => window.__ipa.panel(p).context.save()", name)
     saved = json.loads(path.read_text())["metadata"]
-    assert layout_of(saved) == 3
+    assert layout_of(saved) == 4
     ids = [e["id"] for e in assemble(saved)["sessions"]["archive"]["entries"]]
     assert ids[:5000] == [e["id"] for e in archive["entries"]] and len(ids) > 5000
     assert len([line for line in context.logs if MOVED in line]) == 1  # said once

@@ -61,7 +61,7 @@ def test_the_tours_run_output_opens_unmodified(jupyterlab, context, tmp_path):
     _settled(page)
     assert not [line for line in context.logs if CONVERTED in line or "current layout" in line]
     assert not _dirty(page, out.name)
-    assert _version(page, out.name) == 3 == json.loads(out.read_text())["metadata"]["ipyagent"]["version"]
+    assert _version(page, out.name) == 4 == json.loads(out.read_text())["metadata"]["ipyagent"]["version"]
 
 
 def test_a_notebook_in_the_old_layout_is_converted_and_said_plainly(jupyterlab, context):
@@ -76,4 +76,4 @@ def test_a_notebook_in_the_old_layout_is_converted_and_said_plainly(jupyterlab, 
     assert len(said) == 1 and "(46 entries)" in said[0], context.logs
     # words a user knows: no layouts, no chunks
     assert "layout" not in said[0] and "chunk" not in said[0]
-    assert _version(page, name) == 3 and _dirty(page, name)
+    assert _version(page, name) == 4 and _dirty(page, name)

@@ -113,12 +113,14 @@ def test_a_changed_prompt_names_the_cell_and_fails_without_a_provider(record, tm
     write_notebook(src, nb)
     saved = offline_env()
     try:
-        assert cli.main(["run", str(src), "-o", str(tmp_path / "out.ipynb"), "--replay", "--timeout", "120"]) == 0
+        # the cell fails like any failing cell: the run stops there and exits 1
+        assert cli.main(["run", str(src), "-o", str(tmp_path / "out.ipynb"), "--replay", "--timeout", "120"]) == 1
     finally:
         os.environ.update(saved)
     out = read_notebook(tmp_path / "out.ipynb")
     text = outputs_text(out["cells"][2]["outputs"])
     assert "Replay of cell cell-2 diverged" in text and "No live provider" in text
+    assert "AgentCellError" in capsys.readouterr().err
 
 
 def test_replay_tools_runs_recorded_calls_again(record, tmp_path):

@@ -222,9 +222,11 @@ def test_session_and_model_options(ip, server):
 
 def test_provider_error_is_readable_not_a_traceback(ip, server):
     server.enqueue_error(400, error_type="invalid_request_error")
-    cap = run(ip, "", "hi")
+    cap = run(ip, "", "hi", fails=True)  # the cell fails like a failing cell (its own ename)
     text = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
     assert "Model error" in text and "Traceback" not in text
+    assert type(cap.error).__name__ == "AgentCellError" and cap.error._render_traceback_() == [
+        f"AgentCellError: {cap.error}"]
     assert len(runtime_of(ip).slot().session) == 2  # the system prompt (recorded first) and the prompt are kept
 
 
@@ -672,6 +674,6 @@ def test_small_wording_of_mcp_masks_status_and_tool_rounds(ip, server, tmp_path)
     # one tool round is one round
     ip.run_line_magic("config", "Agent.max_tool_rounds = 1")
     server.enqueue_tool_call("python", {"code": "1"})
-    out = run(ip, "", "again")
+    out = run(ip, "", "again", fails=True)
     assert "Stopped after 1 tool round (Agent.max_tool_rounds)" in out.stdout + "".join(
         o.data.get("text/plain", "") for o in out.outputs)

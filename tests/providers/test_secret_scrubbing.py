@@ -149,11 +149,13 @@ def shell(monkeypatch, tmp_path):
 
 
 def run_cell(ip, base_url: str) -> str:
+    from ipyagent.kernel.cell_run import AgentCellError
+
     ip.user_ns["opts"] = {"openai": {"base_url": base_url}}
     ip.run_line_magic("config", "Agent.provider_options = opts")
-    with capture_output() as cap:
+    with capture_output() as cap, pytest.raises(AgentCellError) as failed:  # the cell fails, saying why
         ip.run_cell_magic("agent", "", "hello")
-    shown = json.dumps([o.data for o in cap.outputs]) + cap.stdout + cap.stderr
+    shown = json.dumps([o.data for o in cap.outputs]) + cap.stdout + cap.stderr + str(failed.value)
     entries = json.dumps(extension.get_runtime(ip).slot().session.entries)
     return shown + entries
 
@@ -184,7 +186,8 @@ def test_in_a_kernel_the_saved_notebook_carries_no_url_credentials():
               "%config Agent.max_retries = 0", "setup")
         cell = k.run("%%agent\nhello", "c1")
         shown = outputs_text(cell.outputs)
-        assert cell.status == "ok" and "HTTP 401 from http://***@127.0.0.1:" in shown
+        assert cell.status == "error" and "HTTP 401 from http://***@127.0.0.1:" in shown
+        assert cell.error["ename"] == "AgentCellError" and "HTTP 401 from http://***@" in cell.error["evalue"]
         assert k.metadata["sessions"]["default"]["entries"]  # the prompt was saved
         assert clean(k.snapshot() + json.dumps(k.metadata))
 

@@ -53,7 +53,7 @@ def test_the_old_layout_is_read_and_kept():
     assert layout_of(nb["metadata"]) == 1 and not chunk_keys(nb["metadata"])
 
 
-def test_a_rewrite_keeps_the_chunked_layout_and_its_chunks_are_renumbered(tmp_path):
+def test_a_rewrite_of_a_chunked_notebook_writes_layout_4_and_keeps_its_chunks(tmp_path):
     value = _value(120)
     nb = new_notebook()
     store_value(nb["metadata"], value, 2)
@@ -63,9 +63,14 @@ def test_a_rewrite_keeps_the_chunked_layout_and_its_chunks_are_renumbered(tmp_pa
     sessions, report = hydrate_from_disk(path)
     assert not report.problems
     assert len(sessions.sessions["default"].entries) == 120
+    chunks = {key: nb["metadata"][key] for key in ("ipyagent/000000", "ipyagent/000001")}
     write_sessions_into_notebook(nb, sessions)
-    assert layout_of(nb["metadata"]) == 2
+    assert layout_of(nb["metadata"]) == 4
+    # the chunks that hold entries stay as they were (a rewrite's diff is what changed); the empty one goes
     assert chunk_keys(nb["metadata"]) == ["ipyagent/000000", "ipyagent/000001"]
+    assert {key: nb["metadata"][key] for key in chunks} == chunks
+    assert nb["metadata"]["ipyagent"]["next_chunk"] == 2  # the numbered chunks' leaves are the index's past
+    assert assemble(nb["metadata"])["sessions"]["default"]["entries"] == value["sessions"]["default"]["entries"]
     assert lift_notebook(path) == 0  # nothing to lift: the file stays as it is
     assert layout_of(read_notebook(path)["metadata"]) == 2
 
@@ -126,8 +131,8 @@ def test_layout_3_chunks_hold_their_entries_as_ascii_text_and_read_back(tmp_path
     sessions, report = hydrate_from_disk(path)
     assert not report.problems
     assert [e for e in sessions.sessions["default"].entries] == value["sessions"]["default"]["entries"]
-    write_sessions_into_notebook(nb, sessions)  # a rewrite keeps layout 3
-    assert layout_of(nb["metadata"]) == 3 and isinstance(nb["metadata"]["ipyagent/000001"]["entries"], str)
+    write_sessions_into_notebook(nb, sessions)  # a rewrite writes layout 4 and keeps the text chunks
+    assert layout_of(nb["metadata"]) == 4 and isinstance(nb["metadata"]["ipyagent/000001"]["entries"], str)
 
 
 def test_layout_2_and_3_chunks_read_together_and_a_bad_text_is_set_aside():

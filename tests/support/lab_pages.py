@@ -40,7 +40,8 @@ window.__ipa = {
   },
   meta(path) {
     // the store as one value: the chunked layout's index with each session's entries from its chunks
-    // (layout 3's chunks hold them as JSON text, layout 2's as a list)
+    // (layout 3's and 4's chunks hold them as JSON text, layout 2's as a list): the numbered chunks
+    // in number order, then the keyed ones (layout 4) parents first; docs/protocol.md says which leaf counts
     const p = this.panel(path);
     if (!p) return null;
     const m = p.context.model;
@@ -48,15 +49,31 @@ window.__ipa = {
     if (!index || !(index.version >= 2)) return index;
     const out = {...index, sessions: {}};
     for (const [n, s] of Object.entries(index.sessions || {})) out.sessions[n] = {...s, entries: []};
-    const keys = Object.keys(m.metadata).filter(k => /^ipyagent\/\d{6,}$/.test(k)).sort();
-    for (const k of keys) {
-      const c = m.getMetadata(k);
+    const read = k => { const c = m.getMetadata(k); return {k, c, list: typeof c.entries === 'string' ?
+      JSON.parse(c.entries) : c.entries}; };
+    const numbered = Object.keys(m.metadata).filter(k => /^ipyagent\/\d{6,9}$/.test(k)).sort()
+      .map(k => ({...read(k), num: Number(k.slice(9))}));
+    let keyed = Object.keys(m.metadata).filter(k => /^ipyagent\/[0-9a-f]{16}$/.test(k)).sort().map(read);
+    const rank = x => [x.c.at || 0, x.k];
+    const before = (a, b) => a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
+    const ordered = [];
+    while (keyed.length) {  // parents first: a chunk once no other waiting chunk holds a parent of its entries
+      const owner = new Map(); keyed.forEach(x => x.list.forEach(e => owner.set(e.id, x)));
+      const free = keyed.filter(x => !x.list.some(e => owner.has(e.parentId) && owner.get(e.parentId) !== x));
+      const pool = free.length ? free : keyed;
+      const next = pool.reduce((a, b) => (before(rank(b), rank(a)) ? b : a));
+      ordered.push(next); keyed = keyed.filter(x => x !== next);
+    }
+    const latest = {};
+    for (const {k, c, list, num} of [...numbered, ...ordered]) {
       const s = (out.sessions[c.session] ??= {leaf: null, entries: []});
-      const list = typeof c.entries === 'string' ? JSON.parse(c.entries) : c.entries;
       for (const e of list) s.entries.push(e);
-      if ('leaf' in c && Number(k.slice(9)) >= (index.next_chunk || 0)) s.leaf = c.leaf;
+      if ('leaf' in c && num !== undefined && num >= (index.next_chunk || 0)) s.leaf = c.leaf;
+      if ('leaf' in c && num === undefined && (c.at || 0) > (index.at || 0) && !(latest[c.session] && before([c.at, k],
+          latest[c.session]))) { latest[c.session] = [c.at, k]; s.leaf = c.leaf; }
     }
     delete out.next_chunk;
+    delete out.at;
     return out;
   },
   outputs(p, i) {

@@ -91,6 +91,15 @@ def start_server(base: Path, module: str, extra: list[str], env_extra: dict | No
     (notif / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
+    # the test extra brings nbdime and jupytext (docs/pipelines.md's tools), whose server and lab
+    # extensions would load into every JupyterLab here (jupytext's contents manager, nbdime's
+    # buttons): the servers the browser tests start are JupyterLab with ipyagent alone
+    config = base / "config"
+    (config / "labconfig").mkdir(parents=True)
+    (config / "labconfig" / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": {"jupyterlab-jupytext": True, "nbdime-jupyterlab": True}}))
+    (config / "jupyter_server_config.json").write_text(json.dumps(
+        {"ServerApp": {"jpserver_extensions": {"jupyterlab_jupytext": False, "nbdime": False}}}))
     port = _free_port()
     token = secrets.token_hex(16)
     env = dict(os.environ)

@@ -1,5 +1,5 @@
 """The shared test vectors of the metadata layouts (tests/store/vectors/*.json): what a notebook's
-metadata holds, and what a reader of layouts 1–3 must make of it. The Python store
+metadata holds, and what a reader of layouts 1–4 must make of it. The Python store
 (tests/store/test_layout_vectors.py) and the labextension's store (jest:
 extension/frontend/src/__tests__/layoutVectors.spec.ts) read each one and are held to the same expectation.
 
@@ -8,7 +8,7 @@ A vector: ``{"description", "metadata", "expect": {"layout", "active", "sessions
 session's entries as the layout reading gathers them (chunk order, duplicates kept); ``loaded``
 (default: ``ids`` without repeats, the first kept) what the full Python reader loads;
 ``reason`` is the start of the reason given; ``next_key`` the key the labextension writes its
-next chunk under (``null``: it writes none; absent for layout 1, which it converts).
+next chunk under (layout 4's key of the probe entry it stores; absent for layout 1, which it converts).
 """
 
 from __future__ import annotations

@@ -72,12 +72,25 @@ def runtime_of(shell: InteractiveShell) -> Any:
     return extension.get_runtime(shell)
 
 
-def run(shell: InteractiveShell, line: str, cell: str, cell_id: str | None = None) -> Any:
-    """Run ``%%agent line`` with body ``cell`` (as the cell ``cell_id``); its captured output."""
+def run(shell: InteractiveShell, line: str, cell: str, cell_id: str | None = None, *, fails: bool = False) -> Any:
+    """Run ``%%agent line`` with body ``cell`` (as the cell ``cell_id``); its captured output.
+    ``fails``: the cell must fail as a failing cell does (``AgentCellError``: the model's error, a
+    replay that cannot serve it); the exception is then on ``cap.error``."""
+    from ipyagent.kernel.cell_run import AgentCellError
+
     if cell_id is not None:
-        shell.get_parent = lambda: {"metadata": {"cellId": cell_id}}
+        shell.get_parent = lambda: {"metadata": {"cellId": cell_id}, "content": {"code": f"%%agent {line}\n{cell}"}}
     elif "get_parent" in shell.__dict__:
         del shell.get_parent
+    error = None
     with capture_output() as cap:
-        shell.run_cell_magic("agent", line, cell)
+        try:
+            shell.run_cell_magic("agent", line, cell)
+        except AgentCellError as exc:
+            if not fails:
+                raise
+            error = exc
+    if fails:
+        assert error is not None, "the %%agent cell did not fail"
+    cap.error = error
     return cap

@@ -48,12 +48,20 @@ class ReplayDivergence(ProviderError):
 
 @dataclass
 class CellRecording:
-    cell_id: str
+    cell_id: str  # "" for a prompt recorded without one (a runner that sent no cell id)
     prompt: str  # the recorded prompt, as the user typed it
     assistant_messages: list[Message] = field(default_factory=list)
     tool_results: dict[str, Message] = field(default_factory=dict)  # call id -> toolResult message
     compactions: list[Entry] = field(default_factory=list)  # compaction entries, in order
     kept_first: list[str] = field(default_factory=list)  # text of each compaction's first kept message
+
+    @property
+    def label(self) -> str:
+        """How notices name the cell: its id, else its prompt's first words."""
+        if self.cell_id:
+            return self.cell_id
+        head = " ".join(self.prompt.split())
+        return repr(head[:40] + ("…" if len(head) > 40 else "")) if head else "(no id)"
 
     def recorded_call_ids(self) -> set[str]:
         """Ids of the tool calls in the recorded assistant messages."""
@@ -62,11 +70,14 @@ class CellRecording:
 
 @dataclass
 class Recording:
-    """Recorded runs by cell id; a cell run several times keeps its runs in order."""
+    """Recorded runs by cell id (a cell run several times keeps its runs in order), and every
+    recorded run by the id of the entry that began it (its prompt, or a ``%compact`` cell's
+    compaction): a replay without cell ids finds a run by what was typed and where it stands."""
 
     cells: dict[str, list[CellRecording]] = field(default_factory=dict)
     # custom entries a cell wrote (e.g. a probe's report and its recorded responses), by cell id
     custom: dict[str, list[Entry]] = field(default_factory=dict)
+    turns: dict[str, CellRecording] = field(default_factory=dict)  # by the id of the run's first entry
 
     @classmethod
     def from_entries(cls, entries: list[Entry]) -> Recording:
@@ -77,10 +88,10 @@ class Recording:
             message = entry.get("message") if entry.get("type") == "message" else None
             if message and message.get("role") == "user":
                 cell_id = message.get("cellId")
-                current = None
-                if cell_id:
-                    current = CellRecording(cell_id, prompt_text(message))
-                    recording.cells.setdefault(cell_id, []).append(current)
+                current = CellRecording(cell_id if isinstance(cell_id, str) else "", prompt_text(message))
+                recording.turns[entry["id"]] = current
+                if current.cell_id:
+                    recording.cells.setdefault(current.cell_id, []).append(current)
                 continue
             if entry.get("type") == "custom" and isinstance(entry.get("cellId"), str):
                 recording.custom.setdefault(entry["cellId"], []).append(entry)
@@ -90,6 +101,7 @@ class Recording:
                 own.compactions.append(entry)
                 own.kept_first.append(_fingerprint(by_id.get(entry.get("firstKeptEntryId", ""))))
                 recording.cells.setdefault(entry["cellId"], []).append(own)
+                recording.turns[entry["id"]] = own
                 continue
             if current is None:
                 continue
@@ -124,18 +136,19 @@ def _fingerprint(entry: Entry | None) -> str:
 def same_when_replayed(recorded: Entry, new: Entry) -> bool:
     """Whether a replay's entry is the recorded one: it says the same
     (:func:`~ipyagent.session.entries.same_content`), or it is the cell's prompt and the prompt
-    as typed (and its cell) is the recorded one. The notebook-activity block and interpolated
-    values in a prompt describe the kernel as it is at the time; a replay reproduces that only in
-    part (recorded tool calls are not run again, so what they made is missing), and the recorded
-    responses answered the recorded prompt, so the recorded prompt is the one the session keeps."""
+    as typed is the recorded one (in whichever cell: the replay found the recorded run by it).
+    The notebook-activity block and interpolated values in a prompt describe the kernel as it is
+    at the time; a replay reproduces that only in part (recorded tool calls are not run again, so
+    what they made is missing), and the recorded responses answered the recorded prompt, so the
+    recorded prompt is the one the session keeps."""
     if same_content(recorded, new):
         return True
     old, fresh = recorded.get("message"), new.get("message")
     if recorded.get("type") != "message" or new.get("type") != "message" or not (
             isinstance(old, dict) and isinstance(fresh, dict)):
         return False
-    return (old.get("role") == fresh.get("role") == "user" and old.get("cellId") == fresh.get("cellId")
-            and prompt_text(old).strip() == prompt_text(fresh).strip())
+    # the cell id may differ: a runner that sends none, nbstripout's renumbering, jupytext's new ids
+    return old.get("role") == fresh.get("role") == "user" and prompt_text(old).strip() == prompt_text(fresh).strip()
 
 
 class ReplayProvider:
@@ -154,7 +167,7 @@ class ReplayProvider:
     def _diverge(self, why: str) -> None:
         if self.diverged is None:
             self.diverged = why
-            text = f"Replay of cell {self.cell.cell_id} diverged: {why}."
+            text = f"Replay of cell {self.cell.label} diverged: {why}."
             if self.fallback is None:
                 raise ReplayDivergence(text + " No live provider is configured, so the run stops here.")
             self.notice(text + " Continuing with the live provider.")
@@ -241,7 +254,7 @@ class ReplaySummarizer:
             self.position += 1
 
     def _live(self, request: SummaryRequest, why: str) -> SummaryResponse:
-        text = f"Replay of cell {self.cell.cell_id} diverged: {why}."
+        text = f"Replay of cell {self.cell.label} diverged: {why}."
         if self.fallback is None:
             raise SummarizerError(text + " No live summary model is configured, so the compaction stops here.")
         self.notice(text + " Summarising with the live model.")
@@ -361,7 +374,7 @@ class ReplayToolResults:
         recorded = self.recorded(call)
         if recorded is None and call.get("id") in self._recorded_calls:
             self.not_run.append(call.get("id", ""))
-            self.notice(f"Replay of cell {self.cell.cell_id}: the recording has no result for tool call "
+            self.notice(f"Replay of cell {self.cell.label}: the recording has no result for tool call "
                         f"{call.get('name')} ({call.get('id')}). Replay never runs a recorded call, so it "
                         "was not run; it gets the result of an interrupted call.")
             return ToolOutput(NOT_RUN_INTERRUPTED, is_error=True)
@@ -371,7 +384,7 @@ class ReplayToolResults:
             return recorded
         live = run()
         if live.text != recorded.text or live.is_error != recorded.is_error:
-            text = (f"Replay of cell {self.cell.cell_id}: tool call {call.get('name')} ({call.get('id')}) "
+            text = (f"Replay of cell {self.cell.label}: tool call {call.get('name')} ({call.get('id')}) "
                     f"returned a different result than recorded.")
             self.differences.append(text)
             self.notice(text)

@@ -29,20 +29,21 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
 from typing import Any
 
 from ipyagent.bridge import comm as bridge_mod
+from ipyagent.bridge.parameters import inject_parameters
 from ipyagent.shapes import Ipynb, IpynbCell, KernelMessage
-from ipyagent.store.chunks import LAYOUT_TEXT
+from ipyagent.store.chunks import LAYOUT_KEYED
 from ipyagent.store.ipynb import read_notebook, sessions_from_notebook, write_notebook, write_sessions_into_notebook
 from ipyagent.store.schema import METADATA_KEY, NotebookSessions
 
-__all__ = ["HeadlessFrontend", "CellInsertion", "RunOutcome", "place_inserted_cells", "push_code", "run_notebook",
-           "execute_notebook"]
+__all__ = ["CellInsertion", "HeadlessFrontend", "HeadlessRun", "RunOutcome", "execute_notebook", "place_inserted_cells",
+           "push_code", "run_notebook", "static_views", "with_cell_ids"]
 
 # (code cell n, of total, seconds it ran, its source): told as each code cell ends
 CellProgress = Callable[[int, int, float, str], None]
@@ -351,35 +352,79 @@ def iopub_wait(timeout: int | None) -> int:
     return int(timeout) if timeout and timeout > 0 else IOPUB_WAIT_WITHOUT_TIMEOUT
 
 
-def execute_notebook(nb: Ipynb, *, timeout: int | None = 600, kernel_name: str | None = None,
-                     cwd: str | None = None, push: bool = True, startup_timeout: int = 60,
-                     km: Any = None, progress: CellProgress | None = None) -> RunOutcome:
-    """Run every cell of ``nb`` (a JSON dict) in a new kernel; return the executed notebook with
-    its sessions written into ``metadata["ipyagent"]``.
+class HeadlessRun:
+    """This process as the frontend of one notebook's run: the bridge answered
+    (:class:`HeadlessFrontend`), every shell message sent in order (:class:`OrderedShell`), the
+    watchdog on replies, the running cell's id on each execute request, the stored sessions pushed
+    first, and each code cell's end told to ``progress``. :meth:`client_class` makes an nbclient
+    client class (``NotebookClient``, papermill's) run this way; :meth:`finish` writes the
+    sessions and the static views into the executed notebook."""
 
-    Whatever stops the run — a cell error, a timeout, a dead kernel, a lost reply, Ctrl-C — the
-    outcome still holds every session the bridge delivered; ``error`` says what happened in one
-    line and ``cell_error`` keeps a failing cell's full report. KeyboardInterrupt is re-raised
-    by :func:`run_notebook` after the output is written. ``progress(n, total, seconds, source)``
-    hears of each code cell as it ends (its number among the code cells, their count, how long
-    it ran, its source).
-    """
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionComplete, CellExecutionError, DeadKernelError
+    def __init__(self, stored: NotebookSessions, *, push: bool = True, progress: CellProgress | None = None):
+        self.stored = stored
+        self.push = push
+        self.progress = progress
+        self.frontend = HeadlessFrontend()
+        self.watchdog = ReplyWatchdog()
+        self.current: dict[str, Any] = {}
+        self.code_cells: list[int] = []
+
+    def hooks(self) -> dict[str, Any]:
+        """nbclient's hooks this run needs (``NotebookClient`` keywords)."""
+        return {"on_notebook_start": self.on_notebook_start, "on_cell_start": self.on_cell_start,
+                "on_cell_executed": self.on_cell_executed}
+
+    def attach(self, client: Any) -> None:
+        client.comm_open_handlers[bridge_mod.TARGET] = self.frontend.on_comm_open
+        client.headless = self
+        self.client = client
+        self.code_cells = [i for i, c in enumerate(client.nb.cells) if c.get("cell_type") == "code"]
+
+    def on_notebook_start(self, notebook: Any) -> None:
+        kc = self.client.kc
+        assert kc is not None  # nbclient starts the client before this hook
+        self.frontend.kc = kc
+        OrderedShell(kc).install()
+        self.watchdog.install(kc)
+        _with_cell_ids(kc, self.current, self.watchdog)
+        if self.push:  # also when empty: the kernel then knows a frontend holds the notebook
+            kc.execute(push_code(self.stored.to_dict()), silent=True, store_history=False)
+
+    def on_cell_start(self, cell: Any, cell_index: int) -> None:
+        self.current.update(id=cell.get("id"), index=cell_index, started=time.monotonic())
+
+    def on_cell_executed(self, cell: Any, cell_index: int, execute_reply: Any = None) -> None:
+        if self.progress is not None and cell_index in self.code_cells:
+            seconds = time.monotonic() - self.current.get("started", time.monotonic())
+            self.progress(self.code_cells.index(cell_index) + 1, len(self.code_cells), seconds,
+                          str(cell.get("source") or ""))
+
+    def client_class(self, base: type) -> type:
+        """``base`` (an nbclient ``NotebookClient`` class) answering this run: idle statuses told
+        to the watchdog, and what a kernel sent before it died read to the end."""
+        return _headless_client(base)
+
+    def finish(self, out: Ipynb) -> NotebookSessions:
+        """Into the executed notebook ``out`` (plain JSON): the inserted cells, the sessions
+        (:func:`_final_sessions`), and outputs a reader can open anywhere (:func:`static_views`)."""
+        place_inserted_cells(out.setdefault("cells", []), self.frontend.inserted)
+        sessions = _final_sessions(out, self.stored, self.frontend)
+        write_sessions_into_notebook(out, sessions)
+        static_views(out)
+        return sessions
+
+
+def _headless_client(base: type) -> type:
+    from nbclient.exceptions import CellExecutionComplete, DeadKernelError
     from nbclient.util import ensure_async
 
-    node = nbformat.reads(json.dumps(nb), as_version=4)  # also joins multi-line sources
-    stored, report = sessions_from_notebook(nb)
-    frontend = HeadlessFrontend()
-    watchdog = ReplyWatchdog()
-    current: dict[str, Any] = {}
+    class HeadlessClient(base):  # type: ignore[misc]  # a class made at run time, from nbclient's
+        headless: HeadlessRun
 
-    class HeadlessClient(NotebookClient):
-        def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
+        def process_message(self, msg: KernelMessage, cell: Any, cell_index: int) -> Any:
             content = msg.get("content") or {}
             if msg.get("msg_type") == "status" and content.get("execution_state") == "idle":
-                watchdog.saw_idle((msg.get("parent_header") or {}).get("msg_id", ""))
+                self.headless.watchdog.saw_idle((msg.get("parent_header") or {}).get("msg_id", ""))
             return super().process_message(msg, cell, cell_index)
 
         async def async_execute_cell(self, cell: Any, cell_index: int, execution_count: int | None = None,
@@ -402,66 +447,114 @@ def execute_notebook(nb: Ipynb, *, timeout: int | None = 600, kernel_name: str |
                     msg = await ensure_async(kc.iopub_channel.get_msg(timeout=0))
                 except Exception:  # noqa: BLE001 - Empty (nothing more), or the channel is gone
                     return
-                if (msg.get("parent_header") or {}).get("msg_id") != watchdog.pending:
+                if (msg.get("parent_header") or {}).get("msg_id") != self.headless.watchdog.pending:
                     continue
                 with contextlib.suppress(CellExecutionComplete):
                     self.process_message(msg, cell, cell_index)
 
-    def on_notebook_start(notebook: Any) -> None:
-        kc = client.kc
-        assert kc is not None  # nbclient starts the client before this hook
-        frontend.kc = kc
-        OrderedShell(kc).install()
-        watchdog.install(kc)
-        _with_cell_ids(kc, current, watchdog)
-        if push:  # also when empty: the kernel then knows a frontend holds the notebook
-            kc.execute(push_code(stored.to_dict()), silent=True, store_history=False)
+    return HeadlessClient
 
-    code_cells = [i for i, c in enumerate(node.cells) if c.get("cell_type") == "code"]
 
-    def on_cell_start(cell: Any, cell_index: int) -> None:
-        current["id"] = cell.get("id")
-        current["index"] = cell_index
-        current["started"] = time.monotonic()
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "widgets"  # metadata["widgets"]: nbclient's saved widget state
 
-    def on_cell_executed(cell: Any, cell_index: int, execute_reply: Any = None) -> None:
-        if progress is not None and cell_index in code_cells:
-            progress(code_cells.index(cell_index) + 1, len(code_cells),
-                     time.monotonic() - current.get("started", time.monotonic()), str(cell.get("source") or ""))
 
-    kwargs: dict[str, Any] = {"timeout": timeout, "startup_timeout": startup_timeout,
-                              "on_notebook_start": on_notebook_start, "on_cell_start": on_cell_start,
-                              "on_cell_executed": on_cell_executed,
-                              "resources": {"metadata": {"path": cwd or "."}},
-                              "iopub_timeout": iopub_wait(timeout)}
+def static_views(nb: Ipynb) -> int:
+    """Outputs a reader can open anywhere: each widget view dropped where its output carries
+    another view (ipyagent's widgets carry static HTML, Markdown and text), and no widget state
+    stored (a live widget's model dies with the kernel; without it a viewer — nbconvert's HTML,
+    JupyterLab, GitHub — draws the view blank or "model not found" instead of the static one).
+    Returns how many views were dropped."""
+    dropped = 0
+    for cell in nb.get("cells") or []:
+        for output in (cell.get("outputs") or []) if isinstance(cell, dict) else []:
+            data = output.get("data") if isinstance(output, dict) else None
+            if isinstance(data, dict) and WIDGET_VIEW in data and len(data) > 1:
+                del data[WIDGET_VIEW]
+                dropped += 1
+    metadata = nb.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop(WIDGET_STATE, None)
+    return dropped
+
+
+def with_cell_ids(nb: Ipynb) -> Ipynb:
+    """``nb`` (nbformat 4) with an id on every cell, as nbformat 4.5 has them: the prompts a run
+    records then carry their cells' ids (and replay finds them by id)."""
+    taken = {c.get("id") for c in nb.get("cells") or [] if isinstance(c, dict)}
+    for cell in nb.get("cells") or []:
+        if isinstance(cell, dict) and not (isinstance(cell.get("id"), str) and _CELL_ID.match(cell["id"])):
+            cell["id"] = next(i for i in iter(lambda: uuid.uuid4().hex[:8], "") if i not in taken)
+            taken.add(cell["id"])
+    if nb.get("nbformat") == 4 and int(nb.get("nbformat_minor") or 0) < 5:
+        nb["nbformat_minor"] = 5
+    return nb
+
+
+def execute_notebook(nb: Ipynb, *, timeout: int | None = 600, kernel_name: str | None = None,
+                     cwd: str | None = None, push: bool = True, startup_timeout: int = 60,
+                     km: Any = None, progress: CellProgress | None = None) -> RunOutcome:
+    """Run every cell of ``nb`` (a JSON dict) in a new kernel; return the executed notebook with
+    its sessions written into ``metadata["ipyagent"]`` and its widget views replaced by their
+    static views (:func:`static_views`).
+
+    Whatever stops the run — a cell error, a timeout, a dead kernel, a lost reply, Ctrl-C — the
+    outcome still holds every session the bridge delivered; ``error`` says what happened in one
+    line and ``cell_error`` keeps a failing cell's full report. KeyboardInterrupt is re-raised
+    by :func:`run_notebook` after the output is written. ``progress(n, total, seconds, source)``
+    hears of each code cell as it ends (its number among the code cells, their count, how long
+    it ran, its source).
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    node = nbformat.reads(json.dumps(with_cell_ids(copy.deepcopy(nb))), as_version=4)  # also joins sources
+    stored, report = sessions_from_notebook(nb)
+    run = HeadlessRun(stored, push=push, progress=progress)
+    kwargs: dict[str, Any] = {"timeout": timeout, "startup_timeout": startup_timeout, **run.hooks(),
+                              "resources": {"metadata": {"path": cwd or "."}}, "iopub_timeout": iopub_wait(timeout)}
     if kernel_name:
         kwargs["kernel_name"] = kernel_name
     ipc_dir = None if km is not None or sys.platform == "win32" else tempfile.mkdtemp(prefix="ipyagent-")
     kwargs["kernel_manager_class"] = _kernel_manager_class(ipc_dir)
-    client = HeadlessClient(node, km=km, **kwargs)
-    client.comm_open_handlers[bridge_mod.TARGET] = frontend.on_comm_open
-    error = cell_error = None
-    interrupted: BaseException | None = None
+    client = run.client_class(NotebookClient)(node, km=km, **kwargs)
+    run.attach(client)
     try:
-        try:
-            client.execute()
-        finally:
-            if ipc_dir is not None:
-                shutil.rmtree(ipc_dir, ignore_errors=True)
-    except BaseException as exc:  # noqa: BLE001 - every failure, Ctrl-C included, still writes the output notebook
-        error = _describe_failure(exc)
-        if "index" in current and not isinstance(exc, CellExecutionError):
-            error = f"cell {current['index'] + 1}: {error}"
-        if isinstance(exc, CellExecutionError):
-            cell_error = str(exc)
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            interrupted = exc
+        stopped = _execute(client, run)
+    finally:
+        if ipc_dir is not None:
+            shutil.rmtree(ipc_dir, ignore_errors=True)
     out = json.loads(json.dumps(node))  # plain JSON again
-    place_inserted_cells(out.setdefault("cells", []), frontend.inserted)
-    sessions = _final_sessions(out, stored, frontend)
-    write_sessions_into_notebook(out, sessions)
-    return RunOutcome(out, error, sessions, [str(p) for p in report.problems],
-                      replies_recovered=watchdog.recovered, cell_error=cell_error, interrupted=interrupted)
+    sessions = run.finish(out)
+    return RunOutcome(out, stopped.error, sessions, [str(p) for p in report.problems],
+                      replies_recovered=run.watchdog.recovered, cell_error=stopped.cell_error,
+                      interrupted=stopped.interrupted)
+
+
+@dataclass
+class _Stopped:
+    error: str | None = None
+    cell_error: str | None = None
+    interrupted: BaseException | None = None
+
+
+def _execute(client: Any, run: HeadlessRun) -> _Stopped:
+    """``client.execute()``, and what stopped it (every failure, Ctrl-C included, is caught: the
+    output notebook is written whatever happened)."""
+    from nbclient.exceptions import CellExecutionError
+
+    stopped = _Stopped()
+    try:
+        client.execute()
+    except BaseException as exc:  # noqa: BLE001 - every failure, Ctrl-C included, still writes the output notebook
+        stopped.error = _describe_failure(exc)
+        if "index" in run.current and not isinstance(exc, CellExecutionError):
+            stopped.error = f"cell {run.current['index'] + 1}: {stopped.error}"
+        if isinstance(exc, CellExecutionError):
+            stopped.cell_error = str(exc)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            stopped.interrupted = exc
+    return stopped
 
 
 def _final_sessions(out: Ipynb, stored: NotebookSessions, frontend: HeadlessFrontend) -> NotebookSessions:
@@ -507,24 +600,25 @@ def kernel_environment(**values: str | None) -> Iterator[None]:
 
 def run_notebook(path: str | Path, output: str | Path | None = None, *, timeout: int | None = 600,
                  kernel_name: str | None = None, replay: str | None = None, replay_tools: bool = False,
-                 progress: CellProgress | None = None) -> RunOutcome:
+                 progress: CellProgress | None = None, parameters: Mapping[str, Any] | None = None) -> RunOutcome:
     """``ipyagent run``: execute ``path`` and write the result to ``output`` (default: in place),
-    its sessions in the current layout (``store/chunks.py``'s layout 3; ``outcome.nb`` keeps the
+    its sessions in the current layout (``store/chunks.py``'s layout 4; ``outcome.nb`` keeps the
     layout the notebook held).
 
     ``replay`` ("on", "auto", "off"; None: the kernel's default) and ``replay_tools`` reach the
     kernel through ``IPYAGENT_REPLAY`` / ``IPYAGENT_REPLAY_TOOLS`` (the kernel inherits them).
+    ``parameters`` go into the notebook as papermill puts them (``bridge/parameters.py``).
     The output is written whatever stopped the run; an interrupt is re-raised after that.
     """
     path = Path(path)
-    nb = read_notebook(path)
+    nb = inject_parameters(read_notebook(path), parameters or {})
     chosen = {"IPYAGENT_REPLAY": replay, "IPYAGENT_REPLAY_TOOLS": "1" if replay_tools else None}
     with kernel_environment(**{name: value for name, value in chosen.items() if value is not None}):
         outcome = execute_notebook(nb, timeout=timeout, kernel_name=kernel_name, cwd=str(path.parent.resolve()),
                                    progress=progress)
     # on disk in the layout the labextension writes: a page that opens the output has nothing to
     # move (a layout-1 output was moved at once and read modified before the user changed anything)
-    on_disk = write_sessions_into_notebook(copy.deepcopy(outcome.nb), outcome.sessions, LAYOUT_TEXT) \
+    on_disk = write_sessions_into_notebook(copy.deepcopy(outcome.nb), outcome.sessions, LAYOUT_KEYED) \
         if outcome.sessions is not None else outcome.nb
     write_notebook(Path(output) if output else path, on_disk)
     if outcome.interrupted is not None:

@@ -1,5 +1,5 @@
 """``ipyagent`` on the command line: run, inspect, compact, probe, export and import sessions
-(notebooks or Pi JSONL session files)."""
+(notebooks or Pi JSONL session files), and merge notebooks in git."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ipyagent.cli import compact_command  # noqa: F401  compact
 from ipyagent.cli import notebook_commands  # noqa: F401  lift, export, import
 from ipyagent.cli import run_command  # noqa: F401  run
 from ipyagent.cli import probe_command  # noqa: F401  probe
+from ipyagent.cli import git_commands  # noqa: F401  git-setup, merge-driver
 # isort: on
 
 __all__ = ["CliError", "build_parser", "command", "main"]

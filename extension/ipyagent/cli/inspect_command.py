@@ -53,7 +53,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         "compactions": compactions,  # those on the current path, oldest first
         "compactions_off_path": off_path,  # on branches the leaf is not on
         "set_aside_lines": len(session.set_aside),
-        "problems": [str(p) for p in session.load_report.problems],
+        "problems": [str(p) for p in session.load_report.problems] + _root_problems(session),
     }
     if budget.context_window:
         report["budget"] = _budget_report(session, budget)
@@ -62,6 +62,18 @@ def run_inspect(args: argparse.Namespace) -> int:
         return 0
     _print_inspect(report, session)
     return 0
+
+
+def _root_problems(session: Session) -> list[str]:
+    """A session is one tree: entries of several roots are another session's stored in it (a
+    journal of a kernel that had not loaded the notebook's session, lifted by an older ipyagent)."""
+    roots = [e["id"] for e in session.entries if session.parent_id(e) is None]
+    if len(roots) < 2:
+        return []
+    shown = ", ".join(roots[:5]) + (", …" if len(roots) > 5 else "")
+    return [(f"the session has {len(roots)} roots (entries without a parent in it: {shown}): entries of another "
+             "session are stored in it, such as a run by a kernel that had not loaded the notebook's session; "
+             "%agent tree shows each root's branch")]
 
 
 def _budget_report(session: Session, budget: Budget) -> dict[str, Any]:
@@ -116,4 +128,7 @@ def _print_inspect(report: dict[str, Any], session: Session) -> None:
     if "budget" in report and report["budget"]["problem"]:
         print(report["budget"]["problem"])
     if report["problems"]:
-        print(session.load_report.summary(), file=sys.stderr)
+        if session.load_report.problems:
+            print(session.load_report.summary(), file=sys.stderr)
+        for line in _root_problems(session):
+            print(f"problem: {line}", file=sys.stderr)

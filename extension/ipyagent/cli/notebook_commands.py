@@ -58,8 +58,9 @@ _LOOKS = "value(s) that look like credentials (a URL's user:password@, a key con
 
 
 def _configure_lift(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("notebook", help="the notebook whose journal outputs to lift")
-    parser.add_argument("-o", "--output", help="write the result here (default: the notebook, in place)")
+    parser.add_argument("notebook", nargs="+", help="the notebook(s) whose journal outputs to lift (several: a "
+                                                    "pre-commit hook's file list)")
+    parser.add_argument("-o", "--output", help="write the result here (default: the notebook, in place; one notebook)")
     parser.add_argument("--keep-secrets", action="store_true",
                         help="write the entries as they are: no URL credential or key configured here is "
                              "replaced with ***")
@@ -88,14 +89,21 @@ def _scrub_sessions(sessions: NotebookSessions, found: Replacements) -> None:
 @command("lift", _configure_lift)
 def run_lift(args: argparse.Namespace) -> int:
     """Move journal outputs' entries into the notebook's metadata."""
+    if args.output and len(args.notebook) > 1:
+        raise CliError("-o takes one notebook")
+    for notebook in args.notebook:
+        _lift_one(Path(notebook), args.output, keep_secrets=args.keep_secrets)
+    return 0
+
+
+def _lift_one(src: Path, output: str | None, *, keep_secrets: bool) -> None:
     from ipyagent.agent.redaction import Replacements
     from ipyagent.store.ipynb import NotebookError, lift_notebook_report
 
-    src = Path(args.notebook)
     found = Replacements()
     try:
         added, report, written, journals = lift_notebook_report(
-            src, args.output, scrub=None if args.keep_secrets else lambda merged: _scrub_sessions(merged, found))
+            src, output, scrub=None if keep_secrets else lambda merged: _scrub_sessions(merged, found))
     except FileNotFoundError:
         raise CliError(f"no such file: {src}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -103,18 +111,17 @@ def run_lift(args: argparse.Namespace) -> int:
     except NotebookError as exc:
         raise CliError(str(exc)) from None
     _warn_report(report)
-    target = args.output or str(src)
+    target = output or str(src)
     if written and (added or journals):
         print(f"lifted {added} entr{'y' if added == 1 else 'ies'} from {journals} journal output(s); wrote {target}")
     elif written:
         print(f"no journal entries to lift; wrote the checked metadata to {target}"
               + (" (see the problems above)" if not report.ok else ""))
     else:
-        print(f"nothing to lift: the metadata already holds every journal entry ({journals} journal output(s))")
+        print(f"{src}: nothing to lift: the metadata already holds every journal entry ({journals} journal output(s))")
     if found.count:
-        print(f"replaced {found.count} {_LOOKS} with *** in {found.places()} (--keep-secrets lifts them as they "
-              "are)", file=sys.stderr)
-    return 0
+        print(f"{src}: replaced {found.count} {_LOOKS} with *** in {found.places()} (--keep-secrets lifts them as "
+              "they are)", file=sys.stderr)
 
 
 # ---- export -------------------------------------------------------------------------------------

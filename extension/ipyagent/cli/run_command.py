@@ -1,6 +1,7 @@
-"""``ipyagent run NOTEBOOK [-o OUT] [--timeout S]``: execute a notebook headlessly (nbclient, a real
-kernel), answer the ipyagent bridge, and write the sessions into the output's metadata (in the
-layout the labextension writes, so opening the output changes nothing)."""
+"""``ipyagent run NOTEBOOK [-o OUT] [--timeout S] [-p NAME VALUE] [-f params.yaml]``: execute a
+notebook headlessly (nbclient, a real kernel), answer the ipyagent bridge, and write the sessions
+into the output's metadata (in the layout the labextension writes, so opening the output changes
+nothing; widget views replaced by their static views, no widget state)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 from ipyagent.agent.redaction import Redactor, assigned_secrets
 from ipyagent.agent.tools.truncate import clean_output
@@ -29,6 +30,30 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
                         help="with --replay: run recorded tool calls again and report results that differ")
     parser.add_argument("--live", action="store_true", help="never replay, even where no provider is configured")
     parser.add_argument("--quiet", "-q", action="store_true", help="no line per cell on stderr")
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="a parameter, papermill's way: assigned in a cell after the one tagged 'parameters' "
+                             "(True, False, None and numbers as such, else text); repeat for more")
+    parser.add_argument("-r", "--raw-parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="a parameter whose value is kept as text")
+    parser.add_argument("-f", "--parameters-file", action="append", default=[], metavar="FILE",
+                        help="parameters from a YAML file (a mapping of names to values)")
+
+
+def _parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """The run's parameters: the files' first, then -r and -p (a later one wins, as in papermill)."""
+    from ipyagent.bridge.parameters import ParameterError, parameters_from_yaml, parse_value
+
+    out: dict[str, Any] = {}
+    try:
+        for path in args.parameters_file:
+            out.update(parameters_from_yaml(path))
+    except OSError as exc:
+        raise CliError(f"cannot read the parameters file: {exc}") from None
+    except ParameterError as exc:
+        raise CliError(str(exc)) from None
+    out.update((name, value) for name, value in args.raw_parameter)
+    out.update((name, parse_value(value)) for name, value in args.parameter)
+    return out
 
 
 def cell_lines(stream: TextIO, redactor: Redactor | None = None) -> Callable[[int, int, float, str], None]:
@@ -75,6 +100,7 @@ def run_run(args: argparse.Namespace) -> int:
         from ipyagent.bridge.headless import run_notebook
     except ImportError as exc:  # nbclient / nbformat missing
         raise CliError(f"ipyagent run needs nbclient and nbformat ({exc}); pip install 'ipyagent[test]'") from None
+    from ipyagent.bridge.parameters import ParameterError
     from ipyagent.store.ipynb import NotebookError
 
     redactor = run_redactor(args.notebook)
@@ -88,7 +114,10 @@ def run_run(args: argparse.Namespace) -> int:
         replay = "on" if args.replay else "off" if args.live else None
         outcome = run_notebook(args.notebook, args.output, timeout=args.timeout or None, kernel_name=args.kernel,
                                replay=replay, replay_tools=args.replay_tools,
-                               progress=None if args.quiet else cell_lines(sys.stderr, redactor))
+                               progress=None if args.quiet else cell_lines(sys.stderr, redactor),
+                               parameters=_parameters(args))
+    except ParameterError as exc:
+        raise CliError(str(exc)) from None
     except FileNotFoundError:
         raise CliError(f"no such notebook: {args.notebook}") from None
     except NotebookError as exc:

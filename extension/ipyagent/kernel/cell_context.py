@@ -1,4 +1,5 @@
-"""Which cell is running (:func:`cell_identity`), and the kernel's side of the agent loop's
+"""Which cell is running (:func:`cell_identity`; :func:`discover_notebook` finds the notebook of a
+runner that sends no ids), and the kernel's side of the agent loop's
 :class:`~ipyagent.agent.prompt.notebook_context.NotebookContext` (activity since the session's
 previous prompt; environment and instruction files) and of
 interpolation's :class:`~ipyagent.agent.prompt.interpolate.Lookup` (``{In[n]}``, ``{Out[n]}``,
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import platform
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ipyagent.agent.containment import PathVerdict
 from ipyagent.agent.prompt.activity_block import format_error
@@ -22,7 +23,7 @@ from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.persistence import LoadResult
 from ipyagent.kernel.ports.activity_recorder import ActivityRecorder
 from ipyagent.kernel.ports.namespace import bounded_repr, type_name
-from ipyagent.store.hydration import find_notebook_path
+from ipyagent.store.hydration import FoundNotebook, find_notebook_by_cell, find_notebook_path, runner_notebooks
 
 _MISSING = object()
 
@@ -43,6 +44,15 @@ class RuntimeFacts(Protocol):
     def activity(self) -> ActivityRecorder: ...
     @property
     def bridge(self) -> Any: ...  # the frontend bridge (bridge/comm.py), or None
+
+
+class DiscoveringRuntime(RuntimeFacts, Protocol):
+    """What :func:`discover_notebook` also uses: the bridge, the find, and loading from a path."""
+
+    bridge: Any
+    discovered: FoundNotebook | Literal[False] | None
+
+    def hydrate(self, path: str | None = None) -> LoadResult: ...
 
 
 def cell_identity(shell: Any) -> tuple[str | None, int | None]:
@@ -66,6 +76,45 @@ def cell_identity(shell: Any) -> tuple[str | None, int | None]:
     if not isinstance(count, int):
         count = getattr(shell, "execution_count", None)
     return (cell_id if isinstance(cell_id, str) and cell_id else None), (count if isinstance(count, int) else None)
+
+
+def running_code(shell: Any) -> str | None:
+    """The code of the execute request being run (a cell's whole text), or None."""
+    get_parent = getattr(shell, "get_parent", None)
+    if not callable(get_parent):
+        return None
+    try:
+        code = ((get_parent() or {}).get("content") or {}).get("code")
+    except Exception:  # noqa: BLE001 - no parent message (plain IPython)
+        return None
+    return code if isinstance(code, str) else None
+
+
+def discover_notebook(runtime: DiscoveringRuntime) -> None:
+    """Where no frontend handed the sessions over and no notebook path was found (nbclient,
+    plain papermill, ``nbconvert --execute``), find the notebook once, by the running cell's text
+    (``store/hydration.py``'s ``find_notebook_by_cell``), and load its sessions: replay then has
+    its recording, and the runs continue the notebook's session rather than start another."""
+    result = runtime.load_result
+    bridge = runtime.bridge
+    if runtime.discovered is not None or result is None or result.pushed or result.path is not None \
+            or not runtime.config.hydrate or (bridge is not None and bridge.connected):
+        return
+    found = find_notebook_by_cell(running_code(runtime.shell) or "", os.getcwd(), runner_notebooks())
+    runtime.discovered = found or False
+    if found:
+        runtime.hydrate(str(found.path))
+        print(f"ipyagent: read the sessions of {found.path} (no frontend handed them over; found by this "
+              "cell's text)")
+
+
+def running_cell_id(runtime: DiscoveringRuntime) -> str | None:
+    """The running cell's id: the execute request's, else (a runner that sends none) the id of the
+    cell with the same text in the notebook :func:`discover_notebook` found."""
+    cell_id = cell_identity(runtime.shell)[0]
+    if cell_id is None and runtime.discovered:
+        cell_id = runtime.discovered.cell_ids.get((running_code(runtime.shell) or "").strip())
+    return cell_id
 
 
 def kernel_notebook_path(shell: Any, explicit: str | None) -> tuple[Path | None, str]:

@@ -29,17 +29,17 @@ from ipyagent.display.approval_question import make_approver
 from ipyagent.display.run_view import RunView
 from ipyagent.display.stream import error_bundle, note_bundle
 from ipyagent.display.untrusted import safe_markdown
-from ipyagent.kernel.cell_context import cell_identity
+from ipyagent.kernel.cell_context import cell_identity, running_cell_id
 from ipyagent.kernel.entry_stream import EntryStream
 from ipyagent.kernel.mcp_servers import replayed_tools
-from ipyagent.kernel.replay_control import ReplayAttachment
+from ipyagent.kernel.replay_control import ReplayAttachment, TurnMatch
 from ipyagent.shapes import Entry
 
 if TYPE_CHECKING:
     from ipyagent.kernel.persistence import SessionSlot
     from ipyagent.kernel.runtime import AgentRuntime
 
-__all__ = ["CellRun", "start_approver"]
+__all__ = ["AgentCellError", "CellRun", "ReplayUnavailable", "RunInterrupted", "start_approver"]
 
 INTERRUPTED = "Interrupted. The session keeps everything that arrived."
 
@@ -55,6 +55,19 @@ class RunInterrupted(KeyboardInterrupt):
 
 # the error a frontend shows names the exception a user knows (``ename`` of the execute reply)
 RunInterrupted.__name__ = RunInterrupted.__qualname__ = "KeyboardInterrupt"
+class AgentCellError(Exception):
+    """A ``%%agent`` or ``%compact`` cell that failed (the model's error, a failed compaction):
+    raised once the session is kept, so the cell fails like any failing cell — *Run All* stops,
+    ``papermill`` and ``nbconvert --execute`` exit non-zero. The cell has shown what happened;
+    its traceback is that one line (IPython renders ``_render_traceback_``)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+class ReplayUnavailable(AgentCellError):
+    """Replay should serve this cell (no provider is configured) but the recording holds no run for
+    it: the cell fails before anything is sent, rather than call a model with no key."""
 
 
 # what starts a project file's server where nobody can approve it (tool_approval does not)
@@ -87,7 +100,8 @@ class CellRun:
     ``ask``: the run's approver asks in this cell (``Agent.tool_approval = "ask"``); ``view``: the
     budget widget and the rendered events (off for the probe, which draws its own report);
     ``interrupted_note``: what the cell says after an interrupt; ``show_failures``: an unexpected
-    exception is shown readably in the cell and the run ends normally (the session is kept).
+    exception is shown readably in the cell and the run ends (the session is kept), with
+    :attr:`failure` saying what it was (the caller fails the cell with it).
     """
 
     def __init__(self, runtime: AgentRuntime, slot: SessionSlot, config: RunConfig, *,
@@ -98,10 +112,12 @@ class CellRun:
         self.arm_idle = False  # whether the kernel compacts in its idle time after this run (idle_after)
         self.agent = runtime.agent_for(slot, config, tools=tools)
         self.cell_id, self.execution_count = cell_identity(runtime.shell)
+        self.cell_id = self.cell_id or running_cell_id(runtime)
         self.view = RunView(runtime, slot, self.agent, config) if view else None
         self.interrupted_note = interrupted_note
         self.show_failures = show_failures
         self.replaying: ReplayAttachment | None = None
+        self.failure: str | None = None  # an unexpected failure shown in the cell (show_failures)
         renderer = self.view.renderer if self.view is not None else None
         redact = self.agent.redactor().text  # the question stays in the saved output: no key in it
         show = renderer.show_question if renderer is not None else print
@@ -159,22 +175,29 @@ class CellRun:
         self.arm_idle = self.runtime.idle.why_not(self) is None
         return self.arm_idle
 
-    def replay(self) -> ReplayAttachment | None:
+    def replay(self, turn: TurnMatch | None = None, *, strict: bool = True) -> ReplayAttachment | None:
         """Attach this cell's recording when replay applies (``Agent.replay``; see
-        ``kernel/replay_control.py``): the rest of the run answers from it. None: the cell runs live."""
+        ``kernel/replay_control.py``): by the cell's id, else ``turn`` (found by what was typed);
+        the rest of the run answers from it. None: the cell runs live. ``strict``: raises
+        :class:`ReplayUnavailable` where replay should serve the cell, the session has a
+        recording, no run of it matches and no provider is configured (a ``%compact`` cell is
+        not strict: a recorded one may have had nothing to compact, and recorded nothing)."""
         runtime, config = self.runtime, self.config
         mode = runtime.config.replay
-        if not runtime.replay.should_replay(mode, self.slot.name, self.cell_id, config.model,
-                                            config.provider_options):
+        if not runtime.replay.replays(mode, config.model, config.provider_options):
             return None
-        assert self.cell_id is not None
+        cell = runtime.replay.recorded_run(self.slot.name, self.cell_id, turn)
+        if cell is None:
+            if strict:
+                self._unmatched(mode)
+            return None
 
         def notice(text: str) -> None:  # names cells, tools and call ids taken from the notebook: untrusted
             if self.view is not None:
                 self.view.renderer.show({**note_bundle(text), "text/markdown": f"*{safe_markdown(text)}*"})
 
         attached = self._stack.enter_context(runtime.replay.attached(
-            self.slot.session, self.slot.name, self.cell_id, config, self._ports,
+            self.slot.session, self.slot.name, cell, config, self._ports,
             rerun_tools=runtime.config.replay_tools, notice=notice))
         self._stack.enter_context(self.agent.using(attached.ports))
         tools = ("recorded tool calls run again and are compared" if runtime.config.replay_tools
@@ -184,6 +207,20 @@ class CellRun:
         self.replaying = attached
         return attached
 
+    def _unmatched(self, mode: str) -> None:
+        """No recorded run for a cell replay should serve: without a provider it fails (saying
+        why), with one (``Agent.replay = "on"``) it runs live and says so."""
+        config = self.config
+        if not self.runtime.replay.recorded_cells(self.slot.name):
+            return  # nothing recorded: a live run (which says what is missing if no key is set)
+        why = ("Replay found no recorded run for this cell: no recorded prompt says what it says at its place "
+               "among the notebook's %%agent cells")
+        if not self.runtime.providers.configured(config.model, config.provider_options):
+            raise ReplayUnavailable(f"{why}, and no provider is configured for {config.model} "
+                                    f"(Agent.replay = {mode!r}), so it cannot run. Configure the provider "
+                                    "(its API key) to run it live, or give it back its recorded prompt.")
+        self.note(f"{why}; it runs live.")
+
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
         interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
@@ -191,9 +228,11 @@ class CellRun:
         try:
             if interrupted:
                 self.agent.close_dangling_calls()
-            elif isinstance(exc, Exception) and self.show_failures and self.view is not None:
+            elif isinstance(exc, Exception) and not isinstance(exc, AgentCellError) and self.show_failures \
+                    and self.view is not None:
                 # a bug or an unexpected failure: readable, and the session is kept
-                self.view.renderer.show(error_bundle(f"{type(exc).__name__}: {exc}", title="ipyagent failed"))
+                self.failure = self.agent.redactor().text(f"{type(exc).__name__}: {exc}")
+                self.view.renderer.show(error_bundle(self.failure, title="ipyagent failed"))
                 shown = True
         finally:
             arm = self.arm_idle and exc_type is None

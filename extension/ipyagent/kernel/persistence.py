@@ -327,7 +327,9 @@ class Persister:
     def persist(self, slot: SessionSlot, settings: SavedSettings, *, active: bool = True,
                 force: bool = False, redact: Callable[[Any], Any] | None = None,
                 journal: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> str | None:
-        """Persist ``slot``'s new entries; return "bridge", "journal", "kept" or None (nothing to do).
+        """Persist ``slot``'s new entries; return "bridge", "journal", "kept", "none" (only the leaf
+        moved and no bridge holds the notebook: a journal without entries would carry nothing a
+        lifter takes) or None (nothing to do).
 
         Entries sent through the bridge in an earlier run and still not acknowledged (the
         frontend went away, or never stores) go into this run's journal output too. ``redact``
@@ -364,7 +366,9 @@ class Persister:
             except Exception:  # noqa: BLE001 - the journal below still carries the entries
                 bridge = None
         how = "bridge"
-        if bridge is None or not bridge.connected or stale:
+        if (bridge is None or not bridge.connected or stale) and not (stale or new):
+            how = "none"  # a journal without entries: a lifter takes nothing from it (not even its leaf)
+        elif bridge is None or not bridge.connected or stale:
             data, metadata = journal_output(slot.name, header, slot.session.leaf_id, settings, stale + new)
             if journal is not None and not journal(data, metadata):
                 return "kept"
@@ -372,7 +376,7 @@ class Persister:
                 self._show(data, metadata)
             self.journals += 1
             how = "journal"
-        else:
+        elif how == "bridge":
             self.sent += 1
         slot.mark_persisted(unpersisted)
         return how

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 from ipyagent.agent.budget import (
     LEARNED_WINDOW,
@@ -52,6 +52,7 @@ from ipyagent.kernel.ports.notebook_access import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
 from ipyagent.plugins import Plugins
 from ipyagent.shapes import Entry
+from ipyagent.store.hydration import FoundNotebook
 
 __all__ = ["AgentRuntime"]
 
@@ -77,6 +78,8 @@ class AgentRuntime:
         self.mcp = KernelMcp(self.config, self.project_mcp_servers)  # servers start at the first prompt
         self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/cell_context.py)
         self.settings_policy = SettingsPolicy(self.config, self.providers)  # what a session's saved settings do here
+        # the notebook found by a cell's text (kernel/cell_context.py discover_notebook; False: none)
+        self.discovered: FoundNotebook | Literal[False] | None = None
         self._cell_runner: IPythonCellRunner | None = None
         self._notebook_port: KernelNotebook | None = None
         self.idle = IdleCompactor(self)  # compaction in the kernel's idle time (kernel/idle.py)
@@ -100,9 +103,11 @@ class AgentRuntime:
         if hydrate:
             self.hydrate()
 
-    def hydrate(self) -> LoadResult:
+    def hydrate(self, path: str | None = None) -> LoadResult:
+        """Load the sessions a frontend pushed and those of the notebook on disk (``path``, else
+        the one hydration finds: ``store/hydration.py``)."""
         result = collect_sessions(user_ns=self.shell.user_ns, inbox=self.inbox,
-                                  environ=os.environ, explicit_path=self.config.notebook_path,
+                                  environ=os.environ, explicit_path=path or self.config.notebook_path,
                                   hydrate=self.config.hydrate, cell_id=cell_identity(self.shell)[0])
         self.load_result = result
         for name, slot in result.slots.items():

@@ -12,12 +12,20 @@ The kernel learns its notebook's path (``reference/jupyter.md`` §B.1), in this 
 
 and failing all of these keeps the session in memory (the notebook layer says so once).
 Reading never writes: the kernel must not rewrite a notebook a frontend holds open.
+
+A runner that executes a notebook without handing its sessions over (nbclient, plain papermill,
+``nbconvert --execute``) tells the kernel none of these. Then the first ``%%agent`` cell finds its
+notebook by what it says (:func:`find_notebook_by_cell`): among the notebooks on the runner's
+command line (:func:`runner_notebooks`, Linux) and in the kernel's folder, the one that holds
+the session and a code cell with exactly this cell's text.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +33,14 @@ from ipyagent.core import Session
 from ipyagent.session import deep_json
 from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
 from ipyagent.shapes import Entry
+from ipyagent.store.chunks import chunk_keys
 from ipyagent.store.ipynb import NotebookError, parse_notebook, read_notebook, sessions_from_notebook
-from ipyagent.store.schema import NotebookSessions
+from ipyagent.store.journal import journal_outputs
+from ipyagent.store.schema import METADATA_KEY, NotebookSessions
 
-__all__ = ["DRIVE", "RESET_NOTICE", "RESET_CUSTOM_TYPE", "find_notebook_path", "hydrate_from_disk",
-           "kernel_reset_entry", "load_path", "notebook_holding", "reset_notice_due"]
+__all__ = ["DRIVE", "RESET_NOTICE", "RESET_CUSTOM_TYPE", "FoundNotebook", "find_notebook_by_cell",
+           "find_notebook_path", "hydrate_from_disk", "kernel_reset_entry", "load_path", "notebook_holding",
+           "reset_notice_due", "runner_notebooks"]
 
 RESET_CUSTOM_TYPE = "ipyagent.kernel_reset"
 DRIVE = "/drive"  # where JupyterLite's Pyodide kernel mounts the browser's contents (its cwd is there)
@@ -168,3 +179,80 @@ def load_path(path: str | os.PathLike[str]) -> tuple[NotebookSessions, LoadRepor
     found = NotebookSessions.from_session(path.stem, session, {})
     found.set_aside = [{"session": path.stem, **item} for item in session.set_aside]  # kept for an export
     return found, session.load_report
+
+
+# ---- a runner that handed no session over ------------------------------------------------------
+
+CANDIDATES = 20  # notebooks of the kernel's folder looked at, the latest changed first
+
+
+@dataclass
+class FoundNotebook:
+    path: Path
+    cell_ids: dict[str, str] = field(default_factory=dict)  # a code cell's text -> its id (texts found once)
+
+
+def runner_notebooks(pid: int | None = None) -> list[Path]:
+    """The notebooks named on the command line of the process that started this kernel (the
+    runner: ``papermill IN OUT``, ``jupyter nbconvert --execute NB``), where the system shows it
+    (Linux's ``/proc``); else none."""
+    pid = os.getppid() if pid is None else pid
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return []
+    out = []
+    for arg in raw.split(b"\0"):
+        text = os.fsdecode(arg)
+        if text.endswith(".ipynb"):
+            path = Path(text).expanduser()
+            out.append(path if path.is_absolute() else cwd / path)
+    return out
+
+
+def _candidates(folder: Path, first: Iterable[Path]) -> list[Path]:
+    try:
+        here = sorted((p for p in folder.glob("*.ipynb") if p.is_file()), key=lambda p: p.stat().st_mtime,
+                      reverse=True)[:CANDIDATES]
+    except OSError:
+        here = []
+    seen: set[Path] = set()
+    out = []
+    for path in [*first, *here]:
+        key = path.resolve()
+        if key not in seen and path.is_file():
+            seen.add(key)
+            out.append(path)
+    return out
+
+
+def _source(cell: Any) -> str:
+    source = cell.get("source") if isinstance(cell, dict) else None
+    return "".join(source) if isinstance(source, list) else source if isinstance(source, str) else ""
+
+
+def find_notebook_by_cell(code: str, folder: str | os.PathLike[str],
+                          first: Iterable[Path] = ()) -> FoundNotebook | None:
+    """The notebook that holds ipyagent sessions and a code cell whose text is ``code`` (the running
+    cell's), among ``first`` and the notebooks of ``folder``; None when none does. Only read."""
+    wanted = code.strip()
+    if not wanted:
+        return None
+    for path in _candidates(Path(folder), first):
+        try:
+            nb = parse_notebook(path.read_bytes(), str(path), fast=True)
+        except (OSError, NotebookError):
+            continue
+        cells = [c for c in nb.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code"]
+        texts = [_source(c).strip() for c in cells]
+        found = nb.get("metadata")
+        metadata: dict[str, Any] = found if isinstance(found, dict) else {}
+        holds = METADATA_KEY in metadata or bool(chunk_keys(metadata)) or next(journal_outputs(nb), None) is not None
+        if wanted not in texts or not holds:
+            continue
+        counts = Counter(texts)
+        ids = {text: cell["id"] for text, cell in zip(texts, cells)
+               if isinstance(cell.get("id"), str) and counts[text] == 1}
+        return FoundNotebook(path, ids)
+    return None

@@ -26,7 +26,7 @@ from ipyagent.session.intake import LoadReport, SetAside, sanitize_entries
 from ipyagent.shapes import SessionHeader
 
 __all__ = ["DEFAULT_SESSION", "VERSION", "CheckedSession", "Gathered", "SessionGatherer", "contains_set_aside",
-           "json_size", "new_header", "newest_timestamp", "strip_secrets"]
+           "foreign_session_name", "json_size", "new_header", "newest_timestamp", "strip_secrets"]
 
 VERSION = 1  # of metadata["ipyagent"]: what this ipyagent reads and writes
 DEFAULT_SESSION = "default"
@@ -101,6 +101,13 @@ def contains_set_aside(items: list[SetAside], item: SetAside) -> bool:
                 item.get("session"), item.get("where"), item.get("reason")) and other.get("raw") == item.get("raw"):
             return True
     return False
+
+
+def foreign_session_name(name: str, header_id: str) -> str:
+    """The name under which a journal of session ``name`` written by a kernel that had not loaded
+    the notebook's session is kept: ``name``, a dash and its header id's first 8 characters (the
+    labextension names it alike)."""
+    return f"{name}-{header_id[:8]}"
 
 
 def new_header() -> SessionHeader:
@@ -315,7 +322,35 @@ class SessionGatherer:
         version = payload.get("version", VERSION)
         if isinstance(version, int) and version > VERSION:
             self._note(where, f"journal version {version} is newer than this ipyagent reads ({VERSION})")
-        self.add_session(name, payload, where, journal=True)
+        foreign = self._foreign(name, payload)
+        if foreign is None:
+            self.add_session(name, payload, where, journal=True)
+        elif foreign == name:  # another kernel's entries that start from this session's: a branch, nothing more
+            self.add_session(name, {"entries": payload.get("entries", [])}, where, journal=True)
+        else:
+            if foreign not in self.pending:
+                self._note(where, f"a journal of session {name!r} written by a kernel that had not loaded the "
+                                  f"notebook's session (another session header): kept as its own session {foreign!r}; "
+                                  f"session {name!r} is unchanged")
+            self.add_session(foreign, payload, where, journal=True)
+
+    def _foreign(self, name: str, payload: dict[str, Any]) -> str | None:
+        """Where a journal of session ``name`` goes when a kernel that had not loaded the stored
+        session wrote it (its header is another session's): the stored session, as a branch, when
+        one of its entries hangs from a stored entry; else a session of its own,
+        :func:`foreign_session_name`. None: the journal is the stored session's own."""
+        pending = self.pending.get(name)
+        header = payload.get("header")
+        theirs = header.get("id") if isinstance(header, dict) else None
+        mine = pending.header.get("id") if pending is not None and pending.header else None
+        if pending is None or not pending.raw or not isinstance(theirs, str) or not isinstance(mine, str) \
+                or theirs == mine:
+            return None
+        entries = payload.get("entries")
+        parents = {e.get("parentId") for e in entries if isinstance(e, dict)} if isinstance(entries, list) else set()
+        if any(isinstance(p, str) and p in pending.by_id for p in parents):
+            return name
+        return foreign_session_name(name, theirs)
 
     # ---- result --------------------------------------------------------------------------------
 

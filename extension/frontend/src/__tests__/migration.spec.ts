@@ -1,27 +1,37 @@
 /**
- * The move of a layout-1 store into layout 3 (store/migration.ts through
+ * The move of a layout-1 store into layout 4 (store/migration.ts through
  * `ChunkedStore.migrateStep`): a chunk a step, the index last; a write during a move finishes it
  * without writing an entry twice.
  */
 
 import type { Json, JsonObject } from '../protocol';
+import { keyedKey } from '../store/chunkKeys';
 import { ChunkedStore } from '../store/chunkedStore';
 import { entry, id, idsOf, plainMetadata } from './support';
 
+/** 250 entries, each a child of the one before (as a session appends them). */
 const LONG = () => ({
   version: 1,
   active: 's',
-  sessions: { s: { header: { id: 'h' }, leaf: id(249), entries: Array.from({ length: 250 }, (_, i) => entry(i)) } }
+  sessions: {
+    s: {
+      header: { id: 'h' },
+      leaf: id(249),
+      entries: Array.from({ length: 250 }, (_, i) => entry(i, i ? id(i - 1) : null))
+    }
+  }
 });
 
 const ALL = (n: number) => Array.from({ length: n }, (_, i) => id(i));
+/** The layout-4 key of the chunk of session `s` holding entries `from` to `to` - 1. */
+const KEY = (from: number, to: number) => keyedKey('s', ALL(to).slice(from));
 
 function view(st: ChunkedStore): Json[] {
   return (st.assemble() as { sessions: { s: { entries: Json[] } } }).sessions.s.entries;
 }
 
 describe('migrateStep', () => {
-  it('moves a layout-1 store into layout 3 a chunk a step, and the index last', () => {
+  it('moves a layout-1 store into layout 4 a chunk a step, and the index last', () => {
     const { md, access, writes, indexReads } = plainMetadata({ ipyagent: LONG() });
     const st = new ChunkedStore(access);
     const pushed = view(st); // the push's read, which the move then plans from
@@ -31,16 +41,18 @@ describe('migrateStep', () => {
       steps.push([r, writes.splice(0), (md.ipyagent as { version: number }).version]);
     }
     expect(steps[0]).toEqual(['more', [], 1]); // the plan
-    expect(steps.slice(1, 4).map(s => s[1])).toEqual([['ipyagent/000000'], ['ipyagent/000001'], ['ipyagent/000002']]);
+    expect(steps.slice(1, 4).map(s => s[1])).toEqual([[KEY(0, 100)], [KEY(100, 200)], [KEY(200, 250)]]);
     expect(steps.slice(1, 4).every(s => s[0] === 'more' && s[2] === 1)).toBe(true); // still layout 1 for every reader
-    expect(steps[4]).toEqual(['done', ['ipyagent'], 3]);
+    expect(steps[4]).toEqual(['done', ['ipyagent'], 4]);
+    // a move's chunks carry no leaf and no clock: two pages (two git branches) make them alike
+    expect(Object.keys(md[KEY(0, 100)] as object).sort()).toEqual(['entries', 'ids', 'session']);
     expect(steps).toHaveLength(5);
     expect(pushed).toHaveLength(250);
     expect(indexReads()).toBe(1); // the long value read once, for the push and the move
     expect(st.migrateStep()).toBe('none');
     expect(st.moved).toEqual({ entries: 250, chunks: 3 });
-    expect(st.apply({ session: 's', entries: [entry(250)], leaf: id(250) }).stored).toBe(1);
-    expect(writes).toEqual(['ipyagent/000003']);
+    expect(st.apply({ session: 's', entries: [entry(250, id(249))], leaf: id(250) }).stored).toBe(1);
+    expect(writes).toEqual([KEY(250, 251)]); // one chunk, carrying the leaf: the index stays
     expect(idsOf(view(new ChunkedStore(access)))).toEqual(ALL(251));
   });
 
@@ -50,8 +62,8 @@ describe('migrateStep', () => {
     st.migrateStep(); // planned
     st.migrateStep(); // one chunk written
     writes.splice(0);
-    expect(st.apply({ session: 's', entries: [entry(250)], leaf: id(250) }).stored).toBe(1);
-    expect(writes).toEqual(['ipyagent/000001', 'ipyagent/000002', 'ipyagent/000003', 'ipyagent']);
+    expect(st.apply({ session: 's', entries: [entry(250, id(249))], leaf: id(250) }).stored).toBe(1);
+    expect(writes).toEqual([KEY(100, 200), KEY(200, 250), KEY(250, 251), 'ipyagent']);
     expect(st.migrateStep()).toBe('none');
     const chunks = Object.keys(md).filter(k => k.startsWith('ipyagent/'));
     expect(chunks.reduce((n, k) => n + (md[k] as { ids: string[] }).ids.length, 0)).toBe(251); // each entry in one chunk
@@ -92,11 +104,11 @@ function chunkedIds(md: { [key: string]: Json }): string[] {
     .flatMap(k => (md[k] as { ids: string[] }).ids);
 }
 
-describe('a move into layout 3 skips what sits in chunks (issue 35, item 7)', () => {
+describe('a move into layout 4 skips what sits in chunks (issue 35, item 7)', () => {
   it('when a write converts a store another page had begun to move', () => {
     const { md, access } = plainMetadata(midMove(0, 200));
     const st = new ChunkedStore(access);
-    expect(st.apply({ session: 's', entries: [entry(250)], leaf: id(250) }).stored).toBe(1);
+    expect(st.apply({ session: 's', entries: [entry(250, id(249))], leaf: id(250) }).stored).toBe(1);
     expect(chunkedIds(md).sort()).toEqual(ALL(251).sort()); // before: 451, the 200 twice
     expect(idsOf(view(new ChunkedStore(access)))).toEqual(ALL(251));
   });
@@ -128,6 +140,22 @@ describe('a move into layout 3 skips what sits in chunks (issue 35, item 7)', ()
     expect((idsOf(view(new ChunkedStore(access))) as string[]).sort()).toEqual(ALL(250).sort());
   });
 
+  it('when another page of layout 4 moved other slices of the same store at the same time', () => {
+    const { md, access } = plainMetadata({ ipyagent: LONG() });
+    const st = new ChunkedStore(access);
+    expect(st.migrateStep()).toBe('more'); // planned: 0-100, 100-200, 200-250
+    // the other page's write had converted from entry 50 on (its chunk's key is its entries')
+    const part = Array.from({ length: 100 }, (_, i) => entry(50 + i, id(49 + i)));
+    const other = { session: 's', ids: part.map(e => e.id as string), entries: JSON.stringify(part) };
+    access.set(KEY(50, 150), other);
+    st.noteChunk(KEY(50, 150), other);
+    for (let r = st.migrateStep(); r === 'more'; r = st.migrateStep()) {
+      // the rest of this page's steps
+    }
+    expect(chunkedIds(md).sort()).toEqual(ALL(250).sort()); // without the skip: 350
+    expect((idsOf(view(new ChunkedStore(access))) as string[]).sort()).toEqual(ALL(250).sort());
+  });
+
   it('and sets aside a session whose entries are no list, on a write and on an idle move', () => {
     const broken = () => {
       const value = LONG() as { sessions: { [n: string]: Json } };
@@ -143,7 +171,7 @@ describe('a move into layout 3 skips what sits in chunks (issue 35, item 7)', ()
       }
     ];
     const written = plainMetadata({ ipyagent: broken() });
-    new ChunkedStore(written.access).apply({ session: 's', entries: [entry(250)], leaf: id(250) });
+    new ChunkedStore(written.access).apply({ session: 's', entries: [entry(250, id(249))], leaf: id(250) });
     expect((written.md.ipyagent as { set_aside: Json }).set_aside).toEqual(aside);
     const moved = plainMetadata({ ipyagent: broken() });
     const st = new ChunkedStore(moved.access);

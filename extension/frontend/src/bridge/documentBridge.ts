@@ -12,7 +12,7 @@ import { JOURNAL_MIME, updateFromJournal } from '../outputs';
 import { PROTOCOL } from '../protocol';
 import type { Entries } from '../protocol';
 import { ChunkedStore } from '../store/chunkedStore';
-import { chunkNumber } from '../store/chunkKeys';
+import { chunkNumber, isKeyedKey } from '../store/chunkKeys';
 import { IMetadataAccess, METADATA_KEY } from '../store/metadata';
 import { OneWriter } from './collaboration';
 import { CommSender, TARGET, commsOverSubshells, hasData } from './comm';
@@ -132,11 +132,15 @@ export class DocumentBridge {
     if (!store) {
       return;
     }
-    if (chunkNumber(change.key) !== null && change.type === 'add') {
+    if ((chunkNumber(change.key) !== null || isKeyedKey(change.key)) && change.type === 'add') {
       store.noteChunk(change.key, change.newValue);
     } else if (change.key === METADATA_KEY && change.type === 'change') {
       store.noteIndex(change.newValue);
-    } else if (chunkNumber(change.key) !== null || (change.key === METADATA_KEY && change.type !== 'change')) {
+    } else if (
+      chunkNumber(change.key) !== null ||
+      isKeyedKey(change.key) ||
+      (change.key === METADATA_KEY && change.type !== 'change')
+    ) {
       store.invalidate();
     }
   }

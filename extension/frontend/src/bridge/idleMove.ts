@@ -1,16 +1,16 @@
 /**
- * A notebook in layout 1 moves into layout 3 while the page is idle, a chunk at a time
+ * A notebook in layout 1 moves into layout 4 while the page is idle, a chunk at a time
  * (`ChunkedStore.migrateStep`, store/migration.ts): no turn pays for rewriting a long session
  * (one 276 ms task and 5.7 MB into the shared document for 5,000 entries, when the first turn did
  * it), and a step is one chunk's text. Under collaboration one page moves it (the one that stores
- * messages no page asked for). Said once, when done; the notebook is in layout 3 on disk from its
+ * messages no page asked for). Said once, when done; the notebook is in layout 4 on disk from its
  * next save.
  */
 
 import { Notification } from '@jupyterlab/apputils';
 
 import type { ChunkedStore } from '../store/chunkedStore';
-import { LAYOUT_TEXT } from '../store/layout3';
+import { LAYOUT_KEYED } from '../store/layout4';
 import type { IMoved } from '../store/migration';
 import { LOG } from './notices';
 
@@ -58,7 +58,7 @@ export class IdleMove {
       result = store.migrateStep();
     } catch (e) {
       this.moving = false;
-      console.warn(LOG, 'moving the sessions into layout 3 failed; the first write does it', e);
+      console.warn(LOG, 'moving the sessions into layout 4 failed; the first write does it', e);
       return;
     }
     this.steps += 1;
@@ -66,7 +66,7 @@ export class IdleMove {
     if (result === 'more') {
       if (!this.started) {
         this.started = true;
-        console.debug(LOG, `moving the sessions into layout ${LAYOUT_TEXT} while the page is idle`, { since });
+        console.debug(LOG, `moving the sessions into layout ${LAYOUT_KEYED} while the page is idle`, { since });
       }
       this.later(() => this.step());
       return;
@@ -84,7 +84,7 @@ export class IdleMove {
       'and has been converted to the current one; that is the only change to the notebook, and ' +
       'saving it keeps the conversion.';
     console.info(LOG, text);
-    console.debug(LOG, `the move into layout ${LAYOUT_TEXT} took`, {
+    console.debug(LOG, `the move into layout ${LAYOUT_KEYED} took`, {
       chunks,
       steps: this.steps,
       longest: this.longest

@@ -1,25 +1,22 @@
 /**
- * The session store in the notebook's metadata, written in layout 3 (layout3.ts): a small index
- * under `ipyagent` and immutable chunks under `ipyagent/NNNNNN`, so a turn writes only its new
- * entries (one new key per chunk) and the small index. A notebook in layout 1 is moved into
- * layout 3 a chunk at a time while the page is idle (`migrateStep`, migration.ts), or at its
- * first write if that comes first; layout 2's chunks are kept as they are (new chunks are text).
- * The ids held are read once and then kept up to date from the chunks written (here or, through
- * `noteChunk`, by another page): no message copies, serialises or compares the whole store.
+ * The session store in the notebook's metadata, written in layout 4 (layout4.ts): a small index
+ * under `ipyagent` and immutable chunks under keys derived from the entries they hold, so a turn
+ * writes only its new entries (one new key per chunk, carrying the leaf and the writer's clock)
+ * and two git branches never write one key. A notebook in layout 1 is moved into layout 4 a
+ * chunk at a time while the page is idle (`migrateStep`, migration.ts), or at its first write if
+ * that comes first; the numbered chunks of layouts 2 and 3 are kept as they are. The ids held are
+ * read once and then kept up to date from the chunks written (here or, through `noteChunk`, by
+ * another page): no message copies, serialises or compares the whole store.
  */
 
 import { entryIds, integral, isObject, own, put } from '../json';
 import type { Json, JsonObject } from '../protocol';
-import { CHUNK_LIMIT, chunkKey, chunkNumber, isStrayKey, strayNotice } from './chunkKeys';
-import { entriesIn } from './layout1';
+import { chunkNumber, isKeyedKey, isStrayKey, keyedKey, strayNotice } from './chunkKeys';
 import { chunkIds, isChunk, isChunked, leavesFromOf, readChunked } from './layout2';
-import { LAYOUT_TEXT, textChunks } from './layout3';
-import { IMetadataAccess, IUpdate, METADATA_KEY } from './metadata';
+import { textChunks } from './layout3';
+import { ILeafClaim, LAYOUT_KEYED, chunkAt, leafClaim, newer } from './layout4';
+import { IMetadataAccess, IUpdate, METADATA_KEY, journalUpdate } from './metadata';
 import { IMoved, LayoutMove, outside } from './migration';
-
-const NUMBERS_USED_UP =
-  `ipyagent: this notebook's chunk numbers are used up (a chunk numbered near ${CHUNK_LIMIT}): ` +
-  "new entries are not stored in its metadata (the kernel keeps them, and a run's journal output holds them).";
 
 /** What storing an update did. */
 export interface IStored {
@@ -73,18 +70,24 @@ function setIn(map: Map<string, Set<string>>, name: string): Set<string> {
 
 export class ChunkedStore {
   private loaded = false;
-  /** the number of the next chunk written */
+  /** after the largest number of a numbered chunk (layouts 2, 3): the index's `next_chunk` */
   private next = 0;
-  /** chunks numbered from here carry leaves newer than the index's */
+  /** numbered chunks from here carry leaves newer than the index's */
   private leavesFrom = 0;
-  /** per session, the leaf of its newest chunk numbered from `leavesFrom` */
+  /** per session, the leaf of its newest numbered chunk from `leavesFrom` */
   private readonly chunkLeaf = new Map<string, Json>();
+  /** the index's clock: keyed chunks with a later `at` carry leaves newer than its own */
+  private indexAt = 0;
+  /** per session, the latest keyed chunk's leaf written after the index */
+  private readonly claims = new Map<string, ILeafClaim>();
+  /** the latest clock written or read: the next `at` is later than it */
+  private clock = 0;
   /** per session, the ids of the entries stored */
   private readonly ids = new Map<string, Set<string>>();
   /** per session, the ids of the entries in chunks (also in layout 1, where readers ignore them:
-   * a move cut short, another page's move), which a move into layout 3 never writes again */
+   * a move cut short, another page's move), which a move into layout 4 never writes again */
   private readonly inChunks = new Map<string, Set<string>>();
-  /** a move into layout 3 (`migrateStep`), and the layout-1 value as last read */
+  /** a move into layout 4 (`migrateStep`), and the layout-1 value as last read */
   private readonly move = new LayoutMove();
 
   /** `report` is told each problem of the store once (a stray key, no chunk number left). */
@@ -93,7 +96,7 @@ export class ChunkedStore {
     private readonly report: (text: string) => void = () => undefined
   ) {}
 
-  /** What the last finished move into layout 3 moved. */
+  /** What the last finished move into layout 4 moved. */
   get moved(): IMoved | null {
     return this.move.moved;
   }
@@ -107,22 +110,22 @@ export class ChunkedStore {
   /** A chunk key was added (here or by another page): its entries are held. */
   noteChunk(key: string, value: unknown): void {
     const n = chunkNumber(key);
-    if (!this.loaded || n === null) {
+    if (!this.loaded || (n === null && !isKeyedKey(key))) {
       return;
     }
-    this.next = Math.max(this.next, n + 1);
+    if (n !== null) {
+      this.next = Math.max(this.next, n + 1);
+    }
     if (isChunk(value)) {
       chunkIds(value, this.held(value.session as string));
       chunkIds(value, this.chunked(value.session as string));
-      if (n >= this.leavesFrom && Object.prototype.hasOwnProperty.call(value, 'leaf')) {
-        this.chunkLeaf.set(value.session as string, value.leaf as Json);
-      }
+      this.holdLeaf(key, n, value);
     }
   }
 
-  /** The index was written (here or by another page): chunk leaves before its `next_chunk` are
-   * older than its own. A move into layout 3 under way starts again from the new index (what it
-   * moved stays moved). */
+  /** The index was written (here or by another page): chunk leaves older than it (numbered before
+   * its `next_chunk`, keyed with an earlier `at`) are its past. A move into layout 4 under way
+   * starts again from the new index (what it moved stays moved). */
   noteIndex(value: unknown): void {
     this.move.forget();
     if (!this.loaded || !isObject(value)) {
@@ -132,6 +135,13 @@ export class ChunkedStore {
     if (from !== this.leavesFrom) {
       this.leavesFrom = from;
       this.chunkLeaf.clear();
+    }
+    this.indexAt = chunkAt(value);
+    this.clock = Math.max(this.clock, this.indexAt);
+    for (const [name, claim] of [...this.claims]) {
+      if (claim.at <= this.indexAt) {
+        this.claims.delete(name);
+      }
     }
   }
 
@@ -151,26 +161,25 @@ export class ChunkedStore {
   }
 
   /** Store an update (idempotent by entry id); with `onlyIfNew` (journals) leaf, header,
-   * settings and active are taken only when it added an entry. */
+   * settings and active are taken only when it added an entry, and a journal of a kernel that
+   * had not loaded the notebook's session never takes the session over (metadata.ts `journalUpdate`). */
   apply(update: IUpdate, onlyIfNew = false): IStored {
     this.load();
+    const raw = this.access.get(METADATA_KEY);
+    const index: JsonObject = isObject(raw) ? raw : {};
+    if (onlyIfNew) {
+      update = journalUpdate(update, this.held(update.session), this.headerId(index, update.session));
+    }
     const name = update.session;
     const held = this.held(name);
     const { fresh, ids } = freshEntries(update.entries, held);
     if (onlyIfNew && fresh.length === 0) {
       return { stored: 0, ids, changed: false }; // a journal that adds nothing changes nothing
     }
-    const raw = this.access.get(METADATA_KEY);
-    const index: JsonObject = isObject(raw) ? raw : {};
-    const converting = !isChunked(index);
-    if (this.next + fresh.length + (converting ? entriesIn(index) : 0) > CHUNK_LIMIT) {
-      this.report(NUMBERS_USED_UP);
-      return { stored: 0, ids: [], changed: false };
-    }
     for (const e of fresh) {
       held.add((e as JsonObject).id as string);
     }
-    const upgraded = this.upgrade(index, converting);
+    const upgraded = this.upgrade(index, !isChunked(index));
     const session = this.sessionIn(index, name);
     const before = JSON.stringify(index);
     const oldLeaf = session.leaf;
@@ -195,7 +204,7 @@ export class ChunkedStore {
   }
 
   /**
-   * One step of moving a layout-1 store into layout 3 (call it while the page is idle): the
+   * One step of moving a layout-1 store into layout 4 (call it while the page is idle): the
    * first step reads the store and plans the chunks, each next one writes one chunk (at most
    * CHUNK_ENTRIES entries), and the last one writes the index, which then no longer holds the
    * entries. Until then readers read layout 1 (they ignore chunk keys there), so a move cut
@@ -209,15 +218,12 @@ export class ChunkedStore {
       // a layout-1 value read for the push already is the store as it is now (a copy: reading
       // a long session's value again would be the one long task of the move)
       const raw = move.layout1 ?? this.access.get(METADATA_KEY);
-      return move.begin(raw, this.next, this.inChunks) ? 'more' : 'none'; // apply() says why when no numbers are left
+      return move.begin(raw, this.inChunks) ? 'more' : 'none';
     }
     const piece = move.nextPiece();
     if (piece) {
       // what another page's move wrote since the plan is not written again
-      const left = outside(piece.entries, this.inChunks.get(piece.name));
-      const first = this.next;
-      this.writeChunks(piece.name, left);
-      move.wrote(this.next - first);
+      move.wrote(this.writeChunks(piece.name, outside(piece.entries, this.inChunks.get(piece.name))));
       return 'more';
     }
     // every entry is in a chunk now: the index is the value without them
@@ -240,7 +246,16 @@ export class ChunkedStore {
     }
   }
 
-  /** Read the ids held, the chunk leaves and the next chunk number (once, until `invalidate`). */
+  /** The stored header id of session `name` (undefined when none). */
+  private headerId(index: JsonObject, name: string): unknown {
+    const sessions = own(index, 'sessions');
+    const session = isObject(sessions) ? own(sessions, name) : undefined;
+    const header = isObject(session) ? own(session, 'header') : undefined;
+    return isObject(header) ? own(header, 'id') : undefined;
+  }
+
+  /** Read the ids held, the chunk leaves, the clocks and the numbered chunks' next number (once,
+   * until `invalidate`). */
   private load(): void {
     if (this.loaded) {
       return;
@@ -248,11 +263,14 @@ export class ChunkedStore {
     this.ids.clear();
     this.inChunks.clear();
     this.chunkLeaf.clear();
+    this.claims.clear();
     this.next = 0;
     const index = this.move.layout1 ?? this.access.get(METADATA_KEY);
     const chunked = isChunked(index);
     this.move.layout1 = !chunked && isObject(index) ? index : null;
     this.leavesFrom = leavesFromOf(index);
+    this.indexAt = chunkAt(index);
+    this.clock = Math.max(this.clock, this.indexAt);
     const sessions = isObject(index) ? own(index, 'sessions') : undefined;
     if (!chunked && isObject(sessions)) {
       for (const [name, s] of Object.entries(sessions)) {
@@ -269,17 +287,19 @@ export class ChunkedStore {
   /** Hold the chunks' ids and leaves (in layout 1 only their numbers count for its readers, and
    * their ids for a move) and number after them; the stray keys. */
   private holdChunks(chunked: boolean): string[] {
-    const leaves: [number, string, Json][] = [];
+    const leaves: [number, string, JsonObject][] = [];
     const strays: string[] = [];
     for (const key of this.access.keys()) {
       const n = chunkNumber(key);
-      if (n === null) {
+      if (n === null && !isKeyedKey(key)) {
         if (isStrayKey(key)) {
           strays.push(key);
         }
         continue;
       }
-      this.next = Math.max(this.next, n + 1);
+      if (n !== null) {
+        this.next = Math.max(this.next, n + 1);
+      }
       const chunk = this.access.get(key);
       if (!isChunk(chunk)) {
         continue;
@@ -289,18 +309,33 @@ export class ChunkedStore {
         continue; // layout 1: its readers ignore chunks; a move leaves out what they hold
       }
       chunkIds(chunk, this.held(chunk.session as string));
-      if (n >= this.leavesFrom && Object.prototype.hasOwnProperty.call(chunk, 'leaf')) {
-        leaves.push([n, chunk.session as string, chunk.leaf as Json]);
-      }
+      leaves.push([n ?? -1, key, chunk]);
     }
-    for (const [, name, leaf] of leaves.sort((a, b) => a[0] - b[0])) {
-      this.chunkLeaf.set(name, leaf);
+    for (const [n, key, chunk] of leaves.sort((a, b) => a[0] - b[0])) {
+      this.holdLeaf(key, n < 0 ? null : n, chunk);
     }
     return strays;
   }
 
-  /** Bring `index` (a copy) to layout 3 before a write: a layout-1 store's entries into chunks,
-   * a layout-2 index's version (its chunks stay as they are; readers take both). Whether it
+  /** A chunk's leaf, where it is newer than the index's: a numbered chunk's from `leavesFrom` on
+   * (call them in number order), a keyed chunk's when written after the index (the latest wins). */
+  private holdLeaf(key: string, n: number | null, chunk: JsonObject): void {
+    const name = chunk.session as string;
+    if (n !== null) {
+      if (n >= this.leavesFrom && Object.prototype.hasOwnProperty.call(chunk, 'leaf')) {
+        this.chunkLeaf.set(name, chunk.leaf as Json);
+      }
+      return;
+    }
+    this.clock = Math.max(this.clock, chunkAt(chunk));
+    const claim = leafClaim(key, chunk, this.indexAt);
+    if (claim && newer(claim, this.claims.get(name))) {
+      this.claims.set(name, claim);
+    }
+  }
+
+  /** Bring `index` (a copy) to layout 4 before a write: a layout-1 store's entries into chunks,
+   * an older chunked index's version (its chunks stay as they are; readers take all). Whether it
    * changed. */
   private upgrade(index: JsonObject, converting: boolean): boolean {
     if (converting) {
@@ -309,15 +344,16 @@ export class ChunkedStore {
       }
       return true;
     }
-    if ((integral(own(index, 'version')) as number) < LAYOUT_TEXT) {
-      index.version = LAYOUT_TEXT;
+    if ((integral(own(index, 'version')) as number) < LAYOUT_KEYED) {
+      index.version = LAYOUT_KEYED;
       return true;
     }
     return false;
   }
 
-  /** The index's session `name` (made when missing), every session with the leaf in effect (the
-   * newest chunk leaf wins over the index's), so the index compares as it would be written. */
+  /** The index's session `name` (made when missing), every session with the leaf in effect (a
+   * keyed chunk's written after the index, else the newest numbered chunk's, else the index's),
+   * so the index compares as it would be written. */
   private sessionIn(index: JsonObject, name: string): JsonObject {
     if (!isObject(own(index, 'sessions'))) {
       index.sessions = {};
@@ -326,7 +362,11 @@ export class ChunkedStore {
     if (!isObject(own(sessions, name))) {
       put(sessions, name, { leaf: null });
     }
-    for (const [n, leaf] of this.chunkLeaf) {
+    const leaves = new Map<string, Json>(this.chunkLeaf);
+    for (const [n, claim] of this.claims) {
+      leaves.set(n, claim.leaf);
+    }
+    for (const [n, leaf] of leaves) {
       const s = own(sessions, n);
       if (isObject(s)) {
         s.leaf = leaf;
@@ -335,23 +375,65 @@ export class ChunkedStore {
     return own(sessions, name) as JsonObject;
   }
 
-  /** Write the index, which now holds every session's leaf in effect: chunk leaves from here on
-   * are newer. True (it changed the metadata). */
+  /** A clock later than every one written or read (milliseconds). */
+  private tick(): number {
+    this.clock = Math.max(Date.now(), this.clock + 1);
+    return this.clock;
+  }
+
+  /** Write the index, which now holds every session's leaf in effect: chunk leaves written from
+   * here on are newer. True (it changed the metadata). */
   private writeIndex(index: JsonObject): boolean {
-    index.next_chunk = this.next;
+    if (this.next > 0) {
+      index.next_chunk = this.next; // the numbered chunks' leaves are the index's past
+    } else {
+      delete index.next_chunk;
+    }
+    index.at = this.tick();
+    this.indexAt = index.at;
     this.leavesFrom = this.next;
     this.chunkLeaf.clear();
+    this.claims.clear();
     this.access.set(METADATA_KEY, index);
     return true;
   }
 
-  /** New immutable chunks (layout3.ts `textChunks`) under the next numbers. */
-  private writeChunks(name: string, entries: Json[], leaf?: Json): void {
+  /** New immutable chunks (layout3.ts `textChunks`) under the keys of their entries (a key that
+   * holds another chunk already is salted); the one with the leaf gets the clock. How many. */
+  private writeChunks(name: string, entries: Json[], leaf?: Json): number {
+    let count = 0;
     for (const chunk of textChunks(name, entries, leaf)) {
       if (Object.prototype.hasOwnProperty.call(chunk, 'leaf')) {
-        this.chunkLeaf.set(name, chunk.leaf as Json);
+        chunk.at = this.tick();
       }
-      this.access.set(chunkKey(this.next++), chunk);
+      const ids = (chunk.ids as Json[]).map(i => (typeof i === 'string' ? i : ''));
+      let key = keyedKey(name, ids);
+      for (let salt = 1; this.takenBy(key, chunk); salt++) {
+        key = keyedKey(name, ids, salt);
+      }
+      const claim = leafClaim(key, chunk, this.indexAt);
+      if (claim) {
+        this.claims.set(name, claim);
+      }
+      this.access.set(key, chunk);
+      count += 1;
     }
+    return count;
+  }
+
+  /** Whether `key` holds a chunk other than `chunk` (the same entries again is no other chunk). */
+  private takenBy(key: string, chunk: JsonObject): boolean {
+    const there = this.access.get(key);
+    if (there === undefined) {
+      return false;
+    }
+    if (!isObject(there)) {
+      return true;
+    }
+    return (
+      there.session !== chunk.session ||
+      JSON.stringify(there.ids) !== JSON.stringify(chunk.ids) ||
+      there.entries !== chunk.entries
+    );
   }
 }

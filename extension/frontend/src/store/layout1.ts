@@ -8,6 +8,7 @@
 import { clone, entryIds, isObject, own, put } from '../json';
 import { PROTOCOL } from '../protocol';
 import type { Json, JsonObject } from '../protocol';
+import { journalUpdate } from './metadata';
 import type { IUpdate } from './metadata';
 
 export interface ISession extends JsonObject {
@@ -87,11 +88,19 @@ function appendNew(list: Json[], entries: Json[]): { stored: number; ids: string
  * without a string id). `leaf` is set when present in the update; `header` / `settings` replace
  * the stored ones when present. With `onlyIfNew`, leaf/header/settings/active are applied only
  * when the update added at least one entry (used for journals, so lifting an old journal never
- * moves the leaf back).
+ * moves the leaf back), and a journal of a kernel that had not loaded the stored session never
+ * takes it over (metadata.ts `journalUpdate`).
  */
 export function applyUpdate(raw: unknown, update: IUpdate, onlyIfNew = false): IApplyResult {
   const before = normalise(raw);
   const meta = normalise(raw);
+  if (onlyIfNew) {
+    const stored = own(meta.sessions, update.session);
+    const held = new Set<string>();
+    entryIds(isObject(stored) ? stored.entries : null, held);
+    const header = isObject(stored) ? own(stored, 'header') : undefined;
+    update = journalUpdate(update, held, isObject(header) ? own(header, 'id') : undefined);
+  }
   const name = update.session;
   const session = sessionOf(meta, name);
   const { stored, ids } = appendNew(session.entries as Json[], update.entries ?? []);
@@ -111,14 +120,4 @@ export function applyUpdate(raw: unknown, update: IUpdate, onlyIfNew = false): I
   }
   const changed = JSON.stringify(before) !== JSON.stringify(meta);
   return { metadata: meta, stored, ids, changed };
-}
-
-/** How many entries the sessions of a layout-1 value hold. */
-export function entriesIn(index: JsonObject): number {
-  const sessions = own(index, 'sessions');
-  let count = 0;
-  for (const s of isObject(sessions) ? Object.values(sessions) : []) {
-    count += isObject(s) && Array.isArray(s.entries) ? s.entries.length : 0;
-  }
-  return count;
 }

@@ -2,10 +2,10 @@
  * Layout 2, the chunked layout: a small index under `ipyagent` (`{version: 2, active,
  * next_chunk, sessions: {name: {leaf, header, settings}}, set_aside?}`) and the entries in
  * immutable chunks under keys of their own (chunkKeys.ts), `{session, entries: [...], leaf?}`.
- * Layout 3 (layout3.ts) is the same with each chunk's entries as JSON text. The reader here reads
- * both, as the Python reader does (store/chunks.py `assemble`; the test vectors in
- * tests/store/vectors hold what both read), setting aside what it cannot read with its key and
- * reason.
+ * Layout 3 (layout3.ts) is the same with each chunk's entries as JSON text, and layout 4
+ * (layout4.ts) keys its chunks by their entries. The reader here reads all three, as the Python
+ * reader does (store/chunks.py `assemble`; the test vectors in tests/store/vectors hold what both
+ * read), setting aside what it cannot read with its key and reason.
  */
 
 import { copyExcept, entryIds, integral, isObject, own, put } from '../json';
@@ -13,6 +13,7 @@ import { PROTOCOL } from '../protocol';
 import type { Json, JsonObject } from '../protocol';
 import { STRAY_REASON, classifyKeys } from './chunkKeys';
 import { entriesFromText, listedIds } from './layout3';
+import { IKeyedChunk, ILeafClaim, chunkAt, keyedOrder, leafClaim, newer } from './layout4';
 import { IMetadataAccess, METADATA_KEY } from './metadata';
 
 export const LAYOUT_CHUNKED = 2;
@@ -22,7 +23,7 @@ export const SESSIONS_REASON =
   "the index's sessions must be a JSON object mapping names to sessions; the chunks are read without it";
 const NOT_A_CHUNK = 'not a chunk ({"session": name, "entries": [...] or its JSON text})';
 
-/** Whether the value under `ipyagent` is the index of a chunked layout (2 or 3). */
+/** Whether the value under `ipyagent` is the index of a chunked layout (2, 3 or 4). */
 export function isChunked(index: unknown): boolean {
   const version = isObject(index) ? integral(own(index, 'version')) : null;
   return version !== null && version >= LAYOUT_CHUNKED;
@@ -124,17 +125,64 @@ function readChunks(
       aside.push({ session: read.session, where: key, reason: read.problem, raw: (chunk ?? null) as Json });
       continue;
     }
-    let s = own(sessions, read.session);
-    if (!isObject(s)) {
-      s = { leaf: null, entries: [] };
-      put(sessions, read.session, s);
-    }
+    const s = sessionNamed(sessions, read.session);
     const list = s.entries as Json[];
     for (const e of read.entries) {
       list.push(e); // not push(...): a spread of many arguments can overflow the stack
     }
     if (n >= leavesFrom && Object.prototype.hasOwnProperty.call(chunk, 'leaf')) {
       s.leaf = chunk.leaf;
+    }
+  }
+}
+
+/** The session `name` of `sessions` (made when missing). */
+function sessionNamed(sessions: JsonObject, name: string): JsonObject {
+  let s = own(sessions, name);
+  if (!isObject(s)) {
+    s = { leaf: null, entries: [] };
+    put(sessions, name, s);
+  }
+  return s;
+}
+
+/** The keyed chunks (layout 4) appended to their sessions after the numbered ones, each
+ * session's in their reading order (layout4.ts `keyedOrder`); the latest chunk written after the
+ * index (`at` past `indexAt`) that carries a leaf sets it. */
+function readKeyed(
+  access: IMetadataAccess,
+  keys: string[],
+  indexAt: number,
+  sessions: JsonObject,
+  aside: Json[]
+): void {
+  const bySession = new Map<string, IKeyedChunk[]>();
+  for (const key of [...keys].sort()) {
+    const chunk = access.get(key);
+    const read = readChunk(chunk);
+    if (read.entries === null || read.session === null || !isObject(chunk)) {
+      aside.push({ session: read.session, where: key, reason: read.problem, raw: (chunk ?? null) as Json });
+      continue;
+    }
+    const list = bySession.get(read.session) ?? [];
+    list.push({ key, chunk, entries: read.entries });
+    bySession.set(read.session, list);
+  }
+  for (const [name, chunks] of bySession) {
+    const s = sessionNamed(sessions, name);
+    const entries = s.entries as Json[];
+    let latest: ILeafClaim | undefined;
+    for (const i of keyedOrder(chunks)) {
+      for (const e of chunks[i].entries) {
+        entries.push(e);
+      }
+      const claim = leafClaim(chunks[i].key, chunks[i].chunk, indexAt);
+      if (claim && newer(claim, latest)) {
+        latest = claim;
+      }
+    }
+    if (latest) {
+      s.leaf = latest.leaf;
     }
   }
 }
@@ -153,15 +201,16 @@ function strayItems(access: IMetadataAccess, strays: string[]): Json[] {
   });
 }
 
-/** A chunked store (layout 2 or 3, whose index is `index`) read as layout 1: `{version: 1,
+/** A chunked store (layout 2, 3 or 4, whose index is `index`) read as layout 1: `{version: 1,
  * active, sessions: {name: {…, entries}}, set_aside?}`; and its stray keys, sorted. */
 export function readChunked(index: JsonObject, access: IMetadataAccess): { value: JsonObject; strays: string[] } {
-  const value = copyExcept(index, ['version', 'sessions', 'next_chunk']);
+  const value = copyExcept(index, ['version', 'sessions', 'next_chunk', 'at']);
   value.version = PROTOCOL;
   const { aside, kept } = setAsideOf(index);
   const sessions = sessionsOf(index, aside);
-  const { chunks, strays } = classifyKeys(access.keys());
+  const { chunks, keyed, strays } = classifyKeys(access.keys());
   readChunks(access, chunks, leavesFromOf(index), sessions, aside);
+  readKeyed(access, keyed, chunkAt(index), sessions, aside);
   strays.sort();
   for (const item of strayItems(access, strays)) {
     aside.push(item);

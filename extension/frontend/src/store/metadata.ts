@@ -28,3 +28,33 @@ export interface IUpdate {
   settings?: Json;
   active?: boolean;
 }
+
+/** The name a journal of session `name` is kept under when a kernel that had not loaded the
+ * notebook's session wrote it (store/validation.py `foreign_session_name`). */
+export function foreignSessionName(name: string, headerId: string): string {
+  return `${name}-${headerId.slice(0, 8)}`;
+}
+
+/**
+ * Where a journal's update goes (docs/protocol.md, "Journal"): as it is, unless the session of
+ * its name holds entries (`held`) under another header (`storedHeaderId`) — a kernel that had not
+ * loaded the notebook's session wrote it. Then, when one of its entries hangs from a held entry,
+ * only its entries (a branch; no header, leaf or settings); else all of it under a session of
+ * its own (`foreignSessionName`), never made active.
+ */
+export function journalUpdate(update: IUpdate, held: Set<string>, storedHeaderId: unknown): IUpdate {
+  const header = update.header;
+  const theirs =
+    typeof header === 'object' && header !== null && !Array.isArray(header) ? (header as JsonObject).id : undefined;
+  if (typeof theirs !== 'string' || typeof storedHeaderId !== 'string' || theirs === storedHeaderId || !held.size) {
+    return update;
+  }
+  const hangs = (update.entries ?? []).some(e => {
+    const parent = typeof e === 'object' && e !== null && !Array.isArray(e) ? (e as JsonObject).parentId : undefined;
+    return typeof parent === 'string' && held.has(parent);
+  });
+  if (hangs) {
+    return { session: update.session, entries: update.entries };
+  }
+  return { ...update, session: foreignSessionName(update.session, theirs), active: false };
+}

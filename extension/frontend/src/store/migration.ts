@@ -1,5 +1,5 @@
 /**
- * The move of a layout-1 store (layout1.ts) into layout 3 (layout3.ts): planned from the
+ * The move of a layout-1 store (layout1.ts) into layout 4 (layout4.ts): planned from the
  * layout-1 value, then a chunk at a time (`ChunkedStore.migrateStep`, while the page is idle),
  * the index last, so a move cut short loses nothing (until the index is written, readers read
  * layout 1: they ignore chunk keys there). Or all at once (`convert`), when a write comes first.
@@ -8,10 +8,10 @@
 
 import { copyExcept, entryIds, isObject, jsonType, own, put } from '../json';
 import type { Json, JsonObject } from '../protocol';
-import { CHUNK_LIMIT } from './chunkKeys';
 import { hasSessions } from './layout1';
 import { isChunked } from './layout2';
-import { CHUNK_ENTRIES, LAYOUT_TEXT } from './layout3';
+import { CHUNK_ENTRIES } from './layout3';
+import { LAYOUT_KEYED } from './layout4';
 
 /** Entries of one session to write into chunks. */
 export interface IPiece {
@@ -73,7 +73,7 @@ export function outside(list: Json[], ids: ReadonlySet<string> | undefined): Jso
 }
 
 /** A layout-1 index without its sessions' entries (a new object: the value read may still be in
- * a caller's hands, the push's), as the index of layout 3; entries that are no list set aside. */
+ * a caller's hands, the push's), as the index of layout 4; entries that are no list set aside. */
 function indexWithoutEntries(layout1: JsonObject): JsonObject {
   const index = copyExcept(layout1, []);
   setAsideUnlisted(index);
@@ -85,13 +85,13 @@ function indexWithoutEntries(layout1: JsonObject): JsonObject {
     }
     index.sessions = kept;
   }
-  index.version = LAYOUT_TEXT;
+  index.version = LAYOUT_KEYED;
   return index;
 }
 
-/** The state of a move into layout 3: the plan under way, and what its steps wrote. */
+/** The state of a move into layout 4: the plan under way, and what its steps wrote. */
 export class LayoutMove {
-  /** What the last finished move into layout 3 moved. */
+  /** What the last finished move into layout 4 moved. */
   moved: IMoved | null = null;
   /** the layout-1 value as last read, while no write changed it (dropped by `forget`) */
   layout1: JsonObject | null = null;
@@ -123,10 +123,9 @@ export class LayoutMove {
     return outside(outside(list, this.written.get(name)), inChunks.get(name));
   }
 
-  /** Plan the move of `raw` (the value under `ipyagent`) with chunks numbered from `next`, leaving
-   * out what sits in chunks already: false when there is nothing to move (or no chunk numbers
-   * left for it: a write says why). */
-  begin(raw: unknown, next: number, inChunks: ChunkedIds = new Map()): boolean {
+  /** Plan the move of `raw` (the value under `ipyagent`), leaving out what sits in chunks
+   * already: false when there is nothing to move. */
+  begin(raw: unknown, inChunks: ChunkedIds = new Map()): boolean {
     this.layout1 = null;
     if (!isObject(raw) || isChunked(raw) || !hasSessions(raw)) {
       return false;
@@ -139,9 +138,6 @@ export class LayoutMove {
         pieces.push({ name, entries: left.slice(i, i + CHUNK_ENTRIES) });
       }
       count += left.length;
-    }
-    if (next + count > CHUNK_LIMIT) {
-      return false;
     }
     this.plan = { index: raw, pieces, entries: count, chunks: 0 };
     this.layout1 = raw; // until the index is written: what the store reads
@@ -170,7 +166,7 @@ export class LayoutMove {
     }
   }
 
-  /** Every piece is written: the index of layout 3 to write (without `next_chunk`). */
+  /** Every piece is written: the index of layout 4 to write (without its clock). */
   finish(): JsonObject {
     const plan = this.plan as IMovePlan;
     this.reset();
@@ -179,14 +175,13 @@ export class LayoutMove {
   }
 
   /**
-   * Layout 1 → 3 at once, in place on `index` (a copy): each session's entries out of the index,
+   * Layout 1 → 4 at once, in place on `index` (a copy): each session's entries out of the index,
    * and returned to be written into new chunks (those a move's steps did not write already, and
    * those in no chunk: `inChunks`); entries that are no list set aside. Nothing is under way
    * after it.
    */
   convert(index: JsonObject, inChunks: ChunkedIds = new Map()): IPiece[] {
-    index.version = LAYOUT_TEXT;
-    index.next_chunk = 0;
+    index.version = LAYOUT_KEYED;
     setAsideUnlisted(index);
     const pieces: IPiece[] = [];
     const sessions = own(index, 'sessions');

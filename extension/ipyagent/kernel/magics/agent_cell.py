@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, magics_class
 
+from ipyagent.agent.loop import RunResult
 from ipyagent.agent.prompt.interpolate import interpolate
 from ipyagent.agent.run_config import recorded_model
 from ipyagent.display.untrusted import escape_html
-from ipyagent.kernel.cell_context import KernelLookup, cell_identity
-from ipyagent.kernel.cell_run import CellRun
+from ipyagent.kernel.cell_context import KernelLookup, cell_identity, discover_notebook, running_cell_id
+from ipyagent.kernel.cell_run import AgentCellError, CellRun
 from ipyagent.kernel.code_cells import begin_code_cells
 from ipyagent.kernel.magics.commands import (
     argument,
@@ -37,6 +38,7 @@ from ipyagent.kernel.magics.commands import (
     parse_argstring,
 )
 from ipyagent.kernel.persistence import add_reset_notice
+from ipyagent.kernel.replay_control import TurnMatch
 from ipyagent.session.messages import CELL_PROMPT_FIELD
 
 if TYPE_CHECKING:
@@ -90,6 +92,7 @@ def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
     prompt = cell.strip("\n")
     if not prompt.strip():
         raise UsageError("%%agent needs a prompt: write it in the cell body, below the %%agent line.")
+    discover_notebook(runtime)  # a runner that handed over no session (nbconvert, papermill): find it
     if args.session:
         runtime.active = args.session
     slot = runtime.slot(args.session)
@@ -103,35 +106,57 @@ def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
     note = runtime.settings_policy.model_note(slot) if not args.model else ""
     if note:  # before the first request of this session
         print(note)
-    shell = runtime.shell
-    cell_id, _ = cell_identity(shell)
-    rerun, branch_to = fork_point(slot.session, cell_id)
-    if rerun:
-        slot.session.branch(branch_to)
+    rerun, turn = _fork(runtime, slot, running_cell_id(runtime), prompt)
+    result: RunResult | None = None
     with CellRun(runtime, slot, config, tools=[] if args.no_tools else None, ask=config.tool_approval == "ask",
                  show_failures=True) as run:
-        extra = {k: v for k, v in (("cellId", run.cell_id), ("executionCount", run.execution_count)) if v is not None}
-        text = prompt
-        if "{" in prompt:
-            filled = interpolate(prompt, KernelLookup(shell, runtime.activity))
-            if filled.text != prompt:
-                text = filled.text
-                extra[CELL_PROMPT_FIELD] = prompt
-            if filled.note() and run.view is not None:
-                run.view.renderer.show(interpolation_bundle(filled.note()))
-        replaying = run.replay()
-        run.offer_tools(args.no_tools)
-        slot.tools_offered = not args.no_tools
-        reproducing = replaying is not None and replaying.cell.prompt.strip() == prompt.strip()
-        if rerun and not reproducing:
-            run.note("Re-run of an earlier cell: the session forks from before its previous prompt.")
-        if not reproducing:
-            add_reset_notice(slot)  # a model reads this prompt: tell it about the new namespace first
-        run.at_exit(begin_code_cells(runtime, run.agent, args.cells, run.note))
-        compact_after = not run.idle_after()
-        with runtime.activity.paused():
-            run.agent.prompt(text, compact_after=compact_after, **extra)
+        result = _prompt(runtime, run, args, prompt, rerun, turn)
+    if run.failure is not None:
+        raise AgentCellError(run.failure)
+    if result is not None and result.error is not None:
+        raise AgentCellError(result.error)
     return None
+
+
+def _fork(runtime: AgentRuntime, slot: Any, cell_id: str | None, prompt: str) -> tuple[bool, TurnMatch | None]:
+    """Where the cell's prompt goes: a re-run of a cell whose prompt is on the current path (by its
+    id; else by what was typed at its position among the agent cells run) forks the session from
+    before that prompt. Returns whether it re-runs, and the recorded run found by what was typed."""
+    rerun, branch_to = fork_point(slot.session, cell_id)
+    turn = None if rerun else runtime.replay.find_turn(slot.name, slot.session, prompt)
+    runtime.replay.agent_cell_ran(slot.name)
+    if turn is not None and turn.fork:
+        rerun, branch_to = True, turn.fork_to
+    if rerun:
+        slot.session.branch(branch_to)
+    return rerun, turn
+
+
+def _prompt(runtime: AgentRuntime, run: CellRun, args: Any, prompt: str, rerun: bool,
+            turn: TurnMatch | None) -> RunResult:
+    """The cell's run: the prompt (interpolated), replayed or live, with its tools."""
+    slot = run.slot
+    extra = {k: v for k, v in (("cellId", run.cell_id), ("executionCount", run.execution_count)) if v is not None}
+    text = prompt
+    if "{" in prompt:
+        filled = interpolate(prompt, KernelLookup(runtime.shell, runtime.activity))
+        if filled.text != prompt:
+            text = filled.text
+            extra[CELL_PROMPT_FIELD] = prompt
+        if filled.note() and run.view is not None:
+            run.view.renderer.show(interpolation_bundle(filled.note()))
+    replaying = run.replay(turn)
+    run.offer_tools(args.no_tools)
+    slot.tools_offered = not args.no_tools
+    reproducing = replaying is not None and replaying.cell.prompt.strip() == prompt.strip()
+    if rerun and not reproducing:
+        run.note("Re-run of an earlier cell: the session forks from before its previous prompt.")
+    if not reproducing:
+        add_reset_notice(slot)  # a model reads this prompt: tell it about the new namespace first
+    run.at_exit(begin_code_cells(runtime, run.agent, args.cells, run.note))
+    compact_after = not run.idle_after()
+    with runtime.activity.paused():
+        return run.agent.prompt(text, compact_after=compact_after, **extra)
 
 
 # %agent commands that move to another branch or session or change the model: a compaction in the

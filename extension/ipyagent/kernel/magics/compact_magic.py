@@ -20,7 +20,8 @@ from ipyagent.core import CompactionCancelled, NothingToCompact
 from ipyagent.display.stream import error_bundle
 from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import escape_html, markdown_html
-from ipyagent.kernel.cell_run import CellRun
+from ipyagent.kernel.cell_context import discover_notebook
+from ipyagent.kernel.cell_run import AgentCellError, CellRun
 from ipyagent.kernel.magics.commands import (
     argument,
     cell_magic_parser,
@@ -87,11 +88,14 @@ def run_compact(runtime: AgentRuntime, line: str, cell: str | None = None) -> No
     config = runtime.run_config(slot=slot)
     if not (config.summary_model or config.model):
         raise UsageError('No model configured for the summary. Set %config Agent.model (or Agent.summary_model).')
+    discover_notebook(runtime)  # a runner that handed over no session (nbconvert, papermill): find it
+    slot = runtime.slot(args.session)
+    failed = None
     note = runtime.settings_policy.model_note(slot)
     if note:  # before the summary request
         print(note)
     with CellRun(runtime, slot, config, interrupted_note="Compaction interrupted; the session is unchanged.") as run:
-        run.replay()
+        run.replay(runtime.replay.next_compaction(slot.name, slot.session), strict=False)
         before = run.agent.budget.request_tokens()  # the budget's count, as the widget shows it
         started = time.monotonic()
         try:
@@ -101,12 +105,15 @@ def run_compact(runtime: AgentRuntime, line: str, cell: str | None = None) -> No
         except CompactionCancelled as exc:
             run.note(str(exc))
         except (SummarizerError, ValueError) as exc:
+            failed = str(exc)
             if run.view is not None:
-                run.view.renderer.show(error_bundle(str(exc), title="Compaction failed"))
+                run.view.renderer.show(error_bundle(failed, title="Compaction failed"))
         else:
             after = run.agent.budget.request_tokens()
             if entry is not None and run.view is not None:  # (a manual compaction raises rather than None)
                 run.view.renderer.show(_summary_bundle(entry, before, after, time.monotonic() - started))
+    if failed is not None:  # the cell fails like any failing cell (Run All stops, a runner exits non-zero)
+        raise AgentCellError(f"Compaction failed: {failed}")
 
 
 @magics_class
