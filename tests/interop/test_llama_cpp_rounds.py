@@ -6,17 +6,17 @@ the docs say for tools: ``--chat_format chatml-function-calling``, ``--n_ctx 409
   same way each time: the model calls it again with the same arguments, the second result tells
   it so, the third stops the run — one plain line, no "Model error".
 * Item 6: a notebook page (not ``ipyagent run``, where idle compaction never runs), the window as
-  the issue's user set it (``Agent.context_window = 4096``), cells with long pasted notes: once the
-  kernel is idle after the second cell, the idle compaction either leaves room for a turn of the
-  typical size or does not start; the third cell, of that size, does not compact again.
+  the issue's user set it (``Agent.context_window = 4096``), a cell of long pasted notes: no cut
+  can leave a turn of that size room, so no idle compaction starts (before, one ran and the next
+  cell compacted in the foreground anyway), and ``%agent status`` says why. (The other branch,
+  a cut deep enough for the next turn, is tests/agent/test_idle_depth.py's, against the fake
+  provider: against this model its summary takes minutes.)
 
 The model is tiny and writes poor text: the tests assert mechanics, never wording.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -91,62 +91,43 @@ def test_the_same_failing_call_stops_the_first_cell_in_one_line(env: LlamaServer
 PAGE = "jupyterlab-test"  # a notebook page: the kernel compacts in its idle time
 
 
-def pasted(i: int) -> str:
-    """A long prompt of plain notes (about 5,000 characters) ending in a short question."""
-    notes = " ".join(f"Note {n + 1}: {NOTES[(i + n) % len(NOTES)]}." for n in range(10))
-    return (f"%%agent --no-tools\nHere are my notes for part {i + 1}. {notes} {' '.join(SENTENCES)} {notes} "
-            "In one short sentence: what should I look at first?")
+def pasted_notes(tokens: int) -> str:
+    """A cell that pastes about ``tokens`` tokens of plain notes and asks a short question."""
+    lines, i = [], 0
+    while len(" ".join(lines)) < tokens * 4:
+        lines.append(f"Note {i + 1}: {NOTES[i % len(NOTES)]}. {SENTENCES[i % len(SENTENCES)]}")
+        i += 1
+    return "%%agent --no-tools\nHere are my notes. " + " ".join(lines) + " In one short sentence: what comes first?"
+
+
+def test_an_idle_compaction_that_cannot_leave_the_next_turn_room_does_not_start(env: LlamaServer, tmp_path):
+    # The issue's case: an idle compaction freed 301 tokens in 47 s, and the next cell compacted
+    # in the foreground anyway. Here one cell of pasted notes takes the context above the idle
+    # share (2,611 of the 3,072-token threshold) and not over it: a turn of that size (~2,750 tokens)
+    # cannot fit next to even the deepest cut (the reply kept), a summary of the least size (256)
+    # and the system prompt, so no idle compaction starts, and the kernel says why.
+    setup = "\n".join(["%load_ext ipyagent", f"%config Agent.model = 'openai:{MODEL_ALIAS}'",
+                       f"%config Agent.max_output_tokens = {MAX_OUTPUT}", f"%config Agent.context_window = {N_CTX}"])
+    with LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        assert k.run(setup, "setup").status == "ok"
+        cell = k.run(pasted_notes(2650), "notes", timeout=CELL_TIMEOUT)
+        assert cell.status == "ok", outputs_text(cell.outputs)
+        # the run has ended: a job would be armed now (it starts once the kernel is idle)
+        armed, last, tokens = k.evaluate("(lambda rt: [rt.idle.job is not None, rt.idle.last, "
+                                         "rt.slot().agent.budget.request_tokens()])(get_ipython()._ipyagent_runtime)")
+        status = outputs_text(k.run("%agent status", "status").outputs)
+        print(f"\n[interop] after the cell: {tokens:,} tokens; idle job armed: {armed}; {last!r}")
+        assert 0.85 * 3072 < tokens <= 3072  # above the idle share, under the threshold: before issue 37 a job
+        # was armed here
+        assert not armed and not _compactions(k), status
+        assert last.startswith("not started after the last run: no compaction leaves room for a turn of typical "
+                               "size"), last
+        assert "not started after the last run" in status, status
+
+
+CELL_TIMEOUT = 1200  # a loaded two-core machine: the model reads a long prompt slowly
 
 
 def _compactions(k: LiveKernel) -> list[dict]:
     entries = (k.metadata.get("sessions") or {}).get("default", {}).get("entries", [])
     return [e for e in entries if e["type"] == "compaction"]
-
-
-CELL_TIMEOUT = 1200  # a loaded two-core machine: the model reads each long prompt slowly
-
-
-def _idle_settled(k: LiveKernel) -> str:
-    """Wait (on the job's own event, in the kernel) until no idle job is armed or running; how the
-    last one ended ("" when none was armed). The job starts once no cell has run for a moment, so
-    between two looks the kernel is left idle for longer than that."""
-    code = ("import json as _j\n"
-            "_rt = get_ipython()._ipyagent_runtime\n"
-            "_job = _rt.idle.job\n"
-            "print(_j.dumps([_job is None, _rt.idle.last]))")
-    while True:
-        cell = k.run(code, "idle-wait", timeout=CELL_TIMEOUT)
-        assert cell.status == "ok", cell.outputs
-        text = "".join(o["text"] for o in cell.outputs if o.get("output_type") == "stream")
-        settled, last = json.loads(text.strip().splitlines()[-1])
-        if settled:
-            return str(last)
-        k.drain(5.0)  # the kernel idle again (longer than idle_compaction_delay): the job starts, and ends
-
-
-def test_an_idle_compaction_leaves_the_next_cell_room_or_does_not_start(env: LlamaServer, tmp_path):
-    setup = "\n".join(["%load_ext ipyagent", f"%config Agent.model = 'openai:{MODEL_ALIAS}'",
-                       f"%config Agent.max_output_tokens = {MAX_OUTPUT}", f"%config Agent.context_window = {N_CTX}"])
-    with LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
-        assert k.run(setup, "setup").status == "ok"
-        for i in range(2):
-            cell = k.run(pasted(i), f"cell-{i}", timeout=CELL_TIMEOUT)
-            assert cell.status == "ok", outputs_text(cell.outputs)
-        started = time.monotonic()
-        last = _idle_settled(k)
-        idle = [c for c in _compactions(k) if c["trigger"] == "idle"]
-        print(f"\n[interop] after the second cell: {len(idle)} idle compaction(s); the idle job: {last!r} "
-              f"({time.monotonic() - started:.1f} s)")
-        status = outputs_text(k.run("%agent status", "status").outputs)
-        before = len(_compactions(k))
-        cell = k.run(pasted(2), "cell-2", timeout=CELL_TIMEOUT)
-        assert cell.status == "ok", outputs_text(cell.outputs)
-        shown = outputs_text(cell.outputs)
-        foreground = [c for c in _compactions(k)[before:] if c["trigger"] != "idle"]
-        print(f"[interop] the third cell: {len(foreground)} foreground compaction(s)")
-    if idle:  # it ran: the third cell, a turn of the typical size, found room
-        assert not foreground, shown
-        assert "Compacted (threshold)" not in shown
-    else:  # it did not start, and said why
-        assert last.startswith("not started after the last run: no compaction leaves room"), last
-        assert "not started after the last run" in status, status
