@@ -138,9 +138,10 @@ class AgentSettings(Configurable):
     idle_compaction = _Share(0.85, help="Compact in the kernel's idle time: after a %%agent run, once the kernel "
                                        "has been idle for idle_compaction_delay seconds, when the context is above "
                                        "this share of the compaction threshold (the summary is made in a worker "
-                                       "thread; ordinary cells run meanwhile, the next %%agent cell waits for it). It cuts deep enough "
-                                       "that the next turn of typical size fits under the threshold, and does not "
-                                       "start where no cut can leave that much room (%agent status says why). "
+                                       "thread; ordinary cells run meanwhile, the next %%agent cell waits for it). "
+                                       "It cuts deep enough that the next turn of typical size fits under the "
+                                       "threshold, and does not start where no cut can leave that much room "
+                                       "(%agent status says why). "
                                        "0 or False: off (True: 0.85). Never in ipyagent run or a replay."
                             ).tag(config=True)
     idle_compaction_delay = Float(2.0, help="Seconds without an executing cell before an idle compaction starts."
