@@ -113,18 +113,21 @@ def test_idle_compaction_writes_one_entry_equal_in_kind_to_a_foreground_one(idle
         server.enqueue_summary(SUMMARY)
         out = execute_notebook(notebook(*CELLS[:LAST]), timeout=120, cwd=str(tmp_path))
         assert out.ok, out.error
-        assert server.summary_calls == idle_run["summary_calls"]  # the same requests
     entries = out.nb["metadata"]["ipyagent"]["sessions"]["default"]["entries"]
     foreground = [e for e in entries if e["type"] == "compaction"]
     assert len(foreground) == 1 and foreground[0]["trigger"] == "foreground"
-    # the same plan and the same entry: its fields, its cut, its summary
+    # an entry of the same kind: its fields and its summary
     assert set(foreground[0]) == set(idle[0])
-    by_id = {e["id"]: e for e in idle_run["metadata"]["sessions"]["default"]["entries"]}
-    kept_idle = by_id[idle[0]["firstKeptEntryId"]]
-    kept_fg = {e["id"]: e for e in entries}[foreground[0]["firstKeptEntryId"]]
-    assert kept_idle["message"]["role"] == kept_fg["message"]["role"]
-    assert json.dumps(kept_idle["message"].get("content")) == json.dumps(kept_fg["message"].get("content"))
-    assert foreground[0]["summary"] == idle[0]["summary"]
+    assert idle[0]["summary"].startswith(SUMMARY)
+    # cut at least as deep: the idle one leaves the next turn of typical size room (issue 37)
+    assert _kept_from(idle_run["metadata"]["sessions"]["default"]["entries"], idle[0]) \
+        >= _kept_from(entries, foreground[0])
+
+
+def _kept_from(entries: list[dict], compaction: dict) -> int:
+    """The place of a compaction's first kept entry among the session's messages."""
+    messages = [e["id"] for e in entries if e["type"] == "message" and e["message"]["role"] != "system"]
+    return messages.index(compaction["firstKeptEntryId"])
 
 
 def test_a_replay_reproduces_the_idle_compaction(idle_run, capsys):

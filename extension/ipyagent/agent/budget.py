@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -28,6 +29,7 @@ from typing import Any, Final
 from ipyagent.agent import run_events as ev
 from ipyagent.agent.provider_summarizer import summary_input_budget
 from ipyagent.agent.run_config import WINDOW_FLOOR, LearnedWindow, RunConfig, SavedTokenFactor
+from ipyagent.compaction.compact import MIN_SUMMARY_TOKENS
 from ipyagent.compaction.planner import CompactionRoom
 from ipyagent.compaction.settings import Budget, CompactionSettings, fit_budget, for_model
 from ipyagent.core import Session
@@ -359,27 +361,47 @@ class RequestBudget:
         """The budgets compaction uses now: :meth:`fitted`'s, as settings."""
         return self.fitted().settings(self.config.compaction.enabled)
 
-    def room(self, budget: Budget | None = None) -> CompactionRoom | None:
+    def room(self, budget: Budget | None = None, *, headroom: int = 0) -> CompactionRoom | None:
         """What a compaction must leave the next request: under the threshold of ``budget`` (default
         :meth:`fitted`), next to the fixed part, messages counted as the trigger counts them (None:
-        no window)."""
+        no window). ``headroom``: tokens more to leave free under it (an idle compaction leaves a
+        turn of typical size, :meth:`typical_turn`, so the next cell need not compact again)."""
         threshold = (budget or self.fitted()).threshold
         if threshold is None:
             return None
-        return CompactionRoom(threshold, fixed=self.fixed_tokens(), factor=self.token_factor())
+        return CompactionRoom(max(0, threshold - headroom), fixed=self.fixed_tokens(), factor=self.token_factor())
+
+    def typical_turn(self) -> int:
+        """The tokens a turn of typical size adds to the context: the median of the latest
+        :data:`TYPICAL_TURNS` turns on the path (a prompt and all that answered it, compacted ones
+        too), as the trigger counts them; 0 before the first turn."""
+        sizes = turn_sizes(self.session)[-TYPICAL_TURNS:]
+        return math.ceil(statistics.median(sizes) * self.token_factor()) if sizes else 0
+
+    def _deepest_kept(self) -> int:
+        """What the deepest compaction keeps: from the last cut point on (a prompt, or a tool call
+        with its results, is never cut), as the trigger counts it."""
+        state = self.session.context_state()
+        start = state.cut_points[-1] if state.cut_points else 0
+        return math.ceil(sum(state.entry_tokens[start:]) * self.token_factor())
 
     def fits_after_deepest_compaction(self) -> bool:
         """Whether the next request could fit the window after the deepest compaction there is: one
-        that cuts at the last cut point, keeping only from there (a prompt, or a tool call with its
-        results, is never cut), with a summary counted as nothing. When it could not, a compaction
-        cannot help and is not run."""
+        that cuts at the last cut point, keeping only from there, with a summary counted as
+        nothing. When it could not, a compaction cannot help and is not run."""
         window = self.window()
         if not window:
             return True
-        state = self.session.context_state()
-        start = state.cut_points[-1] if state.cut_points else 0
-        kept = math.ceil(sum(state.entry_tokens[start:]) * self.token_factor())
-        return self.fixed_tokens() + kept + (self.config.max_output_tokens or 0) <= window
+        return self.fixed_tokens() + self._deepest_kept() + (self.config.max_output_tokens or 0) <= window
+
+    def deepest_leaves_room(self, headroom: int) -> bool:
+        """Whether the deepest compaction, with a summary of the least size a summary is given,
+        leaves ``headroom`` tokens under the threshold (True with no window)."""
+        room = self.room(headroom=headroom)
+        if room is None:
+            return True
+        return self.fixed_tokens() + self._deepest_kept() + math.ceil(MIN_SUMMARY_TOKENS * self.token_factor()) \
+            <= room.threshold
 
     def request_fits(self) -> RequestFit:
         window = self.window()
@@ -408,6 +430,24 @@ class RequestBudget:
                            "(%config Agent.instruction_files = []), or use a model with a larger window "
                            "(and set Agent.context_window).")
         return head + _largest_message(state.agent_messages[largest], state.entry_ids[largest], biggest, fixed)
+
+
+TYPICAL_TURNS = 5  # the latest turns a turn of typical size is the median of
+
+
+def turn_sizes(session: Session) -> list[int]:
+    """The estimated tokens of each turn on the session's path, oldest first: a user prompt and the
+    replies and tool results that followed it (system messages and compactions aside)."""
+    sizes: list[int] = []
+    for entry in session.path():
+        message = entry.get("message") if entry.get("type") == "message" else None
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ("user", "assistant", "toolResult") or message is None:
+            continue
+        if role == "user" or not sizes:
+            sizes.append(0)
+        sizes[-1] += session.estimate_entry(entry, message)
+    return sizes
 
 
 def _ignore(event: Any) -> None:

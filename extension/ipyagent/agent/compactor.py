@@ -106,7 +106,13 @@ class Compactor:
                                            focus=focus, reason=reason,
                                            summary_input_tokens=self.budget.summary_input_tokens(), extra=extra,
                                            describe=self.ports.describe_namespace, plan=plan,
-                                           room=self.budget.room(budget))
+                                           room=self.budget.room(budget, headroom=self._headroom(reason)))
+
+    def _headroom(self, reason: str) -> int:
+        """What a compaction leaves free under the threshold beyond the request itself: an idle
+        compaction leaves a turn of typical size, so the next cell need not compact in the
+        foreground (issue 37); the others compact just enough, as Pi does."""
+        return self.budget.typical_turn() if reason == "idle" else 0
 
     def _failed(self, exc: Exception, reason: str, duration: float) -> None:
         """Tell a compaction that did not happen (an automatic one skipped for the same reason is

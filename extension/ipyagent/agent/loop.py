@@ -36,6 +36,7 @@ from ipyagent.agent.tool_support import ToolSupportCheck
 from ipyagent.agent.tools.approval import ApprovalPolicy, run_tool_call
 from ipyagent.agent.tools.cell import CellRunner
 from ipyagent.agent.tools.notebook_port import NotebookPort
+from ipyagent.agent.tools.repeats import RepeatedFailures
 from ipyagent.agent.tools.tool import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.tool_registry import default_tools
 from ipyagent.compaction.compact import FailureTracker
@@ -64,7 +65,16 @@ from ipyagent.session.messages import (
 from ipyagent.session.tokens import normalize_usage
 from ipyagent.shapes import ContentBlock, Entry, Message
 
-__all__ = ["AgentLoop", "AgentRunError", "RunPorts", "RunResult", "ToolResultSource"]
+__all__ = ["AgentLoop", "AgentRunError", "RunPorts", "RunResult", "RunStop", "ToolResultSource"]
+
+
+class RunStop(Exception):
+    """The run stops before the model did, by a limit (no error): the session stays valid, every
+    call answered. Its message is the one line the user reads."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass
@@ -72,6 +82,7 @@ class RunResult:
     new_entries: list[Entry] = field(default_factory=list)
     final_message: Message | None = None
     error: str | None = None
+    stopped: str | None = None  # why the run stopped before the model did (a limit, not an error)
 
     @property
     def text(self) -> str:
@@ -108,6 +119,7 @@ class AgentLoop:
         self.cancel = threading.Event()
         self.output = ev.RunOutput()
         self.tool_support = ToolSupportCheck()
+        self.repeats = RepeatedFailures()  # the same failing call made again, counted per run
 
     # ---- what the agent works on, and what a run takes from outside -------------------------
 
@@ -238,6 +250,9 @@ class AgentLoop:
         except AgentRunError as exc:
             result.error = self.redactor().text(str(exc))
             self.output.emit(ev.AgentError(result.error))
+        except RunStop as stop:
+            result.stopped = self.redactor().text(str(stop))
+            self.output.emit(ev.RunStopped(result.stopped, stop.reason))
         finally:
             self.output.end_run()
             self.system.end()
@@ -267,6 +282,7 @@ class AgentLoop:
     def _run(self) -> Message | None:
         overflow_retried = False
         rounds = 0
+        self.repeats.reset()
         while True:
             compactor = self.compactor
             compactor.check_budget()
@@ -298,8 +314,18 @@ class AgentLoop:
             rounds += 1
             if not calls:
                 return stored
-            if self.config.max_tool_rounds and rounds >= self.config.max_tool_rounds:
-                raise AgentRunError(f"Stopped after {rounds} tool round{'s' * (rounds != 1)} (Agent.max_tool_rounds).")
+            self._check_limits(rounds)
+
+    def _check_limits(self, rounds: int) -> None:
+        """After a round of tool calls: stop where the same failing call came once too often, or
+        the rounds reached ``max_tool_rounds`` (each a :class:`RunStop`: a line, not an error)."""
+        if self.repeats.stop:
+            raise RunStop(self.repeats.stop, "repeated_failure")
+        cap = self.config.max_tool_rounds
+        if cap and rounds >= cap:
+            raise RunStop(f"Stopped after {rounds} tool round{'s' * (rounds != 1)}: the model was still calling "
+                          f"tools (Agent.max_tool_rounds = {cap}). A new %%agent cell continues from here; "
+                          "%config Agent.max_tool_rounds = N changes the cap (None: no limit).", "max_tool_rounds")
 
     def request(self, model_id: str) -> ModelRequest:
         """The request the next model call sends (after the ``context`` and ``before_provider_request``
@@ -395,6 +421,7 @@ class AgentLoop:
             result = self._append(result)["message"].copy()
             self.output.emit(ev.ToolExecutionEnd(call_id, name, result))
             raise
+        output_text = self.repeats.checked(name, arguments, output_text, is_error)
         result = tool_result_message(call_id, name, output_text, is_error=is_error, details=details or None,
                                      timestamp=now_ms(), images=images)
         result = self._append(result)["message"].copy()  # what the model and the notebook see: keys scrubbed

@@ -10,6 +10,9 @@ from typing import Any, TypedDict, cast
 from ipyagent.compaction.settings import CompactionSettings, SavedCompaction
 
 DEFAULT_MODEL_ENV = "IPYAGENT_MODEL"
+# An interactive cell's worth of tool rounds: a task a model can do in a cell takes far fewer, and a
+# small model that loops stops before it has run for minutes (issue 37).
+DEFAULT_MAX_TOOL_ROUNDS = 25
 
 SYSTEM_PROMPT = """You are a coding agent working inside a live Jupyter kernel, next to the user's notebook.
 
@@ -69,7 +72,8 @@ class RunConfig:
     max_retries: int = 3
     retry_base_delay: float = 2.0
     retry_max_delay: float = 60.0
-    max_tool_rounds: int | None = None  # None: until the model stops
+    # a run stops after this many rounds of tool calls (a line, not an error); None or 0: no limit
+    max_tool_rounds: int | None = DEFAULT_MAX_TOOL_ROUNDS
     reasoning: str | None = None
     notebook_context: bool = True  # the notebook-activity block before each prompt (with a NotebookContext)
     notebook_context_tokens: int = 2000  # its cap

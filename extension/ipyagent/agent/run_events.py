@@ -107,6 +107,15 @@ class AgentError:
 
 
 @dataclass
+class RunStopped:
+    """The run stopped before the model did, by a limit and not by an error: the tool-round cap
+    (``Agent.max_tool_rounds``) or the same failing tool call repeated. One plain line."""
+
+    message: str
+    reason: str = "max_tool_rounds"  # or "repeated_failure"
+
+
+@dataclass
 class TurnEnd:
     message: Message
     tool_results: list[Message] = field(default_factory=list)

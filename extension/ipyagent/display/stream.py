@@ -513,6 +513,10 @@ class RunRenderer:
                  "interrupted": "Interrupted"}.get(event.kind, "Model error")
         self.show(error_bundle(event.message, title=title))
 
+    def _on_stopped(self, event: ev.RunStopped) -> None:
+        self.reply.end()
+        self.show(note_bundle(event.message))  # a limit, not an error: one plain line
+
     def _on_end(self, event: ev.AgentEnd) -> None:
         self.reply.end()
         unfinished: Message = {"content": [{"type": "text", "text": "(not finished)"}], "isError": True}
@@ -544,5 +548,6 @@ class RunRenderer:
         ev.EntryAppended: _on_entry,
         ev.Notice: _on_notice,
         ev.AgentError: _on_error,
+        ev.RunStopped: _on_stopped,
         ev.AgentEnd: _on_end,
     }

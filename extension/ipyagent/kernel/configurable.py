@@ -17,7 +17,7 @@ from traitlets.config import Configurable
 
 from ipyagent.agent.mcp.server_definitions import check_user_servers
 from ipyagent.agent.prompt.instructions import INSTRUCTION_NAMES
-from ipyagent.agent.run_config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, RunConfig
+from ipyagent.agent.run_config import DEFAULT_MAX_TOOL_ROUNDS, DEFAULT_MODEL_ENV, SYSTEM_PROMPT, RunConfig
 from ipyagent.compaction.settings import CompactionSettings, checked_model_overrides
 from ipyagent.providers.transport.http import strip_url_credentials
 from ipyagent.store.validation import strip_secrets
@@ -142,6 +142,9 @@ class AgentSettings(Configurable):
                                        "has been idle for idle_compaction_delay seconds, when the context is above "
                                        "this share of the compaction threshold (the summary is made in a worker "
                                        "thread; ordinary cells run meanwhile, the next %%agent cell waits for it). "
+                                       "It cuts deep enough that the next turn of typical size fits under the "
+                                       "threshold, and does not start where no cut can leave that much room "
+                                       "(%agent status says why). "
                                        "0 or False: off (True: 0.85). Never in ipyagent run or a replay."
                             ).tag(config=True)
     idle_compaction_delay = Float(2.0, help="Seconds without an executing cell before an idle compaction starts."
@@ -158,9 +161,12 @@ class AgentSettings(Configurable):
     tool_approval = CaselessStrEnum(["ask", "auto"], default_value="ask",
                                     help='"ask": tools that change files, run commands or code ask first; '
                                          '"auto": they run without asking.').tag(config=True)
-    max_tool_rounds = Int(None, allow_none=True,
-                          help="Stop a run after this many model turns with tool calls (None: no limit)."
-                          ).tag(config=True)
+    max_tool_rounds = Int(DEFAULT_MAX_TOOL_ROUNDS, allow_none=True,
+                          help=f"Stop a run after this many model turns with tool calls (default "
+                               f"{DEFAULT_MAX_TOOL_ROUNDS}: an interactive cell's worth; None or 0: no limit). The "
+                               "stop is said in one line and a new %%agent cell continues. Whatever the cap, the "
+                               "same failing call (same tool, arguments and error) is pointed out to the model the "
+                               "second time and stops the run the third.").tag(config=True)
     max_output_tokens = Int(None, allow_none=True, help="max_tokens for each reply.").tag(config=True)
     max_retries = Int(3, help="Retries of a rate-limited or failed request (429 / 5xx).").tag(config=True)
     retry_base_delay = Float(2.0, help="First retry delay in seconds (doubles each retry).").tag(config=True)

@@ -3,10 +3,13 @@
 When a ``%%agent`` run ends with the context above ``Agent.idle_compaction`` of the compaction
 threshold, :class:`IdleCompactor` arms a job: once no cell has been executing for
 ``Agent.idle_compaction_delay`` seconds (IPython's ``pre_execute`` / ``post_execute`` events), a
-worker thread compacts the session exactly as the loop would (``AgentLoop.compact(reason="idle")``:
-the same plan, hooks and entry, with ``trigger: "idle"``), while ordinary cells run. The run's
-budget widget stays live meanwhile ("compacting in the background…", the summary's tokens as they
-arrive) and then shows the new budget; the entry goes to the notebook through the bridge.
+worker thread compacts the session as the loop would (``AgentLoop.compact(reason="idle")``: the
+same hooks and entry, with ``trigger: "idle"``), while ordinary cells run — cutting deep enough
+that the next turn of typical size (the median of the latest turns) fits under the threshold, so
+the next cell need not compact in the foreground; where even the deepest cut cannot leave that
+much, no job is armed (``%agent status`` says why). The run's budget widget stays live meanwhile
+("compacting in the background…", the summary's tokens as they arrive) and then shows the new
+budget; the entry goes to the notebook through the bridge.
 
 * A ``%%agent`` or ``%compact`` cell (and every ``%agent`` command that reads or changes the
   session) first :meth:`~IdleCompactor.join` s a running job, showing its progress. A job still
@@ -197,10 +200,27 @@ class IdleCompactor:
         except Exception:  # noqa: BLE001 - no window or model known: nothing to compact against
             return False
 
+    def no_room(self, budget: RequestBudget) -> str:
+        """Why an idle compaction would be no use ("" when it would): it cuts deep enough that the
+        next turn of typical size fits under the threshold, and where even the deepest cut cannot
+        leave that, the next cell would compact in the foreground anyway."""
+        try:
+            turn = budget.typical_turn()
+            if budget.deepest_leaves_room(turn):
+                return ""
+        except Exception:  # noqa: BLE001 - no window or model known: nothing to compact against
+            return ""
+        return (f"no compaction leaves room for a turn of typical size (about {turn:,} tokens) under the "
+                "threshold; the next cell compacts when it must")
+
     def arm(self, run: Any) -> bool:
         """After a run ends: arm a job if one is due; True when it took the run's view (then the job
         closes it when it ends)."""
         if self.why_not(run) is not None or not self.due(run.agent.budget):
+            return False
+        no_room = self.no_room(run.agent.budget)
+        if no_room:
+            self.last = f"not started after the last run: {no_room}"
             return False
         self.cancel("a new run ended")
         job = IdleJob(run.slot, run.config, view=run.view)
