@@ -1,4 +1,4 @@
-"""The fixtures several test modules use (``server``, ``ip``, ``fresh_windows``, ``registry``) and
+"""The fixtures several test modules use (``server``, ``ip``, ``registry``) and
 the markers' hooks (support/markers.py). Builders of messages and sessions are plain functions in
 ``support/builders.py``; nothing imports this file.
 
@@ -29,6 +29,7 @@ from support.shell import extension_shell
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+
 @pytest.fixture
 def sigint_raises() -> Iterator[None]:
     """Python's own SIGINT handler (``KeyboardInterrupt`` in the main thread) for a test that
@@ -41,20 +42,6 @@ def sigint_raises() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-@pytest.fixture
-def fresh_windows():
-    """No window known from an earlier test: the server discovery cache and the learned or
-    overridden windows are emptied before and after."""
-    from ipyagent.providers import models
-    from ipyagent.providers import window_discovery as discovery
-
-    discovery.clear()
-    models.clear_overrides()
-    yield
-    discovery.clear()
-    models.clear_overrides()
 
 
 @pytest.fixture

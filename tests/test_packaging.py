@@ -93,3 +93,33 @@ def test_what_the_readme_says_about_httpx2_is_true():
 def test_a_virtual_environment_in_the_checkout_is_ignored():
     lines = (ROOT / ".gitignore").read_text().splitlines()
     assert ".venv/" in lines
+
+
+# ---- the markers for the browser (issue 36) ------------------------------------------------------
+
+BROWSER_LESS = {"ipykernel", "nbclient", "nbformat", "nh3", "orjson", "regex"}  # no WebAssembly wheel on PyPI
+
+
+def _requirements():
+    import tomllib
+    from packaging.requirements import Requirement
+
+    return [Requirement(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+
+
+def _environment(platform: str) -> dict[str, str]:
+    from packaging.markers import default_environment
+
+    return {**default_environment(), "sys_platform": platform, "platform_system": platform.capitalize()}
+
+
+@pytest.mark.parametrize("platform", ["linux", "darwin", "win32"])
+def test_off_the_browser_every_dependency_is_installed_as_before(platform):
+    kept = {r.name for r in _requirements() if r.marker is None or r.marker.evaluate(_environment(platform))}
+    assert kept == {r.name for r in _requirements()}
+    assert BROWSER_LESS <= kept
+
+
+def test_in_the_browser_what_has_no_webassembly_wheel_is_left_out():
+    left_out = {r.name for r in _requirements() if r.marker is not None and not r.marker.evaluate(_environment("emscripten"))}
+    assert left_out == BROWSER_LESS

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
 __version__ = "0.1.0"
-__all__ = ["Session", "CompactionSettings", "Agent", "explore", "hookimpl", "hookspec", "read_only"]
+__all__ = ["Session", "CompactionSettings", "AgentLoop", "explore", "hookimpl", "hookspec", "read_only"]
 
 # ``Session.from_file("x.ipynb")`` reads through the notebook layer, imported on first use: the core
 # never imports it, and ``import ipyagent`` stays light.
@@ -32,14 +32,14 @@ def __getattr__(name: str) -> Any:
         from ipyagent.compaction.settings import CompactionSettings
 
         return CompactionSettings
-    if name == "Agent":
-        from ipyagent.agent.loop import Agent
+    if name == "AgentLoop":
+        from ipyagent.agent.loop import AgentLoop
 
-        return Agent
+        return AgentLoop
     if name in ("hookimpl", "hookspec"):
-        from ipyagent import hooks
+        from ipyagent import plugin_markers
 
-        return getattr(hooks, name)
+        return getattr(plugin_markers, name)
     if name == "read_only":
         from ipyagent.agent.tools.functions import read_only
 

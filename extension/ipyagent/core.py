@@ -4,25 +4,30 @@ branch navigation and Pi interop. Users' scripts, hooks and outside checks rely 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ipyagent.compaction.branch import collect_branch_entries, generate_branch_summary
-from ipyagent.compaction.compact import (
-    MIN_SUMMARY_TOKENS,
-    CompactionResult,
-    NothingToCompact,
-    SummaryDoesNotShrink,
-    compact,
-)
-from ipyagent.compaction.file_ops import FileOperation, format_file_lists
+from ipyagent.compaction.compact import CompactionRejected, CompactionResult, NothingToCompact
+from ipyagent.compaction.file_ops import FileOperation
 from ipyagent.compaction.ledger import Describe
-from ipyagent.compaction.prepare import CompactionPlan, prepare_compaction
+from ipyagent.compaction.planner import CompactionPlanner, CompactionRoom, SummaryAsk, summarize_until_it_fits
+from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import CompactionSettings, should_compact
 from ipyagent.compaction.summarizer import Summarizer
-from ipyagent.hooks import HookRegistry
+from ipyagent.hooks import (
+    HookRegistry,
+    SessionBeforeCompactCall,
+    SessionBeforeTreeCall,
+    SessionBeforeTreeResult,
+    SessionCompactCall,
+    SessionTreeCall,
+    SuppliedBranchSummary,
+    SuppliedCompaction,
+    TreePreparation,
+)
 from ipyagent.hooks import hooks as global_hooks
 from ipyagent.session import jsonl, masking
 from ipyagent.session.context import edits_by_target, summarized_away
@@ -192,155 +197,56 @@ class Session(SessionTree):
 
     # ---- compaction ------------------------------------------------------------------------
 
+    def compaction_planner(self, settings: CompactionSettings | None = None) -> CompactionPlanner:
+        """The planner of a compaction of the current path with ``settings`` (``compaction/planner.py``):
+        the usual plan, deeper ones, and the estimates a compaction is measured with."""
+        return CompactionPlanner(self._current_path(), self.context_state(), self.estimator,
+                                 settings or CompactionSettings(), self._file_operations)
+
     def prepare_compaction(self, settings: CompactionSettings | None = None, *,
                            first_kept_entry_id: str | None = None) -> CompactionPlan | None:
         """The plan for compacting now; ``first_kept_entry_id`` fixes the cut (see
         :func:`~ipyagent.compaction.prepare.prepare_compaction`)."""
-        return prepare_compaction(self._current_path(), settings or CompactionSettings(),
-                                  estimator=self.estimator, state=self.context_state(),
-                                  operations_cache=self._file_operations, first_kept_entry_id=first_kept_entry_id)
-
-    def estimated_context_tokens(self) -> int:
-        """The whole context by the estimator alone (no provider usage): what a summary's
-        effect is measured against, so before and after are counted the same way."""
-        return sum(self.context_state().estimates)
-
-    def kept_tokens(self, plan: CompactionPlan) -> int:
-        """Estimated tokens of what stays verbatim after compacting with ``plan`` (system
-        messages aside: the compaction records them as its checkpoint)."""
-        state = self.context_state()
-        total = 0
-        for p, tokens in zip(state.projection, state.weights()):
-            system = p.entry.get("type") == "message" and p.entry["message"].get("role") == "system"
-            if p.path_index >= plan.first_kept_index and p.entry.get("type") != "compaction" and not system:
-                total += tokens
-        return total
+        return self.compaction_planner(settings).plan(first_kept_entry_id)
 
     def compact(self, summarizer: Summarizer, settings: CompactionSettings | None = None, *,
                 focus: str | None = None, reason: str = "manual", summary_input_tokens: int | None = None,
                 plan: CompactionPlan | None = None, extra: dict[str, Any] | None = None,
-                describe: Describe | None = None, fits: Callable[[int], bool] | None = None,
-                room: Callable[[int], int] | None = None) -> Entry:
-        """Summarise older work and append the compaction entry; return it.
+                describe: Describe | None = None, room: CompactionRoom | None = None) -> Entry:
+        """Summarise older work and append the compaction entry; return it (Pi's prepare →
+        summarise → append, ``compaction/planner.py``).
 
-        ``fits`` (the estimated tokens of the context after compacting: summary and kept tail ->
-        whether that leaves room) makes the compaction cut deeper until it does: a smaller kept
-        tail, down to the last message, planned before the summary is asked for (with the
-        previous summary's size as a guess) and again after it if the summary came out larger.
-        One compaction entry either way. Not with a ``plan`` given (it is followed as it is).
-
-        ``room`` (the estimated tokens of the context after compacting, the summary aside -> the
-        summary model's tokens left for the summary) asks each summary within the room the plan
-        leaves it (``compaction/compact.py``); a plan that leaves less than a summary's least room
-        is cut deeper first, where it can be.
+        ``plan`` is followed as it is; without one, the compaction is planned now, and with
+        ``room`` (what the next request leaves the compacted context) it cuts deeper — a smaller
+        kept tail, down to the last message — until the summary and the kept tail fit it: before
+        the summary is asked for (the previous summary's size as a guess) and again after it if
+        the summary came out larger. Each summary is asked within the room its plan leaves it.
+        One compaction entry either way.
 
         ``describe`` (names -> their type and shape/len, for the names defined now) fills in the
         artifact ledger's kernel variables; the notebook layer passes one over the kernel's
-        namespace.
+        namespace. ``extra`` rides on the entry (the notebook cell that asked for it, the trigger).
 
         Raises ``NothingToCompact``, ``CompactionCancelled`` (a hook said so) or a
         ``SummarizerError`` (the summary failed or would not shrink the context); in every case
         the session is unchanged.
         """
-        settings = settings or CompactionSettings()
-        deepen = fits is not None and plan is None
-        plan = plan or self.prepare_compaction(settings)
-        if deepen:
-            assert fits is not None
-            guess = self._summary_tokens(plan.previous_summary) if plan is not None else 0
-            while plan is None or not fits(self.kept_tokens(plan) + guess) or (
-                    room is not None and self._summary_room(plan, room) < MIN_SUMMARY_TOKENS):
-                deeper = self._deeper_plan(plan, settings)
-                if deeper is None:
-                    break
-                plan = deeper
-        if plan is None:
+        planner = self.compaction_planner(settings)
+        planned = plan or planner.plan_with_room(room)
+        if planned is None:
             raise NothingToCompact("Nothing to compact: the whole conversation fits in the kept recent part.")
-        hook_result = self.hooks.emit("session_before_compact", preparation=plan, branch_entries=self.path(),
-                                      custom_instructions=focus, reason=reason, session=self)
-        from_hook = False
-        result: CompactionResult
-        if _get(hook_result, "cancel"):
+        answer = self.hooks.emit(SessionBeforeCompactCall(self, planned, self.path(), focus, reason))
+        if answer is not None and answer.cancel:
             raise CompactionCancelled("Compaction cancelled by a session_before_compact hook.")
-        supplied = _get(hook_result, "compaction")
-        if supplied:
-            from_hook = True
-            result = CompactionResult(
-                summary=_get(supplied, "summary") or "",
-                first_kept_entry_id=_get(supplied, "firstKeptEntryId") or _get(supplied, "first_kept_entry_id")
-                or plan.first_kept_entry_id,
-                tokens_before=_get(supplied, "tokensBefore") or _get(supplied, "tokens_before") or plan.tokens_before,
-                details=_get(supplied, "details"),
-            )
-            if not result.summary.strip():
-                from ipyagent.compaction.compact import CompactionRejected
-
-                raise CompactionRejected("a session_before_compact hook returned an empty summary")
+        supplied = answer.compaction if answer is not None else None
+        if supplied is not None:
+            result = _supplied_result(supplied, planned)
         else:
-            estimated_before = self.estimated_context_tokens()  # (the session is unchanged until the append)
-            while True:
-                try:
-                    result = compact(plan, summarizer, focus=focus, input_tokens=summary_input_tokens,
-                                     kept_tokens=self.kept_tokens(plan), estimated_before=estimated_before,
-                                     estimator=self.estimator, describe=describe,
-                                     summary_tokens=self._summary_room(plan, room, replacing=estimated_before)
-                                     if room else None)
-                except SummaryDoesNotShrink:
-                    # a long summary next to the kept tail: keep less verbatim and summarise again
-                    deeper = self._deeper_plan(plan, settings) if deepen else None
-                    if deeper is None:
-                        raise
-                    plan = deeper
-                    continue
-                if not deepen or fits is None or result.tokens_after is None or fits(result.tokens_after):
-                    break
-                deeper = self._deeper_plan(plan, settings)  # the summary left no room: summarise more
-                if deeper is None:
-                    break
-                plan = deeper
-        extra = dict(extra or {})  # e.g. the notebook cell that asked for it
-        # the checkpoint of the system prompt the model has (Pi 1.6): what the kept part's system
-        # messages said, which the compaction drops in its favour
-        timestamp = extra.pop("timestamp", None) or iso_now()
-        checkpoint = self.system_message()
-        if checkpoint is not None:
-            checkpoint = dict(checkpoint, timestamp=iso_to_ms(timestamp))
-        entry = self.append(compaction_entry(result.summary, result.first_kept_entry_id, int(result.tokens_before),
-                                             details=result.details, from_hook=from_hook,
-                                             usage=_sum_usage(result.usage) if result.usage else None,
-                                             system_message=checkpoint, timestamp=timestamp, **extra))
-        self.hooks.emit("session_compact", compaction_entry=entry, from_extension=from_hook, session=self)
+            ask = SummaryAsk(focus, summary_input_tokens, describe)
+            result = summarize_until_it_fits(planner, planned, summarizer, ask, room, deepen=plan is None)
+        entry = self.append(_compaction_entry(result, supplied is not None, extra, self.system_message()))
+        self.hooks.emit(SessionCompactCall(self, compaction_entry=entry, from_extension=supplied is not None))
         return entry
-
-    def _summary_room(self, plan: CompactionPlan, room: Callable[[int], int], *, replacing: int | None = None) -> int:
-        """The summary model's tokens ``room`` leaves the summary text next to ``plan``'s kept tail
-        and the summary's own wrapping (its file lists and artifact ledger). ``replacing`` (the
-        context's estimated tokens): at most about four fifths of what the summary replaces
-        (estimates and the model's tokens differ), as a longer summary would not shrink the context
-        and could not be used; a small model with no known output limit otherwise writes on to the
-        window's end."""
-        read_files, modified_files = plan.file_ops.lists()
-        wrapping = self._summary_tokens(format_file_lists(read_files, modified_files) + plan.ledger().text() or " ")
-        kept = self.kept_tokens(plan) + wrapping
-        if replacing is None:
-            return room(kept)
-        return min(room(kept), (replacing - kept) * 4 // 5)
-
-    def _summary_tokens(self, summary: str | None) -> int:
-        return self.estimator.estimate({"role": "compactionSummary", "summary": summary}) if summary else 0
-
-    def _deeper_plan(self, plan: CompactionPlan | None, settings: CompactionSettings) -> CompactionPlan | None:
-        """A plan that keeps less than ``plan`` (None: nothing could be kept less): the kept-tail
-        budget halved until the cut moves, down to 0 (the last message kept)."""
-        current = plan.first_kept_index if plan is not None else -1
-        keep = (self.kept_tokens(plan) if plan is not None else settings.keep_recent) // 2
-        while True:
-            candidate = self.prepare_compaction(replace(settings, keep_recent_tokens=keep))
-            if candidate is not None and candidate.first_kept_index > current:
-                return candidate
-            if keep == 0:
-                return None
-            keep //= 2
 
     # ---- branches --------------------------------------------------------------------------
 
@@ -363,47 +269,68 @@ class Session(SessionTree):
             target.get("type") == "message" and target["message"].get("role") == "user")
         new_leaf = self.parent_id(target) if is_prompt else target_id
         span = collect_branch_entries(self.path(), self.path(target_id))
-        hook_result = self.hooks.emit("session_before_tree", preparation={
-            "targetId": target_id, "oldLeafId": old_leaf, "commonAncestorId": span.common_ancestor_id,
-            "entriesToSummarize": span.entries, "userWantsSummary": summarize,
-            "customInstructions": focus, "replaceInstructions": replace_instructions, "label": label,
-        }, session=self)
-        if _get(hook_result, "cancel"):
+        preparation = TreePreparation(target_id, old_leaf, span.common_ancestor_id, span.entries, summarize, focus,
+                                      replace_instructions, label)
+        answer = self.hooks.emit(SessionBeforeTreeCall(self, preparation)) or SessionBeforeTreeResult()
+        if answer.cancel:
             return None
-        focus = _get(hook_result, "customInstructions") or focus
-        replace_instructions = _get(hook_result, "replaceInstructions") or replace_instructions
-        label = _get(hook_result, "label") or label
-        summary_entry = None
-        supplied = _get(hook_result, "summary")
+        preparation = _steered(preparation, answer)
+        summary = None
         if summarize and span.entries:
-            if supplied:
-                text, details, from_hook = _get(supplied, "summary"), _get(supplied, "details"), True
-            else:
-                if summarizer is None:
-                    raise SessionError("a branch summary needs a summarizer")
-                text, details = generate_branch_summary(
-                    span.entries, summarizer, context_window=context_window, estimate=self.estimator.estimate,
-                    focus=focus, replace_instructions=replace_instructions)
-                from_hook = False
-            self.branch(new_leaf)
-            summary_entry = self.append(branch_summary_entry(new_leaf or "root", text, details, from_hook))
-            if label:
-                self.label(summary_entry["id"], label)
-        else:
-            self.branch(new_leaf)
-            if label:
-                self.label(target_id, label)
-        self.hooks.emit("session_tree", new_leaf_id=self.leaf_id, old_leaf_id=old_leaf,
-                        summary_entry=summary_entry, from_extension=bool(supplied), session=self)
+            summary = answer.summary or _branch_summary(preparation, summarizer, context_window, self.estimator)
+        self.branch(new_leaf)
+        summary_entry = None
+        if summary is not None:
+            summary_entry = self.append(branch_summary_entry(new_leaf or "root", summary.summary, summary.details,
+                                                             summary is answer.summary))
+        if preparation.label:
+            self.label(summary_entry["id"] if summary_entry is not None else target_id, preparation.label)
+        self.hooks.emit(SessionTreeCall(self, new_leaf_id=self.leaf_id, old_leaf_id=old_leaf,
+                                        summary_entry=summary_entry, from_extension=answer.summary is not None))
         return summary_entry
 
 
-def _get(value: Any, key: str) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        return value.get(key)
-    return getattr(value, key, None)
+def _steered(preparation: TreePreparation, answer: SessionBeforeTreeResult) -> TreePreparation:
+    """The navigation's instructions and label, as a ``session_before_tree`` handler changed them."""
+    return replace(preparation,
+                   custom_instructions=answer.custom_instructions or preparation.custom_instructions,
+                   replace_instructions=answer.replace_instructions or preparation.replace_instructions,
+                   label=answer.label or preparation.label)
+
+
+def _branch_summary(preparation: TreePreparation, summarizer: Summarizer | None, context_window: int | None,
+                    estimator: Estimator) -> SuppliedBranchSummary:
+    """The summary of the branch being left, from the summariser."""
+    if summarizer is None:
+        raise SessionError("a branch summary needs a summarizer")
+    text, details = generate_branch_summary(
+        preparation.entries_to_summarize, summarizer, context_window=context_window, estimate=estimator.estimate,
+        focus=preparation.custom_instructions, replace_instructions=preparation.replace_instructions)
+    return SuppliedBranchSummary(text, details)
+
+
+def _compaction_entry(result: CompactionResult, from_hook: bool, extra: dict[str, Any] | None,
+                      checkpoint: Message | None) -> Entry:
+    """The entry of a compaction, with the ``checkpoint`` of the system prompt the model has (Pi
+    1.6): what the kept part's system messages said, which the compaction drops in its favour."""
+    extra = dict(extra or {})  # e.g. the notebook cell that asked for it
+    timestamp = extra.pop("timestamp", None) or iso_now()
+    if checkpoint is not None:
+        checkpoint = dict(checkpoint, timestamp=iso_to_ms(timestamp))
+    return compaction_entry(result.summary, result.first_kept_entry_id, int(result.tokens_before),
+                            details=result.details, from_hook=from_hook,
+                            usage=_sum_usage(result.usage) if result.usage else None,
+                            system_message=checkpoint, timestamp=timestamp, **extra)
+
+
+def _supplied_result(supplied: SuppliedCompaction, plan: CompactionPlan) -> CompactionResult:
+    """The compaction a ``session_before_compact`` hook returned, the plan filling in what it left out."""
+    result = CompactionResult(summary=supplied.summary or "",
+                              first_kept_entry_id=supplied.first_kept_entry_id or plan.first_kept_entry_id,
+                              tokens_before=supplied.tokens_before or plan.tokens_before, details=supplied.details)
+    if not result.summary.strip():
+        raise CompactionRejected("a session_before_compact hook returned an empty summary")
+    return result
 
 
 def _sum_usage(usages: list[dict[str, Any]]) -> dict[str, Any]:

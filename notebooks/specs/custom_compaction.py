@@ -18,7 +18,7 @@ from .how_compaction_works import TURNS as TOUR_TURNS
 TURNS = {f"cc-a{n}": TOUR_TURNS[f"tour-a{n}"] for n in range(1, 8)}
 
 HOOK_CODE = '''
-from ipyagent.hooks import hooks
+from ipyagent.hooks import SessionBeforeCompactResult, SuppliedCompaction, hooks
 
 
 def _text(content):
@@ -27,9 +27,9 @@ def _text(content):
     return " ".join(b.get("text", "") for b in content or [] if b.get("type") == "text")
 
 
-def notes_summary(event):
+def notes_summary(call):
     """No model at all: the previous summary, plus notes on the prompts and tool calls being compacted."""
-    plan = event.preparation           # what the default compaction would do (a CompactionPlan)
+    plan = call.preparation            # what the default compaction would do (a CompactionPlan)
     notes = []
     for message in plan.messages_to_summarize + plan.turn_prefix_messages:
         if message.get("role") == "user":
@@ -41,8 +41,8 @@ def notes_summary(event):
                     notes.append(f"- Ran {block['name']}: `{code[:80]}`")
     previous = plan.previous_summary or "(no earlier summary)"
     # Returning a compaction replaces the summariser; the plan's cut point and token count are kept.
-    return {"compaction": {"summary": previous + "\\n\\n## Notes since then (written by a hook, no model)\\n"
-                                      + "\\n".join(notes)}}
+    return SessionBeforeCompactResult(compaction=SuppliedCompaction(
+        previous + "\\n\\n## Notes since then (written by a hook, no model)\\n" + "\\n".join(notes)))
 
 
 hooks.on("session_before_compact", notes_summary)
@@ -50,11 +50,11 @@ print("session_before_compact hooks:", [h.__name__ for h in hooks.handlers["sess
 '''
 
 CANCEL_CODE = '''
-def no_automatic_compaction(event):
+def no_automatic_compaction(call):
     """Cancel compactions the budget triggers; a manual %compact still goes ahead."""
-    if event.reason == "threshold":
-        print(f"hook: automatic compaction cancelled ({event.preparation.tokens_before:,} tokens)")
-        return {"cancel": True}
+    if call.reason == "threshold":
+        print(f"hook: automatic compaction cancelled ({call.preparation.tokens_before:,} tokens)")
+        return SessionBeforeCompactResult(cancel=True)
 
 
 hooks.on("session_before_compact", no_automatic_compaction)
@@ -133,13 +133,15 @@ NOTEBOOK = Notebook("custom-compaction", [
     md("cc-hook-md", """
         ## 2. A hook that writes the summary itself
 
-        Hooks are plain Python functions registered on `ipyagent.hooks.hooks`.
-        A `session_before_compact` handler receives `event.preparation` — the plan the default
-        compaction would follow: `messages_to_summarize`, `turn_prefix_messages`, `previous_summary`,
-        `first_kept_entry_id`, `tokens_before`, `is_split_turn` — plus `event.reason` (`"threshold"`,
-        `"overflow"` or `"manual"`) and `event.custom_instructions` (the `%compact` focus).
+        Session hooks are plain Python functions registered on `ipyagent.hooks.hooks`. A
+        `session_before_compact` handler is called with a `SessionBeforeCompactCall`: its
+        `preparation` is the plan the default compaction would follow (`messages_to_summarize`,
+        `turn_prefix_messages`, `previous_summary`, `first_kept_entry_id`, `tokens_before`,
+        `is_split_turn`), its `reason` is `"threshold"`, `"overflow"` or `"manual"`, and its
+        `custom_instructions` the `%compact` focus.
 
-        Returning `{"compaction": {"summary": …}}` replaces the summariser. This one calls no model at
+        Returning a `SessionBeforeCompactResult` with a `SuppliedCompaction` replaces the summariser
+        (a Pi-style dict, `{"compaction": {"summary": …}}`, does the same). This one calls no model at
         all: it keeps the previous summary and appends notes on the prompts and tool calls being
         compacted (cheap and deterministic, but much less useful to the model than a real summary; a
         real hook might call your own summarisation service or a local model). The entry is marked
@@ -154,7 +156,8 @@ NOTEBOOK = Notebook("custom-compaction", [
     md("cc-cancel-md", """
         ## 3. A hook that cancels
 
-        Returning `{"cancel": True}` stops the compaction; the session is unchanged. This handler
+        Returning `SessionBeforeCompactResult(cancel=True)` (or `{"cancel": True}`) stops the
+        compaction; the session is unchanged. This handler
         cancels every compaction the budget triggers (`reason == "threshold"`) — say, while you are
         reviewing a long result and want it kept word for word — but lets a manual `%compact` through.
         The next run crosses the threshold several times; each time the hook says no:"""),
@@ -193,11 +196,11 @@ NOTEBOOK = Notebook("custom-compaction", [
         of the context), so this cell replays offline like the `%%agent` cells. The prompts are in
         `ipyagent/agent/probe_prompts.py`."""),
     md("cc-packages", """
-        ## Shipping hooks in a package
+        ## Shipping session hooks in a package
 
-        Besides `hooks.on(...)` in a notebook, a package can provide hooks to every session as an
-        ipyagent plugin: an entry point of the `ipyagent` group whose module has a
-        `register_hooks` hook (the same plugin can add tools, providers and `%agent` commands;
+        Besides `hooks.on(...)` in a notebook, a package can provide session hooks to every session
+        as an ipyagent plugin: an entry point of the `ipyagent` group whose module has a
+        `register_hooks` plugin hook (the same plugin can add tools, providers and `%agent` commands;
         `docs/extending.md`). ipyagent loads it at `%load_ext`, and `%agent plugins` lists it:
 
         ```toml
@@ -215,7 +218,7 @@ NOTEBOOK = Notebook("custom-compaction", [
             hooks.on("session_before_compact", my_handler)
         ```
 
-        Other events: `session_compact` (after a compaction), `session_before_tree` / `session_tree`
+        Other session hooks: `session_compact` (after a compaction), `session_before_tree` / `session_tree`
         (branch navigation), `context` (rewrite the messages of a request), `before_provider_request`,
         `turn_end`, `agent_end`. A handler that raises is reported as a warning and never breaks
         the session."""),

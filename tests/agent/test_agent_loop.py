@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent import events as ev
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.hooks import HookRegistry
 from ipyagent.session.messages import system_prompt_text
@@ -17,12 +17,13 @@ from ipyagent.testing import FakeProviderServer
 
 
 def make_agent(server: FakeProviderServer, *, window: int | None = None, reserve: int = 16384, keep: int = 20000,
-               approval: str = "auto", summarizer=None, protocol: str = "openai", **config) -> Agent:
+               approval: str = "auto", summarizer=None, protocol: str = "openai", **config) -> AgentLoop:
     server.register("fake", protocol)
     session = Session(hooks=HookRegistry())
-    cfg = AgentConfig(model="fake:test-model", context_window=window,
-                      compaction=CompactionSettings(reserve, keep), tool_approval=approval, **config)
-    return Agent(session, config=cfg, namespace={}, summarizer=summarizer, sleep=lambda s: None)
+    cfg = RunConfig(model="fake:test-model", context_window=window,
+                    compaction=CompactionSettings(reserve, keep), tool_approval=approval, **config)
+    return AgentLoop(session, config=cfg, namespace={}, summarizer=summarizer, sleep=lambda s: None,
+                     providers=server.providers)
 
 
 def roles(session: Session) -> list[str]:
@@ -283,7 +284,7 @@ def test_interrupt_during_compaction_leaves_the_session_unchanged():
 
 def test_no_model_configured_is_a_clear_error():
     session = Session(hooks=HookRegistry())
-    agent = Agent(session, config=AgentConfig(model=""))
+    agent = AgentLoop(session, config=RunConfig(model=""))
     with pytest.raises(Exception, match="No model configured"):
         agent.prompt("hi")
     assert len(session) == 0

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent import events as ev
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.settings import fit_budget
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.hooks import HookRegistry
@@ -23,12 +23,13 @@ WORDS = "the survey answers were typed by hand so the city names are spelled in 
 
 
 def make_agent(server: FakeProviderServer, window: int, summary: str, compaction: CompactionSettings | None = None,
-               **config) -> Agent:
+               **config) -> AgentLoop:
     server.register("fake", "openai")
-    cfg = AgentConfig(model="fake:test-model", context_window=window, tool_approval="auto",
-                      compaction=compaction or CompactionSettings(), **config)
-    return Agent(Session(hooks=HookRegistry()), config=cfg, namespace={},
-                 summarizer=ScriptedSummarizer(fn=lambda request: summary), sleep=lambda s: None)
+    cfg = RunConfig(model="fake:test-model", context_window=window, tool_approval="auto",
+                    compaction=compaction or CompactionSettings(), **config)
+    return AgentLoop(Session(hooks=HookRegistry()), config=cfg, namespace={},
+                     summarizer=ScriptedSummarizer(fn=lambda request: summary), sleep=lambda s: None,
+                     providers=server.providers)
 
 
 def runs_on(window: int, asked: list[int | None], answer: str):
@@ -59,11 +60,11 @@ def test_a_compaction_cuts_deeper_until_the_next_request_is_under_the_threshold(
     with FakeProviderServer(context_window=window) as server:
         agent = make_agent(server, window, "## Goal\n" + "g" * 3200)
         threshold = fit_budget(CompactionSettings(), window).threshold
-        assert threshold == 4500 and agent.fixed_tokens() > 1000  # the system prompt and the tools
+        assert threshold == 4500 and agent.budget.fixed_tokens() > 1000  # the system prompt and the tools
         seen: list = []
         after: list[int] = []
         agent.subscribe(seen.append)
-        agent.subscribe(lambda e: after.append(agent.request_tokens())
+        agent.subscribe(lambda e: after.append(agent.budget.request_tokens())
                         if isinstance(e, ev.CompactionEnd) and e.entry is not None else None)
         for i in range(8):
             server.enqueue_text(f"answer {i}")
@@ -90,7 +91,7 @@ def test_nothing_to_compact_at_the_usual_tail_still_makes_room():
             assert agent.prompt(prompt(i, 900)).error is None
         assert not [e for e in seen if isinstance(e, ev.CompactionEnd) and e.error]
         assert [e for e in seen if isinstance(e, ev.CompactionEnd) and e.entry is not None]
-        assert agent.request_tokens() <= 4500
+        assert agent.budget.request_tokens() <= 4500
 
 
 def test_a_prompt_too_large_for_the_window_is_not_sent_and_the_error_says_why():
@@ -123,7 +124,7 @@ def test_budgets_set_by_hand_that_cannot_fit_are_said_once_and_the_scaled_ones_u
     window = 2048
     with FakeProviderServer(context_window=window) as server:
         agent = make_agent(server, window, "## Goal\nshort", CompactionSettings(16384, 20000), max_output_tokens=32)
-        agent.tools = {}
+        agent.configure(tools=[])
         seen: list = []
         agent.subscribe(seen.append)
         for i in range(6):
@@ -131,7 +132,7 @@ def test_budgets_set_by_hand_that_cannot_fit_are_said_once_and_the_scaled_ones_u
             assert agent.prompt(prompt(i, 250)).error is None
         notices = [e.message for e in seen if isinstance(e, ev.Notice)]
         assert len(notices) == 1 and "cannot work with a 2,048-token window" in notices[0]
-        assert agent.budget().threshold == 1536
+        assert agent.budget.fitted().threshold == 1536
         assert [e for e in seen if isinstance(e, ev.CompactionEnd) and e.entry is not None]
 
 
@@ -149,14 +150,15 @@ def test_a_summary_model_that_runs_on_still_makes_room_after_an_overflow_with_de
         server.register("fake")
         asked: list[int | None] = []
         server.policy = runs_on(window, asked, "A short answer.")
-        config = AgentConfig(model="fake:smollm2-135m-instruct", max_output_tokens=32)
-        agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        config = RunConfig(model="fake:smollm2-135m-instruct", max_output_tokens=32)
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None,
+                          providers=server.providers)
         seen: list = []
         agent.subscribe(seen.append)
         for i in range(10):
             result = agent.prompt(prompt(i, 560))
             assert result.error is None, result.error
-        info = agent.window_info()
+        info = agent.budget.window_info()
         assert (info.window, info.source) == (window, "error")
         ends = [e for e in seen if isinstance(e, ev.CompactionEnd)]
         assert ends and [e.error for e in ends if e.error] == []
@@ -165,7 +167,7 @@ def test_a_summary_model_that_runs_on_still_makes_room_after_an_overflow_with_de
         # this model runs past any limit: each summary is kept up to the room it had, marked as cut
         assert all(c["summary"].startswith("- the user wants") and "[The summary was cut off here" in c["summary"]
                    for c in agent.session.compactions())
-        threshold = agent.budget().threshold
+        threshold = agent.budget.fitted().threshold
         requests = [e.context_tokens for e in seen if isinstance(e, ev.RequestStart)]
         assert max(requests[requests.index(max(requests)) + 1:]) <= threshold  # after the overflow: room
         assert [r.outcome for r in server.requests if r.kind == "chat"].count("overflow") == 2  # streamed, whole
@@ -180,13 +182,14 @@ def test_a_manual_compaction_of_a_short_session_with_a_summary_model_that_runs_o
         server.register("fake")
         asked: list[int | None] = []
         server.policy = runs_on(window, asked, "A short answer about the notes.")
-        config = AgentConfig(model="fake:smollm2-135m-instruct", context_window=window, max_output_tokens=32,
-                             compaction=CompactionSettings(400, 120))
-        agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        config = RunConfig(model="fake:smollm2-135m-instruct", context_window=window, max_output_tokens=32,
+                           compaction=CompactionSettings(400, 120))
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None,
+                          providers=server.providers)
         for i in range(3):
             assert agent.prompt(prompt(i, 270)).error is None
-        before = agent.session.estimated_context_tokens()
+        before = agent.session.compaction_planner().estimated_tokens()
         entry = agent.compact()
         assert entry is not None and "[The summary was cut off here" in entry["summary"]
-        assert agent.session.estimated_context_tokens() < before
+        assert agent.session.compaction_planner().estimated_tokens() < before
         assert asked and all(limit and limit < before for limit in asked)

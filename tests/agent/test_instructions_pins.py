@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import os
 
-from ipyagent import Agent, CompactionSettings, Session
+from ipyagent import AgentLoop, CompactionSettings, Session
 from ipyagent.agent.prompt.instructions import find_instruction_files, instruction_dirs
 from ipyagent.agent.prompt.notebook_context import NotebookActivity, SystemContext
 from ipyagent.agent.prompt.pinned import PIN_TYPE, active_pins, pin_entry, unpin_entry
 from ipyagent.agent.prompt.system import compose_system_prompt, system_prompt_parts
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.hooks import HookRegistry
 from ipyagent.testing import FakeProviderServer
@@ -112,9 +112,10 @@ def test_agents_md_and_pins_are_in_every_request_and_survive_compaction(tmp_path
         session = Session(hooks=HookRegistry())
         session.append(pin_entry("Always answer in British English."))
         notebook = FakeNotebook(tmp_path)
-        config = AgentConfig(model="fake:test-model", context_window=4000,
-                             compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400))
-        agent = Agent(session, config=config, tools=[], sleep=lambda s: None, notebook=notebook)
+        config = RunConfig(model="fake:test-model", context_window=4000,
+                           compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400))
+        agent = AgentLoop(session, config=config, tools=[], sleep=lambda s: None, notebook=notebook,
+                          providers=server.providers)
         for i in range(6):
             server.enqueue_text(f"Answer {i}: " + "the data look consistent and tidy " * 40)
             assert agent.prompt(f"Question {i}: " + "tell me more about the columns " * 20).error is None

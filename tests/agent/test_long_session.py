@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent import events as ev
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.hooks import HookRegistry
 from ipyagent.testing import FakeProviderServer
 
@@ -19,10 +19,10 @@ def test_hundreds_of_calls_with_large_tool_results_never_overflow(tmp_path):
         (tmp_path / f"module_{i}.py").write_text("".join(f"def f{i}_{j}(x):\n    return x * {j}\n" for j in range(120)))
     with FakeProviderServer(context_window=WINDOW) as server:
         server.register("fake")
-        config = AgentConfig(model="fake:long-model", context_window=WINDOW, tool_approval="auto",
-                             compaction=CompactionSettings(reserve_tokens=1500, keep_recent_tokens=1500))
-        agent = Agent(Session(hooks=HookRegistry()), config=config, cwd=str(tmp_path), namespace={},
-                      sleep=lambda s: None)
+        config = RunConfig(model="fake:long-model", context_window=WINDOW, tool_approval="auto",
+                           compaction=CompactionSettings(reserve_tokens=1500, keep_recent_tokens=1500))
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, cwd=str(tmp_path), namespace={},
+                          sleep=lambda s: None, providers=server.providers)
         compactions: list[ev.CompactionEnd] = []
         agent.subscribe(lambda e: compactions.append(e) if isinstance(e, ev.CompactionEnd) else None)
         summary_calls_at = [0]

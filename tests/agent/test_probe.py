@@ -110,7 +110,7 @@ def run_probe(session, script, **kwargs) -> tuple[ProbeReport, FakeProviderServe
     with FakeProviderServer(policy=script) as server:
         server.register("fake")
         report = ProbeRunner(session, model="fake:answerer", judge="fake:judge", per_kind=1, sleep=lambda s: None,
-                             **kwargs).run()
+                             **kwargs, providers=server.providers).run()
     return report, server
 
 
@@ -155,7 +155,8 @@ def test_a_way_that_does_not_fit_is_reported_not_graded():
     script = ProbeScript(QUESTIONS[:1])
     with FakeProviderServer(policy=script, context_window=2600) as server:  # the full history overflows
         server.register("fake")
-        report = ProbeRunner(s, model="fake:answerer", judge="fake:judge", per_kind=1, sleep=lambda s: None).run()
+        report = ProbeRunner(s, model="fake:answerer", judge="fake:judge", per_kind=1, sleep=lambda s: None,
+                             providers=server.providers).run()
     [item] = report.items
     assert item.answers["full"].error and "context" in item.answers["full"].error.lower()
     assert item.answers["full"].score is None and item.answers["recall"].score == 5

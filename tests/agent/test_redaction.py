@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from ipyagent import Agent, CompactionSettings, Session
+from ipyagent import AgentLoop, CompactionSettings, Session
 from ipyagent.agent.redaction import Redactor, configured_secrets
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.display.stream import RunRenderer
 from ipyagent.hooks import HookRegistry
 from ipyagent.kernel.persistence import Persister, SessionSlot
@@ -60,9 +60,9 @@ def test_the_loop_stores_no_key_and_neither_does_a_summary(monkeypatch):
         server.register("fake", "openai")
         monkeypatch.setenv("FAKE_SERVICE_TOKEN", KEY)
         session = Session(hooks=HookRegistry())
-        config = AgentConfig(model="fake:test-model", context_window=4000,
-                             compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400))
-        agent = Agent(session, config=config, tools=[], sleep=lambda s: None)
+        config = RunConfig(model="fake:test-model", context_window=4000,
+                           compaction=CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400))
+        agent = AgentLoop(session, config=config, tools=[], sleep=lambda s: None, providers=server.providers)
         server.enqueue_summary(f"## Goal\nThe user's token is {KEY}; " + "tidy data " * 30)
         for i in range(6):
             server.enqueue_text(f"Answer {i}: the token is {KEY}. " + "the data look consistent and tidy " * 40)
@@ -84,7 +84,7 @@ def test_the_renderer_scrubs_every_output():
     redactor = Redactor((KEY,))
     renderer = RunRenderer(display_func=lambda data, **kwargs: shown.append(data) or Handle(),
                            max_updates_per_second=0, redact=redactor.text)
-    from ipyagent.agent import events as ev
+    from ipyagent.agent import run_events as ev
     from ipyagent.providers import provider as pb
 
     renderer(pb.TextDelta(f"the key is {KEY[:10]}"))  # split across deltas: scrubbed once whole

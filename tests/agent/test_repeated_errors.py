@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent import events as ev
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import (
     ModelRequest,
@@ -82,8 +82,9 @@ def test_errors_that_differ_only_in_numbers_are_the_same_error():
 def test_in_the_agent_the_error_shows_once_per_cell_and_later_cells_do_not_retry():
     with FakeProviderServer() as server:
         server.register("fake")
-        config = AgentConfig(model="fake:m", compaction=CompactionSettings())
-        agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        config = RunConfig(model="fake:m", compaction=CompactionSettings())
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None,
+                          providers=server.providers)
         server.policy = lambda body: Fault("status", status=500)
         seen: list[object] = []
         agent.subscribe(seen.append)

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent import events as ev
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent import run_events as ev
 from ipyagent.agent.compaction_oracle import CompactionRuling
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.replayer import (
@@ -23,10 +23,11 @@ from ipyagent.agent.replayer import (
     same_when_replayed,
     split_recorded_summary,
 )
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.tools.tool import ToolOutput
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.hooks import HookRegistry
+from ipyagent.providers.registry import ProviderRegistry
 from ipyagent.session.messages import NOT_RUN_INTERRUPTED, user_message
 from ipyagent.testing import FakeProviderServer
 
@@ -34,8 +35,16 @@ SETTINGS = CompactionSettings(reserve_tokens=900, keep_recent_tokens=500)
 PROMPTS = [f"cell {i}: look at the data and count " + "carefully " * 25 for i in range(6)]
 
 
-def config() -> AgentConfig:
-    return AgentConfig(model="fake:recorder", context_window=3500, compaction=SETTINGS, tool_approval="auto")
+def offline() -> ProviderRegistry:
+    """The providers of a replay: ``fake`` is a known name (``fake:recorder`` parses as when it was
+    recorded), which no replayed cell may resolve to a live provider."""
+    registry = ProviderRegistry.builtin()
+    registry.register("fake", lambda **options: pytest.fail("a replayed cell asked for a live provider"))
+    return registry
+
+
+def config() -> RunConfig:
+    return RunConfig(model="fake:recorder", context_window=3500, compaction=SETTINGS, tool_approval="auto")
 
 
 def record(tmp_path) -> Session:
@@ -43,8 +52,9 @@ def record(tmp_path) -> Session:
     summaries = iter(f"## Goal\nSummary number {i}." for i in range(100))
     with FakeProviderServer() as server:
         server.register("fake")
-        agent = Agent(session, config=config(), cwd=str(tmp_path), namespace={},
-                      summarizer=ScriptedSummarizer(fn=lambda r: next(summaries)), sleep=lambda s: None)
+        agent = AgentLoop(session, config=config(), cwd=str(tmp_path), namespace={},
+                          summarizer=ScriptedSummarizer(fn=lambda r: next(summaries)), sleep=lambda s: None,
+                          providers=server.providers)
         for i, prompt in enumerate(PROMPTS):
             server.enqueue_tool_call("bash", {"command": f"echo run >> {tmp_path}/marker-{i}.txt; seq 1 150"})
             server.enqueue_text(f"Cell {i} counted 150 lines. " + "notes " * 40)
@@ -61,10 +71,10 @@ def replay(recorded: Session, tmp_path, *, prompts=PROMPTS, fallback=None, rerun
     for i, prompt in enumerate(prompts):
         cell = recording.cell(f"cell-{i}")
         tools = ReplayToolResults(cell, rerun=rerun, notice=notices.append)
-        agent = Agent(session, config=config(), cwd=str(tmp_path), namespace={},
-                      provider=ReplayProvider(cell, fallback=fallback, notice=notices.append),
-                      summarizer=ReplaySummarizer(cell, notice=notices.append), tool_results=tools,
-                      sleep=lambda s: None)
+        agent = AgentLoop(session, config=config(), cwd=str(tmp_path), namespace={},
+                          provider=ReplayProvider(cell, fallback=fallback, notice=notices.append),
+                          summarizer=ReplaySummarizer(cell, notice=notices.append), tool_results=tools,
+                          sleep=lambda s: None, providers=offline())
         results.append(agent.prompt(prompt, cellId=f"cell-{i}"))
     return session, results, notices
 
@@ -142,9 +152,9 @@ def _replay_in_place(session: Session, tmp_path, prompts=PROMPTS, fallback=None)
     results = []
     for i, prompt in enumerate(prompts):
         cell = recording.cell(f"cell-{i}")
-        agent = Agent(session, config=config(), cwd=str(tmp_path), namespace={},
-                      provider=ReplayProvider(cell, fallback=fallback), summarizer=ReplaySummarizer(cell),
-                      tool_results=ReplayToolResults(cell), sleep=lambda s: None)
+        agent = AgentLoop(session, config=config(), cwd=str(tmp_path), namespace={},
+                          provider=ReplayProvider(cell, fallback=fallback), summarizer=ReplaySummarizer(cell),
+                          tool_results=ReplayToolResults(cell), sleep=lambda s: None, providers=offline())
         results.append(agent.prompt(prompt, cellId=f"cell-{i}"))
     session.follow(None)
     return results
@@ -235,9 +245,9 @@ def test_a_replayed_prompt_is_the_recorded_one_when_its_typed_prompt_and_cell_ar
 ORACLE_CONFIG = {"window": 3500, "reserve": 900, "keep": 500}
 
 
-def oracle_config(window=3500, reserve=900, keep=500) -> AgentConfig:
-    return AgentConfig(model="fake:recorder", context_window=window, tool_approval="auto",
-                       compaction=CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep))
+def oracle_config(window=3500, reserve=900, keep=500) -> RunConfig:
+    return RunConfig(model="fake:recorder", context_window=window, tool_approval="auto",
+                     compaction=CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=keep))
 
 
 def _usage(total: int) -> dict:
@@ -254,8 +264,8 @@ def record_with_a_rejected_attempt(tmp_path) -> tuple[Session, list[str]]:
         0: ([1000], 1300), 1: ([1400, 1700, 2500], 2800), 2: ([1500], 1800), 4: ([1600], 1900)}
     with FakeProviderServer() as server:
         server.register("fake")
-        agent = Agent(session, config=oracle_config(), cwd=str(tmp_path), namespace={}, summarizer=summarizer,
-                      sleep=lambda s: None)
+        agent = AgentLoop(session, config=oracle_config(), cwd=str(tmp_path), namespace={}, summarizer=summarizer,
+                          sleep=lambda s: None, providers=server.providers)
         agent.subscribe(lambda e: rejected.append(session.leaf_id)
                         if isinstance(e, ev.CompactionEnd) and e.error and "empty" in e.error else None)
         for i in range(5):
@@ -270,18 +280,19 @@ def record_with_a_rejected_attempt(tmp_path) -> tuple[Session, list[str]]:
     return session, rejected
 
 
-def replay_ports_of(agent: Agent, cell: CellRecording, notices: list[str]) -> RunPorts:
+def replay_ports_of(agent: AgentLoop, cell: CellRecording, notices: list[str]) -> RunPorts:
     """What the notebook's ReplayController.attached gives one cell's run."""
     return replay_ports(cell, agent.ports, notice=notices.append)
 
 
-def replay_recording_in_place(session: Session, tmp_path, config: AgentConfig, *, oracle: bool = True) -> list[str]:
+def replay_recording_in_place(session: Session, tmp_path, config: RunConfig, *, oracle: bool = True) -> list[str]:
     recording = Recording.from_entries(session.path())
     session.follow(session.path(), same_when_replayed)
     session.branch(None)
     notices: list[str] = []
     for i in range(5):
-        agent = Agent(session, config=config, cwd=str(tmp_path), namespace={}, sleep=lambda s: None)
+        agent = AgentLoop(session, config=config, cwd=str(tmp_path), namespace={}, sleep=lambda s: None,
+                          providers=offline())
         ports = replay_ports_of(agent, recording.cell(f"cell-{i}"), notices)
         if not oracle:
             ports = replace(ports, compaction_oracle=None)

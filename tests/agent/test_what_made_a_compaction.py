@@ -1,12 +1,12 @@
 """What made a compaction is in its entry (``trigger``: idle, foreground, overflow or manual), the
 summary's progress is reported as it arrives, and a run can leave its after-run compaction to the
-kernel's idle time (``Agent.prompt(compact_after=False)``). Against the loopback fake provider."""
+kernel's idle time (``AgentLoop.prompt(compact_after=False)``). Against the loopback fake provider."""
 
 from __future__ import annotations
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent import events as ev
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.hooks import HookRegistry
 from ipyagent.session.entries import compaction_trigger, last_compaction_note
 from ipyagent.testing import FakeProviderServer
@@ -14,13 +14,14 @@ from ipyagent.testing import FakeProviderServer
 ANSWER = "The table holds one row per order, with the region and the amount. " * 40  # ~700 tokens
 
 
-def _agent(server: FakeProviderServer) -> Agent:
+def _agent(server: FakeProviderServer) -> AgentLoop:
     server.register("fake")
-    config = AgentConfig(model="fake:test-model", context_window=4000, compaction=CompactionSettings(1000, 600))
-    return Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+    config = RunConfig(model="fake:test-model", context_window=4000, compaction=CompactionSettings(1000, 600))
+    return AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None,
+                     providers=server.providers)
 
 
-def _fill(agent: Agent, server: FakeProviderServer, turns: int) -> None:
+def _fill(agent: AgentLoop, server: FakeProviderServer, turns: int) -> None:
     for i in range(turns):
         server.enqueue_text(ANSWER)
         assert agent.prompt(f"Question {i}", compact_after=False).error is None

@@ -32,8 +32,8 @@ from support.sessiongen import generate_session
 
 FIRST_REPLY = """
 import sys, time
-from ipyagent import Agent, Session
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, Session
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.providers import pricing
 from ipyagent.providers.transport import message
 from ipyagent.testing import FakeProviderServer
@@ -53,7 +53,7 @@ with FakeProviderServer() as server:
         pricing.warm_up()
         pricing._warming.join()
     server.enqueue_text("Hello.")
-    agent = Agent(Session(), config=AgentConfig(model="openai:gpt-4.1-mini", context_window=100_000), tools=[])
+    agent = AgentLoop(Session(), config=RunConfig(model="openai:gpt-4.1-mini", context_window=100_000), tools=[])
     agent.prompt("hi")
 print(spent[0])
 """

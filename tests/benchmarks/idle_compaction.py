@@ -67,7 +67,7 @@ def fake_round(idle: bool, summary_delay: float, pause: float) -> dict[str, Any]
             started = time.monotonic()
             k.run(f"%%agent\nTell me about part {i + 1} of the data.", f"cell-{i}", timeout=300)
             third = time.monotonic() - started
-        share = k.evaluate("(lambda a: round(a.request_tokens() / a.budget().threshold, 3))"
+        share = k.evaluate("(lambda a: round(a.budget.request_tokens() / a.budget.fitted().threshold, 3))"
                            "(get_ipython()._ipyagent_runtime.slot().agent)")
         time.sleep(pause)  # the user reads the answer
         k.drain(0.2)

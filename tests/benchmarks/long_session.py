@@ -15,9 +15,9 @@ import random
 import tempfile
 from pathlib import Path
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent import events as ev
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.hooks import HookRegistry
 from ipyagent.testing import FakeProviderServer
 
@@ -35,10 +35,10 @@ def main() -> None:
     with FakeProviderServer(context_window=args.window) as server:
         server.register("fake", args.protocol)
         reserve = max(1024, args.window // 5)
-        config = AgentConfig(model="fake:bench", context_window=args.window, tool_approval="auto",
-                             compaction=CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=args.window // 4))
-        agent = Agent(Session(hooks=HookRegistry()), config=config, cwd=str(workdir), namespace={},
-                      sleep=lambda s: None)
+        config = RunConfig(model="fake:bench", context_window=args.window, tool_approval="auto",
+                           compaction=CompactionSettings(reserve_tokens=reserve, keep_recent_tokens=args.window // 4))
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, cwd=str(workdir), namespace={},
+                          sleep=lambda s: None)
         marks: list[int] = []  # summariser calls seen when each compaction started
         compactions: list[ev.CompactionEnd] = []
         agent.subscribe(lambda e: marks.append(server.summary_calls) if isinstance(e, ev.CompactionStart) else None)

@@ -54,14 +54,14 @@ def stream(text: str, rate: float, delta: int, chars_per_second: float = 300.0) 
         return Handle()
 
     renderer = RunRenderer(display_func=display, clock=lambda: now[0], max_updates_per_second=rate)
-    original = renderer._flush_text
+    original = renderer.reply.flush
 
     def timed(force: bool = False) -> None:
         started = time.perf_counter()
         original(force)
         spent[0] += time.perf_counter() - started
 
-    renderer._flush_text = timed  # type: ignore[method-assign]
+    renderer.reply.flush = timed  # type: ignore[method-assign]
     for start in range(0, len(text), delta):
         now[0] = start / chars_per_second
         renderer(TextDelta(text[start:start + delta]))

@@ -22,6 +22,7 @@ pytest.importorskip("ipykernel")
 
 import ipyagent  # noqa: E402
 from ipyagent.bridge import comm as bridge_mod  # noqa: E402
+from ipyagent.bridge.push import PushInbox  # noqa: E402
 
 PKG_PARENT = str(Path(ipyagent.__file__).resolve().parent.parent)
 
@@ -220,7 +221,7 @@ def test_hello_ack_entries_ack_and_resend(frontend):
     ack = fe.store(m2)
     assert ack["stored"] == 1  # idempotent: only the new one is stored
     fe.send_comm(cid, ack)
-    state = _print_state(fe, "sorted(_b.acked_ids('default'))")
+    state = _print_state(fe, "sorted(_b.document.acked_ids('default'))")
     assert state["unacked"] == {}
     assert state["extra"] == ["00000001", "00000002", "00000003"]
 
@@ -408,14 +409,14 @@ def test_merge_metadata_dedupes_by_id():
     assert m["sessions"]["x"]["leaf"] == "2" and m["sessions"]["y"]["entries"] == []
     assert a["sessions"]["x"]["entries"] == [{"id": "1"}]  # inputs untouched
     # two pushes before pickup merge
-    bridge_mod._reset_for_tests()
-    bridge_mod.receive_push(json.dumps(a), source="t1")
-    bridge_mod.receive_push(json.dumps(b), source="t2")
-    got = bridge_mod.pending_push()
+    inbox = PushInbox()
+    inbox.receive(json.dumps(a), source="t1")
+    inbox.receive(json.dumps(b), source="t2")
+    got = inbox.take()
     assert [e["id"] for e in got["sessions"]["x"]["entries"]] == ["1", "2"]
-    assert bridge_mod.pending_push() is None
-    bridge_mod.receive_push("[1, 2]")
-    assert "expected an object" in bridge_mod.push_errors(clear=True)[0]
+    assert inbox.take() is None
+    inbox.receive("[1, 2]")
+    assert "expected an object" in inbox.errors(clear=True)[0]
 
 
 @pytest.mark.kernel

@@ -46,7 +46,7 @@ def test_thirty_headless_runs_in_a_row_never_miss_a_reply(tmp_path, capsys):
 
 @pytest.mark.kernel
 def test_every_ack_reaches_the_kernel_before_the_next_cell(tmp_path):
-    check = "from ipyagent.bridge.comm import active_bridge\nprint('ALL-ACKED', active_bridge().all_acked)"
+    check = "from ipyagent.bridge.comm import active_bridge\nprint('ALL-ACKED', active_bridge().document.all_acked)"
     cells = [SETUP]
     for i in range(4):
         cells += [f"%%agent\nQuestion {i}.", check]

@@ -10,7 +10,6 @@ or the built labextension they fail with a message saying what to install.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,19 +17,20 @@ from pathlib import Path
 import pytest
 
 from support.lab_pages import ARTIFACTS
-from support.lab_server import CHROMIUM, CHROMIUM_ARGS, FAKE_KEY, NO_RTC, JupyterLab, start_server, stop_server
+from support.lab_server import (
+    CHROMIUM_ARGS,
+    FAKE_KEY,
+    NO_RTC,
+    JupyterLab,
+    chromium_or_fail,
+    start_server,
+    stop_server,
+)
 
 
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.fail(
-            f"chromium not found at {CHROMIUM}: the browser tests need Debian's chromium "
-            "(apt-get update && apt-get install -y chromium; .ci/run does this), "
-            "or IPYAGENT_CHROMIUM=/path/to/chromium",
-            pytrace=False,
-        )
-    return CHROMIUM
+    return chromium_or_fail()
 
 
 @pytest.fixture(scope="session")

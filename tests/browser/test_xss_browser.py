@@ -54,7 +54,7 @@ CELLS = [
     "from ipyagent.display.budget_widget import budget_facts, static_markdown\n"
     "get_ipython().run_line_magic('agent', 'export --format markdown -o transcript.md')\n"
     "_rt = get_runtime(get_ipython()); _slot = _rt.slot()\n"
-    "_facts = budget_facts(_slot.session, _rt.agent_config(), window=100000, session_name=_slot.name,\n"
+    "_facts = budget_facts(_slot.session, _rt.run_config(), window=100000, session_name=_slot.name,\n"
     "                      status=_slot.session.latest_summary())\n"
     "_journal, _ = journal_bundle(_slot.name, _slot.session.header, _slot.session.leaf_id, {}, _slot.session.entries)\n"
     "for _text in (open('transcript.md').read(), static_markdown(_facts), _journal['text/markdown']):\n"

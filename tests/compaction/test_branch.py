@@ -188,10 +188,10 @@ def test_tree_hooks(registry):
     old_leaf = s.leaf_id
     entry = s.navigate(u2["id"], summarize=True, summarizer=ScriptedSummarizer(["S"]), focus="f", label="L")
     prep, after = seen
-    assert prep["targetId"] == u2["id"] and prep["oldLeafId"] == old_leaf
-    assert prep["commonAncestorId"] == u2["id"] and prep["userWantsSummary"] is True
-    assert ids_of(prep["entriesToSummarize"]) == ids_of(s.path(old_leaf)[3:])
-    assert (prep["customInstructions"], prep["replaceInstructions"], prep["label"]) == ("f", False, "L")
+    assert prep.target_id == u2["id"] and prep.old_leaf_id == old_leaf
+    assert prep.common_ancestor_id == u2["id"] and prep.user_wants_summary is True
+    assert ids_of(prep.entries_to_summarize) == ids_of(s.path(old_leaf)[3:])
+    assert (prep.custom_instructions, prep.replace_instructions, prep.label) == ("f", False, "L")
     # the label entry follows the summary entry, so the final leaf is the label
     assert after == (s.leaf_id, old_leaf, entry, False)
 

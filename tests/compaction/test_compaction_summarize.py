@@ -16,6 +16,7 @@ from ipyagent.compaction.compact import (
     compact,
     summary_calls,
 )
+from ipyagent.compaction.planner import CompactionRoom
 from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import (
@@ -31,6 +32,7 @@ from ipyagent.session.entries import compaction_entry
 from ipyagent.session.messages import text_of
 from support.builders import assistant, call, new_session, tool_result, turn, user
 
+ANY_ROOM = CompactionRoom(threshold=10**9)  # a room every compaction fits
 KEEP = CompactionSettings(keep_recent_tokens=600)
 SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
 
@@ -220,12 +222,13 @@ def test_non_shrinking_summary_rejected_and_session_unchanged():
 
 
 def test_a_summary_that_would_not_shrink_the_context_cuts_deeper_when_room_is_asked_for():
-    # A small model rambles: its first summary is as long as the whole context. With ``fits``
-    # (what the agent passes) the compaction keeps less verbatim and asks again, in one entry.
+    # A small model rambles: its first summary is as long as the whole context. With a room (what
+    # the agent passes; here one any compaction fits) the compaction keeps less verbatim and asks
+    # again, in one entry.
     s = sessions_turns()
     usual = s.prepare_compaction(KEEP)
     summarizer = ScriptedSummarizer(fn=lambda r: "## Goal\nshort" if summarizer.requests[1:] else "x" * 20_000)
-    entry = s.compact(summarizer, KEEP, fits=lambda after: True)
+    entry = s.compact(summarizer, KEEP, room=ANY_ROOM)
     assert len(summarizer.requests) > len(summary_calls(usual)) and len(s.compactions()) == 1
     ids = [e["id"] for e in s.entries]
     assert ids.index(entry["firstKeptEntryId"]) > ids.index(usual.first_kept_entry_id)  # kept less
@@ -237,7 +240,7 @@ def test_a_summary_that_never_shrinks_the_context_is_rejected_after_the_deepest_
     before = snapshot(s)
     summarizer = ScriptedSummarizer(fn=lambda r: "x" * 40_000)
     with pytest.raises(SummaryDoesNotShrink, match="would not shrink"):
-        s.compact(summarizer, KEEP, fits=lambda after: True)
+        s.compact(summarizer, KEEP, room=ANY_ROOM)
     assert snapshot(s) == before and 2 <= len(summarizer.requests) <= 8
 
 
@@ -366,19 +369,18 @@ def _summary_request() -> SummaryRequest:
 def test_summary_requests_carry_no_tools_no_cache_writes_a_fresh_routing_id_and_the_model_limit():
     from ipyagent.agent.provider_summarizer import ProviderSummarizer
     from ipyagent.compaction.compact import summary_output_limit
-    from ipyagent.providers import models
     from ipyagent.testing import FakeProviderServer
 
     with FakeProviderServer() as server:
         server.register("fakeant", protocol="anthropic")
-        summarizer = ProviderSummarizer("fakeant:claude-sonnet-4-5", context_window=50_000)
+        summarizer = ProviderSummarizer("fakeant:claude-sonnet-4-5", context_window=50_000, providers=server.providers)
         server.enqueue_summary("## Goal\none")
         server.enqueue_summary("## Goal\ntwo")
         request = _summary_request()
         assert summarizer.summarize(request).text == "## Goal\none"
         summarizer.summarize(request)
         first, second = (r.body for r in server.requests)
-    limit = summary_output_limit(models.max_output("fakeant", "claude-sonnet-4-5") or 0, 50_000,
+    limit = summary_output_limit(server.providers.models.max_output("fakeant", "claude-sonnet-4-5") or 0, 50_000,
                                  len(request.system_prompt) + len(request.prompt))
     assert first["max_tokens"] == limit < 64_000  # the model's 64k, clamped to the window less the input
     assert "tools" not in first
@@ -386,7 +388,7 @@ def test_summary_requests_carry_no_tools_no_cache_writes_a_fresh_routing_id_and_
     # the routing id is fresh for each summary (Anthropic's metadata carries none; OpenAI's prompt_cache_key does)
     with FakeProviderServer() as server:
         server.register("fakeoai", protocol="responses")
-        summarizer = ProviderSummarizer("fakeoai:gpt-5", context_window=272_000)
+        summarizer = ProviderSummarizer("fakeoai:gpt-5", context_window=272_000, providers=server.providers)
         server.enqueue_summary("a")
         server.enqueue_summary("b")
         summarizer.summarize(request)
@@ -404,7 +406,7 @@ def test_a_summary_cut_by_the_token_cap_or_calling_a_tool_is_an_error(reply):
 
     with FakeProviderServer() as server:
         server.register("fakeant", protocol="anthropic")
-        summarizer = ProviderSummarizer("fakeant:claude-sonnet-4-5")
+        summarizer = ProviderSummarizer("fakeant:claude-sonnet-4-5", providers=server.providers)
         if reply == "length":
             server.enqueue_summary(Reply(text="## Goal\nhalf a summ", stop_reason="length"))
         else:
@@ -417,16 +419,16 @@ def test_a_summary_cut_by_the_token_cap_or_calling_a_tool_is_an_error(reply):
 def test_an_overflow_whose_first_summary_is_cut_off_still_compacts_and_retries():
     # What a small local model does now and then: its summary runs into the output cap. The
     # overflow's one compaction asks again, and the run goes on.
-    from ipyagent import Agent, Session
-    from ipyagent.agent.run_config import AgentConfig
+    from ipyagent import AgentLoop, Session
+    from ipyagent.agent.run_config import RunConfig
     from ipyagent.hooks import HookRegistry
     from ipyagent.testing import FakeProviderServer
     from ipyagent.testing.specs import Reply
 
     with FakeProviderServer(context_window=3000) as server:
         server.register("fake", "openai")
-        agent = Agent(Session(hooks=HookRegistry()), config=AgentConfig(model="fake:small", tool_approval="auto"),
-                      namespace={}, tools=[], sleep=lambda s: None)
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=RunConfig(model="fake:small", tool_approval="auto"),
+                          namespace={}, tools=[], sleep=lambda s: None, providers=server.providers)
         server.enqueue_summary(Reply(text="## Goal\n" + "and so on " * 50, stop_reason="length"))
         server.enqueue_summary("## Goal\nThe survey, the first parts.")
         for i in range(4):  # the window (unknown to the agent) overflows at the fourth

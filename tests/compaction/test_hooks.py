@@ -11,7 +11,18 @@ from ipyagent.compaction.compact import CompactionRejected
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
 from ipyagent.core import CompactionCancelled
-from ipyagent.hooks import EVENTS, HookRegistry
+from ipyagent.hooks import (
+    SESSION_HOOKS,
+    ContextCall,
+    ContextResult,
+    HookRegistry,
+    SessionBeforeCompactCall,
+    SessionBeforeCompactResult,
+    SessionBeforeTreeCall,
+    SessionBeforeTreeResult,
+    SuppliedCompaction,
+    TurnEndCall,
+)
 from support.builders import new_session, turn
 
 KEEP = CompactionSettings(keep_recent_tokens=518)
@@ -32,16 +43,16 @@ def test_decorator_and_direct_registration(registry):
 
 
 def test_unknown_event_rejected(registry):
-    with pytest.raises(ValueError, match="unknown hook event"):
+    with pytest.raises(ValueError, match="unknown session hook"):
         registry.on("session_before_everything")
-    assert set(EVENTS) >= {"session_before_compact", "session_compact", "session_before_tree", "session_tree",
+    assert set(SESSION_HOOKS) >= {"session_before_compact", "session_compact", "session_before_tree", "session_tree",
                            "context", "before_provider_request", "turn_end", "agent_end"}
 
 
-def test_event_fields_are_attributes(registry):
+def test_a_hook_call_has_its_fields_as_attributes(registry):
     seen = []
-    registry.on("context", lambda e: seen.append((e.type, e.messages)))
-    registry.emit("context", messages=[1, 2])
+    registry.on("context", lambda call: seen.append((call.type, call.messages)))
+    registry.emit(ContextCall(messages=[1, 2]))
     assert seen == [("context", [1, 2])]
 
 
@@ -51,9 +62,9 @@ def test_last_truthy_result_wins(registry):
     registry.on("context", lambda e: order.append(2) or {"messages": ["second"]})
     registry.on("context", lambda e: order.append(3) or None)
     registry.on("context", lambda e: order.append(4) or {})
-    assert registry.emit("context", messages=[]) == {"messages": ["second"]}
+    assert registry.emit(ContextCall(messages=[])) == ContextResult(["second"])  # a dict, read as Pi names it
     assert order == [1, 2, 3, 4]
-    assert HookRegistry().emit("context", messages=[]) is None
+    assert HookRegistry().emit(ContextCall(messages=[])) is None
 
 
 def test_cancel_returns_at_once(registry):
@@ -61,16 +72,13 @@ def test_cancel_returns_at_once(registry):
     registry.on("session_before_compact", lambda e: ran.append("a") or {"compaction": {"summary": "x"}})
     registry.on("session_before_compact", lambda e: ran.append("b") or {"cancel": True})
     registry.on("session_before_compact", lambda e: ran.append("c") or {"compaction": {"summary": "y"}})
-    assert registry.emit("session_before_compact") == {"cancel": True}
+    assert registry.emit(SessionBeforeCompactCall()) == SessionBeforeCompactResult(cancel=True)
     assert ran == ["a", "b"]
 
-    class Result:
-        cancel = True
-
     registry.clear()
-    registry.on("session_before_tree", lambda e: Result())
+    registry.on("session_before_tree", lambda e: SessionBeforeTreeResult(cancel=True))
     registry.on("session_before_tree", lambda e: ran.append("never"))
-    assert isinstance(registry.emit("session_before_tree"), Result) and "never" not in ran
+    assert registry.emit(SessionBeforeTreeCall()) == SessionBeforeTreeResult(cancel=True) and "never" not in ran
 
 
 def test_failing_handler_is_reported_not_fatal(registry):
@@ -80,9 +88,9 @@ def test_failing_handler_is_reported_not_fatal(registry):
     registry.on("turn_end", broken)
     registry.on("turn_end", lambda e: "after")
     with pytest.warns(RuntimeWarning, match="broken failed on turn_end"):
-        assert registry.emit("turn_end") == "after"
+        assert registry.emit(TurnEndCall()) is None  # what an observing hook returns is ignored
     [error] = registry.errors
-    assert error.event == "turn_end" and "broken" in error.handler and "KeyError" in error.error
+    assert error.hook == "turn_end" and "broken" in error.handler and "KeyError" in error.error
 
 
 # ---- the compaction hooks, fired by Session.compact ---------------------------------------------
@@ -153,3 +161,37 @@ def test_failing_compaction_hook_falls_back_to_default(registry):
         warnings.simplefilter("ignore")
         entry = s.compact(ScriptedSummarizer(["DEFAULT"]), KEEP)
     assert entry["summary"].startswith("DEFAULT") and registry.errors
+
+
+# ---- results as dataclasses ----------------------------------------------------------------------
+
+
+def test_a_hook_may_return_its_result_dataclass(registry):
+    s = session_with(registry)
+    first = s.path()[6]["id"]
+    registry.on("session_before_compact", lambda call: SessionBeforeCompactResult(compaction=SuppliedCompaction(
+        "DATACLASS SUMMARY", first_kept_entry_id=first, tokens_before=99)))
+    summarizer = ScriptedSummarizer([])
+    entry = s.compact(summarizer, KEEP)
+    assert summarizer.requests == [] and entry["fromHook"] is True
+    assert (entry["summary"], entry["firstKeptEntryId"], entry["tokensBefore"]) == ("DATACLASS SUMMARY", first, 99)
+
+
+def test_a_dict_result_is_read_with_pis_field_names_only(registry):
+    # Pi writes firstKeptEntryId; a result that spells it otherwise is reported and left aside, as a
+    # handler that raised would be: the compaction goes ahead as planned
+    s = session_with(registry)
+    registry.on("session_before_compact", lambda call: {"compaction": {"summary": "MINE",
+                                                                      "first_kept_entry_id": s.path()[6]["id"]}})
+    with pytest.warns(RuntimeWarning, match="unknown field 'first_kept_entry_id'"):
+        entry = s.compact(ScriptedSummarizer(["DEFAULT"]), KEEP)
+    assert entry["summary"].startswith("DEFAULT") and not entry.get("fromHook")
+    [error] = registry.errors
+    assert error.hook == "session_before_compact" and "firstKeptEntryId" in error.error
+
+
+def test_a_steering_hook_that_returns_something_else_is_reported(registry):
+    registry.on("context", lambda call: ["not", "a", "result"])
+    with pytest.warns(RuntimeWarning, match="returned a list, not a ContextResult or a dict"):
+        assert registry.emit(ContextCall(messages=[])) is None
+    assert registry.errors[0].hook == "context"

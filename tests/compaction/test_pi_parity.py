@@ -182,7 +182,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Run:
         f = write_jsonl(root / f"{i:04d}-{case.name}.jsonl", header, entries)
         keeps = case.keeps
         if not keeps:
-            total = Session.from_file(f).estimated_context_tokens()
+            total = Session.from_file(f).compaction_planner().estimated_tokens()
             keeps = tuple(sorted({KEEPS[i % len(KEEPS)], *(max(1, int(total * fr)) for fr in FRACTIONS)}))
         files.append((case.name, f, keeps))
     return compare(files, reserve_of=lambda i: RESERVES[i % len(RESERVES)])
@@ -473,8 +473,8 @@ def test_generator_rejects_unknown_options():
 # ------------------------------------------------------------------------------------------------
 
 def test_a_session_ipyagent_wrote_gives_pi_16_the_context_ipyagent_sent(tmp_path):
-    from ipyagent import Agent
-    from ipyagent.agent.run_config import AgentConfig
+    from ipyagent import AgentLoop
+    from ipyagent.agent.run_config import RunConfig
     from ipyagent.hooks import HookRegistry
     from ipyagent.testing import FakeProviderServer
 
@@ -484,9 +484,10 @@ def test_a_session_ipyagent_wrote_gives_pi_16_the_context_ipyagent_sent(tmp_path
     (tmp_path / "data.txt").write_text("x" * 6000, encoding="utf-8")
     with FakeProviderServer() as server:
         server.register("fake")
-        config = AgentConfig(model="fake:test-model", context_window=12_000, tool_approval="auto",
-                             compaction=CompactionSettings(2000, 1500))
-        agent = Agent(Session(hooks=hooks), config=config, namespace={}, cwd=str(tmp_path), sleep=lambda s: None)
+        config = RunConfig(model="fake:test-model", context_window=12_000, tool_approval="auto",
+                           compaction=CompactionSettings(2000, 1500))
+        agent = AgentLoop(Session(hooks=hooks), config=config, namespace={}, cwd=str(tmp_path), sleep=lambda s: None,
+                          providers=server.providers)
         server.enqueue_tool_call("read", {"path": "data.txt"})
         server.enqueue_text("It holds 6,000 x.")
         agent.prompt("What is in data.txt?")

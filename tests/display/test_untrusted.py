@@ -13,13 +13,14 @@ from __future__ import annotations
 import html
 import json
 import re
+import sys
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from IPython.utils.capture import capture_output
 
-from ipyagent.agent import events as ev
+from ipyagent.agent import run_events as ev
 from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, static_bundle
 from ipyagent.display.journal_view import journal_bundle, transcript_markdown
 from ipyagent.display.stream import (
@@ -380,3 +381,46 @@ def test_agent_commands_show_metadata_text_safely(ip, server, tmp_path):
     assert summary and "text/markdown" not in summary[0]
     ip.run_line_magic("agent", f"export --format markdown -o {tmp_path / 'out.md'}")
     _assert_clean_markdown((tmp_path / "out.md").read_text())
+
+
+# ---- where nh3 is missing (a Pyodide kernel in a browser page: issue 36) ------------------------
+
+
+@pytest.fixture
+def without_nh3(monkeypatch):
+    """The gate as a browser page's kernel has it: ``import nh3`` fails (no WebAssembly wheel)."""
+    from ipyagent.display import untrusted
+
+    monkeypatch.setitem(sys.modules, "nh3", None)  # None in sys.modules: the import raises ImportError
+    untrusted._markdown_cleaner.cache_clear()
+    untrusted._tool_cleaner.cache_clear()
+    yield
+    untrusted._markdown_cleaner.cache_clear()
+    untrusted._tool_cleaner.cache_clear()
+
+
+def test_without_nh3_tool_html_is_shown_as_its_text(without_nh3):
+    fragment = '<table><tr><td onclick="x()">1</td></tr></table><script>x()</script><img src=x onerror=y()>'
+    shown = sanitize_html(fragment)
+    assert shown == "<pre>" + html.escape(fragment, quote=True) + "</pre>"
+    _assert_clean_html(shown, {"pre"})
+
+
+@pytest.mark.parametrize("name", list(PAYLOADS))
+def test_without_nh3_every_payload_stays_inert(without_nh3, name):
+    payload = PAYLOADS[name]
+    _assert_clean_html(markdown_html(payload), NO_IMAGES)
+    _assert_clean_html(sanitize_html(payload), {"pre"})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(hostile_markdown)
+def test_without_nh3_markdown_is_rendered_with_raw_html_off(without_nh3, text):
+    _assert_clean_html(markdown_html(text), NO_IMAGES)
+
+
+def test_without_nh3_markdown_keeps_tables_and_links(without_nh3):
+    rendered = markdown_html("| a |\n|---|\n| 1 |\n\n[docs](https://example.org) <b>raw</b>")
+    assert "<table>" in rendered and '<a href="https://example.org">docs</a>' in rendered
+    assert "&lt;b&gt;raw&lt;/b&gt;" in rendered

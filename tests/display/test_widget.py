@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ipyagent.agent import events as ev
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session
 from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, budget_facts, static_bundle
@@ -28,7 +28,7 @@ def _session(turns: int = 6, with_compaction: bool = False) -> Session:
 
 
 def test_facts_split_the_window_into_parts():
-    config = AgentConfig(model="openai:m", context_window=8000, compaction=CompactionSettings(1000, 300))
+    config = RunConfig(model="openai:m", context_window=8000, compaction=CompactionSettings(1000, 300))
     facts = budget_facts(_session(), config, window=8000, session_name="s")
     assert facts.threshold == 7000 and facts.reserve == 1000
     assert facts.parts["system"] > 0 and facts.parts["history"] > 0 and 0 < facts.parts["tail"] <= 400
@@ -39,7 +39,7 @@ def test_facts_split_the_window_into_parts():
 
 
 def test_facts_after_a_compaction_show_the_summary():
-    config = AgentConfig(model="openai:m", compaction=CompactionSettings(1000, 300))
+    config = RunConfig(model="openai:m", compaction=CompactionSettings(1000, 300))
     facts = budget_facts(_session(with_compaction=True), config, window=None)
     assert facts.compactions == 1 and facts.latest_summary.startswith("## Goal")
     assert facts.parts["summary"] > 0 and facts.threshold is None
@@ -48,7 +48,7 @@ def test_facts_after_a_compaction_show_the_summary():
 def test_right_after_a_compaction_the_total_includes_the_system_prompt_and_tools():
     """The kept assistant messages' usage predates the compaction, so it does not count; the
     total is then the estimates, which must include the system prompt and the tool definitions."""
-    config = AgentConfig(model="openai:m", compaction=CompactionSettings(1000, 300))
+    config = RunConfig(model="openai:m", compaction=CompactionSettings(1000, 300))
     session = _session(with_compaction=True)
     facts = budget_facts(session, config, window=8000)
     from ipyagent.display.budget_widget import system_tools_tokens
@@ -61,7 +61,7 @@ def test_right_after_a_compaction_the_total_includes_the_system_prompt_and_tools
 
 @pytest.mark.parametrize("window", [1024, 2048, 4096, 6000, 32_000, 128_000])
 def test_with_no_budget_set_the_details_say_the_budgets_were_scaled_and_no_threshold_is_negative(window):
-    config = AgentConfig(model="openai:m", context_window=window)  # a user who set only the window
+    config = RunConfig(model="openai:m", context_window=window)  # a user who set only the window
     facts = budget_facts(_session(), config, window=window)
     assert facts.threshold is not None and facts.threshold > 0
     for view in static_bundle(facts).values():
@@ -76,7 +76,7 @@ def test_with_no_budget_set_the_details_say_the_budgets_were_scaled_and_no_thres
 
 
 def test_set_budgets_that_cannot_fit_are_shown_replaced():
-    config = AgentConfig(model="openai:m", context_window=2048, compaction=CompactionSettings(16384, 20000))
+    config = RunConfig(model="openai:m", context_window=2048, compaction=CompactionSettings(16384, 20000))
     facts = budget_facts(_session(), config, window=2048)
     plain = static_bundle(facts)["text/plain"]
     assert facts.threshold == 1536 and "compacts above 1,536 · reserve 512 (the value set does not fit" in plain
@@ -88,7 +88,7 @@ def test_the_fixed_part_is_the_same_at_every_turn_whatever_the_usage_says():
     # the token factor) every time; only the message parts absorb the difference.
     from ipyagent.display.budget_widget import system_tools_tokens
 
-    config = AgentConfig(model="openai:m", context_window=8000, compaction=CompactionSettings(1000, 300))
+    config = RunConfig(model="openai:m", context_window=8000, compaction=CompactionSettings(1000, 300))
     session, shown = Session(), set()
     for i, reported in enumerate([900, 1500, 1700, 2600, 2700]):
         session.append_message({"role": "user", "content": f"question {i} " + "x" * (200 + 300 * i), "timestamp": 1})

@@ -75,8 +75,8 @@ def test_the_plan_is_prepare_compactions_for_every_setting(options):
             assert x.plan.turn_prefix_entry_ids == expected.turn_prefix_entry_ids
             assert x.plan.is_split_turn == expected.is_split_turn
             assert x.tokens_before == expected.tokens_before == session.context_tokens()
-            assert x.kept_tokens == session.kept_tokens(expected)
-            assert x.estimated_before == session.estimated_context_tokens()
+            assert x.kept_tokens == session.compaction_planner().kept_tokens(expected)
+            assert x.estimated_before == session.compaction_planner().estimated_tokens()
             seen.add(x.cut_index)
     assert len(seen) >= 3, "the cut should move across these settings"
 
@@ -94,7 +94,7 @@ def test_fates_follow_the_plan_of_a_split_turn():
     assert got[plan.first_kept_index:] == ["kept"] * (len(path) - plan.first_kept_index)
     assert x.cut_index == plan.first_kept_index and x.turn_start_index == plan.turn_start_index
     assert x.counts == {"earlier": 0, "summarised": 12, "prefix": 5, "kept": 7}
-    assert x.tokens["kept"] == x.kept_tokens == s.kept_tokens(plan)
+    assert x.tokens["kept"] == x.kept_tokens == s.compaction_planner().kept_tokens(plan)
     # two requests, each the model's output limit clamped to the window (Pi 1.6): 8,000 − 4,096 margin
     assert x.summary_max_tokens == 2 * (8000 - 4096)
 

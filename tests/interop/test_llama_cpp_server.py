@@ -24,15 +24,14 @@ from typing import Any
 
 import pytest
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.bridge.headless import execute_notebook
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import (
     ModelRequest,
     OpenAIChatProvider,
     TextDelta,
-    resolve_provider,
     stream_with_retry,
 )
 from ipyagent.providers import window_discovery as discovery
@@ -203,15 +202,14 @@ def test_tools_on_the_estimated_request_never_exceeds_the_window(real_provider_e
     # The issue's eight tools (about 1,100 tokens of definitions): with recall and notebook too,
     # definitions and system prompt take ~1,600 of the 2,048 tokens, and no compaction can make room.
     # Before every chat request, a hook records the agent's own count of what the request holds.
-    record = ("from ipyagent.agent.tools.tool_registry import unregister_tool\n"
+    record = ("from ipyagent.kernel.extension import get_runtime as _runtime\n"
               "for _name in ('recall', 'notebook'):\n"
-              "    unregister_tool(_name)\n"
+              "    _runtime(get_ipython()).plugins.tools.remove(_name)\n"
               "from ipyagent.hooks import hooks as _hooks\n"
-              "from ipyagent.kernel.extension import get_runtime as _runtime\n"
               "_requests = []\n"
               "@_hooks.on('before_provider_request')\n"
               "def _count(event):\n"
-              "    _requests.append([_runtime(get_ipython()).slot().agent.request_tokens(),\n"
+              "    _requests.append([_runtime(get_ipython()).slot().agent.budget.request_tokens(),\n"
               "                      len(event.payload.tools)])\n"
               # streamed, so that no reply carries usage: this test is about the estimate alone
               # (a request with tools would otherwise go whole to this server, issue 28)
@@ -321,16 +319,16 @@ def test_streaming_text_usage_and_a_summary(llama_server: LlamaServer):
     assert whole["usage"]["input"] > 0 and whole["usage"]["output"] > 0
     assert whole["usage"]["totalTokens"] == whole["usage"]["input"] + whole["usage"]["output"]
 
-    config = AgentConfig(model=f"openai:{llama_server.model}", context_window=llama_server.n_ctx,
+    config = RunConfig(model=f"openai:{llama_server.model}", context_window=llama_server.n_ctx,
                          max_output_tokens=MAX_OUTPUT, compaction=CompactionSettings(400, 120),
                          provider_options={"openai": {"base_url": llama_server.base_url}})
-    agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[])
+    agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[])
     try:
         for i in range(3):
             assert agent.prompt(prompt(i)).error is None
         entry = agent.compact()
     finally:
-        resolve_provider(config.model, config.provider_options)[0].close()
+        agent.providers.resolve(config.model, config.provider_options)[0].close()
     assert entry is not None and entry["summary"].strip() and entry["tokensBefore"] > 0
 
 

@@ -21,12 +21,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ipyagent import Agent, Session
-from ipyagent.agent import events as ev
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, Session
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.hooks import HookRegistry
-from ipyagent.providers import resolve_provider
 from kernel_support import notebook, path_of
 from support.outputs import outputs_text
 
@@ -62,15 +61,15 @@ def test_a_tool_call_runs_with_the_function_calling_format(tools_server: LlamaSe
     if not stream:
         options["stream"] = False
     # one tool round: this model calls the tool again and again, and the call is what is tested
-    config = AgentConfig(model=f"openai:{tools_server.model}", max_output_tokens=MAX_OUTPUT, max_tool_rounds=1,
+    config = RunConfig(model=f"openai:{tools_server.model}", max_output_tokens=MAX_OUTPUT, max_tool_rounds=1,
                          provider_options={"openai": options})
-    agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[Add()])
+    agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[Add()])
     notices: list[str] = []
     agent.subscribe(lambda e: notices.append(e.message) if isinstance(e, ev.Notice) else None)
     try:
         result = agent.prompt("Use the add tool to add 2 and 3.")
     finally:
-        resolve_provider(config.model, config.provider_options)[0].close()
+        agent.providers.resolve(config.model, config.provider_options)[0].close()
     calls = [b for e in result.new_entries if e.get("type") == "message" and e["message"]["role"] == "assistant"
              for b in e["message"]["content"] if b["type"] == "toolCall"]
     outputs = [e["message"] for e in result.new_entries

@@ -3,8 +3,9 @@ tool call or a request (``ipyagent/kernel/entry_stream.py``), and the bridge's `
 
 from __future__ import annotations
 
-from ipyagent.agent import events as ev
+from ipyagent.agent import run_events as ev
 from ipyagent.bridge.comm import KernelBridge
+from ipyagent.bridge.push import PushInbox
 from ipyagent.kernel.entry_stream import EntryStream
 
 
@@ -69,7 +70,7 @@ class _Comm:
 
 def test_streamed_messages_do_not_repeat_unacknowledged_entries():
     comms: list[_Comm] = []
-    bridge = KernelBridge(comm_factory=lambda **kw: comms.append(_Comm(**kw)) or comms[-1])
+    bridge = KernelBridge(comm_factory=lambda **kw: comms.append(_Comm(**kw)) or comms[-1], inbox=PushInbox())
     try:
         bridge.open()
         for i in range(1, 4):

@@ -280,7 +280,7 @@ def test_a_model_change_and_a_branch_switch_cancel_it(tmp_path):
             # one more run that leaves the context between the idle share and the threshold (the
             # window set just above what the session holds), so the kernel arms a job again
             tokens = k.evaluate("get_ipython()._ipyagent_runtime.agent_for(get_ipython()._ipyagent_runtime.slot(),"
-                                " get_ipython()._ipyagent_runtime.agent_config()).request_tokens()")
+                                " get_ipython()._ipyagent_runtime.run_config()).budget.request_tokens()")
             k.run(f"%config Agent.context_window = {tokens + 1600}", "window")
             hold = threading.Event()
             server.enqueue_text("Mostly SI units.")

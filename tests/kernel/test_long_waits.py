@@ -103,7 +103,7 @@ def test_mcp_servers_starting_show_a_live_line_then_a_static_one(ip, server, tmp
                 pipe.write("go\n")
 
 
-def test_window_discovery_shows_a_live_line_then_a_static_one(ip, tmp_path, fresh_windows, monkeypatch):
+def test_window_discovery_shows_a_live_line_then_a_static_one(ip, tmp_path, monkeypatch):
     from ipyagent.testing import FakeProviderServer
 
     with FakeProviderServer(server_kind="llamacpp", served_window=16384) as fake:

@@ -11,7 +11,7 @@ from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
-from ipyagent.agent.loop import Agent
+from ipyagent.agent.loop import AgentLoop
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.kernel import extension
 from ipyagent.kernel.configurable import AgentSettings
@@ -35,7 +35,7 @@ def test_configurable_is_registered_and_settable(ip):
     ip.run_line_magic("config", "Agent.context_window = 3000")
     ip.run_line_magic("config", "Agent.tool_approval = 'auto'")
     assert settings.context_window == 3000
-    cfg = settings.agent_config()
+    cfg = settings.run_config()
     assert cfg.context_window == 3000 and cfg.tool_approval == "auto" and cfg.model == "openai:fake-model"
     from traitlets import TraitError
 
@@ -51,7 +51,7 @@ def test_model_default_from_environment_and_config_file(monkeypatch):
     c.Agent.model = "openai:from-config"
     settings = AgentSettings(config=c)  # what ipython_config.py's c.Agent.… does
     assert settings.reserve_tokens == 500 and settings.model == "openai:from-config"
-    assert settings.agent_config().compaction.reserve_tokens == 500
+    assert settings.run_config().compaction.reserve_tokens == 500
 
 
 def test_saved_settings_hold_no_provider_options(ip, server):
@@ -61,7 +61,7 @@ def test_saved_settings_hold_no_provider_options(ip, server):
 
 
 def test_automatic_compaction_is_one_setting_also_in_old_notebooks(ip, server, tmp_path, capsys):
-    """Agent.auto_compact is compaction.enabled (Pi's field). Sessions saved while AgentConfig
+    """Agent.auto_compact is compaction.enabled (Pi's field). Sessions saved while RunConfig
     held both also kept a top-level "auto_compact"; loading one keeps a single switch."""
     from ipyagent.agent.run_config import upgrade_saved_settings
     from ipyagent.core import Session
@@ -69,7 +69,7 @@ def test_automatic_compaction_is_one_setting_also_in_old_notebooks(ip, server, t
     from ipyagent.store.schema import NotebookSessions
 
     ip.run_line_magic("config", "Agent.auto_compact = False")
-    assert runtime_of(ip).agent_config().compaction.enabled is False
+    assert runtime_of(ip).run_config().compaction.enabled is False
     compaction = {"reserve_tokens": 16384, "keep_recent_tokens": 20000, "enabled": True}
     old = {"model": "openai:fake-model", "auto_compact": True, "compaction": compaction}
     assert upgrade_saved_settings(old) == {"model": "openai:fake-model", "compaction": compaction}
@@ -84,7 +84,7 @@ def test_automatic_compaction_is_one_setting_also_in_old_notebooks(ip, server, t
     slot = runtime_of(ip).slots["old"]
     saved = runtime_of(ip).settings_of(slot)
     assert "auto_compact" not in saved and saved["compaction"]["enabled"] is False
-    assert saved == runtime_of(ip).agent_config().saved_settings()
+    assert saved == runtime_of(ip).run_config().saved_settings()
 
 
 # ---- parsing and dispatch ------------------------------------------------------------------------
@@ -292,7 +292,7 @@ def test_compact_with_focus(ip, server):
 def test_nothing_to_compact_with_an_unknown_window_says_the_kept_part_and_explore_agrees(ip, server):
     server.enqueue_text("short")
     run(ip, "", "hi")
-    assert runtime_of(ip).slot().agent.context_window() is None  # the fake model is in no table
+    assert runtime_of(ip).slot().agent.budget.window() is None  # the fake model is in no table
     with capture_output() as cap:
         ip.run_line_magic("compact", "")
     shown = "\n".join(o.data.get("text/plain", "") for o in cap.outputs)
@@ -427,7 +427,6 @@ def test_hydration_from_disk_tells_the_model_about_the_reset_once(monkeypatch, t
     write_notebook(path, nb)
     monkeypatch.setenv("JPY_SESSION_NAME", str(path))
     shell = start_ipython()
-    bridge_mod._reset_for_tests()
     forget_extension(shell)
     try:
         runtime = extension.load(shell)
@@ -507,13 +506,12 @@ def test_bridge_when_acked_journal_for_what_was_never_acked(ip, server):
 
 def test_shell_config_reaches_the_configurable(monkeypatch):
     shell = start_ipython()
-    bridge_mod._reset_for_tests()
     forget_extension(shell)
     shell.config.Agent.reserve_tokens = 1234  # what c.Agent.reserve_tokens in ipython_config.py does
     try:
         runtime = extension.load(shell)
         assert runtime.config.reserve_tokens == 1234
-        assert runtime.agent_config().compaction.reserve_tokens == 1234
+        assert runtime.run_config().compaction.reserve_tokens == 1234
     finally:
         extension.unload(shell)
         forget_extension(shell)
@@ -585,7 +583,7 @@ def test_close_dangling_calls_after_an_interrupt():
         {"type": "toolCall", "id": "b", "name": "bash", "arguments": {}}]})
     s.append_message({"role": "toolResult", "toolCallId": "a", "toolName": "python",
                       "content": [{"type": "text", "text": "ok"}], "isError": False, "timestamp": 3})
-    agent = Agent(s)
+    agent = AgentLoop(s)
     assert agent.close_dangling_calls() == 1
     assert s.path()[-1]["message"]["toolCallId"] == "b" and s.path()[-1]["message"]["isError"]
     assert agent.close_dangling_calls() == 0

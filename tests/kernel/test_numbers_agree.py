@@ -1,6 +1,6 @@
 """One session, every place that shows its size (issue 28, item 5): the widget, ``%agent status``,
 ``%agent context``, the mask message, ``%compact``'s message and ``ipyagent inspect`` of the saved
-notebook all give the budget's one count (``Agent.request_tokens``: the server's count of the
+notebook all give the budget's one count (``RequestBudget.request_tokens``: the server's count of the
 last request plus estimates since, system prompt and tools included), and "system + tools" is
 the agent's one fixed part wherever it is shown."""
 
@@ -43,14 +43,15 @@ def test_every_figure_of_the_context_is_the_budgets_one_count(ip, server, tmp_pa
         server.enqueue_text(f"Printed {k}. " * 40)
         cap = run(ip, "", f"print line {k}")
     runtime = runtime_of(ip)
-    agent = runtime.budget_agent()
-    count = agent.request_tokens()
+    budget = runtime.budget_for()  # outside a run: no agent set up for it
+    count = budget.request_tokens()
+    assert runtime.slot().agent.budget.request_tokens() == count  # the loop's own count, after its run
     widget = [o.data["text/plain"] for o in cap.outputs if o.data.get("text/plain", "").startswith("Context")][-1]
     assert _tokens(r"\] ([\d,]+) / 8,192 tokens", widget) == [count]  # the cell's last widget view
     assert _tokens(r"\] ([\d,]+) / 8,192 tokens", _command(ip, "status")) == [count]
     assert _tokens(r"the budget counts ([\d,]+) tokens", _command(ip, "context")) == [count]
-    facts = facts_for(agent, "default")
-    assert facts.total == count and facts.parts["system"] == agent.fixed_tokens()
+    facts = facts_for(budget, "default")
+    assert facts.total == count and facts.parts["system"] == budget.fixed_tokens()
     assert _inspect(tmp_path, runtime.slot().session, capsys)["context_tokens"] == count
 
     server.enqueue_summary("## Goal\nPrint long lines.")
@@ -59,10 +60,10 @@ def test_every_figure_of_the_context_is_the_budgets_one_count(ip, server, tmp_pa
     said = "\n".join(o.data.get("text/plain", "") for o in captured.outputs)
     [(compacted_from, compacted_to)] = re.findall(r"Compacted: ([\d,]+) → ([\d,]+) tokens", said)
     assert int(compacted_from.replace(",", "")) == count
-    now = runtime.budget_agent().request_tokens()
+    now = runtime.budget_for().request_tokens()
     assert int(compacted_to.replace(",", "")) == now < count
     assert _tokens(r"\] ([\d,]+) / 8,192 tokens", _command(ip, "status")) == [now]
-    assert facts_for(runtime.budget_agent(), "default").parts["system"] == agent.fixed_tokens()  # the same fixed part
+    assert facts_for(runtime.budget_for(), "default").parts["system"] == budget.fixed_tokens()  # the same fixed part
     assert _inspect(tmp_path, runtime.slot().session, capsys)["context_tokens"] == now  # estimated: no usage since
 
     masked = _command(ip, "mask --tool-results-before 0")

@@ -14,11 +14,12 @@ import pytest
 
 from ipyagent.agent.mcp.server_definitions import parse_server
 from ipyagent.agent.mcp.transports import transport_for
-from ipyagent.agent.tools import ToolContext, default_tools, function_tool, read_only, run_tool_call
-from ipyagent.agent.tools.tool_registry import find_tool
-from ipyagent.hooks import HookRegistry
+from ipyagent.agent.tools import ToolContext, builtin_tools, default_tools, function_tool, read_only, run_tool_call
+from ipyagent.agent.tools import builtin as builtin_tool_plugin
+from ipyagent.hooks import AgentEndCall, HookRegistry, TurnEndCall
 from ipyagent.plugins import Plugins
-from ipyagent.providers.registry import provider_factory, registered_providers
+from ipyagent.providers import builtin as builtin_provider_plugin
+from ipyagent.providers.registry import ProviderRegistry
 
 # ---- a function as a tool ------------------------------------------------------------------------
 
@@ -173,14 +174,15 @@ def site(tmp_path, monkeypatch):
     folder = Site(tmp_path)
     folder.made = made  # type: ignore[attr-defined]
     yield folder
-    for plugins in made:  # what the test's plugins added leaves the process's registries
+    for plugins in made:  # the MCP transports they added leave that table, which is still the process's
         plugins.set_disabled(list(plugins.records))
     for name in [m for m in sys.modules if m.startswith("plugin_")]:
         del sys.modules[name]
 
 
-def manager(site: Site, hooks: HookRegistry | None = None) -> Plugins:
-    plugins = Plugins(entry_points=site.entry_points, hooks=hooks or HookRegistry(), builtins=())
+def manager(site: Site, hooks: HookRegistry | None = None, builtins: tuple = ()) -> Plugins:
+    """A plugin manager over the site's entry points, with registries of its own."""
+    plugins = Plugins(entry_points=site.entry_points, hooks=hooks or HookRegistry(), builtins=builtins)
     site.made.append(plugins)  # type: ignore[attr-defined]
     return plugins
 
@@ -194,12 +196,15 @@ def test_a_plugin_registers_each_kind_and_is_listed_with_what_it_added(site):
     assert record.state == "loaded"
     assert record.summary() == ("tool word_count; provider pluginprov; commands shout, echo; hook turn_end; "
                                 "MCP transport websocket")
-    assert find_tool("word_count") is not None and find_tool("word_count").read_only
-    assert "word_count" in [t.name for t in default_tools()]
-    assert "pluginprov" in registered_providers()
+    assert plugins.tools.find("word_count") is not None and plugins.tools.find("word_count").read_only
+    assert "word_count" in [t.name for t in plugins.tools.tools()]
+    assert "pluginprov" in plugins.providers.names() and plugins.providers.parse("pluginprov:m") == ("pluginprov", "m")
+    # the plugin manager's registries: nothing reached the process's
+    assert "word_count" not in [t.name for t in default_tools()]
+    assert ProviderRegistry.builtin().factory("pluginprov") is None
     assert plugins.commands["shout"].parser.prog == "agent shout"
     assert plugins.commands["echo"].function("as typed") == "as typed"
-    hooks.emit("turn_end")
+    hooks.emit(TurnEndCall())
     assert sys.modules[plugins.records["good"].plugin.__name__].SEEN == ["turn_end"]
     # the transport is selected by a definition's type, and checks its URL scheme
     assert parse_server("sock", {"type": "ws", "url": "ws://localhost:1/mcp"}).transport == "websocket"
@@ -215,11 +220,11 @@ def test_turning_a_plugin_off_takes_back_what_it_added_and_on_again_restores_it(
     plugins.load()
     [line] = plugins.set_disabled(["good"])
     assert line.startswith("ipyagent: plugin 'good' turned off (it had added tool word_count")
-    assert find_tool("word_count") is None and provider_factory("pluginprov") is None
+    assert plugins.tools.find("word_count") is None and plugins.providers.registered("pluginprov") is None
     assert plugins.commands == {} and not hooks.has("turn_end") and transport_for("websocket") is None
     assert plugins.records["good"].state == "disabled"
     [line] = plugins.set_disabled([])
-    assert "turned on" in line and find_tool("word_count") is not None and "shout" in plugins.commands
+    assert "turned on" in line and plugins.tools.find("word_count") is not None and "shout" in plugins.commands
 
 
 REPLACING = '''
@@ -252,22 +257,27 @@ REPLACING = '''
 
 
 def test_a_plugin_that_replaces_a_builtin_gives_it_back_when_turned_off(site):
-    builtins = find_tool("read"), provider_factory("openai"), transport_for("stdio")
     site.add("replacing", REPLACING)
-    plugins = manager(site)
+    plugins = manager(site, builtins=((builtin_tool_plugin.PLUGIN_NAME, builtin_tool_plugin),
+                                      (builtin_provider_plugin.PLUGIN_NAME, builtin_provider_plugin)))
+    builtin_read = builtin_tools().find("read")
+    stdio = transport_for("stdio")
     assert plugins.load() == []
-    now = find_tool("read"), provider_factory("openai"), transport_for("stdio")
-    assert all(mine is not builtin for mine, builtin in zip(now, builtins))
-    assert now[0].description == "Read a file, the plugin's way."
+    now = plugins.tools.find("read"), plugins.providers.registered("openai"), transport_for("stdio")
+    assert now[0].description == "Read a file, the plugin's way." and now[2] is not stdio
+    with pytest.raises(ValueError, match="provider 'openai'"):  # the plugin's factory, which takes no options
+        plugins.providers.resolve("openai:gpt-4.1")
     plugins.set_disabled(["replacing"])
-    assert (find_tool("read"), provider_factory("openai"), transport_for("stdio")) == builtins
+    assert type(plugins.tools.find("read")) is type(builtin_read) and transport_for("stdio") is stdio
+    assert plugins.providers.registered("openai") is not now[1]
+    assert plugins.providers.resolve("openai:gpt-4.1")[0].name == "openai"
 
 
 def test_a_disabled_plugin_is_never_imported(site):
     site.add("good", GOOD)
     plugins = manager(site)
     assert plugins.load(disabled=["good"]) == []
-    assert plugins.records["good"].plugin is None and find_tool("word_count") is None
+    assert plugins.records["good"].plugin is None and plugins.tools.find("word_count") is None
     assert not [m for m in sys.modules if m.startswith("plugin_good")]
 
 
@@ -285,20 +295,21 @@ def test_a_failing_plugin_is_named_in_one_line_and_what_it_added_is_taken_back(s
     assert "plugin 'half'" in lines[1] and "ValueError: the second tool is missing" in lines[1]
     assert "plugin 'typo'" in lines[2] and "register_tool" in lines[2]
     assert "plugin 'clash'" in lines[3] and "%agent status is a built-in command" in lines[3]
-    assert find_tool("first") is None  # registered before its hook failed: taken back
+    assert plugins.tools.find("first") is None  # registered before its hook failed: taken back
     assert plugins.records["good"].state == "loaded"  # the others load
     assert [r.state for r in plugins.records.values()] == ["failed", "failed", "failed", "failed", "loaded"]
 
 
 def test_the_older_hooks_group_still_loads_through_the_same_surface(site):
-    site.add("legacy", "def install(hooks):\n    hooks.on('agent_end', lambda e: 'from package')\n",
+    site.add("legacy", "SEEN = []\ndef install(hooks):\n    hooks.on('agent_end', lambda call: SEEN.append(call.type))\n",
              group="ipyagent.hooks", value=None)
     site.points["ipyagent.hooks"][0] = importlib.metadata.EntryPoint(
         "legacy", site.points["ipyagent.hooks"][0].value + ":install", "ipyagent.hooks")
     hooks = HookRegistry()
     plugins = manager(site, hooks)
     assert plugins.load() == []
-    assert hooks.emit("agent_end") == "from package"
+    hooks.emit(AgentEndCall())
+    assert sys.modules[site.points["ipyagent.hooks"][0].value.split(":")[0]].SEEN == ["agent_end"]
     assert plugins.records["legacy"].summary() == "hook agent_end"
     assert plugins.load() == []  # once
     assert len(hooks.handlers["agent_end"]) == 1
@@ -330,3 +341,21 @@ def test_a_builtin_disabled_from_the_start_is_taken_away_too():
     finally:
         plugins.set_disabled([])
     assert transport_for("stdio") is not None and parse_server("t", {"command": "x"}).transport == "stdio"
+
+
+def test_each_plugin_manager_owns_its_registries(site):
+    """Two kernels (two runtimes, each with its plugin manager): a plugin loaded in one, a window
+    learned or a server's answer cached in one, is not in the other; nothing is the process's."""
+    site.add("good", GOOD)
+    builtins = ((builtin_tool_plugin.PLUGIN_NAME, builtin_tool_plugin),
+                (builtin_provider_plugin.PLUGIN_NAME, builtin_provider_plugin))
+    one, two = manager(site, builtins=builtins), manager(site, builtins=builtins)
+    assert one.load() == [] and two.load(disabled=["good"]) == []
+    assert one.tools.find("word_count") is not None and two.tools.find("word_count") is None
+    assert one.providers.factory("pluginprov") is not None and two.providers.factory("pluginprov") is None
+    assert [t.name for t in two.tools.tools()] == [t.name for t in builtin_tools().tools()]
+    one.providers.models.learn_window("openai", "my-model", 3000)
+    assert one.providers.info("openai:my-model").context_window == 3000
+    assert two.providers.info("openai:my-model") is None
+    assert one.providers.discovery is not two.providers.discovery
+    assert one.providers.resolve("openai:m")[0] is not two.providers.resolve("openai:m")[0]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.bridge.headless import execute_notebook
 from ipyagent.hooks import HookRegistry
 from ipyagent.providers import (
@@ -20,8 +20,6 @@ from ipyagent.providers import (
 from ipyagent.testing import FakeProviderServer, collect
 from kernel_support import SETUP, fake_provider, notebook
 from support.outputs import outputs_text
-
-pytestmark = pytest.mark.usefixtures("fresh_windows")
 
 
 def ask(provider, text: str = "hello", **request):
@@ -98,15 +96,16 @@ def test_stream_false_asks_for_whole_answers():
 def test_the_agent_learns_the_window_compacts_and_retries_in_the_same_prompt():
     with FakeProviderServer(context_window=1400, overflow_style="llama-cpp-python") as server:
         server.register("fake")
-        config = AgentConfig(model="fake:small-local", compaction=CompactionSettings(300, 250))
-        agent = Agent(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None)
+        config = RunConfig(model="fake:small-local", compaction=CompactionSettings(300, 250))
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, tools=[], sleep=lambda s: None,
+                          providers=server.providers)
         server.policy = lambda body: "A short answer."
         for i in range(3):
             assert agent.prompt(f"Question {i}: " + "tell me about the columns " * 60).error is None
-        assert agent.context_window() is None and not agent.session.compactions()
+        assert agent.budget.window() is None and not agent.session.compactions()
         result = agent.prompt("Question 3: " + "tell me about the columns " * 60)
         assert result.error is None and result.text == "A short answer."
-        info = agent.window_info()
+        info = agent.budget.window_info()
         assert (info.window, info.source) == (1400, "error")
         assert len(agent.session.compactions()) == 1
         chats = [(r.body.get("stream", True), r.outcome) for r in server.requests if r.kind == "chat"]

@@ -25,9 +25,9 @@ from ipyagent.providers import (
     is_context_overflow,
     is_overflow_error,
     is_silent_overflow,
-    models,
     stream_with_retry,
 )
+from ipyagent.providers.models import ModelTable
 from ipyagent.providers.overflow import window_from_error
 from ipyagent.providers.transport.http import parse_retry_after
 from ipyagent.testing import FakeProviderServer, collect
@@ -39,12 +39,6 @@ KEY = "sk-test-SECRET-0123456789abcdef"
 def server():
     with FakeProviderServer() as fake:
         yield fake
-
-
-@pytest.fixture(autouse=True)
-def _clean_model_table():
-    yield
-    models.clear_overrides()
 
 
 def request(text: str = "hello", model: str = "gpt-4.1-mini") -> ModelRequest:
@@ -70,7 +64,8 @@ def test_over_window_request_raises_overflow_and_reveals_the_window(server, prot
     assert err.status == 400 and err.context_window == window and not err.retryable
     assert server.requests[-1].outcome == "overflow" and server.pending() == 1  # not consumed, not retried
     assert len(server.requests) == 1
-    models.learn_window(protocol, "m", err.context_window)
+    models = ModelTable()
+    assert models.learn_from_error(protocol, "m", err) == window
     assert models.context_window(protocol, "m") == window
 
 
@@ -173,6 +168,7 @@ def test_silent_overflow_from_a_server_that_does_not_refuse(server):
 
 
 def test_learned_window_caps_table_and_configuration():
+    models = ModelTable()
     assert models.context_window("openai", "gpt-4.1-mini-2025-04-14") == 1_047_576
     models.set_override("openai", "gpt-4.1-mini", context_window=4000)
     assert models.context_window("openai", "gpt-4.1-mini") == 4000
@@ -180,7 +176,7 @@ def test_learned_window_caps_table_and_configuration():
     assert models.context_window("openai", "gpt-4.1-mini") == 3000
     models.learn_window("ollama", "unknown-model:1b", 2048)
     assert models.context_window("ollama", "unknown-model:1b") == 2048
-    assert models.model_info("anthropic", "claude-3-7-sonnet-latest").reasoning is True
+    assert models.info("anthropic", "claude-3-7-sonnet-latest").reasoning is True
     assert models.context_window("ollama", "llama3.1:8b") == 131_072
     assert models.context_window("openai", "no-such-model") is None
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ipyagent.providers import models
 from ipyagent.providers.apis.anthropic import to_anthropic_messages
 from ipyagent.providers.apis.openai_chat import to_openai_messages
+from ipyagent.providers.models import ModelTable
 from ipyagent.providers.provider import ModelRequest
 
 IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
@@ -20,12 +20,6 @@ HISTORY = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _clean_overrides():
-    yield
-    models.clear_overrides()
-
-
 @pytest.mark.parametrize("provider, model, vision", [
     ("openai", "gpt-4.1-mini", True), ("openai", "gpt-4o-2024-08-06", True), ("openai", "o4-mini", True),
     ("openai", "o3-mini", False), ("openai", "gpt-oss-20b", False), ("anthropic", "claude-sonnet-4-5-20250929", True),
@@ -33,13 +27,19 @@ def _clean_overrides():
     ("openai", "qwen2.5-coder:7b", False), ("openai", "some-unknown-model", False),
 ])
 def test_the_model_table_marks_vision(provider, model, vision):
-    assert models.accepts_images(provider, model) is vision
+    info = ModelTable().info(provider, model)
+    assert bool(info and info.vision) is vision
 
 
 def test_an_override_turns_vision_on_for_an_unknown_model():
+    """The override reaches the provider with the request: the registry's knowledge of the model
+    (``ModelRequest.model_info``), not a table of the process."""
+    models = ModelTable()
     models.set_override("openai", "my-local-vlm", vision=True)
-    assert models.accepts_images("openai", "my-local-vlm")
-    wire = to_openai_messages(ModelRequest(model="my-local-vlm", messages=HISTORY), "openai", "openai-completions")
+    without = to_openai_messages(ModelRequest(model="my-local-vlm", messages=HISTORY), "openai", "openai-completions")
+    assert "image_url" not in str(without)  # the bundled table alone does not know it
+    request = ModelRequest(model="my-local-vlm", messages=HISTORY, model_info=models.info("openai", "my-local-vlm"))
+    wire = to_openai_messages(request, "openai", "openai-completions")
     assert wire[-1]["content"][1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 
 

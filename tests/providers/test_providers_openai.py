@@ -14,6 +14,7 @@ from ipyagent.providers import (
     ModelRequest,
     OpenAIChatProvider,
     ProviderNote,
+    ProviderRegistry,
     ServerError,
     StreamInterrupted,
     TextDelta,
@@ -21,11 +22,9 @@ from ipyagent.providers import (
     ToolCallStart,
     ToolSpec,
     UsageUpdate,
-    register_provider,
     resolve_provider,
     stream_with_retry,
 )
-from ipyagent.providers.registry import unregister_provider
 from ipyagent.providers.transport.streaming import interrupt
 from ipyagent.testing import FakeProviderServer, RawStream, Reply, ToolCallSpec, collect
 
@@ -194,7 +193,9 @@ def test_reasoning_content_becomes_thinking(server):
     server.enqueue(Reply(text="42", thinking="Let me work it out step by step."))
     result = collect(server.provider("openai").stream(request()))
     assert result.thinking == "Let me work it out step by step."
-    assert result.message["content"] == [{"type": "thinking", "thinking": "Let me work it out step by step."},
+    # the block keeps the field the reasoning came in, so it goes back in that field
+    assert result.message["content"] == [{"type": "thinking", "thinking": "Let me work it out step by step.",
+                                          "thinkingSignature": "reasoning_content"},
                                          {"type": "text", "text": "42"}]
 
 
@@ -341,24 +342,25 @@ def test_environment_and_explicit_arguments(server, monkeypatch):
 
 
 def test_resolve_provider_from_model_strings(server):
-    provider, model = resolve_provider("openai:gpt-4.1-mini")
+    registry = ProviderRegistry.builtin()
+    provider, model = registry.resolve("openai:gpt-4.1-mini")
     assert isinstance(provider, OpenAIChatProvider) and model == "gpt-4.1-mini"
-    assert resolve_provider("openai:gpt-4.1-mini")[0] is provider  # reused: keeps connections alive
-    ollama, tagged = resolve_provider("ollama:qwen2.5-coder:7b")
+    assert registry.resolve("openai:gpt-4.1-mini")[0] is provider  # reused: keeps connections alive
+    assert resolve_provider("openai:gpt-4.1-mini")[0] is not provider  # the module's function: a new registry
+    ollama, tagged = registry.resolve("ollama:qwen2.5-coder:7b")
     assert ollama.name == "ollama" and tagged == "qwen2.5-coder:7b" and ollama.base_url.endswith(":11434/v1")
-    assert resolve_provider("claude-sonnet-4-5")[0].name == "anthropic"
-    assert resolve_provider("llama3:8b")[1] == "llama3:8b"  # an unknown prefix is part of the model id
+    assert registry.resolve("claude-sonnet-4-5")[0].name == "anthropic"
+    assert registry.resolve("llama3:8b")[1] == "llama3:8b"  # an unknown prefix is part of the model id
     with pytest.raises(ValueError, match="empty model string"):
-        resolve_provider("  ")
-    server.register("fake")
-    try:
-        fake, model = resolve_provider("fake:tiny", {"fake": {"api_key": "k"}})
-        server.enqueue_text("via the registry")
-        assert collect(fake.stream(ModelRequest(model=model, messages=[{"role": "user", "content": "q"}]))).text \
-            == "via the registry"
-        assert server.last_request.body["model"] == "tiny"
-    finally:
-        unregister_provider("fake")
+        registry.resolve("  ")
+    assert server.register("fake", registry=registry) is registry
+    fake, model = registry.resolve("fake:tiny", {"fake": {"api_key": "k"}})
+    server.enqueue_text("via the registry")
+    assert collect(fake.stream(ModelRequest(model=model, messages=[{"role": "user", "content": "q"}]))).text \
+        == "via the registry"
+    assert server.last_request.body["model"] == "tiny"
+    assert registry.parse("fake:tiny") == ("fake", "tiny")
+    assert ProviderRegistry.builtin().parse("fake:tiny") == ("openai", "fake:tiny")  # another registry: unknown
 
 
 def test_proxy_environment_is_honoured(server, monkeypatch):
@@ -378,15 +380,25 @@ def test_misspelt_provider_option_is_a_clear_error():
     assert "sk-hidden" not in str(info.value)
 
 
-def test_user_registered_provider(server):
-    register_provider("mylocal", lambda **cfg: OpenAIChatProvider(name="mylocal", base_url=server.openai_base_url,
-                                                                   **cfg))
-    try:
-        provider, model = resolve_provider("mylocal:my-model")
-        server.enqueue_text("mine")
-        assert collect(provider.stream(ModelRequest(model=model, messages=[]))).message["provider"] == "mylocal"
-    finally:
-        unregister_provider("mylocal")
+def test_a_registry_laid_over_another_finds_its_providers_first(server):
+    """A kernel's registry is made with the user's laid over it (``user=USER_PROVIDERS``): what
+    the user registers resolves there, and wins over a built-in of the same name. (The process's
+    own ``register_provider`` is tested in a kernel: tests/kernel/test_user_registrations.py.)"""
+    user = ProviderRegistry()
+    kernel = ProviderRegistry.builtin(user=user)
+    user.register("mylocal", lambda **cfg: OpenAIChatProvider(name="mylocal", base_url=server.openai_base_url,
+                                                              **cfg))
+    provider, model = kernel.resolve("mylocal:my-model")
+    server.enqueue_text("mine")
+    assert collect(provider.stream(ModelRequest(model=model, messages=[]))).message["provider"] == "mylocal"
+    assert "mylocal" in kernel.names() and kernel.registered("mylocal") is None
+    user.register("openai", lambda **cfg: OpenAIChatProvider(name="openai", base_url=server.openai_base_url, **cfg))
+    assert kernel.resolve("openai:gpt-4.1-mini")[0].base_url == server.openai_base_url
+    user.models.set_override("mylocal", "my-model", context_window=5000)
+    assert kernel.info("mylocal:my-model").context_window == 5000  # the user's overrides apply too
+    kernel.models.learn_window("mylocal", "my-model", 4000)
+    assert kernel.info("mylocal:my-model").context_window == 4000 and user.models.learned_window("mylocal",
+                                                                                                 "my-model") is None
 
 
 def test_tools_go_with_tool_choice_auto_and_calls_with_a_string_content(server):

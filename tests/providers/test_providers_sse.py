@@ -12,10 +12,9 @@ from ipyagent.providers import (
     complete,
     error_message,
     is_context_overflow,
-    learn_from_error,
-    models,
     parse_model_string,
 )
+from ipyagent.providers.models import ModelTable
 from ipyagent.providers.transport import sse
 from ipyagent.providers.transport.sse import iter_sse
 from ipyagent.testing import FakeProviderServer
@@ -76,8 +75,6 @@ def test_complete_and_error_message_helpers():
     failed = error_message(provider, request, info.value)
     assert failed["stopReason"] == "error" and failed["provider"] == "openai" and failed["content"] == []
     assert is_context_overflow(failed)  # Pi's rule recognises the recorded error
-    try:
-        assert learn_from_error("openai", "cheap", info.value) == 50
-        assert models.context_window("openai", "cheap") == 50
-    finally:
-        models.clear_overrides()
+    models = ModelTable()
+    assert models.learn_from_error("openai", "cheap", info.value) == 50
+    assert models.context_window("openai", "cheap") == 50

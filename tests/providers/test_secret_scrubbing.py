@@ -209,7 +209,7 @@ def test_config_listing_never_prints_provider_keys(shell):
         shell.run_cell("%config Agent.provider_options")
         shell.run_cell("%config Agent.provider_options['openai']")
     assert "'api_key': '***'" in cap.stdout and clean(cap.stdout) and "proxy-SECRET-token" not in cap.stdout
-    config = extension.get_runtime(shell).agent_config()
+    config = extension.get_runtime(shell).run_config()
     assert clean(repr(config)) and config.provider_options == OPTIONS  # the real values still reach the providers
 
 

@@ -13,17 +13,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ipyagent import Agent, CompactionSettings, Session
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop, CompactionSettings, Session
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.display.budget_widget import budget_facts, static_plain
 from ipyagent.hooks import HookRegistry
-from ipyagent.providers import OpenAIChatProvider, models, resolve_provider, window_discovery
+from ipyagent.providers import OpenAIChatProvider, window_discovery
+from ipyagent.providers.window_discovery import WindowDiscovery
 from ipyagent.testing import FakeProviderServer
 
 SERVED, TRAINED = 6144, 32768
-
-
-pytestmark = pytest.mark.usefixtures("fresh_windows")
 
 
 def probe(kind: str, model: str = "my-model", **server) -> tuple[window_discovery.Discovery, FakeProviderServer]:
@@ -77,14 +75,14 @@ def test_ollama_before_its_model_is_loaded():
         assert found.window == window_discovery.OLLAMA_DEFAULT_NUM_CTX and found.provisional
         assert "qwen2.context_length" in found.where and "default num_ctx" in found.where
 
-        provider = fake.provider()
-        first = window_discovery.discover(provider, "qwen2.5-coder:7b", wait=30)
+        provider, cache = fake.provider(), WindowDiscovery()
+        first = cache.discover(provider, "qwen2.5-coder:7b", wait=30)
         assert first is not None and first.provisional
         fake.model_loaded = True  # the first request loaded it: the next prompt asks again
-        again = window_discovery.discover(provider, "qwen2.5-coder:7b", wait=30)
+        again = cache.discover(provider, "qwen2.5-coder:7b", wait=30)
         assert again is not None and (again.window, again.where) == (SERVED, "GET /api/ps context_length")
         asked = len(fake.meta_requests)
-        assert window_discovery.discover(provider, "qwen2.5-coder:7b", wait=30) is again  # settled: no more asking
+        assert cache.discover(provider, "qwen2.5-coder:7b", wait=30) is again  # settled: no more asking
         assert len(fake.meta_requests) == asked
 
 
@@ -97,20 +95,20 @@ def test_tokenizer_endpoints_count_the_sample(kind, endpoint):
     assert (found.sample_tokens, found.tokenizer) == (500, endpoint)
 
 
-def make_agent(fake: FakeProviderServer, model: str = "my-model", **config) -> Agent:
-    fake.register("fake")
-    cfg = AgentConfig(model=f"fake:{model}", compaction=CompactionSettings(1000, 500), **config)
-    return Agent(Session(hooks=HookRegistry()), config=cfg, tools=[], sleep=lambda s: None)
+def make_agent(fake: FakeProviderServer, model: str = "my-model", **config) -> AgentLoop:
+    cfg = RunConfig(model=f"fake:{model}", compaction=CompactionSettings(1000, 500), **config)
+    return AgentLoop(Session(hooks=HookRegistry()), config=cfg, tools=[], sleep=lambda s: None,
+                     providers=fake.register("fake"))
 
 
 def test_the_agent_asks_once_per_base_url_and_model_and_the_widget_names_the_source():
     with FakeProviderServer(server_kind="vllm", served_window=SERVED, model="my-model") as fake:
         agent = make_agent(fake)
-        assert agent.window_info().window is None  # nothing asked yet
+        assert agent.budget.window_info().window is None  # nothing asked yet
         fake.enqueue_text("one")
         fake.enqueue_text("two")
         assert agent.prompt("hello").error is None
-        info = agent.window_info()
+        info = agent.budget.window_info()
         assert (info.window, info.source, info.detail) == (SERVED, "server", "GET /v1/models max_model_len")
         asked = len(fake.meta_requests)
         assert agent.prompt("again").error is None
@@ -129,7 +127,7 @@ def test_a_server_without_a_window_is_not_asked_again_and_the_reason_shows():
         asked = len(fake.meta_requests)
         agent.prompt("again")
         assert len(fake.meta_requests) == asked
-        info = agent.window_info()
+        info = agent.budget.window_info()
         assert info.window is None and "publishes no context window" in info.describe()
 
 
@@ -138,11 +136,11 @@ def test_table_and_config_win_and_are_named():
         agent = make_agent(fake, model="gpt-4o")
         fake.enqueue_text("one")
         agent.prompt("hello")
-        assert agent.window_info().source == "table" and agent.context_window() == 128_000
-        assert agent.window_info().describe() == "window from the model table"
+        assert agent.budget.window_info().source == "table" and agent.budget.window() == 128_000
+        assert agent.budget.window_info().describe() == "window from the model table"
         agent.config.context_window = 4000
-        assert (agent.context_window(), agent.window_info().source) == (4000, "config")
-        assert "window from config" in agent.window_info().describe()
+        assert (agent.budget.window(), agent.budget.window_info().source) == (4000, "config")
+        assert "window from config" in agent.budget.window_info().describe()
 
 
 def test_a_local_model_family_takes_what_the_server_runs_it_with():
@@ -151,7 +149,7 @@ def test_a_local_model_family_takes_what_the_server_runs_it_with():
         agent = make_agent(fake, model="qwen2.5-coder:7b")
         fake.enqueue_text("one")
         agent.prompt("hello")
-        assert (agent.context_window(), agent.window_info().source) == (SERVED, "server")
+        assert (agent.budget.window(), agent.budget.window_info().source) == (SERVED, "server")
 
 
 def test_an_overflow_error_caps_a_discovered_window():
@@ -159,8 +157,8 @@ def test_an_overflow_error_caps_a_discovered_window():
         agent = make_agent(fake)
         fake.enqueue_text("one")
         agent.prompt("hello")
-        models.learn_window("fake", "my-model", 3000)
-        info = agent.window_info()
+        agent.providers.models.learn_window("fake", "my-model", 3000)
+        info = agent.budget.window_info()
         assert (info.window, info.source) == (3000, "error") and info.describe() == "window from an overflow error"
 
 
@@ -175,21 +173,21 @@ def test_a_slow_server_never_blocks_the_prompt(monkeypatch):
         fake.enqueue_text("answered while the server still thinks about its models")
         result = agent.prompt("hello")
         assert result.error is None and result.text.startswith("answered")
-        provider = resolve_provider(agent.config.model)[0]
-        assert window_discovery.cached(provider, "my-model") is None  # still on its way
-        assert agent.window_info().window is None
+        provider = agent.providers.resolve(agent.config.model)[0]
+        assert agent.providers.discovery.cached(provider, "my-model") is None  # still on its way
+        assert agent.budget.window_info().window is None
         gate.set()
-        assert window_discovery.discover(provider, "my-model", wait=30) is not None
-        assert agent.context_window() == SERVED
+        assert agent.providers.discovery.discover(provider, "my-model", wait=30) is not None
+        assert agent.budget.window() == SERVED
 
 
 def test_a_dead_server_is_a_remembered_failure():
     with FakeProviderServer() as fake:
         base = fake.openai_base_url
-    provider = OpenAIChatProvider(base_url=base, api_key="k")  # nothing listens there any more
-    found = window_discovery.discover(provider, "m", wait=30)
+    provider, cache = OpenAIChatProvider(base_url=base, api_key="k"), WindowDiscovery()  # nothing listens there
+    found = cache.discover(provider, "m", wait=30)
     assert found is not None and found.window is None and found.error
-    assert window_discovery.discover(provider, "m", wait=30) is found
+    assert cache.discover(provider, "m", wait=30) is found
 
 
 def test_url_credentials_never_reach_a_url_or_a_message():
@@ -276,20 +274,20 @@ def test_a_server_trickling_its_models_one_byte_a_second_is_cut_off_and_remember
     before = set(_discovery_threads())
     stop = threading.Event()
     with loopback(trickling(("/v1/models",), stop)) as (base, asked):
-        provider = OpenAIChatProvider(base_url=base, api_key="k")
-        window_discovery.discover(provider, "m", wait=0.0)  # what a prompt starts
+        provider, cache = OpenAIChatProvider(base_url=base, api_key="k"), WindowDiscovery()
+        cache.discover(provider, "m", wait=0.0)  # what a prompt starts
         probe_threads = set(_discovery_threads()) - before
         assert len(probe_threads) == 1
         for thread in probe_threads:
             thread.join(60)  # the probe's own deadline ends it (a safety net for the test only)
             assert not thread.is_alive()
-        found = window_discovery.cached(provider, "m")
+        found = cache.cached(provider, "m")
         assert found is not None and found.window is None
         assert "no whole answer within 3 s" in found.error and found.error.startswith(f"{base} publishes no")
         assert asked.count("/v1/models") == 1
         # remembered: the next prompts neither ask nor wait
-        assert window_discovery.discover(provider, "m") is found
-        assert window_discovery.discover(provider, "m") is found
+        assert cache.discover(provider, "m") is found
+        assert cache.discover(provider, "m") is found
         assert asked.count("/v1/models") == 1
     stop.set()
 
@@ -353,13 +351,13 @@ def test_a_probe_stuck_past_its_deadline_is_given_up_and_remembered(monkeypatch)
             return
 
     with loopback(status_line_by_the_byte) as (base, asked):
-        provider = OpenAIChatProvider(base_url=base, api_key="k")
+        provider, cache = OpenAIChatProvider(base_url=base, api_key="k"), WindowDiscovery()
         found = None
         for _ in range(300):  # each call waits at most 0.2 s, as a prompt would wait its 2 s
-            found = window_discovery.discover(provider, "m", wait=0.2)
+            found = cache.discover(provider, "m", wait=0.2)
             if found is not None:
                 break
         assert found is not None and found.window is None
         assert found.error == f"{base} did not answer within 0.5 s"
-        assert window_discovery.discover(provider, "m") is found and asked == ["/v1/models"]
+        assert cache.discover(provider, "m") is found and asked == ["/v1/models"]
     stop.set()

@@ -15,7 +15,7 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from ipyagent import Session
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.core import _sum_usage
 from ipyagent.display.budget_widget import budget_facts, cost_text, static_bundle
 from ipyagent.hooks import HookRegistry
@@ -164,7 +164,7 @@ def test_cost_text_and_the_budget_views():
     session.append_message(assistant(0.0123))
     session.append({"type": "compaction", "summary": "S", "firstKeptEntryId": session.entries[0]["id"],
                     "tokensBefore": 9, "usage": priced(0.0004)})
-    facts = budget_facts(session, AgentConfig(model="openai:gpt-4o"), window=128_000)
+    facts = budget_facts(session, RunConfig(model="openai:gpt-4o"), window=128_000)
     assert cost_text(facts.costs) == "cost 0.0127 USD (summaries 0.0004 USD)"
     for mime, view in static_bundle(facts).items():
         assert "cost 0.0127 USD (summaries 0.0004 USD)" in view, mime

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ipyagent import Agent
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent import AgentLoop
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.core import Session
 from ipyagent.hooks import HookRegistry
@@ -97,9 +97,10 @@ def test_recall_returns_a_masked_result_in_full():
 def test_automatic_masking_makes_room_before_a_summary_is_asked_for():
     with FakeProviderServer() as server:
         server.register("fake")
-        config = AgentConfig(model="fake:test-model", context_window=24_000, tool_approval="auto",
-                             compaction=CompactionSettings(4000, 2000), auto_mask_turns=1)
-        agent = Agent(Session(hooks=HookRegistry()), config=config, namespace={"BIG": BIG}, sleep=lambda s: None)
+        config = RunConfig(model="fake:test-model", context_window=24_000, tool_approval="auto",
+                           compaction=CompactionSettings(4000, 2000), auto_mask_turns=1)
+        agent = AgentLoop(Session(hooks=HookRegistry()), config=config, namespace={"BIG": BIG}, sleep=lambda s: None,
+                          providers=server.providers)
         for k in range(4):
             server.enqueue_tool_call("python", {"code": "print(BIG)"})
             server.enqueue_text(f"printed it ({k})")

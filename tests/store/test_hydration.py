@@ -7,6 +7,7 @@ import json
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle
 from ipyagent.session.intake import MAX_ENTRY_CHARS
+from ipyagent.store import hydration
 from ipyagent.store.hydration import (
     RESET_CUSTOM_TYPE,
     RESET_NOTICE,
@@ -69,6 +70,24 @@ def test_an_explicit_path_is_taken_as_given(tmp_path):
     target = tmp_path / "not-yet.ipynb"
     assert find_notebook_path({"__session__": str(notebook(tmp_path))}, {}, explicit=target) == (target, "explicit")
     assert find_notebook_path({}, {}, explicit="  ")[1] == "none"
+
+
+def test_in_jupyterlite_the_notebook_holding_the_running_cell_is_found(tmp_path, monkeypatch):
+    """JupyterLite's Pyodide kernel sets no ``__session__`` and runs in the notebook's folder under
+    ``/drive``: the notebook there that holds the running cell is the kernel's (issue 36)."""
+    monkeypatch.setattr(hydration, "DRIVE", str(tmp_path))  # the drive's mount point, here
+    folder = tmp_path / "lessons"
+    folder.mkdir()
+    tour, other = notebook(folder, "tour.ipynb"), notebook(folder, "other.ipynb")
+    running = json.loads(tour.read_text())["cells"][0]["id"]
+    assert running != json.loads(other.read_text())["cells"][0]["id"]
+    (folder / "broken.ipynb").write_text("{not json")
+    assert find_notebook_path({}, {}, cell_id=running, cwd=str(folder)) == (tour, "/drive")
+    assert find_notebook_path({}, {}, cell_id="no-such-cell", cwd=str(folder)) == (None, "none")
+    assert find_notebook_path({}, {}, cwd=str(folder)) == (None, "none")  # no cell id: nothing to go by
+    # outside the drive (a CPython kernel's folder) the cell id alone is never used
+    monkeypatch.setattr(hydration, "DRIVE", str(tmp_path / "elsewhere"))
+    assert find_notebook_path({}, {}, cell_id=running, cwd=str(folder)) == (None, "none")
 
 
 # ---- reading it ----------------------------------------------------------------------------------

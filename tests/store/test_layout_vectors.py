@@ -1,6 +1,7 @@
 """The Python store reads each shared layout vector (tests/store/vectors, tests/support/layout_vectors.py)
-as expected — the labextension's store is held to the same vectors in tests/browser/test_frontend_store.py —
-and the full reader and a rewrite by the command line lose nothing of them."""
+as expected — the labextension's store is held to the same vectors with jest
+(extension/frontend/src/__tests__/layoutVectors.spec.ts) — and the full reader and a rewrite by the command line
+lose nothing of them."""
 
 from __future__ import annotations
 

@@ -32,6 +32,20 @@ NO_RTC = "--YDocExtension.disable_rtc=True"
 FAKE_KEY = "sk-ipyagent-browser-test-key"  # the OPENAI_API_KEY the fake provider of the browser tests demands
 
 
+def chromium_or_fail() -> str:
+    """The chromium to launch; a test without it fails (never skips) saying how to install it."""
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        import pytest
+
+        pytest.fail(
+            f"chromium not found at {CHROMIUM}: the browser tests need Debian's chromium "
+            "(apt-get update && apt-get install -y chromium; .ci/run does this), "
+            "or IPYAGENT_CHROMIUM=/path/to/chromium",
+            pytrace=False,
+        )
+    return CHROMIUM
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

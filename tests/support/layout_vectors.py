@@ -1,7 +1,7 @@
 """The shared test vectors of the metadata layouts (tests/store/vectors/*.json): what a notebook's
 metadata holds, and what a reader of layouts 1–3 must make of it. The Python store
-(tests/store/test_layout_vectors.py) and the labextension's store (tests/browser/test_frontend_store.py)
-read each one and are held to the same expectation.
+(tests/store/test_layout_vectors.py) and the labextension's store (jest:
+extension/frontend/src/__tests__/layoutVectors.spec.ts) read each one and are held to the same expectation.
 
 A vector: ``{"description", "metadata", "expect": {"layout", "active", "sessions": {name: {"ids",
 "leaf", "loaded"?}}, "set_aside": [{"where", "session", "reason"}], "next_key"?}}``. ``ids`` are the

@@ -1,7 +1,8 @@
 """The test markers, applied and kept honest (pyproject.toml registers them; README "Developing").
 
 * ``browser`` and ``interop`` come from the folder: every test under ``tests/browser`` or
-  ``tests/interop`` gets its folder's marker.
+  ``tests/interop`` gets its folder's marker, and every test under ``tests/lite`` (the tour in
+  JupyterLite) ``browser``.
 * ``kernel`` is written on the test (or the module's ``pytestmark``) and checked: an audit hook
   sees every process this interpreter starts, and a test that starts a kernel — ipykernel's
   launcher (jupyter_client, nbclient) or an ``ipyagent run`` subprocess — without being marked
@@ -9,7 +10,7 @@
   and not interop and not slow"`` starts no kernel.
 * Under pytest-xdist (``-n 2 --dist loadgroup``, the README's commands) each folder of the above is
   one ``xdist_group``: one worker runs all of tests/browser (one JupyterLab and one chromium for
-  all of them), one all of tests/interop (one llama.cpp server of each size).
+  all of them), one all of tests/interop (one llama.cpp server of each size), one tests/lite.
 * ``slow`` is written on the tests that take over ~10 s and belong to none of the above; they run
   in CI like every other test.
 
@@ -29,8 +30,10 @@ from typing import Any
 import pytest
 
 TESTS = Path(__file__).resolve().parent.parent
-FOLDER_MARKERS = ("browser", "interop")
-MAY_START_KERNELS = ("kernel", *FOLDER_MARKERS)
+# folder -> its tests' marker: tests/lite (the tour in JupyterLite's Pyodide kernel) is a browser
+# test, in a group of its own, so that it runs beside tests/browser's serial run, not after it
+FOLDER_MARKERS = {"browser": "browser", "interop": "interop", "lite": "browser"}
+MAY_START_KERNELS = ("kernel", *set(FOLDER_MARKERS.values()))
 # what launching a kernel looks like in an argv (basenames): python -m ipykernel_launcher (the
 # kernelspec jupyter_client runs), python -m ipykernel, python -m ipyagent run / ipyagent run
 _LAUNCHERS = {"ipykernel_launcher", "ipykernel_launcher.py"}
@@ -71,7 +74,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         except ValueError:  # a test outside tests/ (a path given on the command line)
             continue
         if folder in FOLDER_MARKERS:
-            item.add_marker(folder)
+            item.add_marker(FOLDER_MARKERS[folder])
             if item.config.pluginmanager.hasplugin("xdist"):  # one worker runs them: one server for all
                 item.add_marker(pytest.mark.xdist_group(folder))
 

@@ -2,10 +2,13 @@
  * The messages of the `ipyagent` comm (docs/protocol.md; the kernel's end is
  * `ipyagent/bridge/comm.py`), as types: a discriminated union on `type` for each direction.
  *
- * Types only (no code), so `store.js` stays one self-contained module that Node can import.
- * What the kernel sends is untrusted JSON until `readMessage` (store.ts) has checked it; the
- * kernel → frontend types below describe messages after that check.
+ * Types, and the protocol's version. What the kernel sends is untrusted JSON until
+ * `readMessage` (messages.ts) has checked it; the kernel → frontend types below describe messages
+ * after that check.
  */
+
+/** The comm protocol's version (`hello_ack`), and the version of the layout-1 store value. */
+export const PROTOCOL = 1;
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
@@ -84,8 +87,7 @@ export type CellText = {
 };
 
 export type Cells =
-  | { type: 'cells'; seq: Json; cells: CellText[]; path: string | null }
-  | { type: 'cells'; seq: Json; error: string };
+  { type: 'cells'; seq: Json; cells: CellText[]; path: string | null } | { type: 'cells'; seq: Json; error: string };
 
 /** The document was renamed or saved under a new name (JupyterLab names a new notebook on its
  * first save): the path, relative to the server's root, as `hello_ack` gave it. */

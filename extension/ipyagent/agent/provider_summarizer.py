@@ -2,7 +2,8 @@
 
 :func:`summarizer_for` is the one way to build it from the agent's settings, so every caller
 (the loop, replay's live fallback, probes, the command line) gets the same model choice, retries
-and cancel.
+and cancel. The providers come from a :class:`~ipyagent.providers.registry.ProviderRegistry` the
+caller passes (the kernel's, or :func:`~ipyagent.providers.registry.default_registry`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.compact import summary_output_limit
 from ipyagent.compaction.settings import FULL_BUDGET_WINDOW, fit_budget
 from ipyagent.compaction.summarizer import (
@@ -22,23 +23,28 @@ from ipyagent.compaction.summarizer import (
     SummaryRequest,
     SummaryResponse,
 )
-from ipyagent.providers import models
 from ipyagent.providers.errors import ContextOverflowError, ProviderError
 from ipyagent.providers.provider import MessageDone, ModelRequest, TextDelta, ThinkingDelta
-from ipyagent.providers.registry import parse_model_string, resolve_provider
+from ipyagent.providers.registry import ProviderRegistry, default_registry
 from ipyagent.providers.transport.retry import stream_with_retry
 from ipyagent.session.ids import now_ms
 from ipyagent.session.messages import text_of, tool_calls_of
 
 
-def summary_input_budget(config: AgentConfig, session_window: int | None) -> int | None:
+def summary_input_budget(config: RunConfig, session_window: int | None,
+                         providers: ProviderRegistry | None = None) -> int | None:
     """The summary model's input budget in tokens (its window less the summary's output and a
     margin), or None when its window is unknown. ``session_window`` is the session model's window,
-    which counts when the summary model is the session model."""
+    which counts when the summary model is the session model; another's comes from ``providers``
+    (default: :func:`~ipyagent.providers.registry.default_registry`)."""
     model = config.summary_model or config.model
     if not model:
         return None
-    window = session_window if model == config.model else models.context_window(*parse_model_string(model))
+    if model == config.model:
+        window = session_window
+    else:
+        info = (providers or default_registry()).info(model)
+        window = info.context_window if info and info.context_window else None
     if not window:
         return None
     budget = max(1024, window - int(0.8 * fit_budget(config.compaction, window).reserve_tokens) - 512)
@@ -57,14 +63,17 @@ class ProviderSummarizer:
 
     def __init__(self, model: str, *, provider_options: dict[str, Any] | None = None, max_retries: int = 3,
                  base_delay: float = 2.0, max_delay: float = 60.0, cancel: threading.Event | None = None,
-                 context_window: int | None = None, progress: Callable[[int, int | None], None] | None = None):
+                 context_window: int | None = None, progress: Callable[[int, int | None], None] | None = None,
+                 providers: ProviderRegistry | None = None):
+        providers = providers or default_registry()
         self.model = model
         self.progress = progress
-        self.provider, self.model_id = resolve_provider(model, provider_options)
+        self.provider, self.model_id = providers.resolve(model, provider_options)
         self.max_retries, self.base_delay, self.max_delay = max_retries, base_delay, max_delay
         self.cancel = cancel
-        self.context_window = context_window or models.context_window(*parse_model_string(model))
-        self.max_output = models.max_output(*parse_model_string(model))
+        self.model_info = providers.info(model)
+        self.context_window = context_window or (self.model_info.context_window if self.model_info else None) or None
+        self.max_output = (self.model_info.max_output if self.model_info else None) or None
         self.calls = 0
 
     def max_tokens(self, request: SummaryRequest) -> int | None:
@@ -89,6 +98,7 @@ class ProviderSummarizer:
             # a one-off request: nothing worth caching, and its own routing id (not the session's)
             options={"request_kind": f"compaction:{request.kind}", "cache_retention": "none",
                      "session_id": str(uuid.uuid4())},
+            model_info=self.model_info,
         )
         message = None
         received = 0
@@ -115,14 +125,15 @@ class ProviderSummarizer:
         return SummaryResponse(text=text_of(message.get("content"), "\n"), usage=message.get("usage") or {})
 
 
-def summarizer_for(config: AgentConfig, *, model: str | None = None, cancel: threading.Event | None = None,
-                   session_window: int | None = None,
-                   progress: Callable[[int, int | None], None] | None = None) -> ProviderSummarizer:
+def summarizer_for(config: RunConfig, *, model: str | None = None, cancel: threading.Event | None = None,
+                   session_window: int | None = None, progress: Callable[[int, int | None], None] | None = None,
+                   providers: ProviderRegistry | None = None) -> ProviderSummarizer:
     """The summariser the settings name: ``model``, else ``Agent.summary_model``, else the session's
-    model, with the settings' retries (and ``cancel``, the run's interrupt). ``session_window`` is
-    the session model's window as the agent knows it (a server may have said it)."""
+    model, with the settings' retries (and ``cancel``, the run's interrupt), its provider from
+    ``providers``. ``session_window`` is the session model's window as the agent knows it (a server
+    may have said it)."""
     chosen = model or config.summary_model or config.model
-    return ProviderSummarizer(chosen, provider_options=config.provider_options,
+    return ProviderSummarizer(chosen, provider_options=config.provider_options, providers=providers,
                               max_retries=config.max_retries, base_delay=config.retry_base_delay,
                               max_delay=config.retry_max_delay, cancel=cancel,
                               context_window=(session_window or config.context_window) if chosen == config.model

@@ -17,7 +17,7 @@ You can run Python in the user's namespace with the `python` tool (variables you
 
 
 @dataclass
-class AgentConfig:
+class RunConfig:
     model: str = field(default_factory=lambda: os.environ.get(DEFAULT_MODEL_ENV, ""))
     summary_model: str | None = None  # default: the session model
     context_window: int | None = None  # default: the model table (or what an overflow revealed)

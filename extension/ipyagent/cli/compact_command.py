@@ -57,7 +57,7 @@ def compact_file(session: Session, plan: CompactionPlan | None, settings: Compac
                  args: argparse.Namespace) -> int:
     """Compact ``session`` by ``plan`` with the summary model and write it (not a dry run)."""
     from ipyagent.agent.provider_summarizer import summarizer_for  # the provider-backed path
-    from ipyagent.agent.run_config import AgentConfig
+    from ipyagent.agent.run_config import RunConfig
     from ipyagent.compaction.summarizer import SummarizerError
     from ipyagent.core import CompactionCancelled
 
@@ -68,7 +68,7 @@ def compact_file(session: Session, plan: CompactionPlan | None, settings: Compac
     if not model:
         raise CliError("no summary model: pass --summary-model provider:model or set IPYAGENT_MODEL")
     try:
-        entry = session.compact(summarizer_for(AgentConfig(model=model)), settings, focus=args.focus, plan=plan)
+        entry = session.compact(summarizer_for(RunConfig(model=model)), settings, focus=args.focus, plan=plan)
     except (SummarizerError, CompactionCancelled, ValueError) as exc:
         raise CliError(str(exc)) from None
     target = Path(args.output or args.file)

@@ -40,7 +40,7 @@ def run_probe(args: argparse.Namespace) -> int:
     """Probe what the latest compaction lost (graded by a judge)."""
     from ipyagent.agent.probe.runner import ProbeError, ProbeRunner, Progress, RecordingSummarizer, recompact
     from ipyagent.agent.provider_summarizer import summarizer_for, summary_input_budget
-    from ipyagent.agent.run_config import AgentConfig
+    from ipyagent.agent.run_config import RunConfig
     from ipyagent.compaction.compact import NothingToCompact
     from ipyagent.compaction.summarizer import SummarizerError
     from ipyagent.core import CompactionCancelled
@@ -62,7 +62,7 @@ def run_probe(args: argparse.Namespace) -> int:
             summary_model = args.summary_model or model
             budget = budget_of(args, loaded.settings)
             # the summariser's input fits the window (--context-window, else the stored one), as in a session
-            config = AgentConfig(model=model, summary_model=summary_model, context_window=budget.context_window,
+            config = RunConfig(model=model, summary_model=summary_model, context_window=budget.context_window,
                                  compaction=budget.settings)
             summarizer = RecordingSummarizer(summarizer_for(config), recording)
             session = recompact(session, summarizer, budget.settings, focus=args.focus,

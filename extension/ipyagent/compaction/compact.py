@@ -215,6 +215,34 @@ def _with_content(messages: Sequence[Message]) -> Sequence[Message]:
     return messages if any(serialize_conversation([m]) for m in messages) else []
 
 
+def _summarized(plan: CompactionPlan, calls: _Calls, *, focus: str | None, reasoning: str | None,
+                input_tokens: int | None, summary_tokens: int | None) -> str:
+    """The summary text of :func:`compact` before its file lists and ledger: the history's summary
+    (or the previous one, kept), and a split turn's prefix summary after it."""
+    planned = {call.kind: call for call in summary_calls(plan, focus, reasoning=reasoning)}
+    if not planned and plan.previous_summary is None:
+        raise NothingToCompact("Nothing to compact: nothing the model saw is left to summarise.")
+    history: str | None = None
+    if "history" in planned:
+        history = calls.summarize(_within(planned["history"], summary_tokens), input_tokens)
+        if not history:
+            raise CompactionRejected("the summarizer returned an empty summary")
+    elif plan.previous_summary is not None:
+        # Pi would write "No prior history." and lose it; its file lists and ledger are appended anew
+        history = split_appendix(plan.previous_summary)[0]
+    if "turn_prefix" in planned:
+        left = None if summary_tokens is None else summary_tokens - chars4(history or "")
+        prefix = calls.summarize(_within(planned["turn_prefix"], left), input_tokens)
+        if not prefix:
+            raise CompactionRejected("the summarizer returned an empty turn-prefix summary")
+        summary = (history or prompts.NO_PRIOR_HISTORY) + prompts.SPLIT_TURN_SEPARATOR + prefix
+    else:
+        summary = history or ""
+    if not summary.strip():
+        raise CompactionRejected("the summarizer returned an empty summary")
+    return summary
+
+
 def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None = None,
             input_tokens: int | None = None, kept_tokens: int | None = None, estimated_before: int | None = None,
             estimator: Estimator | None = None, reasoning: str | None = None,
@@ -234,27 +262,8 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
     prefix gets what the history summary left of it.
     """
     calls = _Calls(summarizer)
-    planned = {call.kind: call for call in summary_calls(plan, focus, reasoning=reasoning)}
-    if not planned and plan.previous_summary is None:
-        raise NothingToCompact("Nothing to compact: nothing the model saw is left to summarise.")
-    history: str | None = None
-    if "history" in planned:
-        history = calls.summarize(_within(planned["history"], summary_tokens), input_tokens)
-        if not history:
-            raise CompactionRejected("the summarizer returned an empty summary")
-    elif plan.previous_summary is not None:
-        # Pi would write "No prior history." and lose it; its file lists and ledger are appended anew below
-        history = split_appendix(plan.previous_summary)[0]
-    if "turn_prefix" in planned:
-        left = None if summary_tokens is None else summary_tokens - chars4(history or "")
-        prefix = calls.summarize(_within(planned["turn_prefix"], left), input_tokens)
-        if not prefix:
-            raise CompactionRejected("the summarizer returned an empty turn-prefix summary")
-        summary = (history or prompts.NO_PRIOR_HISTORY) + prompts.SPLIT_TURN_SEPARATOR + prefix
-    else:
-        summary = history or ""
-    if not summary.strip():
-        raise CompactionRejected("the summarizer returned an empty summary")
+    summary = _summarized(plan, calls, focus=focus, reasoning=reasoning, input_tokens=input_tokens,
+                          summary_tokens=summary_tokens)
     read_files, modified_files = plan.file_ops.lists()
     summary += format_file_lists(read_files, modified_files)
     ledger = plan.ledger()

@@ -310,6 +310,7 @@ def bound_names(code: str) -> tuple[list[str], list[str]]:
 
 @lru_cache(maxsize=1024)  # a compaction re-reads the calls a retried or probing compaction read
 def _bound_names(code: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names ``code`` binds at its top level, in the order last bound, and those it deletes."""
     source = _python_source(code)
     if source is None:
         return (), ()
@@ -317,77 +318,94 @@ def _bound_names(code: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return (), ()
-    bound: list[str] = []
-    deleted: list[str] = []
+    names = _Bindings()
+    names.statements(tree.body)
+    return tuple(names.bound), tuple(names.deleted)
 
-    def bind(name: str) -> None:
+
+class _Bindings:
+    """The names a module's statements bind and delete, read statement by statement (a name bound
+    again moves to the end; nested functions and classes bind only their own name)."""
+
+    def __init__(self) -> None:
+        self.bound: list[str] = []
+        self.deleted: list[str] = []
+
+    def bind(self, name: str) -> None:
         if name == "_" or (name.startswith("__") and name.endswith("__")):
             return
-        if name in bound:
-            bound.remove(name)
-        if name in deleted:
-            deleted.remove(name)
-        bound.append(name)
+        if name in self.bound:
+            self.bound.remove(name)
+        if name in self.deleted:
+            self.deleted.remove(name)
+        self.bound.append(name)
 
-    def targets(node: ast.AST) -> None:
+    def delete(self, name: str) -> None:
+        if name in self.bound:
+            self.bound.remove(name)
+        if name not in self.deleted:
+            self.deleted.append(name)
+
+    def targets(self, node: ast.AST) -> None:
         if isinstance(node, ast.Name):
-            bind(node.id)
+            self.bind(node.id)
         elif isinstance(node, (ast.Tuple, ast.List)):
             for element in node.elts:
-                targets(element)
+                self.targets(element)
         elif isinstance(node, ast.Starred):
-            targets(node.value)
+            self.targets(node.value)
 
-    def walrus(node: ast.AST) -> None:
+    def walrus(self, node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, _SCOPES):
                 continue
             if isinstance(child, ast.NamedExpr):
-                targets(child.target)
+                self.targets(child.target)
             if not isinstance(child, ast.stmt):
-                walrus(child)
+                self.walrus(child)
 
-    def statements(body: Iterable[ast.stmt]) -> None:
+    def statements(self, body: Iterable[ast.stmt]) -> None:
         for node in body:
-            walrus(node)
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    targets(target)
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-                if not isinstance(node, ast.AnnAssign) or node.value is not None:
-                    targets(node.target)
-            elif isinstance(node, (ast.For, ast.AsyncFor)):
-                targets(node.target)
-            elif isinstance(node, (ast.With, ast.AsyncWith)):
-                for item in node.items:
-                    if item.optional_vars is not None:
-                        targets(item.optional_vars)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                bind(node.name)
-                continue
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    bind(alias.asname or alias.name.split(".")[0])
-            elif isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if alias.name != "*":
-                        bind(alias.asname or alias.name)
-            elif isinstance(node, ast.Delete):
-                for target in node.targets:
-                    if isinstance(target, ast.Name) and target.id in bound:
-                        bound.remove(target.id)
-                    if isinstance(target, ast.Name) and target.id not in deleted:
-                        deleted.append(target.id)
-            statements(getattr(node, "body", None) or [])
-            for handler in getattr(node, "handlers", None) or []:
-                statements(handler.body)
-            for case in getattr(node, "cases", None) or []:
-                statements(case.body)
-            statements(getattr(node, "orelse", None) or [])
-            statements(getattr(node, "finalbody", None) or [])
+            self.walrus(node)
+            if self.statement(node):
+                self.statements(getattr(node, "body", None) or [])
+                for handler in getattr(node, "handlers", None) or []:
+                    self.statements(handler.body)
+                for case in getattr(node, "cases", None) or []:
+                    self.statements(case.body)
+                self.statements(getattr(node, "orelse", None) or [])
+                self.statements(getattr(node, "finalbody", None) or [])
 
-    statements(tree.body)
-    return tuple(bound), tuple(deleted)
+    def statement(self, node: ast.stmt) -> bool:
+        """Bind what ``node`` itself binds; whether its bodies are read too (not a function's or a
+        class's)."""
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                self.targets(target)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            if not isinstance(node, ast.AnnAssign) or node.value is not None:
+                self.targets(node.target)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            self.targets(node.target)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    self.targets(item.optional_vars)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.bind(node.name)
+            return False
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                self.bind(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name != "*":
+                    self.bind(alias.asname or alias.name)
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.delete(target.id)
+        return True
 
 
 def shell_escapes(code: str) -> list[str]:

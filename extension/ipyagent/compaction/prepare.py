@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipyagent.compaction.cut_point import cut_at, find_cut_point
+from ipyagent.compaction.cut_point import CutPoint, cut_at, find_cut_point
 from ipyagent.compaction.file_ops import FileOperation, FileOps, file_operations
 from ipyagent.compaction.ledger import Ledger, build_ledger
 from ipyagent.compaction.settings import CompactionSettings
@@ -118,6 +118,19 @@ def _add_file_operations(file_ops: FileOps, state: ContextState, a: int, b: int)
         file_ops.add(operations)
 
 
+def _cut(state: ContextState, start: int, settings: CompactionSettings, first_kept_entry_id: str | None
+         ) -> CutPoint | None:
+    """Where to cut the projection after ``start``: found from ``keep_recent_tokens``, or at the
+    entry ``first_kept_entry_id`` (None when it is not there)."""
+    projection = state.projection
+    if first_kept_entry_id is None:
+        return find_cut_point(projection, start, len(projection), settings.keep_recent, state.weights().__getitem__,
+                              state.cut_points)
+    index = next((i for i in range(start, len(projection)) if projection[i].entry.get("id") == first_kept_entry_id),
+                 None)
+    return cut_at(projection, start, index) if index is not None else None
+
+
 def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | None = None, *,
                        estimator: Estimator | None = None, state: ContextState | None = None,
                        operations_cache: dict[str, tuple[FileOperation, ...]] | None = None,
@@ -139,18 +152,9 @@ def prepare_compaction(path: Sequence[Entry], settings: CompactionSettings | Non
         estimate = (estimator or Chars4Estimator()).estimate
         state = ContextState.build(path, None, lambda entry, message: estimate(message), estimate)
     projection = state.projection
-    weights = state.weights()
     start = 1 if projection and projection[0].entry.get("type") == "compaction" else 0
-    if first_kept_entry_id is None:
-        cut = find_cut_point(projection, start, len(projection), settings.keep_recent, weights.__getitem__,
-                             state.cut_points)
-    else:
-        index = next((i for i in range(start, len(projection))
-                      if projection[i].entry.get("id") == first_kept_entry_id), None)
-        if index is None:
-            return None
-        cut = cut_at(projection, start, index)
-    if cut.first_kept_index >= len(projection):
+    cut = _cut(state, start, settings, first_kept_entry_id)
+    if cut is None or cut.first_kept_index >= len(projection):
         return None
     first_kept = projection[cut.first_kept_index].entry
     if not isinstance(first_kept.get("id"), str):

@@ -16,7 +16,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from ipyagent.agent.tools import get_tool
+from ipyagent.agent.tools import Tool, get_tool
 from ipyagent.display.untrusted import escape_html
 
 __all__ = ["MAX_SHOWN_CHARS", "NobodyToAsk", "TooLongToShow", "approval_text", "decision_bundle", "make_approver",
@@ -193,11 +193,12 @@ class NobodyToAsk(RuntimeError):
     """Asking for approval is impossible here (no stdin: a headless run)."""
 
 
-def _approval_note(tool: str) -> str:
+def _approval_note(tool: str, find: Callable[[str], Tool | None] | None) -> str:
     try:
-        read_only = get_tool(tool).read_only
+        found = find(tool) if find is not None else get_tool(tool)
     except KeyError:
         return ""
+    read_only = found is not None and found.read_only
     # a read-only tool is only asked about when it would read outside the notebook's folder
     return "It reads outside the notebook's folder." if read_only else ""
 
@@ -206,7 +207,8 @@ def make_approver(input_func: Callable[[str], str] | None = None,
                   on_refusal: Callable[[str], None] | None = None,
                   show_func: Callable[[str], None] | None = None,
                   on_decision: Callable[[str, str], None] | None = None,
-                  advice: str = TOOL_ADVICE) -> Callable[[str, dict[str, Any]], bool]:
+                  advice: str = TOOL_ADVICE,
+                  tools: Callable[[str], Tool | None] | None = None) -> Callable[[str, dict[str, Any]], bool]:
     """The approval callback for ``tool_approval == "ask"``: shows the whole call, then asks
     through ``input()``.
 
@@ -218,7 +220,8 @@ def make_approver(input_func: Callable[[str], str] | None = None,
     so the cell's record can put it before the result (``RunRenderer.record_decision``). Where
     nobody can answer (``StdinNotImplementedError``: nbclient, ``ipyagent run``), the call is
     refused with a clear message that ends with ``advice`` (what to do instead), and later calls in
-    the same run are refused without asking.
+    the same run are refused without asking. ``tools`` finds the run's tool of a name (default:
+    the built-ins and the user's), for what the question says of a read-only one.
     """
     state = {"headless": False}
     from IPython.core.error import StdinNotImplementedError
@@ -233,7 +236,7 @@ def make_approver(input_func: Callable[[str], str] | None = None,
 
             ask = builtins.input
         try:
-            question = approval_text(tool, arguments, note=_approval_note(tool))
+            question = approval_text(tool, arguments, note=_approval_note(tool, tools))
         except TooLongToShow as exc:
             if on_refusal is not None:
                 on_refusal(f"Refused `{tool}` without asking: {exc}.")

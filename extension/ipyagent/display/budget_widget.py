@@ -24,8 +24,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent import host
 from ipyagent.agent import budget as agent_budget
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.settings import Budget, fit_budget
 from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import code_span, escape_html, escape_markdown, markdown_html, safe_markdown
@@ -69,7 +70,7 @@ class BudgetFacts:
         return 100.0 * self.total / self.window if self.window else None
 
 
-def system_tools_tokens(config: AgentConfig, tool_specs: Iterable[Any]) -> int:
+def system_tools_tokens(config: RunConfig, tool_specs: Iterable[Any]) -> int:
     return agent_budget.system_tools_tokens(config.system_prompt, tool_specs)
 
 
@@ -81,12 +82,12 @@ def last_usage(messages: Iterable[Message]) -> dict[str, Any]:
     return {}
 
 
-def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_specs: Iterable[Any] = (),
+def budget_facts(session: Any, config: RunConfig, *, window: int | None, tool_specs: Iterable[Any] = (),
                  session_name: str = "default", status: str = "", window_source: str = "",
                  token_factor: float = 1.0, budget: Budget | None = None) -> BudgetFacts:
     """The facts the widget shows, computed from the session's cached context state (cheap).
     The total is the agent's own count (``ipyagent.agent.budget.request_tokens``), so the widget
-    and the compaction trigger agree; ``budget`` is the agent's (``Agent.budget()``: per-model
+    and the compaction trigger agree; ``budget`` is the agent's (``RequestBudget.fitted()``: per-model
     overrides, scaled to the window), by default the settings' own for ``window``."""
     budget = budget or fit_budget(config.compaction, window)
     tool_specs = list(tool_specs)
@@ -109,7 +110,7 @@ def budget_facts(session: Any, config: AgentConfig, *, window: int | None, tool_
     # covers everything; without it the system prompt and tools are estimated too.
     total = agent_budget.request_tokens(session, config.system_prompt, tool_specs, token_factor)
     usage = last_usage(messages)
-    # The fixed part is counted one way everywhere (Agent.fixed_tokens, the trigger's own count):
+    # The fixed part is counted one way everywhere (RequestBudget.fixed_tokens, the trigger's own count):
     # chars/4 of the system prompt and tools, times the server's token factor. Where the total is a
     # provider's count, the difference from the estimates is the messages', so only they are scaled
     # to it (scaling the fixed part too made it drift from turn to turn with the usage).
@@ -308,8 +309,12 @@ class BudgetWidget:
             self._status.value = f"<i>{escape_html(status)}</i>" if status else ""
 
     def start_ticker(self, label: str, interval: float = 0.25) -> None:
-        """Show ``label`` with the seconds elapsed, updated from a thread until :meth:`stop_ticker`."""
+        """Show ``label`` with the seconds elapsed, updated from a thread until :meth:`stop_ticker`
+        (where no thread can start, a browser page's kernel, the label alone)."""
         self.stop_ticker()
+        if not host.can_start_threads():
+            self.set_status(label)
+            return
         started = time.monotonic()
         self._ticking = stop = threading.Event()
 

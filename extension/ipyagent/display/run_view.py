@@ -9,34 +9,38 @@ from typing import Any, Protocol
 
 from IPython.display import display
 
-from ipyagent.agent.loop import Agent
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.budget import RequestBudget
+from ipyagent.agent.loop import AgentLoop
+from ipyagent.agent.run_config import RunConfig
+from ipyagent.compaction.settings import Budget
 from ipyagent.core import Session
-from ipyagent.display.budget_widget import BudgetWidget, budget_facts, static_bundle
+from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, budget_facts, static_bundle
 from ipyagent.display.stream import RunRenderer
 
 __all__ = ["RunView", "facts_for"]
 
 
-def facts_for(agent: Any, session_name: str, status: str = "", config: Any = None) -> Any:
-    """The budget facts of ``agent``'s session as its next request would count them: its composed
-    system prompt, the tools it offers, its window, token factor and budget. The widget, ``%agent
-    status`` and ``%agent context`` all take their figures from here, so they agree."""
-    config = config if config is not None else agent.config
+def facts_for(budget: RequestBudget, session_name: str, status: str = "", config: RunConfig | None = None
+              ) -> BudgetFacts:
+    """The budget facts of a session's next request as ``budget`` counts it (``agent/budget.py``):
+    its composed system prompt, the tools it offers, its window, token factor and fitted budget.
+    The widget, ``%agent status`` and ``%agent context`` all take their figures from here, so they
+    agree. ``config``: the run's settings (default the budget's)."""
+    config = config if config is not None else budget.config
     try:  # the composed system prompt (environment, instruction files, pins) counts in the budget
-        budget_config = replace(config, system_prompt=agent.composed_system_prompt())
+        budget_config = replace(config, system_prompt=budget.system_prompt())
     except Exception:  # noqa: BLE001 - a system prompt that cannot be composed: the budget counts the base one
         budget_config = config
+    fitted: Budget | None
     try:
-        info = agent.window_info()
-        window, source, factor = info.window, info.describe(), agent.token_factor()
-        budget = agent.budget()
+        info = budget.window_info()
+        window, source, factor = info.window, info.describe(), budget.token_factor()
+        fitted = budget.fitted()
     except Exception:  # noqa: BLE001 - no window known: the budget is drawn without one
-        window, source, factor, budget = config.context_window, "", 1.0, None
-    return budget_facts(agent.session, budget_config, window=window,
-                        tool_specs=[t.spec() for t in agent.tools.values()],
+        window, source, factor, fitted = config.context_window, "", 1.0, None
+    return budget_facts(budget.session, budget_config, window=window, tool_specs=budget.tool_specs,
                         session_name=session_name, status=status, window_source=source, token_factor=factor,
-                        budget=budget)
+                        budget=fitted)
 
 
 class ViewSettings(Protocol):
@@ -65,7 +69,7 @@ class ViewSlot(Protocol):
 class RunView:
     """The outputs of one run: the live budget widget (optional) and the renderer."""
 
-    def __init__(self, runtime: ViewRuntime, slot: ViewSlot, agent: Agent, config: AgentConfig):
+    def __init__(self, runtime: ViewRuntime, slot: ViewSlot, agent: AgentLoop, config: RunConfig):
         self.runtime, self.slot, self.agent, self.config = runtime, slot, agent, config
         self.widget = None
         self.handle = None
@@ -80,7 +84,7 @@ class RunView:
                                     redact=agent.redactor().text)
 
     def facts(self, status: str) -> Any:
-        return facts_for(self.agent, self.slot.name, status, self.config)
+        return facts_for(self.agent.budget, self.slot.name, status, self.config)
 
     def close(self, status: str = "") -> None:
         """When the run ends, its output becomes the static view alone and the widget's models are

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from IPython.display import display
 
-from ipyagent.agent import events as ev
+from ipyagent.agent import run_events as ev
 from ipyagent.agent.tools.images import decode_image
 from ipyagent.display.approval_question import decision_bundle
 from ipyagent.display.progress import ProgressLine
@@ -205,37 +205,12 @@ class StreamedMarkdown:
         self._scanned = position
 
 
-class RunRenderer:
-    """Turns agent events into outputs of the current cell."""
+class _Outputs:
+    """The cell's outputs, every one scrubbed of the configured keys first (``agent/redaction.py``)."""
 
-    def __init__(self, *, widget: Any = None, facts: Callable[[str], Any] | None = None,
-                 max_updates_per_second: float = 10.0, display_func: Callable[..., Any] = display,
-                 clock: Callable[[], float] = time.monotonic, redact: Callable[[str], str] | None = None):
-        self.widget = widget
-        self._redact = redact  # scrubs the configured keys from every output (agent/redaction.py)
-        self._facts = facts  # status -> BudgetFacts
-        self.interval = 1.0 / max_updates_per_second if max_updates_per_second > 0 else 0.0
-        self._display = display_func
-        self._clock = clock
-        self._text = ""
-        self._thinking = ""
-        self._text_view = StreamedMarkdown()
-        self._thinking_view = StreamedMarkdown()
-        self._sent: dict[str, str] | None = None  # the last update sent
-        self._partial = False  # it was rendered in pieces (the end renders it whole)
-        self._handle: Any = None
-        self._last_update = 0.0
-        self._dirty = False
-        self._compaction_before: int | None = None
-        self._tools: dict[str, tuple[Any, str, dict[str, Any]]] = {}
-        self._streaming_calls: dict[int, str] = {}
-        self._question: Any = None  # the output an approval question is shown in, until it is answered
-        self._progress: ProgressLine | None = None  # a summary's progress line, while it is made
-        self._summary_tokens = 0
-        self.updates = 0  # display updates sent (for tests and benchmarks)
-        self.errors: list[str] = []
-
-    # ---- plumbing ----------------------------------------------------------------------------
+    def __init__(self, display_func: Callable[..., Any], redact: Callable[[str], str] | None) -> None:
+        self.display = display_func
+        self.redact = redact
 
     def show(self, data: dict[str, Any], *, display_id: bool = False, metadata: dict[str, Any] | None = None) -> Any:
         kwargs: dict[str, Any] = {"raw": True}
@@ -243,16 +218,101 @@ class RunRenderer:
             kwargs["metadata"] = metadata
         if display_id:
             kwargs["display_id"] = True
-        return self._display(self._scrubbed(data), **kwargs)
+        return self.display(self.scrubbed(data), **kwargs)
 
-    def _scrubbed(self, data: dict[str, Any]) -> dict[str, Any]:
-        redact = self._redact
+    def update(self, handle: Any, data: dict[str, Any]) -> None:
+        handle.update(self.scrubbed(data), raw=True)
+
+    def scrubbed(self, data: dict[str, Any]) -> dict[str, Any]:
+        redact = self.redact
         if redact is None:
             return data
         return {mime: redact(value) if isinstance(value, str) else value for mime, value in data.items()}
 
-    def _update(self, handle: Any, data: dict[str, Any]) -> None:
-        handle.update(self._scrubbed(data), raw=True)
+
+class _ReplyStream:
+    """The reply as it streams in: its text and thinking in one output, updated at most every
+    ``interval`` seconds (the newest blocks rendered again), rendered whole when it ends."""
+
+    def __init__(self, outputs: _Outputs, interval: float, clock: Callable[[], float], widget: Any) -> None:
+        self.outputs, self.interval, self.clock, self.widget = outputs, interval, clock, widget
+        self.updates = 0  # display updates sent (for tests and benchmarks)
+        self._last_update = 0.0
+        self._start()
+
+    def _start(self) -> None:
+        self.text, self.thinking = "", ""
+        self._text_view, self._thinking_view = StreamedMarkdown(), StreamedMarkdown()
+        self._sent: dict[str, str] | None = None  # the last update sent
+        self._partial = False  # it was rendered in pieces (the end renders it whole)
+        self._handle: Any = None
+        self._dirty = False
+
+    def add(self, text: str = "", thinking: str = "") -> None:
+        self.text += text
+        self.thinking += thinking
+        self._dirty = True
+        self.flush()
+
+    def flush(self, force: bool = False) -> None:
+        """Send the reply as it stands (at most every ``interval``); ``force``: now, and rendered
+        whole (the streamed updates render only the newest blocks again)."""
+        if not self._dirty and not (force and self._partial):
+            return
+        now = self.clock()
+        if not force and now - self._last_update < self.interval:
+            return
+        data = reply_bundle(self.text, self.thinking, text_html=self._text_view.render(self.text, final=force),
+                            thinking_html=self._thinking_view.render(self.thinking, final=force))
+        if self._handle is not None and data == self._sent:  # e.g. the whole render is what was shown
+            self._partial = self._partial and not force
+            self._dirty = False
+            return
+        if self._handle is None:
+            self._handle = self.outputs.show(data, display_id=True)
+        else:
+            self.outputs.update(self._handle, data)
+        self._sent, self._partial = data, not force
+        self.updates += 1
+        self._last_update = now
+        self._dirty = False
+        if self.widget is not None:  # live, and cheap: no recount of the session
+            self.widget.set_status(f"Receiving the reply… ≈{(len(self.text) + len(self.thinking)) // 4:,} tokens")
+
+    def end(self) -> None:
+        """Render the reply whole; what comes next starts a new output."""
+        self.flush(force=True)
+        self._start()
+
+
+class RunRenderer:
+    """Turns agent events into outputs of the current cell."""
+
+    def __init__(self, *, widget: Any = None, facts: Callable[[str], Any] | None = None,
+                 max_updates_per_second: float = 10.0, display_func: Callable[..., Any] = display,
+                 clock: Callable[[], float] = time.monotonic, redact: Callable[[str], str] | None = None):
+        self.widget = widget
+        self._facts = facts  # status -> BudgetFacts
+        self._display = display_func
+        self._outputs = _Outputs(display_func, redact)
+        interval = 1.0 / max_updates_per_second if max_updates_per_second > 0 else 0.0
+        self.reply = _ReplyStream(self._outputs, interval, clock, widget)
+        self._compaction_before: int | None = None
+        self._tools: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+        self._question: Any = None  # the output an approval question is shown in, until it is answered
+        self._progress: ProgressLine | None = None  # a summary's progress line, while it is made
+        self._summary_tokens = 0
+        self.errors: list[str] = []
+
+    @property
+    def updates(self) -> int:
+        """Display updates of the streamed replies sent (for tests and benchmarks)."""
+        return self.reply.updates
+
+    # ---- plumbing ----------------------------------------------------------------------------
+
+    def show(self, data: dict[str, Any], *, display_id: bool = False, metadata: dict[str, Any] | None = None) -> Any:
+        return self._outputs.show(data, display_id=display_id, metadata=metadata)
 
     def _refresh_widget(self, status: str = "") -> None:
         if self.widget is not None and self._facts is not None:
@@ -260,37 +320,6 @@ class RunRenderer:
                 self.widget.update(self._facts(status))
             except Exception:  # noqa: BLE001 - the widget must never break a run
                 pass
-
-    def _flush_text(self, force: bool = False) -> None:
-        """Send the reply as it stands (at most ``max_updates_per_second``); ``force``: now, and
-        rendered whole (the streamed updates render only the newest blocks again)."""
-        if not self._dirty and not (force and self._partial):
-            return
-        now = self._clock()
-        if not force and now - self._last_update < self.interval:
-            return
-        data = reply_bundle(self._text, self._thinking, text_html=self._text_view.render(self._text, final=force),
-                            thinking_html=self._thinking_view.render(self._thinking, final=force))
-        if self._handle is not None and data == self._sent:  # e.g. the whole render is what was shown
-            self._partial = self._partial and not force
-            self._dirty = False
-            return
-        if self._handle is None:
-            self._handle = self.show(data, display_id=True)
-        else:
-            self._update(self._handle, data)
-        self._sent, self._partial = data, not force
-        self.updates += 1
-        self._last_update = now
-        self._dirty = False
-        if self.widget is not None:  # live, and cheap: no recount of the session
-            self.widget.set_status(f"Receiving the reply… ≈{(len(self._text) + len(self._thinking)) // 4:,} tokens")
-
-    def _end_text(self) -> None:
-        self._flush_text(force=True)
-        self._text, self._thinking, self._handle, self._dirty = "", "", None, False
-        self._text_view, self._thinking_view = StreamedMarkdown(), StreamedMarkdown()
-        self._sent, self._partial = None, False
 
     # ---- approval questions ------------------------------------------------------------------
 
@@ -325,28 +354,24 @@ class RunRenderer:
         if handler is not None:
             handler(self, event)
 
-    def _on_text(self, event: pb.TextDelta) -> None:
-        self._text += event.text
-        self._dirty = True
-        self._flush_text()
-
-    def _on_thinking(self, event: pb.ThinkingDelta) -> None:
-        self._thinking += event.text
-        self._dirty = True
-        self._flush_text()
+    def _on_delta(self, event: pb.TextDelta | pb.ThinkingDelta) -> None:
+        if isinstance(event, pb.TextDelta):
+            self.reply.add(text=event.text)
+        else:
+            self.reply.add(thinking=event.text)
 
     def _on_tool_call_start(self, event: pb.ToolCallStart) -> None:
-        self._end_text()
+        self.reply.end()
 
     def _on_retrying(self, event: pb.Retrying) -> None:
-        self._end_text()
+        self.reply.end()
         self.show(note_bundle(f"{event.reason} — retrying in {event.delay:.1f} s (attempt {event.attempt})."))
 
     def _on_request(self, event: ev.RequestStart) -> None:
         self._refresh_widget("Waiting for the model…")
 
     def _on_tool_start(self, event: ev.ToolExecutionStart) -> None:
-        self._end_text()
+        self.reply.end()
         handle = self.show(tool_bundle(event.name, event.arguments, None), display_id=True)
         self._tools[event.call_id] = (handle, event.name, event.arguments)
         self._refresh_widget(f"Running {event.name}…")
@@ -355,12 +380,12 @@ class RunRenderer:
         handle, name, arguments = self._tools.pop(event.call_id, (None, event.name, {}))
         data = tool_bundle(name, arguments, event.result)
         if handle is not None:
-            self._update(handle, data)
+            self._outputs.update(handle, data)
         else:
             self.show(data)
 
     def _on_compaction_start(self, event: ev.CompactionStart) -> None:
-        self._end_text()
+        self.reply.end()
         label = {"threshold": "Compacting", "overflow": "Context overflow: compacting",
                  "manual": "Compacting"}.get(event.reason, "Compacting")
         if self.widget is not None:
@@ -402,7 +427,7 @@ class RunRenderer:
             self._refresh_widget("")
 
     def _on_wait_start(self, event: ev.WaitStart) -> None:
-        self._end_text()
+        self.reply.end()
         self._close_progress(None)
         self._progress = ProgressLine(event.what, display_func=self._display)
 
@@ -411,41 +436,41 @@ class RunRenderer:
 
     def _on_entry(self, event: ev.EntryAppended) -> None:
         if event.entry.get("type") == "message" and event.entry["message"].get("role") == "assistant":
-            self._end_text()
+            self.reply.end()
             message = event.entry["message"]
             if message.get("stopReason") == "aborted":
                 self.show(note_bundle("(response interrupted; what arrived was kept)"))
             self._refresh_widget("")
 
     def _on_notice(self, event: ev.Notice) -> None:
-        self._end_text()
+        self.reply.end()
         self.show(note_bundle(event.message))
 
     def _on_error(self, event: ev.AgentError) -> None:
-        self._end_text()
+        self.reply.end()
         self.errors.append(event.message)
         title = {"overflow": "Context overflow", "compaction": "Compaction stopped",
                  "interrupted": "Interrupted"}.get(event.kind, "Model error")
         self.show(error_bundle(event.message, title=title))
 
     def _on_end(self, event: ev.AgentEnd) -> None:
-        self._end_text()
+        self.reply.end()
+        unfinished = {"content": [{"type": "text", "text": "(not finished)"}], "isError": True}
         for handle, name, arguments in self._tools.values():
-            self._update(handle, tool_bundle(name, arguments, {"content": [{"type": "text", "text": "(not finished)"}],
-                                                               "isError": True}))
+            self._outputs.update(handle, tool_bundle(name, arguments, unfinished))
         self._tools.clear()
         self._refresh_widget("")
 
     def finish(self) -> None:
         """Flush whatever is pending (also after an interrupt)."""
-        self._end_text()
+        self.reply.end()
         self._close_progress("Summary interrupted.")
         if self.widget is not None:
             self.widget.stop_ticker()
 
     _HANDLERS: ClassVar[dict[type, Callable[[RunRenderer, Any], None]]] = {
-        pb.TextDelta: _on_text,
-        pb.ThinkingDelta: _on_thinking,
+        pb.TextDelta: _on_delta,
+        pb.ThinkingDelta: _on_delta,
         pb.ToolCallStart: _on_tool_call_start,
         pb.Retrying: _on_retrying,
         ev.RequestStart: _on_request,

@@ -25,6 +25,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent.hooks import SessionBeforeCompactCall
 from ipyagent.text import one_line
 
 __all__ = ["CompactionSpy", "Drawing", "context_preview", "timeline", "usage_table"]
@@ -259,11 +260,11 @@ class CompactionSpy:
 
     seen: list[dict[str, Any]] = field(default_factory=list)
 
-    def __call__(self, event: Any) -> None:
-        plan = event.preparation
+    def __call__(self, call: SessionBeforeCompactCall) -> None:
+        plan = call.preparation
         self.seen.append({
-            "reason": event.reason,
-            "focus": event.custom_instructions,
+            "reason": call.reason,
+            "focus": call.custom_instructions,
             "tokens_before": plan.tokens_before,
             "summarised_messages": len(plan.messages_to_summarize),
             "turn_prefix_messages": len(plan.turn_prefix_messages),

@@ -12,6 +12,10 @@ No such text reaches those MIME types except through a function of this module:
   the result also passes an allowlist sanitiser.
 * :func:`sanitize_html` — HTML that tools produce (a DataFrame's table): an allowlist of tags and
   attributes, no scripts, no event handlers, no unsafe URLs.
+
+Where ``nh3`` is not installed (a Pyodide kernel in a browser page: it has no WebAssembly build),
+tool HTML is escaped, shown as its text, never passed through; Markdown is still rendered with
+raw HTML off and unsafe links refused, only without the second check.
 * :func:`safe_markdown` — Markdown *source* for places that only take Markdown (the widget's
   Markdown view, ``export --format markdown``): raw HTML neutralised, unsafe links and images
   unlinked, fenced code re-fenced so that no renderer can disagree about where it ends.
@@ -95,9 +99,20 @@ def _markdown_renderer() -> Any:
     return renderer
 
 
+def _nh3() -> Any:
+    """The nh3 module, or None where it is not installed (the browser)."""
+    try:
+        import nh3
+    except ImportError:
+        return None
+    return nh3
+
+
 @lru_cache(maxsize=1)
 def _markdown_cleaner() -> Any:
-    import nh3
+    nh3 = _nh3()
+    if nh3 is None:
+        return None
 
     return nh3.Cleaner(tags=_MARKDOWN_TAGS, attributes={"a": {"href", "title"}, "ol": {"start"}},
                        tag_attribute_values={"td": _ALIGN, "th": _ALIGN}, url_schemes=set(_SAFE_SCHEMES),
@@ -108,8 +123,11 @@ def markdown_html(text: Any) -> str:
     """Markdown → HTML that is safe to put in a trusted output.
 
     markdown-it-py renders it with raw HTML off and unsafe links refused; the nh3 allowlist of
-    the tags Markdown makes then checks the result once more (a renderer bug must not be enough)."""
-    return str(_markdown_cleaner().clean(_markdown_renderer().render(str(text))))
+    the tags Markdown makes then checks the result once more (a renderer bug must not be enough)
+    where nh3 is installed."""
+    rendered = str(_markdown_renderer().render(str(text)))
+    cleaner = _markdown_cleaner()
+    return str(cleaner.clean(rendered)) if cleaner is not None else rendered
 
 
 # ---- tool HTML ---------------------------------------------------------------------------------
@@ -131,7 +149,9 @@ _ALLOWED_ATTRIBUTES = {
 
 @lru_cache(maxsize=1)
 def _tool_cleaner() -> Any:
-    import nh3
+    nh3 = _nh3()
+    if nh3 is None:
+        return None
 
     return nh3.Cleaner(tags=_ALLOWED_TAGS, attributes=_ALLOWED_ATTRIBUTES, url_schemes=set(_SAFE_SCHEMES),
                        link_rel="noopener noreferrer nofollow")
@@ -139,8 +159,12 @@ def _tool_cleaner() -> Any:
 
 def sanitize_html(fragment: Any) -> str:
     """Tool-made HTML (a DataFrame's ``_repr_html_``, a styled table) reduced to an allowlist:
-    structure and formatting stay; scripts, styles, event handlers, images and unsafe URLs go."""
-    return str(_tool_cleaner().clean(str(fragment)))
+    structure and formatting stay; scripts, styles, event handlers, images and unsafe URLs go.
+    Without nh3 (the browser) the fragment is escaped: shown as its text, never run."""
+    cleaner = _tool_cleaner()
+    if cleaner is None:
+        return f"<pre>{escape_html(fragment)}</pre>"
+    return str(cleaner.clean(str(fragment)))
 
 
 # ---- Markdown source ---------------------------------------------------------------------------

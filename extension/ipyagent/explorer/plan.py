@@ -31,7 +31,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipyagent.compaction.compact import SMALL_ROOM, planned_requests, summary_output_limit
 from ipyagent.compaction.cut_point import is_turn_start
@@ -44,6 +44,9 @@ from ipyagent.session.entries import Entry
 from ipyagent.session.messages import Message, compaction_summary_message, prompt_text, text_of
 from ipyagent.session.tokens import Estimator, make_estimator
 from ipyagent.text import one_line
+
+if TYPE_CHECKING:
+    from ipyagent.providers.registry import ProviderRegistry
 
 __all__ = ["ENTRY_BOX_LIMIT", "ESTIMATORS", "Box", "Exploration", "ExploreSettings", "ExplorerModel", "PathTokens",
            "entry_label"]
@@ -167,6 +170,21 @@ def _running_sums(values: Any) -> list[int]:
     return sums
 
 
+def _fate_sizes(tokens: PathTokens, ranges: dict[str, tuple[int, int]], latest: int
+                ) -> tuple[dict[str, int], dict[str, int]]:
+    """Entries and tokens per fate (a range of the path); the latest compaction, when there is
+    one (at ``latest``), counts as the summary, not in its range."""
+    counts = {fate: b - a for fate, (a, b) in ranges.items()}
+    spans = {fate: tokens.span(a, b) for fate, (a, b) in ranges.items()}
+    if latest >= 0:
+        for fate, (a, b) in ranges.items():
+            if a <= latest < b:
+                counts[fate] -= 1
+        counts["summary"] = 1
+        spans["summary"] = tokens.summary_tokens.get(latest, 0)
+    return counts, spans
+
+
 def _session_key(session: Any) -> tuple[int, Any, int]:
     return id(session), session.leaf_id, len(session)
 
@@ -233,11 +251,18 @@ class ExplorerModel:
 
     ``session`` is a ``Session`` or a callable returning the current one (a notebook slot whose
     session may be replaced by a merge). ``model`` / ``summary_model`` give the summariser's input
-    budget (None: unknown, nothing is dropped from its input) and tiktoken's encoding.
+    budget (None: unknown, nothing is dropped from its input) and tiktoken's encoding; what is
+    known of them comes from ``providers`` (the kernel's, else the built-ins and the user's).
     """
 
     def __init__(self, session: Any, settings: ExploreSettings, *, name: str = "default", source: str = "",
-                 model: str = "", summary_model: str | None = None, window_known: bool = True):
+                 model: str = "", summary_model: str | None = None, window_known: bool = True,
+                 providers: ProviderRegistry | None = None):
+        if providers is None:
+            from ipyagent.providers.registry import default_registry  # imported when needed: httpx is heavy
+
+            providers = default_registry()
+        self.providers = providers
         self._session_source = session if callable(session) else (lambda: session)
         self.settings = settings
         self.name = name
@@ -320,19 +345,7 @@ class ExplorerModel:
         estimator, _, _ = self._estimator(settings.estimator)
         tokens = self.path_tokens(settings.estimator)
         path = tokens.path
-        plan = None
-        reason = ""
-        if not path:
-            reason = "The session is empty: nothing to compact yet."
-        elif path[-1].get("type") == "compaction":
-            reason = "The session was just compacted: nothing new to summarise yet."
-        else:
-            plan = prepare_compaction(path, compaction, estimator=estimator, state=tokens.state,
-                                      operations_cache=self._operations)
-            if plan is None:
-                reason = (f"Nothing to summarise: everything since the last compaction "
-                          f"({tokens.span(tokens.start, len(path)):,} tokens) fits in keep-recent "
-                          f"({settings.keep_recent_tokens:,}).")
+        plan, reason = self._plan(tokens, compaction, estimator)
         n = len(path)
         start = tokens.start
         if plan is not None:
@@ -344,14 +357,7 @@ class ExplorerModel:
         ranges = {"earlier": (0, start), "summarised": (start, history_end), "prefix": (prefix_start, cut),
                   "kept": (cut, n)}
         latest = tokens.previous_index
-        counts = {fate: b - a for fate, (a, b) in ranges.items()}
-        spans = {fate: tokens.span(a, b) for fate, (a, b) in ranges.items()}
-        if latest >= 0:
-            for fate, (a, b) in ranges.items():
-                if a <= latest < b:
-                    counts[fate] -= 1
-            counts["summary"] = 1
-            spans["summary"] = tokens.summary_tokens.get(latest, 0)
+        counts, spans = _fate_sizes(tokens, ranges, latest)
         summary_max = 0
         if plan is not None:  # the summary model's output limit per request (Pi 1.6), unknown: 32,768
             limit = summary_output_limit(self._summary_max_output(), settings.window, 0)
@@ -373,30 +379,43 @@ class ExplorerModel:
         )
         return self.current
 
+    def _plan(self, tokens: PathTokens, compaction: CompactionSettings, estimator: Estimator
+              ) -> tuple[CompactionPlan | None, str]:
+        """The plan for the path with these settings, or None and why there is none."""
+        path = tokens.path
+        if not path:
+            return None, "The session is empty: nothing to compact yet."
+        if path[-1].get("type") == "compaction":
+            return None, "The session was just compacted: nothing new to summarise yet."
+        plan = prepare_compaction(path, compaction, estimator=estimator, state=tokens.state,
+                                  operations_cache=self._operations)
+        if plan is None:
+            return None, (f"Nothing to summarise: everything since the last compaction "
+                          f"({tokens.span(tokens.start, len(path)):,} tokens) fits in keep-recent "
+                          f"({compaction.keep_recent_tokens:,}).")
+        return plan, ""
+
     # ---- the summariser's input --------------------------------------------------------------
 
     def _summary_max_output(self) -> int:
-        from ipyagent.providers import models
-        from ipyagent.providers.registry import parse_model_string
-
         model = self.summary_model or self.model
         try:
-            found = models.max_output(*parse_model_string(model)) if model else None
+            info = self.providers.info(model) if model else None
         except ValueError:  # a model string the registry does not know
-            found = None
-        return found or SMALL_ROOM
+            info = None
+        return (info.max_output if info else 0) or SMALL_ROOM
 
     def summary_input_tokens(self) -> int | None:
         """The summary model's input budget for the chosen window and reserve (None: unknown)."""
         from ipyagent.agent.provider_summarizer import summary_input_budget
-        from ipyagent.agent.run_config import AgentConfig
+        from ipyagent.agent.run_config import RunConfig
 
         if not (self.summary_model or self.model):
             return None
-        config = AgentConfig(model=self.model, summary_model=self.summary_model,
+        config = RunConfig(model=self.model, summary_model=self.summary_model,
                              context_window=self.settings.window, compaction=self.settings.compaction())
         try:
-            return summary_input_budget(config, self.settings.window if self.window_known else None)
+            return summary_input_budget(config, self.settings.window if self.window_known else None, self.providers)
         except ValueError:  # a model string the registry does not know
             return None
 

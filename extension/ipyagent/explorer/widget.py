@@ -9,7 +9,7 @@ receive (collapsible; computed only while it is open). Each change re-plans with
 ``prepare_compaction`` — the code compaction runs — through :class:`ExplorerModel`.
 
 "Compact now with these settings" is offered only where a provider is configured, asks first,
-and then compacts the way ``%compact`` does (``Agent.compact``) with the plan on screen.
+and then compacts the way ``%compact`` does (``AgentLoop.compact``) with the plan on screen.
 
 Its output carries static ``text/html`` and ``text/plain`` views next to the widget, for viewers
 without a kernel; "Keep this view in the notebook" replaces them with the view on screen.
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ipyagent.agent.loop import Agent
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.loop import AgentLoop
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import ASSUMED_WINDOW, CompactionSettings, fit_budget
 from ipyagent.display.untrusted import escape_html
@@ -42,6 +42,7 @@ from ipyagent.explorer.html import (
 from ipyagent.explorer.plan import ESTIMATOR_LABELS, Exploration, ExplorerModel, ExploreSettings
 
 if TYPE_CHECKING:
+    from ipyagent.agent.budget import RequestBudget
     from ipyagent.agent.redaction import Redactor
     from ipyagent.core import Session
 
@@ -90,7 +91,7 @@ class CompactionExplorer:
         import ipywidgets as w
 
         self.redact = redact or (lambda text: text)
-        html = _scrubbed_html(self.redact)
+        html = self._html = _scrubbed_html(self.redact)  # the one HTML widget class of the panel
         self.model = model
         self.compactor = compactor
         self.compact_model = compact_model
@@ -99,7 +100,28 @@ class CompactionExplorer:
         self._confirmed_cut: str | None = None
         self._drawn_key: Any = None
         x = model.update()
-        s = model.settings
+        self._add_controls(x)
+        self.title = html()
+        self.numbers = html()
+        self.timeline = html()
+        self.legend = html(legend_html())
+        self._add_input_view()
+        self.status = html()
+        buttons = self._add_buttons(compactor is not None)
+        self.view = w.VBox([self.title, self.window, self.reserve, self.keep, w.HBox([self.estimator, self.focus]),
+                            self.numbers, self.timeline, self.legend, self.accordion, w.HBox(buttons), self.confirm,
+                            self.status], layout=w.Layout(max_width="800px"))
+        self.view.add_class("ipyagent-explore-widget")
+        for control in (self.window, self.reserve, self.keep, self.estimator, self.focus):
+            control.observe(self._changed, names="value")
+        self.accordion.observe(lambda _: self._render_input(), names="selected_index")
+        self._render(x)
+
+    def _add_controls(self, x: Exploration) -> None:
+        """The sliders (window, reserve, keep-recent), the estimator and the focus, set as ``x``."""
+        import ipywidgets as w
+
+        s = self.model.settings
         style = {"description_width": "110px"}
         layout = w.Layout(width="560px")
         self.window = w.IntSlider(description="window", style=style, layout=layout)
@@ -111,24 +133,29 @@ class CompactionExplorer:
         self._set_ranges(x)
         self.window.value, self.reserve.value, self.keep.value = s.window, s.reserve_tokens, s.keep_recent_tokens
         self.estimator = w.Dropdown(description="estimator", style=style, layout=w.Layout(width="320px"),
-                                    options=[(ESTIMATOR_LABELS.get(k, k), k) for k in model.estimator_choices()],
+                                    options=[(ESTIMATOR_LABELS.get(k, k), k) for k in self.model.estimator_choices()],
                                     value=s.estimator)
         self.focus = w.Text(description="focus", style={"description_width": "50px"}, layout=w.Layout(width="460px"),
                             value=s.focus, continuous_update=False,
                             placeholder="optional: what the summary should keep (as in %compact FOCUS)")
-        self.title = html()
-        self.numbers = html()
-        self.timeline = html()
-        self.legend = html(legend_html())
-        self.input = html()
-        self.input_note = html()
+
+    def _add_input_view(self) -> None:
+        """The accordion that shows the summariser's input (drawn when opened)."""
+        import ipywidgets as w
+
+        self.input = self._html()
+        self.input_note = self._html()
         self.input_button = w.Button(description="Show it for these settings", layout=w.Layout(width="auto"))
         self.input_button.on_click(lambda _: self._render_input(force=True))
         self.input_button.layout.display = "none"
         self._input_ms = 0.0
         self.accordion = w.Accordion(children=[w.VBox([self.input_note, self.input_button, self.input])])
         self.accordion.selected_index = None
-        self.status = html()
+
+    def _add_buttons(self, compacts: bool) -> list[Any]:
+        """Refresh, keep the view, and (``compacts``) compact now with its confirmation."""
+        import ipywidgets as w
+
         self.keep_view = w.Button(description="Keep this view in the notebook", layout=w.Layout(width="auto"),
                                   tooltip="Save the view on screen as the output's static HTML (for viewers "
                                           "without a kernel)")
@@ -138,9 +165,9 @@ class CompactionExplorer:
         self.refresh_button.on_click(lambda _: self.refresh())
         buttons: list[Any] = [self.refresh_button, self.keep_view]
         self.compact_button = self.confirm_yes = self.confirm_no = None
-        self.confirm_text = html()
+        self.confirm_text = self._html()
         self.confirm = w.HBox([])
-        if compactor is not None:
+        if compacts:
             self.compact_button = w.Button(description="Compact now with these settings…", button_style="warning",
                                            layout=w.Layout(width="auto"))
             self.confirm_yes = w.Button(description="Yes, compact", button_style="danger")
@@ -151,14 +178,7 @@ class CompactionExplorer:
             self.confirm.children = [self.confirm_text, self.confirm_yes, self.confirm_no]
             buttons.insert(0, self.compact_button)
         self.confirm.layout.display = "none"
-        self.view = w.VBox([self.title, self.window, self.reserve, self.keep, w.HBox([self.estimator, self.focus]),
-                            self.numbers, self.timeline, self.legend, self.accordion, w.HBox(buttons), self.confirm,
-                            self.status], layout=w.Layout(max_width="800px"))
-        self.view.add_class("ipyagent-explore-widget")
-        for control in (self.window, self.reserve, self.keep, self.estimator, self.focus):
-            control.observe(self._changed, names="value")
-        self.accordion.observe(lambda _: self._render_input(), names="selected_index")
-        self._render(x)
+        return buttons
 
     # ---- ranges --------------------------------------------------------------------------------
 
@@ -387,13 +407,13 @@ def _stored_tokens(stored: dict[str, Any], key: str, notes: list[str], *, low: i
 def _model_window(model: str) -> int | None:
     if not model:
         return None
-    from ipyagent.providers import models
-    from ipyagent.providers.registry import parse_model_string
+    from ipyagent.providers.registry import default_registry
 
     try:
-        return models.context_window(*parse_model_string(model))
+        info = default_registry().info(model)
     except ValueError:
         return None
+    return info.context_window if info and info.context_window else None
 
 
 def explore(path_or_session: Any, *, session: str | None = None, window: int | None = None,
@@ -474,10 +494,11 @@ class ExplorerRuntime(Protocol[SlotT]):
     @property
     def idle(self) -> _IdleCompaction: ...
     def slot(self, name: str | None = None) -> SlotT: ...
-    def agent_config(self) -> AgentConfig: ...
-    def agent_for(self, slot: SlotT, config: AgentConfig) -> Agent: ...
+    def run_config(self) -> RunConfig: ...
+    def agent_for(self, slot: SlotT, config: RunConfig) -> AgentLoop: ...
+    def budget_for(self, slot: SlotT) -> RequestBudget: ...
     def absorb_push(self) -> None: ...
-    def persist(self, slot: SlotT, config: AgentConfig) -> str | None: ...
+    def persist(self, slot: SlotT, config: RunConfig) -> str | None: ...
     def redactor(self) -> Redactor: ...
 
 
@@ -486,31 +507,29 @@ def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, 
                       focus: str = "") -> CompactionExplorer:
     """The explorer of one of this kernel's sessions (``%agent explore``), with its settings;
     "compact now" where a provider is configured for the summary model."""
-    from ipyagent.providers.registry import provider_configured
-
     slot = runtime.slot(name)
     slot_name = slot.name
-    config = runtime.agent_config()
-    agent = runtime.agent_for(slot, config)
+    config = runtime.run_config()
+    request_budget = runtime.budget_for(slot)
     try:
-        model_window = agent.context_window()
+        model_window = request_budget.window()
     except ValueError:
         model_window = None
-    budget = agent.budget()  # per-model overrides, scaled to the window
+    budget = request_budget.fitted()  # per-model overrides, scaled to the window
     saved = {"context_window": model_window,
              "compaction": {"reserve_tokens": budget.reserve_tokens, "keep_recent_tokens": budget.keep_recent_tokens}}
     settings, known = _settings_from(saved, None, window=window, reserve=reserve, keep=keep_recent,
                                      estimator=estimator, focus=focus, session=slot.session)
     model = ExplorerModel(lambda: runtime.slot(slot_name).session, settings, name=slot_name, model=config.model,
-                          summary_model=config.summary_model, window_known=known)
+                          summary_model=config.summary_model, window_known=known, providers=request_budget.providers)
     summary_model = config.summary_model or config.model
-    live = bool(summary_model) and provider_configured(summary_model, config.provider_options)
+    live = bool(summary_model) and request_budget.providers.configured(summary_model, config.provider_options)
     compactor = _runtime_compactor(runtime, slot_name) if live else None
     return CompactionExplorer(model, compactor=compactor, compact_model=summary_model, redact=runtime.redactor().text)
 
 
 def _runtime_compactor(runtime: ExplorerRuntime[SlotT], slot_name: str) -> Compactor:
-    """Compacts like ``%compact`` (``Agent.compact``), with the explorer's settings and plan."""
+    """Compacts like ``%compact`` (``AgentLoop.compact``), with the explorer's settings and plan."""
 
     def compact(settings: ExploreSettings, plan: CompactionPlan) -> str:
         from dataclasses import replace
@@ -519,14 +538,14 @@ def _runtime_compactor(runtime: ExplorerRuntime[SlotT], slot_name: str) -> Compa
             return "The kernel compacted this session in its idle time meanwhile; move a slider to plan again."
         runtime.absorb_push()
         slot = runtime.slot(slot_name)
-        config = runtime.agent_config()
+        config = runtime.run_config()
         config.compaction = replace(config.compaction, reserve_tokens=settings.reserve_tokens,
                                     keep_recent_tokens=settings.keep_recent_tokens)
         config.context_window = settings.window
         agent = runtime.agent_for(slot, config)
-        before = agent.request_tokens()  # the budget's count, as %compact and the widget show it
+        before = agent.budget.request_tokens()  # the budget's count, as %compact and the widget show it
         entry = agent.compact(settings.focus or None, plan=plan) or {}  # (a manual compaction raises rather than None)
-        after = agent.request_tokens()
+        after = agent.budget.request_tokens()
         report = (f"Compacted: {before:,} → {after:,} tokens (first kept entry {entry.get('firstKeptEntryId')}).")
         bridge = runtime.bridge
         if bridge is not None and bridge.connected:

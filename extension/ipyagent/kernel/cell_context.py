@@ -44,9 +44,14 @@ class RuntimeFacts(Protocol):
 
 
 def cell_identity(shell: Any) -> tuple[str | None, int | None]:
-    """(cell id, execution count) of the cell being run (cell id: JupyterLab/nbformat id, or None)."""
+    """(cell id, execution count) of the cell being run (cell id: JupyterLab/nbformat id, or None).
+
+    The id is in the execute request's metadata: ipykernel's shell gives that request with
+    ``get_parent()``; JupyterLite's Pyodide kernel keeps it on its kernel object instead."""
     cell_id = None
     get_parent = getattr(shell, "get_parent", None)
+    if not callable(get_parent):
+        get_parent = getattr(getattr(shell, "kernel", None), "get_parent", None)
     if callable(get_parent):
         try:
             parent = get_parent() or {}
@@ -61,11 +66,17 @@ def cell_identity(shell: Any) -> tuple[str | None, int | None]:
     return (cell_id if isinstance(cell_id, str) and cell_id else None), (count if isinstance(count, int) else None)
 
 
+def kernel_notebook_path(shell: Any, explicit: str | None) -> tuple[Path | None, str]:
+    """Where this kernel's notebook is (:func:`~ipyagent.store.hydration.find_notebook_path`, with
+    the running cell's id for JupyterLite's ``/drive``), and how that was learnt."""
+    return find_notebook_path(getattr(shell, "user_ns", None), os.environ, explicit, cell_id=cell_identity(shell)[0])
+
+
 def notebook_path(runtime: RuntimeFacts) -> Path | None:
     """This kernel's notebook, if the kernel can tell (the same sources hydration uses)."""
     path: Path | str | None
     try:
-        path, _ = find_notebook_path(runtime.shell.user_ns, os.environ, runtime.config.notebook_path)
+        path, _ = kernel_notebook_path(runtime.shell, runtime.config.notebook_path)
     except Exception:  # noqa: BLE001 - no notebook path can be found: none
         path = None
     if path is None and runtime.load_result is not None:

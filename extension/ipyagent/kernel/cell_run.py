@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ipyagent.agent.mcp.server_definitions import ServerConfig
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.skills.skill_tool import SkillTool
 from ipyagent.agent.tools import Tool
 from ipyagent.display.approval_question import make_approver
@@ -76,7 +76,7 @@ class CellRun:
     exception is shown readably in the cell and the run ends normally (the session is kept).
     """
 
-    def __init__(self, runtime: AgentRuntime, slot: SessionSlot, config: AgentConfig, *,
+    def __init__(self, runtime: AgentRuntime, slot: SessionSlot, config: RunConfig, *,
                  tools: Iterable[Tool] | None = None, ask: bool = False, view: bool = True,
                  interrupted_note: str | None = INTERRUPTED, show_failures: bool = False):
         self.runtime, self.slot, self.config = runtime, slot, config
@@ -94,7 +94,7 @@ class CellRun:
         approve = make_approver(
             on_refusal=self.note, show_func=lambda text: show(redact(text)),
             on_decision=(lambda line, question: renderer.record_decision(line, redact(question)))
-            if renderer is not None else None) if ask else None
+            if renderer is not None else None, tools=self.agent.tools.get) if ask else None
         self.approve_start = start_approver(self.note, redact)  # project MCP servers, whatever tool_approval is
         self._ports = runtime.ports_for(approve=approve)
         self._stack = contextlib.ExitStack()
@@ -133,14 +133,14 @@ class CellRun:
             extra: list[Tool] = list(replayed_tools(self.slot.session.entries))
         else:
             extra = list(self.runtime.mcp.prompt_tools(self.note, approve_start=self.approve_start,
-                                                       window=self.agent.context_window(),
+                                                       window=self.agent.budget.window(),
                                                        taken=[t.name for t in builtins]))
         if extra or len(builtins) != len(self.agent.tools):
             self.agent.configure(tools=[*builtins, *extra])
 
     def idle_after(self) -> bool:
         """Whether the kernel may compact in its idle time once this run has ended (then the run
-        itself does not compact after its last reply: ``Agent.prompt(compact_after=False)``).
+        itself does not compact after its last reply: ``AgentLoop.prompt(compact_after=False)``).
         Call it after :meth:`replay`."""
         self.arm_idle = self.runtime.idle.why_not(self) is None
         return self.arm_idle

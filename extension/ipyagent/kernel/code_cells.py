@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ipyagent.agent import events as ev
+from ipyagent.agent import run_events as ev
 from ipyagent.agent.replayer import ReplayToolResults
 from ipyagent.agent.tools.notebook_port import NotebookUnavailable
 
 if TYPE_CHECKING:
-    from ipyagent.agent.loop import Agent
+    from ipyagent.agent.loop import AgentLoop
     from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["CODE_CELLS", "CodeCells", "begin_code_cells", "marked_source", "MARKER_PREFIX"]
@@ -40,7 +40,7 @@ def marked_source(entry_id: str, code: str) -> str:
 class CodeCells:
     """A listener for one run's agent events."""
 
-    def __init__(self, agent: Agent, port: Any, notice: Callable[[str], None]):
+    def __init__(self, agent: AgentLoop, port: Any, notice: Callable[[str], None]):
         self.agent = agent
         self.port = port
         self.notice = notice
@@ -75,7 +75,7 @@ class CodeCells:
         self.inserted.append(event.entry["id"])
 
 
-def begin_code_cells(runtime: AgentRuntime, agent: Agent, requested: bool,
+def begin_code_cells(runtime: AgentRuntime, agent: AgentLoop, requested: bool,
                      notice: Callable[[str], None]) -> Callable[[], None]:
     """Subscribe the inserter when ``--cells`` or ``Agent.code_cells == "insert"``; returns the
     unsubscribe function (a no-op when off)."""

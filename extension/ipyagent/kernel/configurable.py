@@ -1,9 +1,9 @@
 """:class:`AgentSettings`: the traitlets configurable behind ``%config Agent.…`` and ``c.Agent.…`` in
 ``ipython_config.py`` (its config section, and its class name as ``%config`` sees it, is ``Agent``).
 
-Every setting the notebook layer reads comes from here; :meth:`AgentSettings.agent_config` turns the
-traits into the agent loop's plain :class:`~ipyagent.agent.run_config.AgentConfig`. What is saved with
-a session is :meth:`AgentConfig.saved_settings` — never ``provider_options`` (which may hold keys).
+Every setting the notebook layer reads comes from here; :meth:`AgentSettings.run_config` turns the
+traits into the agent loop's plain :class:`~ipyagent.agent.run_config.RunConfig`. What is saved with
+a session is :meth:`RunConfig.saved_settings` — never ``provider_options`` (which may hold keys).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from traitlets.config import Configurable
 
 from ipyagent.agent.mcp.server_definitions import check_user_servers
 from ipyagent.agent.prompt.instructions import INSTRUCTION_NAMES
-from ipyagent.agent.run_config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, AgentConfig
+from ipyagent.agent.run_config import DEFAULT_MODEL_ENV, SYSTEM_PROMPT, RunConfig
 from ipyagent.compaction.settings import CompactionSettings, checked_model_overrides
 from ipyagent.providers.transport.http import strip_url_credentials
 from ipyagent.store.validation import strip_secrets
@@ -133,7 +133,7 @@ class AgentSettings(Configurable):
                              help="Tokens of recent work kept verbatim by a compaction. None (default): derived "
                                   "from the window, Pi's 20,000 from 65,536 tokens up, about 30 % of it below."
                              ).tag(config=True)
-    # becomes AgentConfig.compaction.enabled (Pi's CompactionSettings.enabled)
+    # becomes RunConfig.compaction.enabled (Pi's CompactionSettings.enabled)
     auto_compact = Bool(True, help="Compact automatically when the context passes the threshold.").tag(config=True)
     idle_compaction = _Share(0.85, help="Compact in the kernel's idle time: after a %%agent run, once the kernel "
                                        "has been idle for idle_compaction_delay seconds, when the context is above "
@@ -250,9 +250,9 @@ class AgentSettings(Configurable):
             raise ValueError(f"Agent.idle_compaction_delay must not be negative, got {proposal['value']}")
         return proposal["value"]
 
-    def agent_config(self, **overrides: Any) -> AgentConfig:
+    def run_config(self, **overrides: Any) -> RunConfig:
         """The agent loop's settings from the traits (``overrides`` win, e.g. ``model``)."""
-        config = AgentConfig(
+        config = RunConfig(
             model=self.model,
             summary_model=self.summary_model or None,
             context_window=self.context_window or None,
@@ -293,7 +293,7 @@ class AgentSettings(Configurable):
 
 # ``%config`` finds a configurable by its class's ``__name__``, and traitlets reads the config section
 # from it: users write ``%config Agent.model`` and ``c.Agent.model``. In Python the class is
-# ``AgentSettings``, so that ``Agent`` names one thing, the agent loop (``ipyagent.Agent``).
+# ``AgentSettings``, so that ``Agent`` names one thing: these settings (the loop is ``AgentLoop``).
 AgentSettings.__name__ = AgentSettings.__qualname__ = "Agent"
 
 SETTING_NAMES = [name for name in AgentSettings.class_trait_names(config=True)]

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ipyagent.agent import events as ev
+from ipyagent.agent import run_events as ev
 
 __all__ = ["EntryStream", "BATCH_WINDOW"]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ipyagent.kernel.persistence import pin_notes
 from ipyagent.kernel.runtime import AgentRuntime
 from ipyagent.providers.pricing import warm_up as warm_up_prices
 
@@ -66,7 +67,7 @@ def _announce(runtime: AgentRuntime) -> None:
         counts = ", ".join(f"{name} ({len(slot.session)} entries, from {slot.origin})"
                            for name, slot in result.slots.items())
         lines.append(f"ipyagent: resumed {counts}; the kernel's namespace is new.")
-        lines.extend(runtime.pin_notes(result.slots))
+        lines.extend(pin_notes(runtime.slots, result.slots))
     elif result is not None and result.path is None and not result.pushed and runtime.config.hydrate:
         lines.append("ipyagent: no stored sessions found (no frontend push, notebook path unknown). "
                      "New runs are kept in memory and saved with the notebook through the bridge or the "

@@ -3,7 +3,7 @@
 When a ``%%agent`` run ends with the context above ``Agent.idle_compaction`` of the compaction
 threshold, :class:`IdleCompactor` arms a job: once no cell has been executing for
 ``Agent.idle_compaction_delay`` seconds (IPython's ``pre_execute`` / ``post_execute`` events), a
-worker thread compacts the session exactly as the loop would (``Agent.compact(reason="idle")``:
+worker thread compacts the session exactly as the loop would (``AgentLoop.compact(reason="idle")``:
 the same plan, hooks and entry, with ``trigger: "idle"``), while ordinary cells run. The run's
 budget widget stays live meanwhile ("compacting in the background…", the summary's tokens as they
 arrive) and then shows the new budget; the entry goes to the notebook through the bridge.
@@ -36,7 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipyagent.agent import events as ev
+from ipyagent import host
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.budget import RequestBudget
 from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
 from ipyagent.core import CompactionCancelled
 from ipyagent.display.progress import ProgressLine
@@ -45,6 +47,7 @@ __all__ = ["HEADLESS_FRONTEND", "IdleCompactor", "IdleJob"]
 
 HEADLESS_FRONTEND = "ipyagent-run"  # the bridge frontend of ``ipyagent run`` (bridge/headless.py)
 BACKGROUND = "Compacting in the background…"
+NO_THREADS = "no threads in this kernel (a browser page)"
 
 
 @dataclass
@@ -107,6 +110,21 @@ class IdleCompactor:
 
     # ---- the kernel's activity (IPython events, on the main thread) -----------------------
 
+    def listen(self, events: Any) -> None:
+        """Hear the kernel's activity from IPython's ``shell.events`` (None: a shell without them)."""
+        for name, callback in self._callbacks():
+            if events is not None and callback not in events.callbacks.get(name, []):
+                events.register(name, callback)
+
+    def stop_listening(self, events: Any) -> None:
+        for name, callback in self._callbacks():
+            if events is not None and callback in events.callbacks.get(name, []):
+                events.unregister(name, callback)
+
+    def _callbacks(self) -> list[tuple[str, Callable[..., None]]]:
+        return [("pre_execute", self.pre_execute), ("post_execute", self.post_execute),
+                ("post_run_cell", self.post_run_cell)]
+
     def pre_execute(self) -> None:
         with self._cond:
             self._executing += 1
@@ -130,6 +148,8 @@ class IdleCompactor:
         share = float(runtime.config.idle_compaction or 0)
         if share <= 0:
             return "Agent.idle_compaction is off"
+        if not host.can_start_threads():
+            return NO_THREADS
         if getattr(runtime.shell, "kernel", None) is None:
             return "no kernel (plain IPython)"
         bridge = runtime.bridge
@@ -141,19 +161,19 @@ class IdleCompactor:
             return "automatic compaction is off"
         return None
 
-    def due(self, agent: Any) -> bool:
+    def due(self, budget: RequestBudget) -> bool:
         """Whether the context is above the idle share of the compaction threshold."""
         try:
-            threshold = agent.budget().threshold
+            threshold = budget.fitted().threshold
             share = float(self.runtime.config.idle_compaction)
-            return threshold is not None and agent.request_tokens() > share * threshold
+            return threshold is not None and budget.request_tokens() > share * threshold
         except Exception:  # noqa: BLE001 - no window or model known: nothing to compact against
             return False
 
     def arm(self, run: Any) -> bool:
         """After a run ends: arm a job if one is due; True when it took the run's view (then the job
         closes it when it ends)."""
-        if self.why_not(run) is not None or not self.due(run.agent):
+        if self.why_not(run) is not None or not self.due(run.agent.budget):
             return False
         self.cancel("a new run ended")
         job = IdleJob(run.slot, run.config, view=run.view)
@@ -230,18 +250,18 @@ class IdleCompactor:
             return "replay was turned on"
         if not config.auto_compact:
             return "automatic compaction was turned off"
-        if not self.due(job.slot.agent):
+        if not self.due(job.slot.agent.budget):
             return "the context is below the idle share now"
         return ""
 
     def _compact(self, job: IdleJob) -> None:
         agent, runtime = job.slot.agent, self.runtime
-        job.started, job.before = self._clock(), agent.request_tokens()
+        job.started, job.before = self._clock(), agent.budget.request_tokens()
         unsubscribe = agent.subscribe(lambda event: self._on_event(job, event))
         try:
             ports = runtime.ports_for()
             with agent.using(ports):
-                summarizer = _Cancellable(agent.summarizer(job.cancel, "idle"), job.cancel)
+                summarizer = _Cancellable(agent.compactor.summarizer(job.cancel, "idle"), job.cancel)
                 with agent.using(dataclasses.replace(ports, summarizer=summarizer)):
                     job.entry = agent.compact(reason="idle", cancel=job.cancel)
         finally:
@@ -251,7 +271,7 @@ class IdleCompactor:
             job.outcome = (f"cancelled ({job.cancelled_by or 'cancelled'}): no entry written" if job.cancel.is_set()
                            else f"nothing written ({job.error or 'nothing to compact'})")
             return
-        after = agent.request_tokens()
+        after = agent.budget.request_tokens()
         job.outcome = f"compacted in the background: {job.before:,} → {after:,} tokens in {elapsed:.1f} s"
         bridge = runtime.bridge
         if bridge is not None and bridge.connected:  # else the next run saves it (a journal output)
@@ -355,4 +375,6 @@ class IdleCompactor:
             return "idle compaction: armed (starts when the kernel has been idle a moment)"
         share = float(self.runtime.config.idle_compaction or 0)
         setting = f"above {share:.0%} of the threshold" if share > 0 else "off"
+        if share > 0 and not host.can_start_threads():
+            setting = f"off ({NO_THREADS}: each run compacts in the foreground)"
         return f"idle compaction: {setting}" + (f"; the last one {self.last}" if self.last else "")

@@ -1,7 +1,7 @@
 """Persistence glue between the kernel's sessions and the notebook (``docs/protocol.md``).
 
 On load, sessions come from (1) what a frontend pushed into this kernel
-(``bridge.pending_push()``), (2) the notebook file on disk (hydration: metadata plus journal
+(the shell's push inbox, ``bridge/push.py``), (2) the notebook file on disk (hydration: metadata plus journal
 outputs), (3) ``%agent load PATH``; they are merged by entry id. A session that came back this
 way remembers which entries an earlier kernel wrote; before the next prompt a model answers on a
 path holding such entries, one ``kernel_reset`` entry is appended there (:func:`add_reset_notice`),
@@ -23,16 +23,20 @@ on disk).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent import host
 from ipyagent.agent.budget import restore_learned_window
-from ipyagent.agent.loop import Agent
+from ipyagent.agent.loop import AgentLoop
+from ipyagent.agent.prompt.pinned import active_pins, pins_note
 from ipyagent.agent.run_config import upgrade_saved_settings
-from ipyagent.bridge import comm as bridge_mod
+from ipyagent.bridge.comm import KernelBridge
+from ipyagent.bridge.push import PushInbox
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle
+from ipyagent.providers.models import ModelTable
 from ipyagent.session.intake import LoadReport, sanitize_entries
 from ipyagent.store.hydration import (
     find_notebook_path,
@@ -56,7 +60,7 @@ class SessionSlot:
     persisted: set[str] = field(default_factory=set)
     persisted_leaf: str | None = None
     origin: str = "new"  # "new", "push", "disk", "load"
-    agent: Agent | None = None
+    agent: AgentLoop | None = None
     earlier: set[str] = field(default_factory=set)  # ids an earlier kernel wrote (loaded from the notebook)
     # False after a cell ran with --no-tools: the figures outside a run then count no tools either
     tools_offered: bool = True
@@ -87,24 +91,27 @@ def _problems(report: Any) -> list[str]:
     return [report.summary()] if report is not None and getattr(report, "problems", None) else []
 
 
-def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] | None = None,
-                     explicit_path: str | None = None, hydrate: bool = True) -> LoadResult:
-    """Sessions pushed by a frontend and found on disk, merged by entry id; each slot remembers
-    its loaded entries as ``earlier`` (see :func:`add_reset_notice`)."""
+def collect_sessions(*, user_ns: Mapping[str, Any], inbox: PushInbox, models: ModelTable,
+                     environ: Mapping[str, str] | None = None, explicit_path: str | None = None,
+                     hydrate: bool = True, cell_id: str | None = None) -> LoadResult:
+    """Sessions pushed by a frontend (taken from ``inbox``) and found on disk, merged by entry id;
+    each slot remembers its loaded entries as ``earlier`` (see :func:`add_reset_notice`), and the
+    windows their settings say overflows revealed are taught to ``models`` again. ``cell_id``: the
+    running cell's, which finds the notebook in JupyterLite's ``/drive``."""
     environ = os.environ if environ is None else environ
     result = LoadResult()
     merged = NotebookSessions(None, {})
     origin: dict[str, str] = {}
-    pushed = bridge_mod.pending_push()
+    pushed = inbox.take()
     if pushed is not None:
         result.pushed = True
         found, report = NotebookSessions.from_metadata(pushed, source="frontend push")
         merged.merge(found)
         origin.update((name, "push") for name in found.sessions)
         result.notes.extend(_problems(report))
-    result.notes.extend(bridge_mod.push_errors(clear=True))
+    result.notes.extend(inbox.errors(clear=True))
     if hydrate:
-        path, source = find_notebook_path(user_ns, environ, explicit_path)
+        path, source = find_notebook_path(user_ns, environ, explicit_path, cell_id=cell_id)
         result.path, result.path_source = (str(path) if path else None), source
         if path is not None and path.is_file():
             found, report = hydrate_from_disk(path)
@@ -116,12 +123,23 @@ def collect_sessions(*, user_ns: Mapping[str, Any], environ: Mapping[str, str] |
     for name, stored in merged.sessions.items():
         session = merged.to_session(name)
         slot = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin=origin.get(name, "disk"))
-        restore_learned_window(slot.settings)  # a window an overflow revealed before the restart
+        restore_learned_window(models, slot.settings)  # a window an overflow revealed before the restart
         slot.persisted = {e["id"] for e in session.entries}
         slot.persisted_leaf = session.leaf_id
         slot.earlier = set(slot.persisted)
         result.slots[name] = slot
     return result
+
+
+def pin_notes(slots: Mapping[str, SessionSlot], names: Iterable[str]) -> list[str]:
+    """One line per session of ``names`` that holds pins: they are named, never applied unseen."""
+    lines = []
+    for name in names:
+        slot = slots.get(name)
+        pins = active_pins(slot.session.entries) if slot is not None else []
+        if pins:
+            lines.append(f"ipyagent: session {name!r} holds {pins_note(pins, ' from the notebook')}")
+    return lines
 
 
 def add_reset_notice(slot: SessionSlot) -> dict[str, Any] | None:
@@ -163,7 +181,7 @@ ACK_WAIT = 3.0
 class Persister:
     """Sends what the notebook lacks after each run: the bridge if acknowledged, else a journal."""
 
-    def __init__(self, bridge: bridge_mod.KernelBridge | None = None, display_func: Callable[..., Any] | None = None):
+    def __init__(self, bridge: KernelBridge | None = None, display_func: Callable[..., Any] | None = None):
         self.bridge = bridge
         self._display = display_func
         self.journals = 0
@@ -215,7 +233,8 @@ class Persister:
         header = slot.session.header
         bridge = self.bridge
         stale: list[dict[str, Any]] = []
-        if bridge is not None:  # in a Run All the handshake may still be on its way
+        if bridge is not None and host.can_start_threads():  # in a Run All the handshake may be on its way
+            # (in a browser page nothing reaches the kernel while a cell runs: no wait)
             bridge.wait_for_frontend()
         if bridge is not None and bridge.connected:
             earlier = self._sent_before.get(slot.name, set())

@@ -23,10 +23,10 @@ from typing import Any, Protocol
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.provider_summarizer import summarizer_for
 from ipyagent.agent.replayer import CellRecording, Recording, replay_ports, same_when_replayed
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.persistence import SessionSlot
-from ipyagent.providers.registry import provider_configured, resolve_provider
+from ipyagent.providers.registry import ProviderRegistry
 
 
 class FollowingRuntime(Protocol):
@@ -37,7 +37,7 @@ class FollowingRuntime(Protocol):
     def config(self) -> AgentSettings: ...
     @property
     def slots(self) -> Mapping[str, SessionSlot]: ...
-    def agent_config(self) -> AgentConfig: ...
+    def run_config(self) -> RunConfig: ...
 
 
 @dataclass
@@ -48,7 +48,11 @@ class ReplayAttachment:
 
 
 class ReplayController:
-    def __init__(self) -> None:
+    """The recordings of the kernel's sessions and whether a cell replays one; a live fallback
+    reaches its provider through ``providers`` (the kernel's)."""
+
+    def __init__(self, providers: ProviderRegistry) -> None:
+        self.providers = providers
         self.recordings: dict[str, Recording] = {}
         self.paths: dict[str, list[dict[str, Any]]] = {}  # the recorded path, followed while replaying
         self.runs: Counter[tuple[str, str]] = Counter()
@@ -62,14 +66,14 @@ class ReplayController:
 
     def replays(self, mode: str, model: str, provider_options: dict[str, dict[str, Any]] | None) -> bool:
         """Whether recorded cells replay now (``on``; ``auto`` without a configured provider)."""
-        return mode == "on" or (mode == "auto" and not provider_configured(model, provider_options))
+        return mode == "on" or (mode == "auto" and not self.providers.configured(model, provider_options))
 
     @contextlib.contextmanager
     def following(self, runtime: FollowingRuntime) -> Iterator[None]:
         """Around a command that records entries (``%agent pin`` …): while recorded cells replay,
         every session follows its recorded path, so an entry the command records again is the
         recorded one, and the replayed cells after it still find their recording under the leaf."""
-        config = runtime.agent_config()
+        config = runtime.run_config()
         followed = []
         if self.replays(runtime.config.replay, config.model, config.provider_options):
             for name, slot in runtime.slots.items():
@@ -96,7 +100,7 @@ class ReplayController:
         return self.replays(mode, model, provider_options)
 
     @contextlib.contextmanager
-    def attached(self, session: Any, name: str, cell_id: str, config: AgentConfig, ports: RunPorts, *,
+    def attached(self, session: Any, name: str, cell_id: str, config: RunConfig, ports: RunPorts, *,
                  rerun_tools: bool, notice: Callable[[str], None]) -> Iterator[ReplayAttachment]:
         """The recording of ``cell_id`` for one run: ``ports`` answering from it, and ``session``
         following the recorded path while the block runs."""
@@ -105,11 +109,11 @@ class ReplayController:
         self.runs[(name, cell_id)] += 1
         cell = recording.cell(cell_id, min(run, len(recording.cells[cell_id]) - 1))
         assert cell is not None
-        live = provider_configured(config.model, config.provider_options)
+        live = self.providers.configured(config.model, config.provider_options)
         fallback = fallback_summarizer = None
         if live:
-            fallback = resolve_provider(config.model, config.provider_options)[0]
-            fallback_summarizer = summarizer_for(config)
+            fallback = self.providers.resolve(config.model, config.provider_options)[0]
+            fallback_summarizer = summarizer_for(config, providers=self.providers)
         replayed = replay_ports(cell, ports, fallback=fallback, fallback_summarizer=fallback_summarizer,
                                 rerun_tools=rerun_tools, notice=notice)
         session.follow(self.paths.get(name), same_when_replayed)

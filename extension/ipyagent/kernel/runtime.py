@@ -12,29 +12,29 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ipyagent.agent.budget import LEARNED_WINDOW, learned_window_setting
-from ipyagent.agent.loop import Agent
+from ipyagent.agent.budget import LEARNED_WINDOW, RequestBudget, configured_provider, learned_window_setting
+from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.ports import RunPorts
-from ipyagent.agent.prompt.pinned import active_pins, pins_note
+from ipyagent.agent.prompt.record import SystemPromptRecord
 from ipyagent.agent.redaction import Redactor
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.skills.discovery import find_skills
 from ipyagent.agent.skills.skill_tool import SkillTool
-from ipyagent.agent.tools import ApprovalCallback, Tool, default_tools
-from ipyagent.bridge import comm as bridge_mod
+from ipyagent.agent.tools import ApprovalCallback, Tool
+from ipyagent.bridge.comm import KernelBridge
+from ipyagent.bridge.push import inbox_of
 from ipyagent.core import Session
-from ipyagent.kernel.cell_context import KernelNotebookContext
+from ipyagent.kernel.cell_context import KernelNotebookContext, cell_identity, kernel_notebook_path
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.idle import IdleCompactor
 from ipyagent.kernel.mcp_servers import KernelMcp
-from ipyagent.kernel.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into
+from ipyagent.kernel.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into, pin_notes
 from ipyagent.kernel.ports.activity_recorder import ActivityRecorder
 from ipyagent.kernel.ports.cell_runner import IPythonCellRunner
 from ipyagent.kernel.ports.namespace import namespace_describer
 from ipyagent.kernel.ports.notebook_access import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
-from ipyagent.plugins import Plugins, default_plugins
-from ipyagent.store.hydration import find_notebook_path
+from ipyagent.plugins import Plugins
 
 __all__ = ["AgentRuntime"]
 
@@ -43,15 +43,19 @@ class AgentRuntime:
     def __init__(self, shell: Any, plugins: Plugins | None = None):
         self.shell = shell
         self.config = AgentSettings(parent=shell)
-        self.plugins = plugins or default_plugins()  # the process's: loaded once per kernel (load_plugins)
+        # loaded once per kernel (load_plugins); its registries are the kernel's tools and providers
+        # (with what is known of their models), passed to every run
+        self.plugins = plugins or Plugins()
+        self.providers = self.plugins.providers
         self.slots: dict[str, SessionSlot] = {}
         self.active = "default"
-        self.bridge: bridge_mod.KernelBridge | None = None
+        self.inbox = inbox_of(shell)  # where the frontends' pushes wait (the shell's: they may come first)
+        self.bridge: KernelBridge | None = None
         self.persister = Persister(None)
         self.load_result: LoadResult | None = None
         self.notes: list[str] = []
         self.running = False
-        self.replay = ReplayController()
+        self.replay = ReplayController(self.providers)
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
         self.mcp = KernelMcp(self.config, self.project_mcp_servers)  # servers start at the first prompt
         self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/cell_context.py)
@@ -65,16 +69,12 @@ class AgentRuntime:
     def start(self, *, open_bridge: bool | None = None, hydrate: bool = True) -> None:
         self.running = True
         self.activity.start()
-        events = getattr(self.shell, "events", None)
-        if events is not None:
-            for name, callback in self._idle_events():
-                if callback not in events.callbacks.get(name, []):
-                    events.register(name, callback)
+        self.idle.listen(getattr(self.shell, "events", None))
         if open_bridge is None:
             open_bridge = getattr(self.shell, "kernel", None) is not None
         if open_bridge:
             try:
-                self.bridge = bridge_mod.KernelBridge().open()
+                self.bridge = KernelBridge(inbox=self.inbox).open()
             except Exception as exc:  # noqa: BLE001 - no comm machinery: the journal carries everything
                 self.bridge = None
                 self.notes.append(f"No frontend bridge ({exc}); each run saves its entries in its last output.")
@@ -83,8 +83,9 @@ class AgentRuntime:
             self.hydrate()
 
     def hydrate(self) -> LoadResult:
-        result = collect_sessions(user_ns=self.shell.user_ns, environ=os.environ,
-                                  explicit_path=self.config.notebook_path, hydrate=self.config.hydrate)
+        result = collect_sessions(user_ns=self.shell.user_ns, inbox=self.inbox, models=self.providers.models,
+                                  environ=os.environ, explicit_path=self.config.notebook_path,
+                                  hydrate=self.config.hydrate, cell_id=cell_identity(self.shell)[0])
         self.load_result = result
         for name, slot in result.slots.items():
             if name in self.slots:
@@ -108,9 +109,10 @@ class AgentRuntime:
     def absorb_push(self) -> None:
         """Take sessions a frontend pushed after the extension was loaded (loaded from
         ``ipython_config.py`` before the push, or a page reload into a running kernel)."""
-        if bridge_mod.peek_push() is None:
+        if self.inbox.peek() is None:
             return
-        result = collect_sessions(user_ns=self.shell.user_ns, hydrate=False)
+        result = collect_sessions(user_ns=self.shell.user_ns, inbox=self.inbox, models=self.providers.models,
+                                  hydrate=False)
         for name, slot in result.slots.items():
             if name in self.slots:  # known here: only what the kernel lacks, no reset notice
                 stored = [e for e in slot.session.entries if e["id"] in slot.persisted]
@@ -123,33 +125,15 @@ class AgentRuntime:
                 self.replay.capture(name, slot.session)
                 if len(self.slots) == 1 or result.active == name:
                     self.active = name
-                for line in self.pin_notes([name]):  # shown in the cell that took the push
+                for line in pin_notes(self.slots, [name]):  # shown in the cell that took the push
                     print(line)
         self.notes.extend(result.notes)
-
-    def pin_notes(self, names: Iterable[str]) -> list[str]:
-        """One line per session of ``names`` that holds pins: they are named, never applied unseen."""
-        lines = []
-        for name in names:
-            slot = self.slots.get(name)
-            pins = active_pins(slot.session.entries) if slot is not None else []
-            if pins:
-                lines.append(f"ipyagent: session {name!r} holds {pins_note(pins, ' from the notebook')}")
-        return lines
-
-    def _idle_events(self) -> list[tuple[str, Any]]:
-        return [("pre_execute", self.idle.pre_execute), ("post_execute", self.idle.post_execute),
-                ("post_run_cell", self.idle.post_run_cell)]
 
     def stop(self) -> None:
         self.running = False
         self.activity.stop()
         self.idle.cancel("the extension was unloaded")
-        events = getattr(self.shell, "events", None)
-        if events is not None:
-            for name, callback in self._idle_events():
-                if callback in events.callbacks.get(name, []):
-                    events.unregister(name, callback)
+        self.idle.stop_listening(getattr(self.shell, "events", None))
         if self.bridge is not None:
             try:
                 self.bridge.close()
@@ -163,8 +147,8 @@ class AgentRuntime:
         self.mcp.close()  # every MCP server stopped: no process left behind
 
     def load_plugins(self, reserved_commands: Iterable[str]) -> None:
-        """Load the plugins (once per kernel: a second runtime finds them loaded); a failing one is
-        a note. ``Agent.disabled_plugins`` changed later turns plugins off or on at once."""
+        """Load the plugins (once per kernel: a reloaded extension finds them loaded); a failing one
+        is a note. ``Agent.disabled_plugins`` changed later turns plugins off or on at once."""
         self.notes.extend(self.plugins.load(disabled=self.config.disabled_plugins,
                                             reserved_commands=reserved_commands))
         self.plugins.reserved_commands.update(reserved_commands)
@@ -203,8 +187,8 @@ class AgentRuntime:
 
     # ---- agents ------------------------------------------------------------------------------
 
-    def agent_config(self, **overrides: Any) -> AgentConfig:
-        config = self.config.agent_config(**overrides)
+    def run_config(self, **overrides: Any) -> RunConfig:
+        config = self.config.run_config(**overrides)
         config.secrets = self.mcp.secrets()  # scrubbed from what the session stores, like keys
         return config
 
@@ -212,17 +196,17 @@ class AgentRuntime:
         """What every output of a command is scrubbed with: the environment's keys, those of
         ``Agent.provider_options`` and the user's MCP servers' ``env``, ``headers`` and URL credentials."""
         try:
-            config = self.agent_config()
+            config = self.run_config()
         except Exception:  # noqa: BLE001 - settings that do not make a config (a bad model name…)
             return Redactor.configured(extra=self.mcp.secrets())
         return Redactor.configured(config.provider_options, extra=config.secrets)
 
-    def agent_for(self, slot: SessionSlot, config: AgentConfig, *, tools: Iterable[Tool] | None = None) -> Agent:
+    def agent_for(self, slot: SessionSlot, config: RunConfig, *, tools: Iterable[Tool] | None = None) -> AgentLoop:
         """The slot's agent (kept across runs for its failure tracker), set up for this run: its
         session, these settings and tools, the kernel's namespace, folder and ports."""
-        tool_list = default_tools() if tools is None else list(tools)
+        tool_list = self.plugins.tools.tools() if tools is None else list(tools)
         if slot.agent is None:
-            slot.agent = Agent(slot.session, config=config, tools=tool_list)
+            slot.agent = AgentLoop(slot.session, config=config, tools=tool_list, providers=self.providers)
         cell_runner, notebook_port = self.tool_ports()
         slot.agent.configure(session=slot.session, config=config, tools=tool_list,
                              notebook=KernelNotebookContext(self, slot.name), cwd=os.getcwd(),
@@ -241,7 +225,7 @@ class AgentRuntime:
     def offered_tools(self) -> list[Tool]:
         """The tools a run would offer now, without starting anything: the built-ins, the skill
         tool where it is due, and the tools of the MCP servers already running."""
-        builtins = default_tools()
+        builtins = self.plugins.tools.tools()
         if self.wants_skill_tool() and all(t.name != "skill" for t in builtins):
             builtins.append(SkillTool())
         taken = {t.name for t in builtins}
@@ -253,11 +237,19 @@ class AgentRuntime:
         their definitions)."""
         return self.offered_tools() if slot.tools_offered else []
 
-    def budget_agent(self, slot: SessionSlot | None = None) -> Agent:
-        """The slot's agent set up as its next run would be (:meth:`tools_for`): the one every
-        figure of the budget outside a run comes from (``%agent status``, ``context``, ``mask``)."""
+    def budget_for(self, slot: SessionSlot | None = None) -> RequestBudget:
+        """The budget of the slot's next request, counted as its next run would count it (its
+        settings, :meth:`tools_for`, the notebook's system prompt): every figure of the budget
+        outside a run comes from it (``%agent status``, ``context``, ``mask``, the explorer, the
+        teaching helpers); no agent is set up for it."""
         slot = slot or self.slot()
-        return self.agent_for(slot, self.agent_config(), tools=self.tools_for(slot))
+        config = self.run_config()
+        tools = self.tools_for(slot)
+        offered = {t.name for t in tools}
+        record = SystemPromptRecord(config.system_prompt, KernelNotebookContext(self, slot.name))
+        session = slot.session
+        return RequestBudget(session, config, [t.spec() for t in tools], lambda: record.text(session, offered),
+                             self.providers, configured_provider(config, self.providers))
 
     def ports_for(self, *, approve: ApprovalCallback | None = None) -> RunPorts:
         """What a run in this kernel takes from outside: ``approve`` for the calls that ask, and the
@@ -269,7 +261,7 @@ class AgentRuntime:
         """The folder read-only tools read without asking: the notebook's, found the way hydration
         finds the notebook (Agent.notebook_path, __session__, JPY_SESSION_NAME, __vsc_ipynb_file__),
         else the kernel's working directory."""
-        path, _ = find_notebook_path(self.shell.user_ns, os.environ, self.config.notebook_path)
+        path, _ = kernel_notebook_path(self.shell, self.config.notebook_path)
         return os.path.dirname(os.path.abspath(path)) if path is not None else os.getcwd()
 
     def project_mcp_servers(self) -> tuple[list[Any], list[str]]:
@@ -287,25 +279,25 @@ class AgentRuntime:
             self._notebook_port = KernelNotebook(self.shell, lambda: self.bridge, lambda: self.config.notebook_path)
         return self._cell_runner, self._notebook_port
 
-    def settings_of(self, slot: SessionSlot, config: AgentConfig | None = None) -> dict[str, Any]:
+    def settings_of(self, slot: SessionSlot, config: RunConfig | None = None) -> dict[str, Any]:
         settings = dict(slot.settings)
-        config = config or self.agent_config()
+        config = config or self.run_config()
         settings.update(config.saved_settings())
-        learned = learned_window_setting(config.model)
+        learned = learned_window_setting(self.providers.models, config.model)
         if learned:  # survives a restart and a reopen, and `ipyagent inspect` reads it
             settings[LEARNED_WINDOW] = learned
         slot.settings = settings
         return settings
 
-    def persist(self, slot: SessionSlot, config: AgentConfig | None = None, *, force: bool = False) -> str | None:
-        config = config or self.agent_config()
+    def persist(self, slot: SessionSlot, config: RunConfig | None = None, *, force: bool = False) -> str | None:
+        config = config or self.run_config()
         return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
                                       force=force, redact=Redactor.configured(config.provider_options).data)
 
-    def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], config: AgentConfig | None = None) -> None:
+    def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], config: RunConfig | None = None) -> None:
         """Send entries a running run just made (``kernel/entry_stream.py``), redacted like
         :meth:`persist`'s."""
-        config = config or self.agent_config()
+        config = config or self.run_config()
         self.persister.stream(slot, entries, self.settings_of(slot, config), active=slot.name == self.active,
                               redact=Redactor.configured(config.provider_options).data)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ipyagent.agent.budget import RequestBudget
 from ipyagent.display.teaching import CompactionSpy, Drawing, context_preview, timeline, usage_table
 
 __all__ = ["CompactionSpy", "Drawing", "context_preview", "context_tokens", "current_session", "overhead_tokens",
@@ -33,16 +34,17 @@ def current_session(name: str | None = None) -> Any:
     return _runtime().slot(name).session
 
 
-def _budget_agent() -> Any:
-    return _runtime().budget_agent()
+def _budget() -> RequestBudget:
+    budget: RequestBudget = _runtime().budget_for()
+    return budget
 
 
 def overhead_tokens() -> int:
     """The system prompt and the tool definitions as the budget counts them (sent with every request):
     the widget's "system + tools"."""
-    return int(_budget_agent().fixed_tokens())
+    return _budget().fixed_tokens()
 
 
 def context_tokens() -> int:
     """The context as the budget counts it: the widget's total, and the "after" of a compaction's note."""
-    return int(_budget_agent().request_tokens())
+    return _budget().request_tokens()

@@ -10,15 +10,13 @@ providers and transports are plugins too. ``manager.py`` loads them, once per ke
         register(word_count, read_only=True)
 """
 
-from ipyagent.hooks import hookimpl, hookspec
+from ipyagent.plugin_markers import hookimpl, hookspec
 from ipyagent.plugins.manager import (
     ENTRY_POINT_GROUP,
     HOOKS_GROUP,
     PluginCommand,
     PluginRecord,
     Plugins,
-    default_plugins,
 )
 
-__all__ = ["ENTRY_POINT_GROUP", "HOOKS_GROUP", "PluginCommand", "PluginRecord", "Plugins", "default_plugins",
-           "hookimpl", "hookspec"]
+__all__ = ["ENTRY_POINT_GROUP", "HOOKS_GROUP", "PluginCommand", "PluginRecord", "Plugins", "hookimpl", "hookspec"]

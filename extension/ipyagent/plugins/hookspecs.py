@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ipyagent.hooks import hookspec
+from ipyagent.plugin_markers import hookspec
 
 
 class PluginSpec:

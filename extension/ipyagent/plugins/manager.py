@@ -2,9 +2,13 @@
 the older ``ipyagent.hooks`` group, whose entry points are functions of the hook registry), each
 called through the hooks of ``hookspecs.py`` with a ``register`` that records what it added.
 
-One :class:`Plugins` per process (:func:`default_plugins`), loaded once, when the extension loads.
-A plugin that fails (its import, a hook, a registration) is named in one line, what it had added is
-taken back, and the others load. A disabled plugin (``Agent.disabled_plugins``) is not called; one
+One :class:`Plugins` per kernel, held by its runtime and loaded once, when the extension loads. It
+owns the registries the plugins fill: the tools (``plugins.tools``) and the providers with what is
+known of their models (``plugins.providers``), each laid over the user's own (``USER_TOOLS``,
+``USER_PROVIDERS``); the runtime passes them to every run.
+
+A plugin that fails (its import, a hook, a registration) is named in one line, what it had added
+is taken back, and the others load. A disabled plugin (``Agent.disabled_plugins``) is not called; one
 disabled later has what it added taken back, and one enabled again is called then.
 """
 
@@ -22,15 +26,16 @@ import pluggy
 
 from ipyagent.agent.mcp import transports as mcp_transports
 from ipyagent.agent.tools import builtin as builtin_tools
-from ipyagent.agent.tools import tool_registry
-from ipyagent.hooks import EVENTS, PROJECT, HookRegistry, hookimpl
+from ipyagent.agent.tools.tool_registry import USER_TOOLS, ToolRegistry, as_tool
+from ipyagent.hooks import SESSION_HOOKS, HookRegistry
 from ipyagent.hooks import hooks as process_hooks
+from ipyagent.plugin_markers import PROJECT, hookimpl
 from ipyagent.plugins.hookspecs import PluginSpec
 from ipyagent.providers import builtin as builtin_providers
-from ipyagent.providers import registry as provider_registry
+from ipyagent.providers.registry import USER_PROVIDERS, ProviderRegistry
 from ipyagent.text import one_line
 
-__all__ = ["ENTRY_POINT_GROUP", "HOOKS_GROUP", "PluginCommand", "PluginRecord", "Plugins", "default_plugins"]
+__all__ = ["ENTRY_POINT_GROUP", "HOOKS_GROUP", "PluginCommand", "PluginRecord", "Plugins"]
 
 ENTRY_POINT_GROUP = PROJECT  # "ipyagent"
 HOOKS_GROUP = "ipyagent.hooks"  # the first plugin surface: an entry point is ``fn(hooks)``
@@ -127,10 +132,15 @@ def _installed(group: str) -> Iterable[Any]:
 
 
 class Plugins:
-    """The plugin manager (pluggy's, with the specs of ``hookspecs.py``) and what each plugin added."""
+    """The plugin manager (pluggy's, with the specs of ``hookspecs.py``), what each plugin added,
+    and the registries they add to (``tools``, ``providers``: new ones laid over the user's, unless
+    given)."""
 
     def __init__(self, *, entry_points: EntryPoints = _installed, hooks: HookRegistry = process_hooks,
-                 builtins: Iterable[tuple[str, Any]] = BUILTINS):
+                 builtins: Iterable[tuple[str, Any]] = BUILTINS, tools: ToolRegistry | None = None,
+                 providers: ProviderRegistry | None = None):
+        self.tools = tools if tools is not None else ToolRegistry(user=USER_TOOLS)
+        self.providers = providers if providers is not None else ProviderRegistry(user=USER_PROVIDERS)
         self.manager = pluggy.PluginManager(PROJECT)
         self.manager.add_hookspecs(PluginSpec)
         self.entry_points = entry_points
@@ -251,19 +261,17 @@ class Plugins:
         return lambda transport, *args, **options: self._add_transport(record, transport, *args, **options)
 
     def _add_tool(self, record: PluginRecord, item: Any, **options: Any) -> Any:
-        tool = tool_registry.as_tool(item, **options)
-        self._keep_undo(record, "tool", tool.name, tool, tool_registry.add_tool(tool),
-                        current=tool_registry.find_tool, put=tool_registry.add_tool,
-                        remove=tool_registry.unregister_tool)
+        tool = as_tool(item, **options)
+        self._keep_undo(record, "tool", tool.name, tool, self.tools.add(tool),
+                        current=self.tools.find, put=self.tools.add, remove=self.tools.remove)
         return item
 
     def _add_provider(self, record: PluginRecord, name: str, factory: Callable[..., Any]) -> None:
         def put(value: Callable[..., Any]) -> Any:
-            return provider_registry.register_provider(name, value)
+            return self.providers.register(name, value)
 
         self._keep_undo(record, "provider", name, factory, put(factory),
-                        current=provider_registry.provider_factory, put=put,
-                        remove=provider_registry.unregister_provider)
+                        current=self.providers.registered, put=put, remove=self.providers.unregister)
 
     @staticmethod
     def _keep_undo(record: PluginRecord, kind: str, name: str, value: Any, previous: Any, *,
@@ -306,11 +314,11 @@ class Plugins:
         record.registered.append(Registration("command", name, undo))
 
     def _call_register_hooks(self, record: PluginRecord, caller: Any) -> None:
-        before = {event: list(self.hooks.handlers.get(event, [])) for event in EVENTS}
+        before = {event: list(self.hooks.handlers.get(event, [])) for event in SESSION_HOOKS}
         try:
             caller(hooks=self.hooks)
         finally:  # what it added before failing is taken back with the rest
-            for event in EVENTS:
+            for event in SESSION_HOOKS:
                 for handler in self.hooks.handlers.get(event, []):
                     if handler not in before[event]:
                         record.registered.append(Registration("hook", event, self._unhook(event, handler)))
@@ -336,14 +344,3 @@ class Plugins:
         lines = [f"{r.name:<{width}}  [{r.state}] {r.source}: {r.summary()}" for r in self.records.values()]
         lines.append("Turn one off with %config Agent.disabled_plugins = ['NAME']; docs/extending.md writes one.")
         return "\n".join(lines)
-
-
-_default: Plugins | None = None
-
-
-def default_plugins() -> Plugins:
-    """The process's plugins (one kernel: one set), made on first use."""
-    global _default
-    if _default is None:
-        _default = Plugins()
-    return _default

@@ -23,7 +23,6 @@ from ipyagent.providers.errors import (
     ServerError,
     StreamInterrupted,
 )
-from ipyagent.providers.models import context_window, learn_from_error, learn_window, model_info, set_override
 from ipyagent.providers.overflow import is_context_overflow, is_overflow_error, is_silent_overflow
 from ipyagent.providers.provider import (
     MessageDone,
@@ -40,11 +39,24 @@ from ipyagent.providers.provider import (
     ToolSpec,
     UsageUpdate,
 )
-from ipyagent.providers.registry import parse_model_string, register_provider, resolve_provider
+from ipyagent.providers.registry import (
+    USER_PROVIDERS,
+    ProviderRegistry,
+    context_window,
+    default_registry,
+    learn_from_error,
+    learn_window,
+    model_info,
+    parse_model_string,
+    register_provider,
+    resolve_provider,
+    set_override,
+)
 from ipyagent.providers.transport.retry import complete, error_message, stream_with_retry
 from ipyagent.providers.transport.streaming import interrupt
 
 __all__ = [
+    "USER_PROVIDERS",
     "AnthropicProvider",
     "AuthenticationError",
     "BadRequestError",
@@ -59,6 +71,7 @@ __all__ = [
     "Provider",
     "ProviderError",
     "ProviderNote",
+    "ProviderRegistry",
     "RateLimitError",
     "Retrying",
     "ServerError",
@@ -73,6 +86,7 @@ __all__ = [
     "UsageUpdate",
     "complete",
     "context_window",
+    "default_registry",
     "error_message",
     "interrupt",
     "is_context_overflow",

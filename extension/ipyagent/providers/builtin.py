@@ -8,7 +8,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ipyagent.hooks import hookimpl
+from ipyagent.plugin_markers import hookimpl
 from ipyagent.providers.apis.anthropic import AnthropicProvider
 from ipyagent.providers.apis.openai_chat import OpenAIChatProvider
 from ipyagent.providers.apis.openai_responses import OpenAIResponsesProvider

@@ -21,6 +21,10 @@ Lookup is by model id with longest-prefix matching, so dated ids (``claude-sonne
 ``gpt-4o-2024-08-06``) and Ollama tags (``qwen2.5-coder:7b``) find their family. Precedence: a
 configured override, else the table; a learned window caps either (a server can only be as
 large as it says it is).
+
+The table is constant; the overrides and the learned windows are a :class:`ModelTable`'s, which a
+provider registry holds (``providers/registry.py``: the kernel's belongs to its runtime's plugin
+manager, and the user's ``set_override`` reaches every one through the user's registry).
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TypedDict
+
+__all__ = ["MODELS", "ModelInfo", "ModelTable", "table_info"]
 
 
 @dataclass(frozen=True)
@@ -79,10 +86,7 @@ class _Override(TypedDict, total=False):
     vision: bool
 
 
-_BY_ID = {m.id: m for m in MODELS}
-_lock = threading.Lock()
-_overrides: dict[tuple[str, str], _Override] = {}
-_learned: dict[tuple[str, str], int] = {}
+_BY_ID = MappingProxyType({m.id: m for m in MODELS})  # read-only
 
 
 def _candidates(model: str) -> list[str]:
@@ -93,7 +97,8 @@ def _candidates(model: str) -> list[str]:
     return names
 
 
-def _table_lookup(model: str) -> ModelInfo | None:
+def table_info(model: str) -> ModelInfo | None:
+    """The bundled table's entry for ``model`` (exact, else its longest family prefix), or None."""
     for name in _candidates(model.lower()):
         if name in _BY_ID:
             return _BY_ID[name]
@@ -106,92 +111,92 @@ def _table_lookup(model: str) -> ModelInfo | None:
     return best
 
 
-def set_override(provider: str, model: str, *, context_window: int | None = None, max_output: int | None = None,
-                 reasoning: bool | None = None, vision: bool | None = None) -> None:
-    """Configuration: the window (etc.) to use for ``provider:model`` whatever the table says."""
-    fields: _Override = {}
-    if context_window is not None:
-        fields["context_window"] = context_window
-    if max_output is not None:
-        fields["max_output"] = max_output
-    if reasoning is not None:
-        fields["reasoning"] = reasoning
-    if vision is not None:
-        fields["vision"] = vision
-    with _lock:
-        _overrides[(provider, model)] = fields
+class ModelTable:
+    """The bundled table with what configuration and errors added: the overrides set for a
+    ``provider:model`` (:meth:`set_override`) and the windows overflow errors revealed
+    (:meth:`learn_window`). Where this table has neither for a model, those of ``base`` apply
+    (the user's, laid under a kernel's). Thread-safe."""
 
+    def __init__(self, base: ModelTable | None = None) -> None:
+        self.base = base
+        self._lock = threading.Lock()
+        self._overrides: dict[tuple[str, str], _Override] = {}
+        self._learned: dict[tuple[str, str], int] = {}
 
-def clear_overrides() -> None:
-    with _lock:
-        _overrides.clear()
-        _learned.clear()
+    def set_override(self, provider: str, model: str, *, context_window: int | None = None,
+                     max_output: int | None = None, reasoning: bool | None = None,
+                     vision: bool | None = None) -> None:
+        """Configuration: the window (etc.) to use for ``provider:model`` whatever the table says."""
+        fields: _Override = {}
+        if context_window is not None:
+            fields["context_window"] = context_window
+        if max_output is not None:
+            fields["max_output"] = max_output
+        if reasoning is not None:
+            fields["reasoning"] = reasoning
+        if vision is not None:
+            fields["vision"] = vision
+        with self._lock:
+            self._overrides[(provider, model)] = fields
 
+    def override(self, provider: str, model: str) -> _Override:
+        """The fields set for ``provider:model`` (here, else in ``base``); empty when none."""
+        with self._lock:
+            found = self._overrides.get((provider, model))
+        if found is None:
+            return self.base.override(provider, model) if self.base is not None else _Override()
+        return found.copy()
 
-def learn_window(provider: str, model: str, n: int) -> None:
-    """Record the window a server revealed (an overflow error's ``n_ctx`` or "maximum … is N")."""
-    if n and n > 0:
-        with _lock:
-            _learned[(provider, model)] = int(n)
+    def learn_window(self, provider: str, model: str, n: int) -> None:
+        """Record the window a server revealed (an overflow error's ``n_ctx`` or "maximum … is N")."""
+        if n and n > 0:
+            with self._lock:
+                self._learned[(provider, model)] = int(n)
 
+    def learn_from_error(self, provider: str, model: str, error: BaseException) -> int | None:
+        """If ``error`` is an overflow that revealed the real window, remember it; returns the window."""
+        window = getattr(error, "context_window", None)
+        if isinstance(window, int) and window > 0:
+            self.learn_window(provider, model, window)
+            return window
+        return None
 
-def learn_from_error(provider: str, model: str, error: BaseException) -> int | None:
-    """If ``error`` is an overflow that revealed the real window, remember it; returns the window."""
-    window = getattr(error, "context_window", None)
-    if isinstance(window, int) and window > 0:
-        learn_window(provider, model, window)
-        return window
-    return None
+    def learned_window(self, provider: str, model: str) -> int | None:
+        with self._lock:
+            found = self._learned.get((provider, model))
+        if found is None and self.base is not None:
+            return self.base.learned_window(provider, model)
+        return found
 
+    def info(self, provider: str, model: str) -> ModelInfo | None:
+        """The effective facts for ``provider:model``, or None when nothing is known."""
+        info = table_info(model)
+        override = self.override(provider, model)
+        if override:
+            base = info or ModelInfo(model, 0, 0, False, "")
+            info = dataclasses.replace(base, **override)
+        learned = self.learned_window(provider, model)
+        if learned:
+            base = info or ModelInfo(model, learned, 0, False, "")
+            window = min(base.context_window, learned) if base.context_window else learned
+            info = dataclasses.replace(base, context_window=window)
+        return info
 
-def learned_window(provider: str, model: str) -> int | None:
-    return _learned.get((provider, model))
+    def known_window(self, provider: str, model: str) -> tuple[int | None, str, str]:
+        """(window, source, vendor) from configuration (:meth:`set_override`, source ``"config"``) or
+        the table (``"table"``), leaving out what errors taught; (None, "", "") when neither knows."""
+        override = self.override(provider, model)
+        info = table_info(model)
+        if override.get("context_window"):
+            return int(override["context_window"]), "config", info.vendor if info else ""
+        if info and info.context_window:
+            return info.context_window, "table", info.vendor
+        return None, "", ""
 
+    def context_window(self, provider: str, model: str) -> int | None:
+        info = self.info(provider, model)
+        return info.context_window if info and info.context_window else None
 
-def model_info(provider: str, model: str) -> ModelInfo | None:
-    """The effective facts for ``provider:model``, or None when nothing is known."""
-    info = _table_lookup(model)
-    override = _overrides.get((provider, model))
-    if override:
-        base = info or ModelInfo(model, 0, 0, False, "")
-        info = dataclasses.replace(base, **override)
-    learned = _learned.get((provider, model))
-    if learned:
-        base = info or ModelInfo(model, learned, 0, False, "")
-        window = min(base.context_window, learned) if base.context_window else learned
-        info = dataclasses.replace(base, context_window=window)
-    return info
-
-
-def known_window(provider: str, model: str) -> tuple[int | None, str, str]:
-    """(window, source, vendor) from configuration (``set_override``, source ``"config"``) or the
-    table (``"table"``), leaving out what errors taught; (None, "", "") when neither knows."""
-    with _lock:
-        override = _overrides.get((provider, model), _Override()).copy()
-    info = _table_lookup(model)
-    if override.get("context_window"):
-        return int(override["context_window"]), "config", info.vendor if info else ""
-    if info and info.context_window:
-        return info.context_window, "table", info.vendor
-    return None, "", ""
-
-
-def context_window(provider: str, model: str) -> int | None:
-    info = model_info(provider, model)
-    return info.context_window if info and info.context_window else None
-
-
-def max_output(provider: str, model: str) -> int | None:
-    info = model_info(provider, model)
-    return info.max_output if info and info.max_output else None
-
-
-def is_reasoning(provider: str, model: str) -> bool:
-    info = model_info(provider, model)
-    return bool(info and info.reasoning)
-
-
-def accepts_images(provider: str, model: str) -> bool:
-    """Whether image blocks may be sent to ``provider:model`` (unknown models: no)."""
-    info = model_info(provider, model)
-    return bool(info and info.vision)
+    def max_output(self, provider: str, model: str) -> int | None:
+        info = self.info(provider, model)
+        return info.max_output if info and info.max_output else None

@@ -117,6 +117,8 @@ def is_silent_overflow(message: dict[str, Any], context_window: int | None) -> b
     if not context_window or message.get("stopReason") != "stop":
         return False
     usage = message.get("usage") or {}
+    if usage.get("serverToolUse"):  # Anthropic adds up its own tool iterations' input: not the context
+        return False
     return (usage.get("input", 0) or 0) + (usage.get("cacheRead", 0) or 0) > context_window
 
 

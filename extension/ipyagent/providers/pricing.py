@@ -19,6 +19,8 @@ import threading
 from decimal import Decimal
 from typing import Any
 
+from ipyagent import host
+
 log = logging.getLogger(__name__)
 
 # ipyagent provider name -> genai-prices provider id (other names are looked up as they are)
@@ -36,8 +38,11 @@ def warm_up() -> None:
     """Load genai-prices and its snapshot in the background (about half a second, once per
     process), so the first reply is not kept waiting for it: ``%load_ext ipyagent`` starts it, and
     so does every provider call (for programs without the extension). A reply that ends while it
-    still loads waits for the rest of it when it is priced (the import's own lock)."""
+    still loads waits for the rest of it when it is priced (the import's own lock). Where no thread
+    can start (a browser page's kernel) it does nothing: the first reply priced loads it."""
     global _warming
+    if not host.can_start_threads():
+        return
     with _lock:
         if _warming is not None:
             return

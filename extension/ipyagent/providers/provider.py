@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ipyagent.providers.models import ModelInfo, table_info
+
 
 @dataclass
 class ToolSpec:
@@ -36,6 +38,13 @@ class ModelRequest:
     temperature: float | None = None
     # Free-form extras a hook (before_provider_request) may use; never secrets.
     options: dict[str, Any] = field(default_factory=dict)
+    # What the caller's registry knows of the model (the table with its overrides and learned
+    # windows: providers/registry.py); None: the bundled table alone.
+    model_info: ModelInfo | None = None
+
+    def info(self) -> ModelInfo | None:
+        """What is known of the model: :attr:`model_info`, else the bundled table's entry."""
+        return self.model_info or table_info(self.model)
 
 
 # ---- stream events -------------------------------------------------------------------------

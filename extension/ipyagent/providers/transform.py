@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ipyagent.providers import models
+from ipyagent.providers.models import table_info
 
 _ANTHROPIC_ID_BAD = re.compile(r"[^a-zA-Z0-9_-]")
 NO_RESULT_TEXT = "No result provided (the tool call was interrupted)."
@@ -62,71 +62,91 @@ def _without_images(message: dict[str, Any], note: str) -> dict[str, Any]:
 
 def prepare_history(messages: list[dict[str, Any]], *, api: str, provider: str, model: str,
                     tool_id: Callable[[str], str], images: bool | None = None) -> list[dict[str, Any]]:
-    """``images``: whether the target accepts image blocks (default: the model table says)."""
+    """``images``: whether the target accepts image blocks (default: the bundled model table says;
+    a provider passes what its request's registry knows, overrides included)."""
     if images is None:
-        images = models.accepts_images(provider, model)
+        info = table_info(model)
+        images = bool(info and info.vision)
     note = IMAGE_OMITTED.format(model=f"{provider}:{model}")
-    out: list[dict[str, Any]] = []
-    pending: dict[str, str] = {}  # wire id -> tool name, calls still waiting for a result
-    scope: dict[str, str] = {}  # original id -> wire id, for the latest assistant message's calls
-    used: set[str] = set()  # wire ids so far: a server reusing "call_0" every turn must not collide
-
-    def close_pending() -> None:
-        for call_id, name in pending.items():
-            out.append({"role": "toolResult", "toolCallId": call_id, "toolName": name,
-                        "content": [{"type": "text", "text": NO_RESULT_TEXT}], "isError": True})
-        pending.clear()
-
+    history = _History(api, provider, model, tool_id)
     for message in messages:
         role = message.get("role")
         if not images and role in ("user", "toolResult"):
             message = _without_images(message, note)
         if role == "assistant":
-            stop = message.get("stopReason")
-            if stop == "error":
-                continue
-            close_pending()
-            scope = {}
-            same = _same_model(message, api, provider, model)
-            content: list[dict[str, Any]] = []
-            blocks = message.get("content") or []
-            if isinstance(blocks, str):  # as Pi's session files may hold it
-                blocks = [{"type": "text", "text": blocks}]
-            for block in blocks:
-                kind = block.get("type")
-                if kind == "text":
-                    if block.get("text"):
-                        content.append(block)
-                elif kind == "thinking":
-                    if same and (block.get("thinkingSignature") or block.get("thinking")):
-                        content.append(block)
-                    elif block.get("thinking", "").strip() and not block.get("redacted"):
-                        content.append({"type": "text", "text": block["thinking"]})
-                elif kind == "toolCall" and stop != "aborted":
-                    original = str(block.get("id") or "")
-                    wire, n = tool_id(original), 1
-                    while wire in used:
-                        n += 1
-                        wire = tool_id(f"{original}_{n}")
-                    used.add(wire)
-                    scope[original] = wire
-                    pending[wire] = block.get("name", "")
-                    content.append({**block, "id": wire})
-            if content:
-                out.append({**message, "content": content})
+            history.assistant(message)
         elif role == "toolResult":
-            answered = scope.get(str(message.get("toolCallId") or ""))  # the wire id of its call
-            if answered is None or answered not in pending:
-                continue
-            del pending[answered]
-            out.append({**message, "toolCallId": answered})
+            history.tool_result(message)
         else:
-            close_pending()
+            history.close_pending()
             if role != "user":  # an unconverted custom role: the model sees it as user text
                 message = {"role": "user", "content": message.get("content", "")}
-            out.append(message)
-    close_pending()
-    return out
+            history.out.append(message)
+    history.close_pending()
+    return history.out
+
+
+class _History:
+    """The history being prepared, and the tool calls in it: the wire ids given so far and the
+    calls of the latest assistant message still waiting for a result."""
+
+    def __init__(self, api: str, provider: str, model: str, tool_id: Callable[[str], str]) -> None:
+        self.api, self.provider, self.model, self.tool_id = api, provider, model, tool_id
+        self.out: list[dict[str, Any]] = []
+        self.pending: dict[str, str] = {}  # wire id -> tool name, calls still waiting for a result
+        self.scope: dict[str, str] = {}  # original id -> wire id, for the latest assistant message's calls
+        self.used: set[str] = set()  # wire ids so far: a server reusing "call_0" every turn must not collide
+
+    def close_pending(self) -> None:
+        for call_id, name in self.pending.items():
+            self.out.append({"role": "toolResult", "toolCallId": call_id, "toolName": name,
+                             "content": [{"type": "text", "text": NO_RESULT_TEXT}], "isError": True})
+        self.pending.clear()
+
+    def assistant(self, message: dict[str, Any]) -> None:
+        stop = message.get("stopReason")
+        if stop == "error":
+            return
+        self.close_pending()
+        self.scope = {}
+        same = _same_model(message, self.api, self.provider, self.model)
+        content: list[dict[str, Any]] = []
+        blocks = message.get("content") or []
+        if isinstance(blocks, str):  # as Pi's session files may hold it
+            blocks = [{"type": "text", "text": blocks}]
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "text":
+                if block.get("text"):
+                    content.append(block)
+            elif kind == "thinking":
+                if same and (block.get("thinkingSignature") or block.get("thinking")):
+                    content.append(block)
+                elif block.get("thinking", "").strip() and not block.get("redacted"):
+                    content.append({"type": "text", "text": block["thinking"]})
+            elif kind == "toolCall" and stop != "aborted":
+                content.append({**block, "id": self.wire_id(block)})
+        if content:
+            self.out.append({**message, "content": content})
+
+    def wire_id(self, call: dict[str, Any]) -> str:
+        """A wire id for the call (unique in the history), now waiting for its result."""
+        original = str(call.get("id") or "")
+        wire, n = self.tool_id(original), 1
+        while wire in self.used:
+            n += 1
+            wire = self.tool_id(f"{original}_{n}")
+        self.used.add(wire)
+        self.scope[original] = wire
+        self.pending[wire] = call.get("name", "")
+        return wire
+
+    def tool_result(self, message: dict[str, Any]) -> None:
+        answered = self.scope.get(str(message.get("toolCallId") or ""))  # the wire id of its call
+        if answered is None or answered not in self.pending:
+            return
+        del self.pending[answered]
+        self.out.append({**message, "toolCallId": answered})
 
 
 def image_data_url(block: dict[str, Any]) -> str:

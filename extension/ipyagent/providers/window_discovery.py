@@ -23,7 +23,8 @@ a server trickling its answer a byte a second is cut off, not waited for read by
 the whole probe (``PROBE_DEADLINE``); a probe still under way after that counts as failed, so no
 later prompt waits for it. A window is taken only between ``MIN_WINDOW`` and ``MAX_WINDOW``
 tokens; any other value (``1``, ``1e308``, ``"²"``) is skipped with a note and the next field is
-read. Answers, failures included, are cached per base URL and model for the life of the process.
+read. Answers, failures included, are cached per base URL and model by a :class:`WindowDiscovery`,
+which a provider registry holds (the kernel's: for the life of the kernel).
 The same thread counts a sample text with the server's tokenizer where it has one (``POST
 /tokenize`` of llama.cpp and vLLM, ``POST /extras/tokenize`` of llama-cpp-python), for calibrating
 the chars/4 estimate.
@@ -351,71 +352,73 @@ def probe(provider: Any, model: str, sample: str = "") -> Discovery:
 
 # ---- the cache --------------------------------------------------------------------------------
 
-_lock = threading.Lock()
-_cache: dict[tuple[str, str], Discovery] = {}
-_running: dict[tuple[str, str], tuple[threading.Thread, float]] = {}  # and when it started
-
 
 def supports_discovery(provider: Any) -> bool:
     return (bool(getattr(provider, "discovers_window", False)) and isinstance(getattr(provider, "base_url", None), str)
             and callable(getattr(provider, "request_target", None)))
 
 
-def cached(provider: Any, model: str) -> Discovery | None:
-    """The cached answer for this provider's base URL and ``model`` (never asks)."""
-    if not supports_discovery(provider):
-        return None
-    return _cache.get((provider.base_url, model))
+class WindowDiscovery:
+    """What servers said, per base URL and model, and the probes under way (each in a thread)."""
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[str, str], Discovery] = {}
+        self._running: dict[tuple[str, str], tuple[threading.Thread, float]] = {}  # and when it started
 
-def discover(provider: Any, model: str, *, sample: str = "", wait: float = DEFAULT_WAIT) -> Discovery | None:
-    """Start asking unless the answer is cached (or being fetched); wait at most ``wait`` seconds.
-    Returns the answer, or None while it is still on its way. A probe still running well past
-    ``PROBE_DEADLINE`` (a server stuck in a way no read timeout sees) is given up: its failure is
-    remembered, and nobody waits for it again."""
-    if not supports_discovery(provider):
-        return None
-    key = (provider.base_url, model)
-    with _lock:
-        known = _cache.get(key)
-        if known is not None and not known.provisional:
-            return known
-        running = _running.get(key)
-        if running is not None and time.monotonic() - running[1] > PROBE_DEADLINE + 2 * PROBE_TIMEOUT:
-            _running.pop(key)
-            _cache[key] = known = Discovery(error=f"{strip_url_credentials(provider.base_url)} did not answer "
-                                                  f"within {PROBE_DEADLINE:g} s")
-            return known
-        if running is None:
-            if known is not None:
-                known.provisional = False  # ask again once, then keep whatever comes
-            thread = threading.Thread(target=_run, args=(key, provider, model, sample),
-                                      name="ipyagent-window-discovery", daemon=True)
-            running = _running[key] = (thread, time.monotonic())
-            thread.start()
-    running[0].join(max(0.0, wait))
-    with _lock:
-        return _cache.get(key) if key not in _running else None
+    def cached(self, provider: Any, model: str) -> Discovery | None:
+        """The cached answer for this provider's base URL and ``model`` (never asks)."""
+        if not supports_discovery(provider):
+            return None
+        with self._lock:
+            return self._cache.get((provider.base_url, model))
 
+    def discover(self, provider: Any, model: str, *, sample: str = "", wait: float = DEFAULT_WAIT) -> Discovery | None:
+        """Start asking unless the answer is cached (or being fetched); wait at most ``wait`` seconds.
+        Returns the answer, or None while it is still on its way. A probe still running well past
+        ``PROBE_DEADLINE`` (a server stuck in a way no read timeout sees) is given up: its failure is
+        remembered, and nobody waits for it again."""
+        if not supports_discovery(provider):
+            return None
+        key = (provider.base_url, model)
+        with self._lock:
+            known = self._cache.get(key)
+            if known is not None and not known.provisional:
+                return known
+            running = self._running.get(key)
+            if running is not None and time.monotonic() - running[1] > PROBE_DEADLINE + 2 * PROBE_TIMEOUT:
+                self._running.pop(key)
+                self._cache[key] = known = Discovery(error=f"{strip_url_credentials(provider.base_url)} did not "
+                                                           f"answer within {PROBE_DEADLINE:g} s")
+                return known
+            if running is None:
+                if known is not None:
+                    known.provisional = False  # ask again once, then keep whatever comes
+                thread = threading.Thread(target=self._run, args=(key, provider, model, sample),
+                                          name="ipyagent-window-discovery", daemon=True)
+                running = self._running[key] = (thread, time.monotonic())
+                thread.start()
+        running[0].join(max(0.0, wait))
+        with self._lock:
+            return self._cache.get(key) if key not in self._running else None
 
-def _run(key: tuple[str, str], provider: Any, model: str, sample: str) -> None:
-    try:
-        result = probe(provider, model, sample)
-    except Exception as exc:  # noqa: BLE001 - discovery never breaks a prompt
-        result = Discovery(error=f"discovery failed: {type(exc).__name__}: {strip_url_credentials(str(exc))}")
-    with _lock:
-        mine = key in _running and _running[key][0] is threading.current_thread()
-        if mine:
-            _running.pop(key)
-        elif not result.window:
-            return  # given up on already: its failure is remembered
-        previous = _cache.get(key)
-        if previous is not None and previous.window and not result.window:
-            result.window, result.where = previous.window, previous.where
-        _cache[key] = result
+    def _run(self, key: tuple[str, str], provider: Any, model: str, sample: str) -> None:
+        try:
+            result = probe(provider, model, sample)
+        except Exception as exc:  # noqa: BLE001 - discovery never breaks a prompt
+            result = Discovery(error=f"discovery failed: {type(exc).__name__}: {strip_url_credentials(str(exc))}")
+        with self._lock:
+            mine = key in self._running and self._running[key][0] is threading.current_thread()
+            if mine:
+                self._running.pop(key)
+            elif not result.window:
+                return  # given up on already: its failure is remembered
+            previous = self._cache.get(key)
+            if previous is not None and previous.window and not result.window:
+                result.window, result.where = previous.window, previous.where
+            self._cache[key] = result
 
-
-def clear() -> None:
-    """Forget every answer (tests; a server restarted with another window)."""
-    with _lock:
-        _cache.clear()
+    def clear(self) -> None:
+        """Forget every answer (a server restarted with another window)."""
+        with self._lock:
+            self._cache.clear()

@@ -70,19 +70,8 @@ def parse_pi_jsonl(data: str | bytes, source: str = "") -> tuple[dict[str, Any],
     texts: list[str] = []
     for number, line, undecodable in _lines(data):
         where = f"line {number}"
-        if undecodable is not None:
-            bad = _first_bad_byte(undecodable)
-            report.add(where, f"not valid UTF-8 (byte 0x{undecodable[bad]:02x} at column {bad + 1})", kept=False,
-                       raw=line, line=number, raw_base64=base64.b64encode(undecodable).decode("ascii"))
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            report.add(where, f"not valid JSON ({exc.msg} at column {exc.colno})", kept=False, raw=line, line=number)
-            continue
-        except RecursionError:
-            report.add(where, "nested too deeply to read (a JSON value inside thousands of levels of brackets)",
-                       kept=False, raw=line, line=number)
+        readable, value = _decoded(number, line, undecodable, report)
+        if not readable:
             continue
         if isinstance(value, dict) and value.get("type") == "session":
             if header is None and not raw:
@@ -102,14 +91,7 @@ def parse_pi_jsonl(data: str | bytes, source: str = "") -> tuple[dict[str, Any],
         header = _new_header()
         if not raw:
             report.add("file", "no session header and no entries", kept=True)
-    if not isinstance(header.get("id"), str):
-        header["id"] = new_session_id()
-        report.add("header", "the header has no id; a new one was made", kept=True)
-    version = header.get("version") or 1
-    if not isinstance(version, (int, float)) or isinstance(version, bool):
-        report.add("header", f"the header's version {version!r} is not a number; read as version {CURRENT_VERSION}",
-                   kept=True)
-        version = header["version"] = CURRENT_VERSION
+    version = _checked_header(header, report)
     if version < CURRENT_VERSION:
         report.migrated_from = version
         raw = migrate(header, raw)
@@ -123,6 +105,38 @@ def parse_pi_jsonl(data: str | bytes, source: str = "") -> tuple[dict[str, Any],
     report.problems.sort(key=lambda p: _line_number(p.where))
     report.set_aside.sort(key=lambda item: item["line"])
     return header, entries, report
+
+
+def _decoded(number: int, line: str, undecodable: bytes | None, report: LoadReport) -> tuple[bool, Any]:
+    """(True, the line's JSON value), or (False, None) with the line set aside in ``report``."""
+    where = f"line {number}"
+    if undecodable is not None:
+        bad = _first_bad_byte(undecodable)
+        report.add(where, f"not valid UTF-8 (byte 0x{undecodable[bad]:02x} at column {bad + 1})", kept=False,
+                   raw=line, line=number, raw_base64=base64.b64encode(undecodable).decode("ascii"))
+        return False, None
+    try:
+        return True, json.loads(line)
+    except json.JSONDecodeError as exc:
+        report.add(where, f"not valid JSON ({exc.msg} at column {exc.colno})", kept=False, raw=line, line=number)
+    except RecursionError:
+        report.add(where, "nested too deeply to read (a JSON value inside thousands of levels of brackets)",
+                   kept=False, raw=line, line=number)
+    return False, None
+
+
+def _checked_header(header: dict[str, Any], report: LoadReport) -> int | float:
+    """The header's version, its id and version made good (and said so in ``report``) where missing
+    or not a number."""
+    if not isinstance(header.get("id"), str):
+        header["id"] = new_session_id()
+        report.add("header", "the header has no id; a new one was made", kept=True)
+    version = header.get("version") or 1
+    if not isinstance(version, (int, float)) or isinstance(version, bool):
+        report.add("header", f"the header's version {version!r} is not a number; read as version {CURRENT_VERSION}",
+                   kept=True)
+        version = header["version"] = CURRENT_VERSION
+    return version
 
 
 def _line_number(where: str) -> int:

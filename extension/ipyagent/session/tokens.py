@@ -25,9 +25,11 @@ IMAGE_CHARS = 4800  # Pi counts an image as 4800 chars (about 1200 tokens)
 def normalize_usage(raw: dict[str, Any] | None) -> dict[str, Any]:
     """Pi's usage dict with every field present; a missing total is the sum of the parts.
 
-    Two extra fields survive (Pi ignores them): ``reasoning`` (the reasoning tokens inside
-    ``output``, where the provider reports them) and ``costUnknown`` (true when the model has no
-    known price, so the zero cost means "unknown", not "free")."""
+    Three extra fields survive (Pi ignores them): ``reasoning`` (the reasoning tokens inside
+    ``output``, where the provider reports them), ``costUnknown`` (true when the model has no
+    known price, so the zero cost means "unknown", not "free") and ``serverToolUse`` (Anthropic's
+    count of the tools it ran itself: that usage adds up every iteration, so it does not measure
+    the context)."""
     raw = raw or {}
     usage: dict[str, Any] = {k: int(raw.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite")}
     usage["totalTokens"] = int(raw.get("totalTokens") or 0) or sum(usage.values())
@@ -38,6 +40,9 @@ def normalize_usage(raw: dict[str, Any] | None) -> dict[str, Any]:
         usage["reasoning"] = int(reasoning)
     if raw.get("costUnknown") is True:
         usage["costUnknown"] = True
+    tools = raw.get("serverToolUse")
+    if isinstance(tools, dict) and tools:
+        usage["serverToolUse"] = {str(k): int(v) for k, v in tools.items() if isinstance(v, int)}
     return usage
 
 
@@ -326,7 +331,7 @@ def is_valid_usage_message(message: Message) -> bool:
     if message.get("role") != "assistant" or message.get("stopReason") in ("error", "aborted"):
         return False
     usage = message.get("usage")
-    if not isinstance(usage, dict):
+    if not isinstance(usage, dict) or usage.get("serverToolUse"):  # summed over server-tool iterations
         return False
     if not usage.get("totalTokens") and any(not isinstance(usage.get(k), (int, float)) or isinstance(usage.get(k), bool)
                                             for k in ("input", "output", "cacheRead", "cacheWrite")):

@@ -6,6 +6,9 @@ The kernel learns its notebook's path (``reference/jupyter.md`` §B.1), in this 
 2. ``__session__`` in the user namespace (ipykernel ≥ 6.21.2 copies ``JPY_SESSION_NAME`` there);
 3. the ``JPY_SESSION_NAME`` environment variable (jupyter_server ≥ 2.0.7: the full path);
 4. ``__vsc_ipynb_file__`` (VS Code's Jupyter extension);
+5. in JupyterLite's Pyodide kernel, which sets none of these and runs in the notebook's folder
+   under ``/drive`` (the browser's storage, mounted): the notebook there that holds the running
+   cell (its id, from the kernel's parent header);
 
 and failing all of these keeps the session in memory (the notebook layer says so once).
 Reading never writes: the kernel must not rewrite a notebook a frontend holds open.
@@ -24,10 +27,11 @@ from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
 from ipyagent.store.ipynb import NotebookError, parse_notebook, read_notebook, sessions_from_notebook
 from ipyagent.store.schema import NotebookSessions
 
-__all__ = ["RESET_NOTICE", "RESET_CUSTOM_TYPE", "find_notebook_path", "hydrate_from_disk", "kernel_reset_entry",
-           "load_path", "reset_notice_due"]
+__all__ = ["DRIVE", "RESET_NOTICE", "RESET_CUSTOM_TYPE", "find_notebook_path", "hydrate_from_disk",
+           "kernel_reset_entry", "load_path", "notebook_holding", "reset_notice_due"]
 
 RESET_CUSTOM_TYPE = "ipyagent.kernel_reset"
+DRIVE = "/drive"  # where JupyterLite's Pyodide kernel mounts the browser's contents (its cwd is there)
 RESET_NOTICE = (
     "[ipyagent] The Jupyter kernel was restarted since the earlier part of this conversation, or the "
     "session was reloaded from the saved notebook. The kernel's namespace was reset: variables, imports, "
@@ -71,14 +75,16 @@ def _candidate(value: Any) -> Path | None:
 
 
 def find_notebook_path(user_ns: Mapping[str, Any] | None, environ: Mapping[str, str] = os.environ,
-                       explicit: str | os.PathLike[str] | None = None) -> tuple[Path | None, str]:
+                       explicit: str | os.PathLike[str] | None = None, *, cell_id: str | None = None,
+                       cwd: str | None = None) -> tuple[Path | None, str]:
     """``(path, source)``: where this kernel's notebook is, and how that was learnt.
 
     ``source`` is ``"explicit"``, ``"__session__"``, ``"JPY_SESSION_NAME"``,
-    ``"__vsc_ipynb_file__"`` or ``"none"``. An explicit path is returned as given (it may name a
-    notebook still to be written). The others must name an existing ``.ipynb`` file (after a
-    rename ``JPY_SESSION_NAME`` is stale, and a console's session name is not a notebook); the
-    first one that does wins.
+    ``"__vsc_ipynb_file__"``, ``"/drive"`` or ``"none"``. An explicit path is returned as given (it
+    may name a notebook still to be written). The others must name an existing ``.ipynb`` file
+    (after a rename ``JPY_SESSION_NAME`` is stale, and a console's session name is not a
+    notebook); the first one that does wins. ``"/drive"``: the working directory (``cwd``, default
+    the process's) is in the Pyodide kernel's ``/drive`` and one of its notebooks holds ``cell_id``.
     """
     if explicit is not None and os.fspath(explicit).strip():
         return Path(os.fspath(explicit)).expanduser(), "explicit"
@@ -95,7 +101,25 @@ def find_notebook_path(user_ns: Mapping[str, Any] | None, environ: Mapping[str, 
         # in the notebook's folder: try the file name there.
         if not path.is_absolute() and len(path.parts) > 1 and Path(path.name).is_file():
             return Path(path.name), source
-    return None, "none"
+    found = notebook_holding(Path(cwd or os.getcwd()), cell_id) if cell_id else None
+    return (found, "/drive") if found is not None else (None, "none")
+
+
+def notebook_holding(folder: Path, cell_id: str) -> Path | None:
+    """The notebook in ``folder`` that holds the cell ``cell_id``, when ``folder`` is in the
+    Pyodide kernel's ``/drive`` (JupyterLite's contents) and exactly one notebook there holds it."""
+    drive = Path(DRIVE)
+    if folder != drive and drive not in folder.parents:
+        return None
+    holding = []
+    for candidate in sorted(folder.glob("*.ipynb")):
+        try:
+            cells = parse_notebook(candidate.read_bytes(), str(candidate), fast=True).get("cells")
+        except (OSError, NotebookError):
+            continue
+        if isinstance(cells, list) and any(isinstance(c, Mapping) and c.get("id") == cell_id for c in cells):
+            holding.append(candidate)
+    return holding[0] if len(holding) == 1 else None
 
 
 def hydrate_from_disk(path: str | os.PathLike[str]) -> tuple[NotebookSessions, LoadReport]:

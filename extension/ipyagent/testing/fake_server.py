@@ -23,7 +23,8 @@ Use it in your own tests to run ipyagent (or any OpenAI/Anthropic client) withou
 Or point any client at it: ``OPENAI_BASE_URL=server.openai_base_url`` (ends with ``/v1``; it
 serves ``/v1/chat/completions`` and ``/v1/responses``),
 ``ANTHROPIC_BASE_URL=server.anthropic_base_url``; ``server.register("fake")`` makes the model
-string ``fake:any-model`` resolve to it.
+string ``fake:any-model`` resolve to it in ``server.providers`` (a provider registry to pass to an
+``Agent``; or register it into a kernel's: ``server.register("fake", registry=runtime.providers)``).
 
 Replies come from a queue (``enqueue_*``; several tool calls in one reply with
 ``enqueue_tool_calls``), else from ``policy(request_json)``. Summariser requests (recognised by
@@ -69,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 from ipyagent.testing import server_kinds
 from ipyagent.testing.accounting import common_prefix, default_summary_detector, prompt_pieces, tokens
+from ipyagent.testing.reply_script import DEFAULT_SUMMARY, Policy, ReplyScript, Spec
 from ipyagent.testing.server_kinds import ModelFacts
 from ipyagent.testing.specs import (
     Fault,
@@ -86,15 +88,11 @@ from ipyagent.testing.specs import (
 )
 
 if TYPE_CHECKING:  # the providers are imported when a test asks for one
+    from ipyagent.providers.registry import ProviderRegistry
     from ipyagent.providers.transport.streaming import HTTPProvider
 
-Spec = Reply | Fault | RawStream
 _META_PREFIXES = ("/v1/models", "/props", "/api/", "/tokenize", "/extras/")  # what server_kinds answers
-Policy = Callable[[dict[str, Any]], "Spec | str | None"]
-_SECRET_HEADERS = {"authorization", "x-api-key", "api-key"}
-DEFAULT_SUMMARY = ("## Goal\nContinue the user's task.\n\n## Constraints & Preferences\n- (none)\n\n## Progress\n"
-                   "### Done\n- [x] Earlier work (fake summary {n})\n\n## Key Decisions\n- (none)\n\n## Next Steps\n"
-                   "1. Continue.\n\n## Critical Context\n- (none)")
+_SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
 
 
 @dataclass
@@ -110,7 +108,10 @@ class RecordedRequest:
     auth_scheme: str = ""  # the Authorization header's scheme ("Bearer", "Basic"), "" without one
 
 
-class FakeProviderServer:
+class FakeProviderServer(ReplyScript):
+    """The server (see the module docstring): its lifecycle, its URLs and providers, and what it
+    recorded; the replies a test scripts are :class:`~ipyagent.testing.reply_script.ReplyScript`'s."""
+
     def __init__(self, *, context_window: int | None = None, overflow_style: str = "auto", chunk_size: int = 8,
                  chunk_delay: float = 0.0, policy: Policy | None = None, api_key: str | None = None,
                  cache: bool = True, cache_min_tokens: int = 0, model: str | None = None,
@@ -130,7 +131,7 @@ class FakeProviderServer:
         self.overflow_style = overflow_style
         self.chunk_size = chunk_size
         self.chunk_delay = chunk_delay
-        self.policy = policy
+        ReplyScript.__init__(self, policy)
         self.api_key = api_key  # when set, requests must carry it (else 401)
         self.basic_auth = basic_auth  # when set, requests must carry these Basic credentials (else 401)
         self.cache = cache
@@ -138,13 +139,12 @@ class FakeProviderServer:
         self.model = model
         self.summary_detector = summary_detector
         self.requests: list[RecordedRequest] = []
-        self._queue: deque[Spec] = deque()
-        self._summaries: deque[Spec] = deque()
         self._history: dict[tuple[str, str], deque[str]] = {}  # recent prompts per (protocol, model)
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._providers: list[Any] = []
+        self._registry: ProviderRegistry | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -201,76 +201,29 @@ class FakeProviderServer:
         self._providers.append(provider)  # closed with the server
         return provider
 
-    def register(self, name: str = "fake", protocol: str = "openai") -> None:
-        """Make ``"<name>:<model>"`` resolve to this server through ``resolve_provider``."""
-        from ipyagent.providers.registry import register_provider
+    def register(self, name: str = "fake", protocol: str = "openai", registry: ProviderRegistry | None = None
+                 ) -> ProviderRegistry:
+        """Make ``"<name>:<model>"`` resolve to this server in ``registry`` (default: the server's own,
+        :attr:`providers`, which holds the built-ins too); returns the registry. Pass it to what
+        resolves the model (``AgentLoop(..., providers=server.providers)``), or a kernel's
+        (``runtime.providers``)."""
+        registry = registry if registry is not None else self.providers
+        registry.register(name, lambda **cfg: self.provider(protocol, name=name, **cfg))
+        return registry
 
-        register_provider(name, lambda **cfg: self.provider(protocol, name=name, **cfg))
+    @property
+    def providers(self) -> ProviderRegistry:
+        """The server's provider registry: the built-ins, and the names :meth:`register` gave it."""
+        if self._registry is None:
+            from ipyagent.providers.registry import ProviderRegistry
 
-    # ---- scripting ----------------------------------------------------------------------------
-
-    def enqueue(self, spec: Spec) -> None:
-        with self._lock:
-            self._queue.append(spec)
-
-    def enqueue_text(self, text: str, **reply: Any) -> None:
-        self.enqueue(Reply(text=text, **reply))
-
-    def enqueue_tool_call(self, name: str, arguments: dict[str, Any], *, id: str | None = None, text: str = "",
-                          **reply: Any) -> None:
-        self.enqueue(Reply(text=text, tool_calls=[ToolCallSpec(name, arguments, id)], **reply))
-
-    def enqueue_tool_calls(self, calls: list[tuple[str, dict[str, Any]] | ToolCallSpec], *, text: str = "",
-                           **reply: Any) -> None:
-        specs = [c if isinstance(c, ToolCallSpec) else ToolCallSpec(c[0], c[1]) for c in calls]
-        self.enqueue(Reply(text=text, tool_calls=specs, **reply))
-
-    def enqueue_raw(self, chunks: list[bytes | str], *, delay: float | None = None) -> None:
-        self.enqueue(RawStream(list(chunks), delay))
-
-    def enqueue_summary(self, summary: str | Spec) -> None:
-        with self._lock:
-            self._summaries.append(Reply(text=summary) if isinstance(summary, str) else summary)
-
-    def enqueue_error(self, status: int, body: Any = None, headers: dict[str, str] | None = None,
-                      error_type: str | None = None) -> None:
-        self.enqueue(Fault("status", status=status, body=body, headers=dict(headers or {}), error_type=error_type))
-
-    def enqueue_rate_limit(self, retry_after: float | str | None = 1, *, header: str = "retry-after") -> None:
-        value = retry_after if isinstance(retry_after, str) else (None if retry_after is None else f"{retry_after:g}")
-        self.enqueue_error(429, headers={header: value} if value is not None else {})
-
-    def enqueue_auth_error(self) -> None:
-        self.enqueue_error(401)
-
-    def enqueue_cut(self, text: str = "This reply will be cut short before it ends.", *, after_chunks: int = 3,
-                    clean: bool = False) -> None:
-        self.enqueue(Fault("cut", after_chunks=after_chunks, clean=clean, reply=Reply(text=text)))
-
-    def enqueue_malformed(self, *, after_chunks: int = 2) -> None:
-        self.enqueue(Fault("malformed", after_chunks=after_chunks))
-
-    def enqueue_stream_error(self, error_type: str | None = None, *, after_chunks: int = 2) -> None:
-        self.enqueue(Fault("stream_error", after_chunks=after_chunks, error_type=error_type))
-
-    def enqueue_overflow(self, style: str | None = None, *, window: int = 8192) -> None:
-        self.enqueue(Fault("overflow", status=400, error_type=style, window=window))
-
-    def enqueue_empty_stream(self) -> None:
-        """The next streamed reply is a ``200`` whose stream closes before its first event."""
-        self.enqueue(Fault("empty"))
-
-    def enqueue_hangup(self) -> None:
-        """The next request gets no answer at all: the connection closes at once."""
-        self.enqueue(Fault("hangup"))
+            self._registry = ProviderRegistry.builtin()
+        return self._registry
 
     def model_facts(self, model: str | None = None) -> ModelFacts:
         served = self.served_window or self.context_window
         return ModelFacts(model or self.model or "fake-model", served, self.trained_window or served,
                           loaded=self.model_loaded, num_ctx=self.ollama_num_ctx, chars_per_token=self.chars_per_token)
-
-    def pending(self) -> int:
-        return len(self._queue)
 
     @property
     def summary_calls(self) -> int:
@@ -306,20 +259,6 @@ class FakeProviderServer:
         usage.update(reply.usage or {})
         record.cached_tokens = usage["cacheRead"]
         return usage
-
-    def _pick(self, record: RecordedRequest) -> Spec | None:
-        with self._lock:
-            if record.kind == "summary" and self._summaries:
-                return self._summaries.popleft()
-            if record.kind == "chat" and self._queue:
-                return self._queue.popleft()
-        if self.policy is not None:
-            chosen = self.policy(record.body)
-            if chosen is not None:
-                return Reply(text=chosen) if isinstance(chosen, str) else chosen
-        if record.kind == "summary":
-            return Reply(text=DEFAULT_SUMMARY.format(n=self.summary_calls))
-        return None
 
 
 class _Server(ThreadingHTTPServer):
@@ -388,41 +327,50 @@ class _Handler(BaseHTTPRequestHandler):
                     "/v1/messages/count_tokens": "anthropic"}.get(path)
         if protocol is None:
             return self._send_json(404, {"error": {"message": f"fake server: no route {path}"}})
-        headers = {k.lower(): ("REDACTED" if k.lower() in _SECRET_HEADERS else v) for k, v in self.headers.items()}
-        pieces, marked = prompt_pieces(body, protocol)
-        prompt_tokens = tokens(sum(len(p) for p in pieces))
-        kind = "count_tokens" if path.endswith("count_tokens") else (
-            "summary" if fake.summary_detector(body) else "chat")
-        record = RecordedRequest(path, headers, body, protocol, kind, prompt_tokens,
-                                 auth_scheme=(self.headers.get("authorization") or "").partition(" ")[0])
-        with fake._lock:
-            fake.requests.append(record)
+        record, pieces, marked = self._record(path, body, protocol)
         if (fake.api_key and not self._authorised(protocol, fake.api_key)) or (
                 fake.basic_auth and not self._basic_authorised(*fake.basic_auth)):
             record.outcome = "fault:status:401"
             return self._send_json(401, error_body(protocol, 401))
-        if kind == "count_tokens":
+        if record.kind == "count_tokens":
             record.outcome = "reply"
-            return self._send_json(200, {"input_tokens": prompt_tokens})
+            return self._send_json(200, {"input_tokens": record.prompt_tokens})
         style = fake.overflow_style if fake.overflow_style != "auto" else protocol
-        streamed = body.get("stream") is not False
-        if fake.context_window and prompt_tokens > fake.context_window and style != "silent":
+        if fake.context_window and record.prompt_tokens > fake.context_window and style != "silent":
             record.outcome = "overflow"
-            if style == "llama-cpp-python" and streamed:  # it fails silently in a stream
+            if style == "llama-cpp-python" and body.get("stream") is not False:  # it fails silently in a stream
                 self._start_sse()
                 self._end_chunks()
                 return
-            return self._overflow(style, prompt_tokens, fake.context_window, body)
-        spec = fake._pick(record)
+            return self._overflow(style, record.prompt_tokens, fake.context_window, body)
+        spec = fake.next_reply(record.kind, body, fake.summary_calls)
         if spec is None:
             record.outcome = "unscripted"
             return self._send_json(400, error_body(protocol, 400, message=(
-                f"FakeProviderServer: no reply queued for this {kind} request to {path}; use enqueue_text() and "
-                f"friends, or set a policy")))
+                f"FakeProviderServer: no reply queued for this {record.kind} request to {path}; use enqueue_text() "
+                f"and friends, or set a policy")))
+        self._reply(record, spec, pieces, marked)
+
+    def _record(self, path: str, body: dict[str, Any], protocol: str) -> tuple[RecordedRequest, list[str], int]:
+        """The request as the server records it (secret headers redacted), and its prompt's pieces."""
+        fake = self.fake
+        headers = {k.lower(): ("REDACTED" if k.lower() in _SECRET_HEADERS else v) for k, v in self.headers.items()}
+        pieces, marked = prompt_pieces(body, protocol)
+        kind = "count_tokens" if path.endswith("count_tokens") else (
+            "summary" if fake.summary_detector(body) else "chat")
+        record = RecordedRequest(path, headers, body, protocol, kind, tokens(sum(len(p) for p in pieces)),
+                                 auth_scheme=(self.headers.get("authorization") or "").partition(" ")[0])
+        with fake._lock:
+            fake.requests.append(record)
+        return record, pieces, marked
+
+    def _reply(self, record: RecordedRequest, spec: Spec, pieces: list[str], marked: int) -> None:
+        """Answer with the scripted ``spec``: a fault, a whole reply, or a stream."""
+        fake, body, protocol = self.fake, record.body, record.protocol
         if isinstance(spec, Fault) and spec.kind in ("status", "overflow"):
             if spec.kind == "overflow":
                 record.outcome = "overflow"
-                return self._overflow(spec.error_type or protocol, prompt_tokens, spec.window, body)
+                return self._overflow(spec.error_type or protocol, record.prompt_tokens, spec.window, body)
             record.outcome = f"fault:status:{spec.status}"
             error = spec.body if spec.body is not None else error_body(protocol, spec.status, spec.error_type)
             return self._send_json(spec.status, error, spec.headers)
@@ -436,7 +384,7 @@ class _Handler(BaseHTTPRequestHandler):
             record.outcome = "fault:hangup"
             self.close_connection = True
             return
-        if not streamed and protocol == "openai" and isinstance(spec, Reply):
+        if body.get("stream") is False and protocol == "openai" and isinstance(spec, Reply):
             record.outcome = "reply"
             return self._send_json(200, openai_completion(spec, model, fake._usage(record, pieces, marked, spec)))
         self._stream(record, spec, pieces, marked, model)

@@ -195,72 +195,91 @@ def encrypted_reasoning(thinking: str, signature: str) -> str:
     return "gAAAAB" + base64.b64encode(json.dumps({"sig": signature, "thinking": thinking}).encode()).decode()
 
 
+class _ResponsesEvents:
+    """The events of one streamed Responses reply: numbered, and the output items so far."""
+
+    def __init__(self, chunk_size: int) -> None:
+        self.chunk_size = chunk_size
+        self.seq = iter(range(1_000_000))
+        self.output: list[dict[str, Any]] = []
+
+    def event(self, kind: str, **fields: Any) -> bytes:
+        return sse({"type": kind, "sequence_number": next(self.seq), **fields}, kind)
+
+    def reasoning(self, thinking: str, signature: str) -> Iterator[bytes]:
+        index, item_id = len(self.output), f"rs_{uuid.uuid4().hex[:24]}"
+        yield self.event("response.output_item.added", output_index=index,
+                         item={"id": item_id, "type": "reasoning", "summary": []})
+        where = {"item_id": item_id, "output_index": index, "summary_index": 0}
+        yield self.event("response.reasoning_summary_part.added", **where, part={"type": "summary_text", "text": ""})
+        for piece in _pieces(thinking, self.chunk_size):
+            yield self.event("response.reasoning_summary_text.delta", **where, delta=piece)
+        yield self.event("response.reasoning_summary_text.done", **where, text=thinking)
+        yield self.event("response.reasoning_summary_part.done", **where,
+                         part={"type": "summary_text", "text": thinking})
+        item = {"id": item_id, "type": "reasoning", "summary": [{"type": "summary_text", "text": thinking}],
+                "encrypted_content": encrypted_reasoning(thinking, signature)}
+        self.output.append(item)
+        yield self.event("response.output_item.done", output_index=index, item=item)
+
+    def message(self, text: str) -> Iterator[bytes]:
+        index, item_id = len(self.output), f"msg_{uuid.uuid4().hex[:24]}"
+        item: dict[str, Any] = {"id": item_id, "type": "message", "role": "assistant", "status": "in_progress",
+                                "content": []}
+        yield self.event("response.output_item.added", output_index=index, item=item)
+        where = {"item_id": item_id, "output_index": index, "content_index": 0}
+        yield self.event("response.content_part.added", **where,
+                         part={"type": "output_text", "text": "", "annotations": []})
+        for piece in _pieces(text, self.chunk_size):
+            yield self.event("response.output_text.delta", **where, delta=piece, logprobs=[])
+        part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
+        yield self.event("response.output_text.done", **where, text=text, logprobs=[])
+        yield self.event("response.content_part.done", **where, part=part)
+        item = {**item, "status": "completed", "content": [part]}
+        self.output.append(item)
+        yield self.event("response.output_item.done", output_index=index, item=item)
+
+    def function_call(self, call: ToolCallSpec) -> Iterator[bytes]:
+        index, item_id = len(self.output), f"fc_{uuid.uuid4().hex[:24]}"
+        arguments = json.dumps(call.arguments)
+        item = {"id": item_id, "type": "function_call", "status": "in_progress", "arguments": "",
+                "call_id": call.id or f"call_{uuid.uuid4().hex[:24]}", "name": call.name}
+        yield self.event("response.output_item.added", output_index=index, item=item)
+        for piece in _pieces(arguments, self.chunk_size):
+            yield self.event("response.function_call_arguments.delta", item_id=item_id, output_index=index,
+                             delta=piece)
+        yield self.event("response.function_call_arguments.done", item_id=item_id, output_index=index,
+                         arguments=arguments)
+        item = {**item, "status": "completed", "arguments": arguments}
+        self.output.append(item)
+        yield self.event("response.output_item.done", output_index=index, item=item)
+
+
 def responses_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: int) -> Iterator[bytes]:
     """A reply as the Responses API streams it: ``response.created``, then per output item
     ``output_item.added`` / deltas / ``output_item.done``, then ``response.completed`` (or
     ``response.incomplete``) carrying the usage."""
-    seq = iter(range(1_000_000))
-    response_id = f"resp_{uuid.uuid4().hex[:24]}"
-    shell = {"id": response_id, "object": "response", "created_at": 0, "model": model, "status": "in_progress",
-             "output": [], "usage": None, "error": None, "incomplete_details": None, "store": False}
-
-    def event(kind: str, **fields: Any) -> bytes:
-        return sse({"type": kind, "sequence_number": next(seq), **fields}, kind)
-
-    yield event("response.created", response=shell)
-    yield event("response.in_progress", response=shell)
-    output: list[dict[str, Any]] = []
+    events = _ResponsesEvents(chunk_size)
+    shell = {"id": f"resp_{uuid.uuid4().hex[:24]}", "object": "response", "created_at": 0, "model": model,
+             "status": "in_progress", "output": [], "usage": None, "error": None, "incomplete_details": None,
+             "store": False}
+    yield events.event("response.created", response=shell)
+    yield events.event("response.in_progress", response=shell)
     if reply.thinking:
-        index, item_id = len(output), f"rs_{uuid.uuid4().hex[:24]}"
-        yield event("response.output_item.added", output_index=index,
-                    item={"id": item_id, "type": "reasoning", "summary": []})
-        where = {"item_id": item_id, "output_index": index, "summary_index": 0}
-        yield event("response.reasoning_summary_part.added", **where, part={"type": "summary_text", "text": ""})
-        for piece in _pieces(reply.thinking, chunk_size):
-            yield event("response.reasoning_summary_text.delta", **where, delta=piece)
-        yield event("response.reasoning_summary_text.done", **where, text=reply.thinking)
-        yield event("response.reasoning_summary_part.done", **where,
-                    part={"type": "summary_text", "text": reply.thinking})
-        item = {"id": item_id, "type": "reasoning", "summary": [{"type": "summary_text", "text": reply.thinking}],
-                "encrypted_content": encrypted_reasoning(reply.thinking, reply.signature)}
-        output.append(item)
-        yield event("response.output_item.done", output_index=index, item=item)
+        yield from events.reasoning(reply.thinking, reply.signature)
     if reply.text:
-        index, item_id = len(output), f"msg_{uuid.uuid4().hex[:24]}"
-        item = {"id": item_id, "type": "message", "role": "assistant", "status": "in_progress", "content": []}
-        yield event("response.output_item.added", output_index=index, item=item)
-        where = {"item_id": item_id, "output_index": index, "content_index": 0}
-        yield event("response.content_part.added", **where, part={"type": "output_text", "text": "", "annotations": []})
-        for piece in _pieces(reply.text, chunk_size):
-            yield event("response.output_text.delta", **where, delta=piece, logprobs=[])
-        part = {"type": "output_text", "text": reply.text, "annotations": []}
-        yield event("response.output_text.done", **where, text=reply.text, logprobs=[])
-        yield event("response.content_part.done", **where, part=part)
-        item = {**item, "status": "completed", "content": [part]}
-        output.append(item)
-        yield event("response.output_item.done", output_index=index, item=item)
+        yield from events.message(reply.text)
     for call in reply.tool_calls:
-        index, item_id = len(output), f"fc_{uuid.uuid4().hex[:24]}"
-        arguments = json.dumps(call.arguments)
-        item = {"id": item_id, "type": "function_call", "status": "in_progress", "arguments": "",
-                "call_id": call.id or f"call_{uuid.uuid4().hex[:24]}", "name": call.name}
-        yield event("response.output_item.added", output_index=index, item=item)
-        for piece in _pieces(arguments, chunk_size):
-            yield event("response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=piece)
-        yield event("response.function_call_arguments.done", item_id=item_id, output_index=index,
-                    arguments=arguments)
-        item = {**item, "status": "completed", "arguments": arguments}
-        output.append(item)
-        yield event("response.output_item.done", output_index=index, item=item)
+        yield from events.function_call(call)
     reasoning = (reply.usage or {}).get("reasoning", math.ceil(len(reply.thinking) / 4))
-    final = {**shell, "status": "completed", "output": output, "usage": _response_usage(usage, reasoning)}
+    final = {**shell, "status": "completed", "output": events.output, "usage": _response_usage(usage, reasoning)}
     stop = reply.stop_reason or "stop"
     if stop in ("length", "max_output_tokens", "content_filter"):
         reason = "content_filter" if stop == "content_filter" else "max_output_tokens"
-        yield event("response.incomplete", response={**final, "status": "incomplete",
-                                                     "incomplete_details": {"reason": reason}})
+        yield events.event("response.incomplete", response={**final, "status": "incomplete",
+                                                            "incomplete_details": {"reason": reason}})
     else:
-        yield event("response.completed", response=final)
+        yield events.event("response.completed", response=final)
 
 
 def responses_failed_stream(error: dict[str, Any], model: str) -> Iterator[bytes]:

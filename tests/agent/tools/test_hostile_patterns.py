@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from ipyagent import patterns
 from ipyagent.agent.tools import ToolContext, get_tool
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
@@ -29,6 +30,17 @@ HOSTILE = [r"((a+))+b", r"(a|a)+b", r"(a|aa)+b", r"a*a*a*a*a*b", r".*.*.*.*.*b",
            r"error(.|\s)*timeout"]
 BOUND = 5.0  # seconds: the issue's bound for each call
 FELL_BACK = "searched for its words instead"
+# what the result says of a pattern that backtracks: the regex engine's timeout, or re's count
+TOO_COSTLY = {"regex": "The regular expression took longer than",
+              "re": "The regular expression would take over 5,000,000 steps to search one line"}
+
+
+@pytest.fixture(autouse=True, params=["regex", "re"])
+def engine(request, monkeypatch):
+    """The engine the tools search with: ``re`` is what a Pyodide kernel has (regex absent)."""
+    if request.param == "re":
+        monkeypatch.setattr(patterns, "_regex", None)
+    return request.param
 
 # one ordinary 1,250-character log line: an error, no timeout
 LOG_LINE = ("2026-11-30T12:00:00.123Z ERROR worker-3 job=ingest-7781 status=failed "
@@ -68,13 +80,13 @@ def test_grep_with_a_backtracking_pattern_returns_within_five_seconds(tmp_path, 
     assert (FELL_BACK in out.text) == ("pattern_fallback" in out.details)
 
 
-def test_grep_says_it_searched_the_words_of_a_pattern_that_backtracks(tmp_path):
+def test_grep_says_it_searched_the_words_of_a_pattern_that_backtracks(tmp_path, engine):
     (tmp_path / "app.log").write_text(megabyte())
     out, seconds = timed("grep", {"pattern": r"error(.|\s)*timeout"}, ToolContext(cwd=str(tmp_path)))
     assert seconds < BOUND
     assert out.text.splitlines()[0] == f"app.log:2: {NEEDLES[1]}"  # the only line holding both words
     assert len([line for line in out.text.splitlines() if line.startswith("app.log:")]) == 1
-    assert "The regular expression took longer than" in out.text
+    assert TOO_COSTLY[engine] in out.text
     assert "searched for its words instead: error, timeout (case-insensitive)" in out.text
 
 
@@ -123,16 +135,16 @@ def test_recall_with_a_backtracking_pattern_returns_within_five_seconds(pattern)
     assert (FELL_BACK in out.text) == out.text.startswith("The regular expression")
 
 
-def test_recall_says_it_searched_the_words_of_a_pattern_that_backtracks():
+def test_recall_says_it_searched_the_words_of_a_pattern_that_backtracks(engine):
     session = _compacted_with("\n".join([LOG_LINE] * 800))
     session_needle = _compacted_with("\n".join([LOG_LINE] * 800 + [NEEDLES[1]]))  # the log lines come first
     out, seconds = timed("recall", {"query": r"error(.|\s)*timeout"}, ToolContext(history=session_needle))
     assert seconds < BOUND
-    assert out.text.startswith("The regular expression took longer than")
+    assert out.text.startswith(TOO_COSTLY[engine])
     assert "searched for its words instead: error, timeout (case-insensitive)" in out.text
     assert "toolResult bash" in out.text and "connect timeout" in out.text  # the entry holding both words
     out, _ = timed("recall", {"query": r"error(.|\s)*timeout"}, ToolContext(history=session))
-    assert out.text.startswith("The regular expression took longer than")  # no entry holds both words
+    assert out.text.startswith(TOO_COSTLY[engine])  # no entry holds both words
     assert "No entry holds every word" in out.text
 
 
@@ -169,3 +181,28 @@ def test_invalid_and_oversized_patterns():
     with pytest.raises(PatternTooCostly):
         compile_bounded("(a{60000}){60000}")
     assert compile_bounded(r"\d{1,65535}").search("123") is not None
+
+
+def test_without_regex_a_long_pattern_is_refused_before_it_compiles(engine):
+    long = "a" * 1001
+    if engine == "regex":
+        assert compile_bounded(long).search(long) is not None
+        return
+    with pytest.raises(PatternTooCostly) as raised:
+        compile_bounded(long)
+    assert "longer than 1,000 characters" in raised.value.reason
+
+
+def test_without_regex_the_count_of_ways_decides_before_the_search():
+    """The count grows with the line: a nested repeat searches a short line and refuses a long one
+    without starting; an ordinary pattern is counted only from where its literal start occurs."""
+    import re
+
+    nested = compile_bounded(r"(a|aa)+b", engine=re)
+    assert nested.search("aab") is not None
+    with pytest.raises(PatternTooCostly):
+        nested.search("a" * 60)
+    ordinary = compile_bounded(r"connect \w+ after \d+ s", engine=re)
+    assert ordinary.search(LOG_LINE + "connect timeout after 30 s") is not None
+    assert patterns.search_steps(re._parser.parse(r"a*a*b"), 9) == 100.0
+    assert patterns.search_steps(re._parser.parse(r"(a+)+b"), 2000) is None

@@ -11,9 +11,9 @@ import json
 import re
 from typing import Any
 
-from ipyagent.agent import events as ev
-from ipyagent.agent.loop import Agent
-from ipyagent.agent.run_config import AgentConfig
+from ipyagent.agent import run_events as ev
+from ipyagent.agent.loop import AgentLoop
+from ipyagent.agent.run_config import RunConfig
 from ipyagent.agent.tools import ToolContext, default_tools, get_tool
 from ipyagent.agent.tools.builtin.recall import EXCERPT_CHARS, MAX_EXCERPTS
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
@@ -233,11 +233,11 @@ def test_needles_come_back_through_recall_after_many_compactions():
     with FakeProviderServer(policy=model) as server:
         server.register("fake")
         session = Session(hooks=HookRegistry())
-        config = AgentConfig(model="fake:needle-model", context_window=3200,
-                             compaction=CompactionSettings(reserve_tokens=800, keep_recent_tokens=300),
-                             tool_approval="auto")
+        config = RunConfig(model="fake:needle-model", context_window=3200,
+                           compaction=CompactionSettings(reserve_tokens=800, keep_recent_tokens=300),
+                           tool_approval="auto")
         namespace: dict[str, Any] = {}
-        agent = Agent(session, config=config, namespace=namespace, sleep=lambda s: None)
+        agent = AgentLoop(session, config=config, namespace=namespace, sleep=lambda s: None, providers=server.providers)
         in_context_at_call: dict[str, set[str]] = {}
         results: list[dict[str, Any]] = []
 

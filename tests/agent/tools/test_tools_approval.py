@@ -8,11 +8,11 @@ from ipyagent.agent.tools import (
     Tool,
     ToolContext,
     ToolOutput,
+    ToolRegistry,
+    builtin_tools,
     default_tools,
     get_tool,
-    register_tool,
     run_tool_call,
-    unregister_tool,
 )
 from support.builders import Approver
 
@@ -65,34 +65,35 @@ def test_builtins_are_registered_with_schemas():
 
 
 def test_user_tools_register_like_builtins():
-    try:
-        assert register_tool(Recorder) is Recorder  # usable as a class decorator
-        assert isinstance(get_tool("recorder"), Recorder)
-        names = [t.name for t in default_tools()]
-        assert names[:len(BUILTINS)] == BUILTINS and names[-1] == "recorder"
-        instance = Recorder()
-        register_tool(instance)
-        assert get_tool("recorder") is instance
-    finally:
-        unregister_tool("recorder")
+    """A user's registry laid over the built-ins (what ``register_tool`` fills, process-wide: that
+    one is tested in a kernel, tests/kernel/test_user_registrations.py)."""
+    user = ToolRegistry()
+    tools = builtin_tools(user=user)
+    assert user.register(Recorder) is Recorder  # usable as a class decorator
+    assert isinstance(tools.get("recorder"), Recorder) and tools.find("recorder") is None  # the user's, not its own
+    names = [t.name for t in tools.tools()]
+    assert names[:len(BUILTINS)] == BUILTINS and names[-1] == "recorder"
+    instance = Recorder()
+    user.register(instance)
+    assert tools.get("recorder") is instance
+    user.remove("recorder")
     with pytest.raises(KeyError, match="unknown tool 'recorder'"):
-        get_tool("recorder")
+        tools.get("recorder")
+    assert "recorder" not in [t.name for t in default_tools()]  # nothing reached the process's
 
 
 def test_overriding_a_builtin_keeps_its_place():
-    original = get_tool("ls")
-
     class MyLs(Tool):
         name = "ls"
         description = "custom"
         parameters = {"type": "object", "properties": {}}
 
-    try:
-        register_tool(MyLs)
-        assert isinstance(get_tool("ls"), MyLs)
-        assert [t.name for t in default_tools()][:len(BUILTINS)] == BUILTINS
-    finally:
-        register_tool(original)
+    user = ToolRegistry()
+    tools = builtin_tools(user=user)
+    user.register(MyLs)
+    assert isinstance(tools.get("ls"), MyLs) and not isinstance(tools.find("ls"), MyLs)
+    assert [t.name for t in tools.tools()] == BUILTINS
+    assert not isinstance(get_tool("ls"), MyLs)
 
 
 def test_register_rejects_incomplete_tools():
@@ -101,9 +102,9 @@ def test_register_rejects_incomplete_tools():
         parameters = {"type": "object"}
 
     with pytest.raises(TypeError):
-        register_tool(Nameless)
+        ToolRegistry().register(Nameless)
     with pytest.raises(TypeError):
-        register_tool(object())
+        ToolRegistry().register(object())
 
 
 # ---- approval ------------------------------------------------------------------------------

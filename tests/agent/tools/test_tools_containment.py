@@ -339,7 +339,7 @@ def test_the_folder_follows_agent_notebook_path_else_the_working_directory(tmp_p
     assert runtime.notebook_folder() == str(tmp_path)
     runtime.config.notebook_path = str(tmp_path / "nb" / "work.ipynb")  # may name a notebook still to be written
     assert runtime.notebook_folder() == str(tmp_path / "nb")
-    agent = runtime.agent_for(runtime.slot(), runtime.agent_config(model="openai:m"))
+    agent = runtime.agent_for(runtime.slot(), runtime.run_config(model="openai:m"))
     assert (agent.tool_context.cwd, agent.tool_context.root) == (str(tmp_path), str(tmp_path / "nb"))
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ipyagent.agent.mcp.stdio import ProcessGroups, StderrTail, stdio_streams
-from ipyagent.hooks import hookimpl
+from ipyagent.plugin_markers import hookimpl
 
 __all__ = ["ConnectContext", "Endpoint", "McpTransport", "register_transport", "transport_for",
            "transport_types", "transports", "unregister_transport"]

@@ -26,16 +26,15 @@ from typing import Any
 
 from ipyagent.agent.probe import probe_prompts as prompts
 from ipyagent.agent.replayer import ReplayDivergence
-from ipyagent.agent.tools.tool import ToolContext
+from ipyagent.agent.tools.tool import Tool, ToolContext
 from ipyagent.agent.tools.tool_registry import default_tools
 from ipyagent.compaction.serialize import serialize_conversation
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import Summarizer, SummarizerError, SummaryRequest, SummaryResponse
 from ipyagent.core import Session
-from ipyagent.providers import models
 from ipyagent.providers.errors import ProviderError
 from ipyagent.providers.provider import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
-from ipyagent.providers.registry import parse_model_string, resolve_provider
+from ipyagent.providers.registry import ProviderRegistry, default_registry
 from ipyagent.providers.transport.retry import stream_with_retry
 from ipyagent.session.messages import (
     convert_to_llm,
@@ -161,7 +160,8 @@ class ProbeRunner:
     """One probe of ``session``'s latest compaction (see the module docstring).
 
     ``answer_provider`` / ``judge_provider`` default to the providers of ``model`` / ``judge``
-    (``judge`` defaults to ``model``); pass one :class:`RecordedResponses` as both to replay.
+    (``judge`` defaults to ``model``) in ``providers``; pass one :class:`RecordedResponses` as both to
+    replay. ``tools`` are those the answers may use (default: the built-ins and the user's).
     """
 
     def __init__(self, session: Session, *, model: str, judge: str | None = None, per_kind: int = 2,
@@ -169,10 +169,13 @@ class ProbeRunner:
                  provider_options: dict[str, dict[str, Any]] | None = None, history_chars: int | None = None,
                  max_recall_rounds: int = MAX_RECALL_ROUNDS, max_retries: int = 3, base_delay: float = 2.0,
                  sleep: Callable[[float], None] = time.sleep, cancel: threading.Event | None = None,
-                 progress: Progress | None = None, recording: list[dict[str, Any]] | None = None):
+                 progress: Progress | None = None, recording: list[dict[str, Any]] | None = None,
+                 providers: ProviderRegistry | None = None, tools: list[Tool] | None = None):
         if per_kind < 1:
             raise ProbeError("ask for at least one question of each kind")
         self.session = session
+        self.providers = providers or default_registry()
+        self.tools = default_tools() if tools is None else list(tools)
         self.model, self.judge = model, judge or model
         self.per_kind = per_kind
         self._options = provider_options
@@ -188,10 +191,10 @@ class ProbeRunner:
 
     def _provider(self, role: str) -> tuple[Provider, str]:
         name = self.model if role == "answer" else self.judge
-        model_id = parse_model_string(name)[1]
+        model_id = self.providers.parse(name)[1]
         given = self._answer_provider if role == "answer" else self._judge_provider
         if given is None:
-            given = resolve_provider(name, self._options)[0]
+            given = self.providers.resolve(name, self._options)[0]
             if role == "answer":
                 self._answer_provider = given
             else:
@@ -201,8 +204,10 @@ class ProbeRunner:
     def _call(self, role: str, kind: str, system: str, messages: list[dict[str, Any]],
               tools: list[Any] | None = None, max_tokens: int | None = None) -> dict[str, Any]:
         provider, model_id = self._provider(role)
+        name = self.model if role == "answer" else self.judge
         request = ModelRequest(model=model_id, messages=messages, system_prompt=system, tools=list(tools or []),
-                               max_tokens=max_tokens, options={"request_kind": f"probe:{kind}", "probe_call": kind})
+                               max_tokens=max_tokens, options={"request_kind": f"probe:{kind}", "probe_call": kind},
+                               model_info=self.providers.info(name))
         message = None
         for event in stream_with_retry(provider, request, max_retries=self.max_retries, base_delay=self.base_delay,
                                        sleep=self._sleep, cancel=self.cancel):
@@ -228,8 +233,8 @@ class ProbeRunner:
                              summarized_entries=len(hidden), recording=self.recording)
         self.progress("writing the questions")
         questions = self._questions(hidden, report)
-        tools = [t for t in default_tools() if t.name != "recall"]
-        recall_tool = next((t for t in default_tools() if t.name == "recall"), None)
+        tools = [t for t in self.tools if t.name != "recall"]
+        recall_tool = next((t for t in self.tools if t.name == "recall"), None)
         if recall_tool is None:
             raise ProbeError("the recall tool is not registered")
         full = _full_history(self.session)
@@ -264,9 +269,10 @@ class ProbeRunner:
         if self.history_chars:
             return self.history_chars
         try:
-            window = models.context_window(*parse_model_string(self.judge))
+            info = self.providers.info(self.judge)
         except ValueError:
-            window = None
+            info = None
+        window = info.context_window if info else None
         return int(window * 4 * 0.6) if window else DEFAULT_HISTORY_CHARS
 
     def _answer(self, way: str, question: str, context: list[dict[str, Any]], tools: list[Any],

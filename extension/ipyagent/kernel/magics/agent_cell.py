@@ -91,7 +91,7 @@ def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
     if args.session:
         runtime.active = args.session
     slot = runtime.slot(args.session)
-    config = runtime.agent_config(model=args.model, notebook_context=False if args.no_context else None)
+    config = runtime.run_config(model=args.model, notebook_context=False if args.no_context else None)
     if not config.model:
         raise UsageError('No model configured. Set one with %config Agent.model = "openai:gpt-4.1-mini" '
                          "(or the IPYAGENT_MODEL environment variable), or pass --model.")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, magics_class
 
+from ipyagent.agent.budget import RequestBudget
 from ipyagent.compaction.settings import unknown_window_note
 from ipyagent.compaction.summarizer import SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
@@ -55,15 +56,15 @@ def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: fl
     }
 
 
-def _nothing_to_compact(agent: Any, reason: str, tokens: int) -> str:
+def _nothing_to_compact(request_budget: RequestBudget, reason: str, tokens: int) -> str:
     """Why nothing was compacted; with the window unknown, what the kept part is and how to set it."""
     try:
-        known = agent.context_window()
+        known = request_budget.window()
     except ValueError:
         known = None
     if known:
         return reason
-    budget = agent.budget()
+    budget = request_budget.fitted()
     return (f"{reason.rstrip('.')} (the conversation holds about {tokens:,} tokens): "
             f"{unknown_window_note(budget.reserve_tokens, budget.keep_recent_tokens)}.")
 
@@ -81,25 +82,25 @@ def run_compact(runtime: AgentRuntime, line: str, cell: str | None = None) -> No
         focus = (focus + "\n" + cell.strip()).strip()
     if args.session and args.session not in runtime.slots:
         raise UsageError(f"no session {args.session!r}; sessions: {', '.join(runtime.slots) or 'none'}")
-    config = runtime.agent_config()
+    config = runtime.run_config()
     if not (config.summary_model or config.model):
         raise UsageError('No model configured for the summary. Set %config Agent.model (or Agent.summary_model).')
     slot = runtime.slot(args.session)
     with CellRun(runtime, slot, config, interrupted_note="Compaction interrupted; the session is unchanged.") as run:
         run.replay()
-        before = run.agent.request_tokens()  # the budget's count, as the widget shows it
+        before = run.agent.budget.request_tokens()  # the budget's count, as the widget shows it
         started = time.monotonic()
         try:
             entry = run.agent.compact(focus or None, extra={"cellId": run.cell_id} if run.cell_id else None)
         except NothingToCompact as exc:
-            run.note(_nothing_to_compact(run.agent, str(exc), before))
+            run.note(_nothing_to_compact(run.agent.budget, str(exc), before))
         except CompactionCancelled as exc:
             run.note(str(exc))
         except (SummarizerError, ValueError) as exc:
             if run.view is not None:
                 run.view.renderer.show(error_bundle(str(exc), title="Compaction failed"))
         else:
-            after = run.agent.request_tokens()
+            after = run.agent.budget.request_tokens()
             if entry is not None and run.view is not None:  # (a manual compaction raises rather than None)
                 run.view.renderer.show(_summary_bundle(entry, before, after, time.monotonic() - started))
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ipyagent.kernel.runtime import AgentRuntime
 
 def _report(verb: str, runtime: AgentRuntime, slot: Any, entries: list[dict[str, Any]], before: int) -> None:
-    after = runtime.budget_agent(slot).request_tokens()
+    after = runtime.budget_for(slot).request_tokens()
     hint = "; recall(entry_id) returns a masked one in full" if verb == "masked" else ""
     print(f"{verb} {len(entries)} tool result{'s' if len(entries) != 1 else ''} in session {slot.name!r}: "
           f"context {before:,} → {after:,} tokens (with the system prompt and tools, as the budget counts them)"
@@ -52,7 +52,7 @@ def agent_mask(runtime: AgentRuntime, rest: str) -> None:
         raise UsageError("%agent mask: give an entry or --tool-results-before N, not both")
     if args.tool_results_before is not None and args.tool_results_before < 0:
         raise UsageError("%agent mask --tool-results-before needs a number of turns, 0 or more")
-    before = runtime.budget_agent(slot).request_tokens()
+    before = runtime.budget_for(slot).request_tokens()
     try:
         if args.entry is not None:
             edit = session.mask(args.entry)
@@ -75,7 +75,7 @@ def agent_unmask(runtime: AgentRuntime, rest: str) -> None:
     """Put masked tool results back into the context (one more context edit each)."""
     args = parse_argstring(agent_unmask, rest)
     slot = runtime.slot()
-    before = runtime.budget_agent(slot).request_tokens()
+    before = runtime.budget_for(slot).request_tokens()
     try:
         written = slot.session.unmask(args.entry)
     except SessionError as exc:

@@ -63,7 +63,7 @@ def mcp_report(runtime: AgentRuntime, *, window: int | None) -> str:
 
 def replaying(runtime: AgentRuntime) -> bool:
     """Whether the active session's recorded cells replay now (then no server is needed)."""
-    config = runtime.agent_config()
+    config = runtime.run_config()
     return bool(runtime.replay.recorded_cells(runtime.active)) and runtime.replay.replays(
         runtime.config.replay, config.model, config.provider_options)
 
@@ -102,7 +102,7 @@ def agent_mcp(runtime: AgentRuntime, rest: str) -> None:
                          wait=START_TIMEOUT)
     window = None
     try:
-        window = runtime.agent_for(runtime.slot(), runtime.agent_config()).context_window()
+        window = runtime.budget_for().window()
     except Exception:  # noqa: BLE001 - no model or window: the list without shares
         window = None
     print(mcp_report(runtime, window=window))

@@ -8,6 +8,7 @@ records the probe and replays it offline like a ``%%agent`` cell.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -18,9 +19,10 @@ from ipyagent.display.untrusted import escape_html
 from ipyagent.kernel.cell_context import cell_identity
 from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.magics.commands import COMPACTION, argument, command, magic_arguments, parse_argstring
-from ipyagent.providers.registry import provider_configured
 
 if TYPE_CHECKING:
+    from ipyagent.agent.probe.runner import ProbeReport
+    from ipyagent.agent.run_config import RunConfig
     from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["agent_probe", "probe_bundle"]
@@ -37,15 +39,7 @@ def agent_probe(runtime: AgentRuntime, rest: str) -> None:
     """What the latest compaction lost: questions about what it summarised away, answered from the full
     history, the compacted context and the compacted context with recall, graded 0–5 by the judge."""
     args = parse_argstring(agent_probe, rest)
-    from ipyagent.agent.probe.runner import (
-        PROBE_CUSTOM_TYPE,
-        ProbeError,
-        ProbeRunner,
-        RecordedResponses,
-        RecordingSummarizer,
-        recompact,
-    )
-    from ipyagent.agent.provider_summarizer import summarizer_for
+    from ipyagent.agent.probe.runner import PROBE_CUSTOM_TYPE, ProbeError
     from ipyagent.compaction.compact import NothingToCompact
     from ipyagent.compaction.summarizer import SummarizerError
     from ipyagent.core import CompactionCancelled
@@ -54,50 +48,68 @@ def agent_probe(runtime: AgentRuntime, rest: str) -> None:
     if args.questions < 1:
         raise UsageError("--questions must be 1 or more")
     slot = runtime.slot()
-    config = runtime.agent_config()
-    cell_id, _ = cell_identity(runtime.shell)
-    recorded = _recorded(runtime, slot.name, cell_id, args.model or config.model, config.provider_options)
-    if recorded is not None:
-        model, judge = str(recorded.get("model") or "replay:model"), str(recorded.get("judge") or "replay:model")
-        responses: Any = RecordedResponses(recorded.get("recording") or [])
-    else:
-        model = args.model or config.model
-        judge = args.judge or model
-        responses = None
-        if not model:
-            raise UsageError('No model for the probe: pass --model or set %config Agent.model = "…".')
+    config = runtime.run_config()
+    answering = _who_answers(runtime, slot.name, args, config)
     handle = display({"text/plain": "Probing…"}, raw=True, display_id=True)
 
     def progress(text: str) -> None:
         handle.update({"text/plain": f"Probing: {text}…"}, raw=True)
 
-    recording: list[dict[str, Any]] = []
-    session = slot.session
-    recompacted = args.recompact or not session.compactions()
     with CellRun(runtime, slot, config, view=False, interrupted_note=None) as run:
         try:
-            if recompacted:
-                progress("compacting the history afresh")
-                summarizer = responses if responses is not None else summarizer_for(
-                    config, model=config.summary_model or model)
-                session = recompact(session, RecordingSummarizer(summarizer, recording), config.compaction,
-                                    focus=args.focus, describe=run.agent.ports.describe_namespace)
-            report = ProbeRunner(session, model=model, judge=judge, per_kind=args.questions,
-                                 answer_provider=responses, judge_provider=responses,
-                                 provider_options=config.provider_options, max_retries=config.max_retries,
-                                 progress=progress, recording=recording).run()
+            report = _probe(runtime, run, args, config, answering, progress)
         except (ProbeError, ProviderError, SummarizerError, NothingToCompact, CompactionCancelled, ValueError) as exc:
             handle.update(error_bundle(str(exc), title="Probe failed"), raw=True)
             return
         except KeyboardInterrupt:
             handle.update({"text/plain": "Probe interrupted; nothing was stored."}, raw=True)
             raise
-        report.recompacted, report.focus = recompacted, args.focus if recompacted else None
         handle.update(probe_bundle(report), raw=True)
         entry: dict[str, Any] = {"type": "custom", "customType": PROBE_CUSTOM_TYPE, "data": report.to_dict()}
         if run.cell_id:
             entry["cellId"] = run.cell_id
         slot.session.append(entry)
+
+
+def _who_answers(runtime: AgentRuntime, name: str, args: Any, config: RunConfig) -> tuple[str, str, Any]:
+    """(the answering model, the judge, the recorded responses when this cell replays its probe)."""
+    from ipyagent.agent.probe.runner import RecordedResponses
+
+    cell_id, _ = cell_identity(runtime.shell)
+    recorded = _recorded(runtime, name, cell_id, args.model or config.model, config.provider_options)
+    if recorded is not None:
+        model, judge = str(recorded.get("model") or "replay:model"), str(recorded.get("judge") or "replay:model")
+        return model, judge, RecordedResponses(recorded.get("recording") or [])
+    model = args.model or config.model
+    if not model:
+        raise UsageError('No model for the probe: pass --model or set %config Agent.model = "…".')
+    return model, args.judge or model, None
+
+
+def _probe(runtime: AgentRuntime, run: CellRun, args: Any, config: RunConfig, answering: tuple[str, str, Any],
+           progress: Callable[[str], None]) -> ProbeReport:
+    """The probe of the slot's latest compaction (of a fresh one with ``--recompact``, or when
+    there is none), its responses recorded in the report."""
+    from ipyagent.agent.probe.runner import ProbeRunner, RecordingSummarizer, recompact
+    from ipyagent.agent.provider_summarizer import summarizer_for
+
+    model, judge, responses = answering
+    recording: list[dict[str, Any]] = []
+    session = run.slot.session
+    recompacted = args.recompact or not session.compactions()
+    if recompacted:
+        progress("compacting the history afresh")
+        summarizer = responses if responses is not None else summarizer_for(
+            config, model=config.summary_model or model, providers=runtime.providers)
+        session = recompact(session, RecordingSummarizer(summarizer, recording), config.compaction,
+                            focus=args.focus, describe=run.agent.ports.describe_namespace)
+    report = ProbeRunner(session, model=model, judge=judge, per_kind=args.questions,
+                         answer_provider=responses, judge_provider=responses,
+                         provider_options=config.provider_options, max_retries=config.max_retries,
+                         progress=progress, recording=recording, providers=runtime.providers,
+                         tools=runtime.plugins.tools.tools()).run()
+    report.recompacted, report.focus = recompacted, args.focus if recompacted else None
+    return report
 
 
 def _recorded(runtime: AgentRuntime, name: str, cell_id: str | None, model: str,
@@ -107,7 +119,7 @@ def _recorded(runtime: AgentRuntime, name: str, cell_id: str | None, model: str,
     recording = runtime.replay.recordings.get(name)
     if mode == "off" or not cell_id or recording is None:
         return None
-    if mode != "on" and provider_configured(model, provider_options):
+    if mode != "on" and runtime.providers.configured(model, provider_options):
         return None
     from ipyagent.agent.probe.runner import PROBE_CUSTOM_TYPE
 

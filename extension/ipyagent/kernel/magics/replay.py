@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ipyagent.kernel.magics.commands import REPLAY, argument, command, magic_arguments, parse_argstring
-from ipyagent.providers.registry import provider_configured
 
 if TYPE_CHECKING:
     from ipyagent.kernel.runtime import AgentRuntime
@@ -30,10 +29,10 @@ def agent_replay(runtime: AgentRuntime, rest: str) -> None:
         runtime.config.replay = args.mode
     if args.tools is not None:
         runtime.config.replay_tools = args.tools
-    config = runtime.agent_config()
+    config = runtime.run_config()
     name = runtime.active
     cells = runtime.replay.recorded_cells(name)
-    live = provider_configured(config.model, config.provider_options)
+    live = runtime.providers.configured(config.model, config.provider_options)
     mode = runtime.config.replay
     effective = {"on": "replays every recorded cell",
                  "off": "runs every cell live",

@@ -162,12 +162,12 @@ def agent_checkout(runtime: AgentRuntime, rest: str) -> None:
     """Move the session to another point of its tree."""
     args = parse_argstring(agent_checkout, rest)
     slot = runtime.slot()
-    config = runtime.agent_config()
+    config = runtime.run_config()
     summarizer = None
     if args.summarize:
         agent = runtime.agent_for(slot, config)
         try:
-            summarizer = agent.summarizer()
+            summarizer = agent.compactor.summarizer()
         except ValueError as exc:
             raise UsageError(f"--summarize needs a model: {exc}") from None
     from ipyagent.session.tree import SessionError
@@ -202,7 +202,7 @@ def agent_export(runtime: AgentRuntime, rest: str) -> None:
     """The active session as a Pi session file or Markdown."""
     args = parse_argstring(agent_export, rest)
     slot = runtime.slot()
-    redactor = Redactor.configured(runtime.agent_config().provider_options)  # no key leaves in an export
+    redactor = Redactor.configured(runtime.run_config().provider_options)  # no key leaves in an export
     text = redactor.text(slot.session.to_pi_jsonl() if args.format == "pi"
                          else session_markdown(slot.name, slot.session, slot.settings))
     if args.output:
@@ -235,7 +235,7 @@ def agent_import(runtime: AgentRuntime, rest: str) -> None:
     runtime.slots[name] = SessionSlot(name, session, origin="load")
     runtime.active = name
     found = Replacements()
-    redactor = Redactor.configured(runtime.agent_config().provider_options)  # as persist stores them
+    redactor = Redactor.configured(runtime.run_config().provider_options)  # as persist stores them
     for entry in session.entries:
         found.add(redactor.data_counted(entry)[1], f"entry {entry['id']}")
     print(f"imported {len(session)} entries as session {name!r} (active)"
@@ -269,7 +269,7 @@ def agent_load(runtime: AgentRuntime, rest: str) -> None:
             summary.append(f"{name}: {added} new entries merged")
         else:
             runtime.slots[name] = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin="load")
-            restore_learned_window(runtime.slots[name].settings)
+            restore_learned_window(runtime.providers.models, runtime.slots[name].settings)
             summary.append(f"{name}: {len(session)} entries")
     if found.active in runtime.slots:
         runtime.active = found.active

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.display import display
 
+from ipyagent.agent.budget import RequestBudget
 from ipyagent.agent.prompt.pinned import active_pins, pins_note
 from ipyagent.display.budget_widget import cost_text, static_bundle
 from ipyagent.display.run_view import facts_for
@@ -31,17 +32,18 @@ from ipyagent.text import chars4, one_line
 if TYPE_CHECKING:
     from ipyagent.kernel.persistence import SessionSlot
     from ipyagent.kernel.runtime import AgentRuntime
+    from ipyagent.providers.registry import ProviderRegistry
 
 __all__ = ["NEXT_ACTIVITY_LABEL", "context_report"]
 
 
-def budget_words(agent: Any) -> str:
+def budget_words(budget: RequestBudget) -> str:
     """The budget's count of the context (the widget's and the trigger's figure), and what it is."""
-    tokens = agent.request_tokens()
-    counted = agent.session.context_state().last_usage_index >= 0
+    tokens = budget.request_tokens()
+    counted = budget.session.context_state().last_usage_index >= 0
     basis = ("the server's count of the last request plus estimates since" if counted
              else "estimated: no usage since the last compaction")
-    parts = ("the system prompt and tools" if agent.tools
+    parts = ("the system prompt and tools" if budget.tool_specs
              else "the system prompt (no tools: the last cell ran with --no-tools)")
     return f"the budget counts {tokens:,} tokens with {parts} ({basis})"
 
@@ -49,15 +51,14 @@ def budget_words(agent: Any) -> str:
 # ---- status, config, model ---------------------------------------------------------------------
 
 
-def _local_model(config: Any) -> bool:
+def _local_model(config: Any, providers: ProviderRegistry) -> bool:
     """Whether the session model is served from this machine or a private network (free)."""
     from ipyagent.providers.pricing import is_local_server
-    from ipyagent.providers.registry import resolve_provider
 
     if not config.model:
         return False
     try:
-        provider = resolve_provider(config.model, config.provider_options)[0]
+        provider = providers.resolve(config.model, config.provider_options)[0]
     except ValueError:
         return False
     base_url = getattr(provider, "base_url", None)
@@ -70,7 +71,7 @@ def agent_status(runtime: AgentRuntime, rest: str) -> None:
     """The active session's budget, the model, and how the session is saved."""
     parse_argstring(agent_status, rest)
     slot = runtime.slot()
-    facts = facts_for(runtime.budget_agent(slot), slot.name)
+    facts = facts_for(runtime.budget_for(slot), slot.name)
     lines = [f"session {slot.name!r}: {len(slot.session)} entries, leaf {slot.session.leaf_id}",
              f"persistence: {runtime.bridge_state()}"]
     result = runtime.load_result
@@ -80,7 +81,7 @@ def agent_status(runtime: AgentRuntime, rest: str) -> None:
     elif result is not None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
     lines.append(cost_text(facts.costs) if facts.costs is not None and facts.costs.priced
-                 else "cost: free (local server)" if _local_model(runtime.agent_config())
+                 else "cost: free (local server)" if _local_model(runtime.run_config(), runtime.providers)
                  else cost_text(facts.costs) or "cost: no priced calls yet")
     lines.append("pins: " + pins_note(active_pins(slot.session.entries)))
     lines.append(last_compaction_note(slot.session.compactions()) or "last compaction: none yet")
@@ -114,10 +115,8 @@ def agent_model(runtime: AgentRuntime, rest: str) -> None:
     """Show or set the model (same as %config Agent.model = "M")."""
     args = parse_argstring(agent_model, rest)
     if args.model:
-        from ipyagent.providers.registry import parse_model_string
-
         try:
-            parse_model_string(args.model)
+            runtime.providers.parse(args.model)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         runtime.config.model = args.model
@@ -135,19 +134,19 @@ NEXT_ACTIVITY_LABEL = "notebook activity (goes before the next %%agent prompt)"
 def context_report(runtime: AgentRuntime, slot: SessionSlot) -> tuple[list[tuple[str, int, str]], int]:
     """Each part of the next request (the system prompt's parts, tools, each message, and the
     notebook-activity block the next prompt would carry): (label, tokens, text)."""
-    from ipyagent.agent.loop import Agent
+    from ipyagent.agent.loop import AgentLoop
     from ipyagent.kernel.cell_context import KernelNotebookContext
-    from ipyagent.providers.registry import parse_model_string
 
-    config = runtime.agent_config()
-    probe = Agent(slot.session, config=config, namespace={}, tools=runtime.tools_for(slot),
-                  notebook=KernelNotebookContext(runtime, slot.name))
-    model_id = parse_model_string(config.model)[1] if config.model else "(no model)"
+    config = runtime.run_config()
+    probe = AgentLoop(slot.session, config=config, namespace={}, tools=runtime.tools_for(slot),
+                      notebook=KernelNotebookContext(runtime, slot.name), providers=runtime.providers)
+    model_id = runtime.providers.parse(config.model)[1] if config.model else "(no model)"
     request = probe.request(model_id)
     estimator = slot.session.estimator
     specs = [t.to_dict() for t in request.tools]
-    parts = [(f"system prompt: {p.label}", chars4(p.text), p.text) for p in probe.system_prompt_parts()]
-    skipped = probe.system_context.skipped if probe.system_context is not None else ()
+    prompt_parts = probe.system.parts(slot.session, probe.tools)
+    parts = [(f"system prompt: {p.label}", chars4(p.text), p.text) for p in prompt_parts]
+    skipped = probe.system.context.skipped if probe.system.context is not None else ()
     if skipped:
         parts.append((f"instruction files not read ({len(skipped)}; not sent)", 0,
                       "\n".join(f"{s.path}: {s.reason}" for s in skipped)))
@@ -184,7 +183,7 @@ def agent_context(runtime: AgentRuntime, rest: str) -> None:
     parts, total = context_report(runtime, slot)
     messages = sum(1 for label, _, _ in parts if label[:1].isdigit())
     headline = (f"next request: {messages} messages, ≈{total:,} tokens by the chars/4 estimates below; "
-                f"{budget_words(runtime.budget_agent(slot))}")
+                f"{budget_words(runtime.budget_for(slot))}")
     plain = [headline]
     rows = []
     for label, tokens, text in parts:

@@ -16,7 +16,6 @@ same cell (the kernel chooses the new cells' ids, so it needs no answer to chain
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -24,8 +23,7 @@ from typing import Any
 
 from ipyagent.agent.tools.notebook_port import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
 from ipyagent.display.untrusted import safe_markdown
-from ipyagent.kernel.cell_context import cell_identity
-from ipyagent.store.hydration import find_notebook_path
+from ipyagent.kernel.cell_context import cell_identity, kernel_notebook_path
 from ipyagent.store.ipynb import NotebookError, read_notebook
 from ipyagent.store.journal import JOURNAL_MIME
 
@@ -182,7 +180,7 @@ class KernelNotebook:
 
     def _path(self) -> Path | None:
         explicit = self._notebook_path()
-        path, _ = find_notebook_path(getattr(self.shell, "user_ns", None), os.environ, explicit)
+        path, _ = kernel_notebook_path(self.shell, explicit)
         return path if path is not None and path.is_file() else None
 
     def _history(self) -> list[NotebookCell]:

@@ -7,12 +7,13 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from ipyagent.providers import models
 from ipyagent.providers.errors import EmptyStreamError, NetworkError
 from ipyagent.providers.provider import (
     ModelRequest,
+    ProviderNote,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -24,11 +25,14 @@ from ipyagent.providers.transform import image_data_url, openai_tool_id, prepare
 from ipyagent.providers.transport.http import ErrorContext, error_from_event, stream_object
 from ipyagent.providers.transport.message import MessageBuilder, empty_usage
 from ipyagent.providers.transport.sse import SSEEvent
+from ipyagent.providers.transport.stop_reasons import outcome, unknown_note
 from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-_STOP = {"stop": "stop", "length": "length", "tool_calls": "toolUse", "function_call": "toolUse",
-         "content_filter": "error"}
+# The fields compatible servers put their reasoning in: DeepSeek, vLLM and llama.cpp
+# ``reasoning_content``; OpenRouter, Groq and Ollama ``reasoning``. The thinking block keeps the
+# field's name (Pi's ``thinkingSignature`` for this API), and the reasoning goes back in it.
+REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 
 
 def openai_usage(raw: dict[str, Any]) -> dict[str, Any]:
@@ -59,13 +63,46 @@ def _wire_call(block: dict[str, Any], same: bool) -> dict[str, Any]:
     return call
 
 
+def _wire_reasoning(content: list[dict[str, Any]]) -> dict[str, Any]:
+    """The reasoning of an assistant turn in the fields its server sent it in. ``prepare_history``
+    leaves thinking blocks only on turns of the model that wrote them (the only one that reads
+    them back): DeepSeek answers 400 to a tool loop without them, OpenRouter keeps a model's
+    reasoning across calls with ``reasoning_details``."""
+    wire: dict[str, Any] = {}
+    for block in content:
+        source = block.get("thinkingSignature") if block.get("type") == "thinking" else None
+        if source in REASONING_FIELDS:
+            wire[source] = wire.get(source, "") + (block.get("thinking") or "")
+        if block.get("type") == "thinking" and block.get("reasoningDetails"):
+            wire.setdefault("reasoning_details", []).extend(block["reasoningDetails"])
+    return wire
+
+
+def merge_reasoning_details(held: list[dict[str, Any]], pieces: list[Any]) -> None:
+    """Add OpenRouter's streamed ``reasoning_details`` pieces to ``held``: a piece with the index
+    and type of the last one held continues it (its text, summary or data is appended)."""
+    for piece in pieces:
+        if not isinstance(piece, dict):
+            continue
+        last = held[-1] if held else None
+        if last is not None and last.get("index") == piece.get("index") and last.get("type") == piece.get("type"):
+            for key, value in piece.items():
+                if key in ("text", "summary", "data") and isinstance(value, str):
+                    last[key] = (last.get(key) or "") + value
+                elif value is not None:
+                    last[key] = value
+        else:
+            held.append(dict(piece))
+
+
 def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if request.system_prompt:
         out.append({"role": "system", "content": request.system_prompt})
     images: list[dict[str, Any]] = []  # images from tool results, sent after the tool messages
+    info = request.info()
     history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
-                              tool_id=openai_tool_id)
+                              tool_id=openai_tool_id, images=bool(info and info.vision))
     for message in history:
         role = message["role"]
         if role != "toolResult" and images:
@@ -83,7 +120,7 @@ def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[d
             if calls:
                 wire["tool_calls"] = calls
             if text or calls:
-                out.append(wire)
+                out.append({**wire, **_wire_reasoning(message["content"])})
         elif role == "toolResult":
             content = message.get("content")
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
@@ -104,6 +141,18 @@ def openai_headers(key: str | None) -> dict[str, str]:
     if key:
         headers["authorization"] = f"Bearer {key}"
     return headers
+
+
+@dataclass
+class _ChatStream:
+    """What one streamed reply has said so far."""
+
+    calls: list[int] = field(default_factory=list)  # builder positions of the tool calls, in call order
+    by_index: dict[int, int] = field(default_factory=dict)  # wire index -> call ordinal
+    by_id: dict[str, int] = field(default_factory=dict)
+    finish: str | None = None
+    done: bool = False
+    seen: bool = False
 
 
 class OpenAIChatProvider(HTTPProvider):
@@ -146,7 +195,8 @@ class OpenAIChatProvider(HTTPProvider):
             # api.openai.com wants the new name; compatible servers mostly know only the old one
             field = "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
             body[field] = request.max_tokens
-        reasoning_model = models.is_reasoning(self.name, request.model)
+        info = request.info()
+        reasoning_model = bool(info and info.reasoning)
         # OpenAI's reasoning models reject any temperature but the default
         if request.temperature is not None and not (reasoning_model and "api.openai.com" in self.base_url):
             body["temperature"] = request.temperature
@@ -172,11 +222,12 @@ class OpenAIChatProvider(HTTPProvider):
         if choices:
             choice = choices[0]
             message = choice.get("message") or {}
-            delta = {k: message.get(k) for k in ("content", "reasoning_content", "reasoning") if message.get(k)}
+            delta = {k: message.get(k) for k in ("content", "refusal", *REASONING_FIELDS, "reasoning_details")
+                     if message.get(k)}
             calls = message.get("tool_calls") or []
             if calls:
                 delta["tool_calls"] = [{**call, "index": i} for i, call in enumerate(calls)]
-            chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason") or "stop"}]
+            chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason") or ""}]
         yield None, json.dumps(chunk).encode()
         yield None, b"[DONE]"
 
@@ -188,61 +239,77 @@ class OpenAIChatProvider(HTTPProvider):
 
     def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
                cancel: threading.Event | None) -> EventLoop:
-        calls: list[int] = []  # builder positions of the tool calls, in call order
-        by_index: dict[int, int] = {}  # wire index -> call ordinal
-        by_id: dict[str, int] = {}
-        finish: str | None = None
-        done = False
-        seen = False
+        state = _ChatStream()
         for event, data in sse:
-            seen = True
+            state.seen = True
             if cancel is not None and cancel.is_set():
                 return "aborted"
             if data == b"[DONE]":
-                done = True
+                state.done = True
                 break
             chunk = stream_object(ctx, data)
             if event == "error" or chunk.get("error"):  # some servers send "error": null on every chunk
+                if state.finish is not None:
+                    # the reply had ended (OpenRouter's "Token limit reached" follows finish_reason
+                    # "length"): keep it as it ended and say what came after
+                    error = chunk.get("error") or chunk
+                    yield ProviderNote(f"{ctx.label} sent an error after the reply had ended, which is kept as it "
+                                       f"ended: {ctx.scrub(str(error.get('message') or error))}")
+                    break
                 raise error_from_event(ctx, chunk.get("error") or chunk)
-            choices = chunk.get("choices")
-            if choices:
-                choice = choices[0]
-                delta = choice.get("delta")
-                if delta:
-                    text = delta.get("content")
-                    if text:
-                        builder.text(text)
-                        yield TextDelta(text)
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                    if reasoning and isinstance(reasoning, str):
-                        builder.thinking(reasoning)
-                        yield ThinkingDelta(reasoning)
-                    tool_calls = delta.get("tool_calls")
-                    if tool_calls:
-                        for call in tool_calls:
-                            yield from self._tool_delta(call, builder, calls, by_index, by_id)
-                if choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
-            usage = chunk.get("usage")
-            if usage:
-                builder.usage = openai_usage(usage)
-                yield UsageUpdate(builder.usage)
-            if builder.response_id is None and chunk.get("id"):
-                builder.response_id = chunk["id"]
-        if not seen:
+            yield from self._chunk(chunk, builder, state)
+        if not state.seen:
             raise EmptyStreamError(f"{ctx.label}: the stream from {ctx.url} ended before its first event")
-        if not done and finish is None:
+        if not state.done and state.finish is None:
             raise NetworkError(f"{ctx.label}: the stream from {ctx.url} ended before the reply was complete "
                                f"(no finish_reason and no [DONE])")
-        for ordinal, position in enumerate(calls):
+        for ordinal, position in enumerate(state.calls):
             block = builder.finish_block(position)
             if not block["id"]:
                 block["id"] = f"call_{uuid.uuid4().hex[:24]}"
             yield ToolCallEnd(ordinal, block["id"], block["name"], block["arguments"])
-        if finish == "content_filter":
-            builder.error_message = f"{ctx.label} stopped the reply: content filter"
-        stop = _STOP.get(finish or "stop", "stop")
-        return "toolUse" if calls and stop == "stop" else stop
+        end = outcome(self.api, ctx.label, state.finish, bool(state.calls))
+        if end.unknown is not None:
+            builder.extra["providerStopReason"] = end.unknown
+            yield ProviderNote(unknown_note(ctx.label, "stop reason", end.unknown))
+        builder.error_message = end.error
+        return end.stop
+
+    def _chunk(self, chunk: dict[str, Any], builder: MessageBuilder, state: _ChatStream) -> Iterator[Any]:
+        """One chunk's text, refusal, reasoning, tool-call pieces, finish reason and usage."""
+        choices = chunk.get("choices")
+        if choices:
+            choice = choices[0]
+            delta = choice.get("delta") or {}
+            for key in ("content", "refusal"):  # a refusal is the reply's text (as the Responses API has it)
+                text = delta.get(key)
+                if text and isinstance(text, str):
+                    builder.text(text)
+                    yield TextDelta(text)
+            yield from self._reasoning(delta, builder)
+            for call in delta.get("tool_calls") or []:
+                yield from self._tool_delta(call, builder, state.calls, state.by_index, state.by_id)
+            if choice.get("finish_reason"):
+                state.finish = choice["finish_reason"]
+        usage = chunk.get("usage")
+        if usage:
+            builder.usage = openai_usage(usage)
+            yield UsageUpdate(builder.usage)
+        if builder.response_id is None and chunk.get("id"):
+            builder.response_id = chunk["id"]
+
+    @staticmethod
+    def _reasoning(delta: dict[str, Any], builder: MessageBuilder) -> Iterator[Any]:
+        source = next((f for f in REASONING_FIELDS if isinstance(delta.get(f), str) and delta[f]), None)
+        details = delta.get("reasoning_details")
+        if source is None and not details:
+            return
+        piece = delta[source] if source else ""
+        block = builder.thinking(piece, source or "reasoning")
+        if details and isinstance(details, list):
+            merge_reasoning_details(block.setdefault("reasoningDetails", []), details)
+        if piece:
+            yield ThinkingDelta(piece)
 
     @staticmethod
     def _tool_delta(call: dict[str, Any], builder: MessageBuilder, calls: list[int], by_index: dict[int, int],

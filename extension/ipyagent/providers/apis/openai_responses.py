@@ -21,11 +21,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ipyagent.providers import models
 from ipyagent.providers.apis.openai_chat import OPENAI_BASE_URL, openai_headers
 from ipyagent.providers.errors import NetworkError
 from ipyagent.providers.provider import (
     ModelRequest,
+    ProviderNote,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -37,11 +37,13 @@ from ipyagent.providers.transform import image_data_url, prepare_history
 from ipyagent.providers.transport.http import ErrorContext, error_from_event, stream_object
 from ipyagent.providers.transport.message import MessageBuilder, empty_usage
 from ipyagent.providers.transport.sse import SSEEvent
+from ipyagent.providers.transport.stop_reasons import outcome, unknown_note
 from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
 
 _RESPONSES_ONLY = re.compile(r"codex|^(o1|o3|gpt-5[\w.]*)-pro\b|deep-research|^computer-use", re.IGNORECASE)
 _ID_BAD = re.compile(r"[^a-zA-Z0-9_-]")
 _SUMMARY_SEPARATOR = "\n\n"
+_KNOWN_ITEMS = frozenset({"message", "reasoning", "function_call"})
 
 
 def responses_only(model: str) -> bool:
@@ -97,7 +99,9 @@ def _input_content(content: Any) -> list[dict[str, Any]]:
 
 
 def _reasoning_item(block: dict[str, Any]) -> dict[str, Any] | None:
-    """The reasoning item stored in a thinking block, as it goes back in ``input``."""
+    """The reasoning item stored in a thinking block, as it goes back in ``input``: one that holds
+    the reasoning itself, encrypted (OpenAI) or as ``reasoning_text`` content (DeepSeek, and the
+    servers that run open-weight models); a bare summary refers to an item nothing stored."""
     signature = block.get("thinkingSignature")
     if not signature:
         return None
@@ -105,7 +109,10 @@ def _reasoning_item(block: dict[str, Any]) -> dict[str, Any] | None:
         item = json.loads(signature)
     except (TypeError, ValueError):
         return None
-    if not isinstance(item, dict) or item.get("type") != "reasoning" or not item.get("encrypted_content"):
+    if not isinstance(item, dict) or item.get("type") != "reasoning":
+        return None
+    own = [p for p in item.get("content") or [] if isinstance(p, dict) and p.get("type") == "reasoning_text"]
+    if not item.get("encrypted_content") and not own:
         return None
     return {k: v for k, v in item.items() if k != "status"}
 
@@ -115,11 +122,13 @@ def _assistant_items(message: dict[str, Any], same: bool) -> list[dict[str, Any]
     for block in message["content"]:
         kind = block["type"]
         if kind == "thinking":
+            # Reasoning goes back only as the item this API wrote, holding the reasoning (store is
+            # false, so the API cannot look an item up by id). A summary without encrypted content,
+            # or the unsigned thinking of an interrupted reply, goes nowhere: never as text the model "said".
+            # (prepare_history has already turned another model's thinking into plain text.)
             item = _reasoning_item(block) if same else None
             if item is not None:
                 items.append(item)
-            elif block.get("thinking", "").strip() and not block.get("redacted"):
-                items.append(_output_message(block["thinking"], None, None))  # unsigned: only valid as text
         elif kind == "text":
             signature = block.get("textSignature") if same else None
             items.append(_output_message(block["text"], signature, block.get("phase") if same else None))
@@ -137,9 +146,9 @@ def _assistant_items(message: dict[str, Any], same: bool) -> list[dict[str, Any]
 
 
 def _output_message(text: str, item_id: Any, phase: str | None) -> dict[str, Any]:
-    item: dict[str, Any] = {"type": "message", "role": "assistant",
-                            "content": [{"type": "output_text", "text": text, "annotations": []}],
-                            "status": "completed"}
+    """An assistant text: the output message it came as when it has OpenAI's id for it (an output
+    message needs one, starting ``msg``), otherwise an input message with the assistant role (the
+    form the API documents for earlier replies, and the one DeepSeek accepted in the recordings)."""
     if isinstance(item_id, str) and item_id.startswith("{"):  # newer Pi: {"v": 1, "id": …, "phase": …}
         try:
             stored = json.loads(item_id)
@@ -147,8 +156,10 @@ def _output_message(text: str, item_id: Any, phase: str | None) -> dict[str, Any
             stored = None
         stored = stored if isinstance(stored, dict) else {}
         item_id, phase = stored.get("id"), phase or stored.get("phase")
+    item: dict[str, Any] = {"role": "assistant", "content": text}
     if item_id and isinstance(item_id, str) and item_id.startswith("msg"):
-        item["id"] = item_id
+        item = {"type": "message", "role": "assistant", "id": item_id, "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
     if phase and isinstance(phase, str):
         item["phase"] = phase
     return item
@@ -166,8 +177,9 @@ def _tool_output(message: dict[str, Any]) -> Any:
 def to_responses_input(request: ModelRequest, provider: str, api: str) -> list[dict[str, Any]]:
     """The Pi history as Responses input items."""
     out: list[dict[str, Any]] = []
+    info = request.info()
     history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
-                              tool_id=responses_tool_id)
+                              tool_id=responses_tool_id, images=bool(info and info.vision))
     for message in history:
         role = message["role"]
         if role == "user":
@@ -198,19 +210,12 @@ _Items = dict[int | None, _Item]  # by the event's output index as sent (None wh
 
 
 def _error_payload(error: Any) -> dict[str, Any]:
-    """A Responses error object (``error`` event, ``response.error``) in the shape
-    ``error_from_event`` classifies: the code is kept, the type says what to do (a rate limit
-    waits, an invalid request fails at once, anything else is worth another try)."""
+    """A Responses error object (``error`` event, ``response.error``) as ``error_from_event`` reads
+    it: its message, code and type as sent (the classification is the one HTTP errors get)."""
     if not isinstance(error, dict):
         return {"message": str(error), "type": "api_error"}
-    code = str(error.get("code") or "")
-    if code == "rate_limit_exceeded":
-        kind = "rate_limit_error"
-    elif code.startswith("invalid") or error.get("type") == "invalid_request_error":
-        kind = "invalid_request_error"
-    else:
-        kind = code or "api_error"
-    return {"message": error.get("message") or code or "error", "type": kind, "code": code or None}
+    code = error.get("code")
+    return {"message": error.get("message") or str(code or "error"), "type": error.get("type"), "code": code}
 
 
 class OpenAIResponsesProvider(HTTPProvider):
@@ -241,7 +246,8 @@ class OpenAIResponsesProvider(HTTPProvider):
                               "parameters": t.parameters} for t in request.tools]
         if request.max_tokens:
             body["max_output_tokens"] = request.max_tokens
-        reasoning_model = models.is_reasoning(self.name, request.model)
+        info = request.info()
+        reasoning_model = bool(info and info.reasoning)
         if reasoning_model or request.reasoning:
             reasoning: dict[str, Any] = {"summary": "auto"}
             if request.reasoning:
@@ -266,48 +272,35 @@ class OpenAIResponsesProvider(HTTPProvider):
                 return "aborted"
             ev = stream_object(ctx, data)
             kind = ev.get("type") or event
-            if kind == "response.output_text.delta" or kind == "response.refusal.delta":
-                position = self._block(items, ev, builder, "message")
-                if position is not None and ev.get("delta"):
-                    builder.pieces[position].append(ev["delta"])
-                    yield TextDelta(ev["delta"])
+            if kind in ("response.completed", "response.incomplete"):
+                final = ev.get("response") or {}
+                break
+            if kind in ("response.output_text.delta", "response.refusal.delta",
+                        "response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+                yield from self._text_delta(kind, ev, items, builder)
             elif kind == "response.function_call_arguments.delta":
                 item = items.get(ev.get("output_index"))
                 if item is not None and item.kind == "function_call" and ev.get("delta"):
                     builder.pieces[item.position].append(ev["delta"])
                     yield ToolCallDelta(item.ordinal, ev["delta"])
-            elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-                position = self._block(items, ev, builder, "reasoning")
-                if position is not None and ev.get("delta"):
-                    builder.pieces[position].append(ev["delta"])
-                    yield ThinkingDelta(ev["delta"])
             elif kind == "response.reasoning_summary_part.added":
-                item = items.get(ev.get("output_index"))
-                if item is not None and item.kind == "reasoning":
-                    if item.parts and builder.pieces[item.position]:
-                        builder.pieces[item.position].append(_SUMMARY_SEPARATOR)
-                        yield ThinkingDelta(_SUMMARY_SEPARATOR)
-                    item.parts += 1
+                yield from self._summary_part(ev, items, builder)
             elif kind == "response.output_item.added":
                 yield from self._item_added(ev, items, calls, builder)
             elif kind == "response.output_item.done":
-                yield from self._item_done(ev, items, builder, ended)
-            elif kind in ("response.completed", "response.incomplete"):
-                final = ev.get("response") or {}
-                break
-            elif kind == "response.failed":
-                response = ev.get("response") or {}
-                raise error_from_event(ctx, _error_payload(response.get("error") or {"code": "server_error",
-                                                                                     "message": "response failed"}))
-            elif kind == "error":
-                raise error_from_event(ctx, _error_payload(ev.get("error") if isinstance(ev.get("error"), dict)
-                                                           else ev))
+                yield from self._item_done(ev, items, builder, ended, ctx)
+            elif kind in ("response.failed", "error"):
+                raise self._failure(kind, ev, ctx)
             elif kind in ("response.created", "response.in_progress"):
                 builder.response_id = (ev.get("response") or {}).get("id") or builder.response_id
             # content_part, *.done text events, queued and unknown types carry nothing new
         if final is None:
             raise NetworkError(f"{ctx.label}: the stream from {ctx.url} ended before the reply was complete "
                                f"(no response.completed)")
+        return (yield from self._finish(final, calls, ended, builder, ctx))
+
+    def _finish(self, final: dict[str, Any], calls: list[int], ended: set[int], builder: MessageBuilder,
+                ctx: ErrorContext) -> EventLoop:
         builder.response_id = final.get("id") or builder.response_id
         if isinstance(final.get("usage"), dict):
             builder.usage = responses_usage(final["usage"])
@@ -316,13 +309,40 @@ class OpenAIResponsesProvider(HTTPProvider):
             if position not in ended:  # the item never finished: emit what arrived
                 block = builder.finish_block(position)
                 yield ToolCallEnd(ordinal, block["id"], block["name"], block["arguments"])
-        if final.get("status") == "incomplete" or (final.get("incomplete_details") or {}).get("reason"):
-            reason = (final.get("incomplete_details") or {}).get("reason") or "incomplete"
-            if reason == "content_filter":
-                builder.error_message = f"{ctx.label} stopped the reply: content filter"
-                return "error"
-            return "length"
-        return "toolUse" if calls else "stop"
+        raw = str(final.get("status") or "")
+        details = final.get("incomplete_details") or {}
+        if raw == "incomplete" or details.get("reason"):
+            raw = f"incomplete:{details.get('reason') or ''}"
+        end = outcome(self.api, ctx.label, raw, bool(calls))
+        if end.unknown is not None:
+            builder.extra["providerStopReason"] = end.unknown
+            yield ProviderNote(unknown_note(ctx.label, "status", end.unknown))
+        builder.error_message = end.error
+        return end.stop
+
+    @staticmethod
+    def _failure(kind: str, ev: dict[str, Any], ctx: ErrorContext) -> Exception:
+        if kind == "response.failed":
+            response = ev.get("response") or {}
+            return error_from_event(ctx, _error_payload(response.get("error") or {"code": "server_error",
+                                                                                  "message": "response failed"}))
+        return error_from_event(ctx, _error_payload(ev.get("error") if isinstance(ev.get("error"), dict) else ev))
+
+    def _text_delta(self, kind: str, ev: dict[str, Any], items: _Items, builder: MessageBuilder) -> Iterator[Any]:
+        reasoning = "reasoning" in kind
+        position = self._block(items, ev, builder, "reasoning" if reasoning else "message")
+        if position is not None and ev.get("delta"):
+            builder.pieces[position].append(ev["delta"])
+            yield ThinkingDelta(ev["delta"]) if reasoning else TextDelta(ev["delta"])
+
+    @staticmethod
+    def _summary_part(ev: dict[str, Any], items: _Items, builder: MessageBuilder) -> Iterator[Any]:
+        item = items.get(ev.get("output_index"))
+        if item is not None and item.kind == "reasoning":
+            if item.parts and builder.pieces[item.position]:
+                builder.pieces[item.position].append(_SUMMARY_SEPARATOR)
+                yield ThinkingDelta(_SUMMARY_SEPARATOR)
+            item.parts += 1
 
     @staticmethod
     def _block(items: _Items, ev: dict[str, Any], builder: MessageBuilder, kind: str) -> int | None:
@@ -360,11 +380,17 @@ class OpenAIResponsesProvider(HTTPProvider):
             yield ToolCallStart(item.ordinal, block_id, raw.get("name") or "")
 
     @staticmethod
-    def _item_done(ev: dict[str, Any], items: _Items, builder: MessageBuilder,
-                   ended: set[int]) -> Iterator[Any]:
+    def _item_done(ev: dict[str, Any], items: _Items, builder: MessageBuilder, ended: set[int],
+                   ctx: ErrorContext) -> Iterator[Any]:
         index = ev.get("output_index")
         raw = ev.get("item") or {}
         item = items.get(index)
+        if raw.get("type") not in _KNOWN_ITEMS and isinstance(raw.get("type"), str):
+            # an output item this provider does not read (a server tool's call, a compaction…):
+            # kept in the session as it came, said once
+            builder.extra.setdefault("providerContent", []).append(raw)
+            yield ProviderNote(unknown_note(ctx.label, "output item", raw["type"]))
+            return
         if item is None or item.position < 0 or raw.get("type") != item.kind:
             return
         block = builder.content[item.position]
@@ -372,9 +398,11 @@ class OpenAIResponsesProvider(HTTPProvider):
         if item.kind == "reasoning":
             # the complete item, encrypted content included, is what goes back next turn
             block["thinkingSignature"] = json.dumps(raw, separators=(",", ":"))
-            if not pieces:
+            if not pieces:  # no deltas came: the summary, or else the reasoning_text the item holds
                 pieces.append(_SUMMARY_SEPARATOR.join(s.get("text", "") for s in raw.get("summary") or []
-                                                      if isinstance(s, dict)))
+                                                      if isinstance(s, dict))
+                              or "".join(p.get("text", "") for p in raw.get("content") or []
+                                         if isinstance(p, dict) and p.get("type") == "reasoning_text"))
         elif item.kind == "message":
             if raw.get("id"):
                 block["textSignature"] = raw["id"]

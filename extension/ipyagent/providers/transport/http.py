@@ -210,35 +210,82 @@ def _parse_error_body(body: str) -> tuple[dict[str, Any] | None, str, str | None
     return parsed, message, (str(code) if code is not None else None), err.get("type")
 
 
+# One classification of provider errors for HTTP statuses and in-stream events alike. Kinds:
+# overflow (the prompt did not fit), quota (credit or quota used up: waiting will not help),
+# rate_limit (wait and retry), auth, not_found, server (overloaded, 5xx: worth another try),
+# bad_request (anything else the server rejected).
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "insufficient_credits",
+                          "billing_not_active", "credits_exhausted"})
+_QUOTA_TEXT = re.compile(r"exceeded your current quota|credit balance is too low|insufficient credits|"
+                         r"requires more credits|out of credits", re.IGNORECASE)
+_RATE_TYPES = frozenset({"rate_limit_error", "rate_limit_exceeded", "too_many_requests", "rate_limit"})
+_AUTH_TYPES = frozenset({"authentication_error", "permission_error", "invalid_api_key", "unauthorized",
+                         "permission_denied", "forbidden"})
+_NOT_FOUND_TYPES = frozenset({"not_found_error", "model_not_found", "not_found"})
+_SERVER_TYPES = frozenset({"overloaded_error", "api_error", "server_error", "internal_server_error",
+                           "service_unavailable", "timeout", "internal_error", "overloaded"})
+_TRANSIENT_STATUSES = frozenset({408, 409, 425, 529})
+
+
+def error_kind(status: int | None, words: set[str], message: str, body: str | None = None) -> str:
+    """The kind of a provider error from its HTTP status (None inside a stream), its ``code`` and
+    ``type`` words, and its text."""
+    numeric = next((int(w) for w in words if w.isdigit() and len(w) == 3), None)
+    status = status if status is not None else numeric  # OpenRouter's in-stream {"code": 400}
+    if status not in (401, 403, 429) and any(is_overflow_error(status, message, w or None, body) for w in words | {""}):
+        return "overflow"
+    if words & _QUOTA_CODES or status == 402 or _QUOTA_TEXT.search(message):
+        return "quota"
+    if status == 429 or words & _RATE_TYPES:
+        return "rate_limit"
+    if status in (401, 403) or words & _AUTH_TYPES:
+        return "auth"
+    if status == 404 or words & _NOT_FOUND_TYPES:
+        return "not_found"
+    if (status is not None and (status >= 500 or status in _TRANSIENT_STATUSES)) or words & _SERVER_TYPES:
+        return "server"
+    if status is not None or any(w.startswith("invalid") for w in words):
+        return "bad_request"
+    return "server"  # an in-stream error of a kind nobody documented: worth another try
+
+
+def provider_error(kind: str, ctx: ErrorContext, where: str, detail: str, *, status: int | None, body: str,
+                   parsed: dict[str, Any] | None = None, retry_after: float | None = None) -> ProviderError:
+    """The ProviderError for an error of ``kind`` (see :func:`error_kind`)."""
+    if kind == "overflow":
+        return ContextOverflowError(f"{where}: the request does not fit the context window of {ctx.model!r}: {detail}",
+                                    status=status, body=body, context_window=window_from_error(detail, parsed))
+    if kind == "quota":
+        err = RateLimitError(f"{where}: out of credit or quota (waiting will not help): {detail}", status=status,
+                             body=body)
+        err.retryable = False
+        return err
+    if kind == "rate_limit":
+        return RateLimitError(f"{where}: rate limited: {detail}", status=status, body=body, retry_after=retry_after)
+    if kind == "auth":
+        hint = f"check {ctx.key_env} or pass api_key=" if ctx.key_env else "check the API key"
+        return AuthenticationError(f"{where}: authentication failed: {detail}; {hint}", status=status, body=body)
+    if kind == "not_found":
+        return ModelNotFoundError(f"{where}: not found: {detail}; check the model name {ctx.model!r} and the base URL",
+                                  status=status, body=body)
+    if kind == "server":
+        return ServerError(f"{where}: server error: {detail}", status=status, body=body)
+    return BadRequestError(f"{where}: request rejected: {detail}", status=status, body=body)
+
+
+def _words(*values: Any) -> set[str]:
+    return {str(v) for v in values if v is not None and str(v)}
+
+
 def error_from_response(ctx: ErrorContext, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
     body = ctx.scrub(body)
     parsed, message, code, kind = _parse_error_body(body)
     detail = message or body.strip()[:_MAX_BODY_IN_MESSAGE] or "(no body)"
     where = f"{ctx.label} (HTTP {status} from {ctx.url})"
-    if status == 429:
-        retry_after = parse_retry_after(headers)
-        err = RateLimitError(f"{where}: rate limited: {detail}", status=status, body=body, retry_after=retry_after)
-        if code == "insufficient_quota" or kind == "insufficient_quota":
-            err.retryable = False  # out of credit: waiting will not help
-        return err
     overflow_text = f"{status} (no body)" if not body.strip() else detail
-    if status != 401 and status != 403 and is_overflow_error(status, overflow_text, code or kind, body):
-        window = window_from_error(detail, parsed)
-        return ContextOverflowError(
-            f"{where}: the request does not fit the context window of {ctx.model!r}: {detail}",
-            status=status, body=body, context_window=window,
-        )
-    if status in (401, 403):
-        hint = f"check {ctx.key_env} or pass api_key=" if ctx.key_env else "check the API key"
-        return AuthenticationError(f"{where}: authentication failed: {detail}; {hint}", status=status, body=body)
-    if status == 404:
-        return ModelNotFoundError(
-            f"{where}: not found: {detail}; check the model name {ctx.model!r} and the base URL",
-            status=status, body=body,
-        )
-    if status >= 500 or status in (408, 409, 425):
-        return ServerError(f"{where}: server error: {detail}", status=status, body=body)
-    return BadRequestError(f"{where}: request rejected: {detail}", status=status, body=body)
+    found = error_kind(status, _words(code, kind), overflow_text, body)
+    return provider_error(found, ctx, where, detail, status=status, body=body, parsed=parsed,
+                          retry_after=parse_retry_after(headers) if found == "rate_limit" else None)
 
 
 def stream_object(ctx: ErrorContext, data: bytes) -> dict[str, Any]:
@@ -255,24 +302,16 @@ def stream_object(ctx: ErrorContext, data: bytes) -> dict[str, Any]:
 
 
 def error_from_event(ctx: ErrorContext, error: Any) -> ProviderError:
-    """An error that arrived inside the stream (Anthropic ``error`` event, OpenAI ``{"error":…}``)."""
+    """An error that arrived inside the stream (Anthropic ``error`` event, OpenAI ``{"error":…}``,
+    a Responses ``error`` or ``response.failed``), classified like an HTTP error."""
     body = ctx.scrub(json.dumps(error))
     parsed = error if isinstance(error, dict) else {"message": str(error)}
     message = ctx.scrub(str(parsed.get("message") or body))
-    kind = str(parsed.get("type") or parsed.get("code") or "")
     where = f"{ctx.label} (error event in the stream from {ctx.url})"
-    codes = {str(parsed.get("code") or ""), str(parsed.get("type") or "")}
-    if any(is_overflow_error(None, message, code) for code in codes):
-        return ContextOverflowError(f"{where}: the request does not fit the context window of {ctx.model!r}: "
-                                    f"{message}", body=body, context_window=window_from_error(message, parsed))
-    if kind == "rate_limit_error":
-        return RateLimitError(f"{where}: rate limited: {message}", body=body)
-    if kind in ("authentication_error", "permission_error"):
-        return AuthenticationError(f"{where}: {message}; check {ctx.key_env}", body=body)
-    if kind in ("invalid_request_error", "not_found_error"):
-        return BadRequestError(f"{where}: {message}", body=body)
-    # overloaded_error (Anthropic's 529), api_error, and unknown kinds: worth another try
-    return ServerError(f"{where}: {kind or 'error'}: {message}", body=body)
+    found = error_kind(None, _words(parsed.get("code"), parsed.get("type")), message)
+    named = parsed.get("code") or parsed.get("type")
+    detail = f"{named}: {message}" if named and str(named) not in message else message
+    return provider_error(found, ctx, where, detail, status=None, body=body, parsed=parsed)
 
 
 def network_error(ctx: ErrorContext, exc: BaseException) -> NetworkError:

@@ -40,6 +40,7 @@ class MessageBuilder:
         self.usage = empty_usage()
         self.response_id: str | None = None
         self.error_message: str | None = None
+        self.extra: dict[str, Any] = {}  # message fields beyond Pi's own (providerStopReason, providerContent)
         self._open_text = -1  # position of the block the next text delta extends (OpenAI)
         self._open_thinking = -1
 
@@ -54,11 +55,18 @@ class MessageBuilder:
             self._open_thinking = -1
         self.pieces[self._open_text].append(piece)
 
-    def thinking(self, piece: str) -> None:
+    def thinking(self, piece: str, source: str | None = None) -> dict[str, Any]:
+        """Add reasoning text to the open thinking block (a new one after text or a tool call);
+        ``source`` is the wire field it came in (Pi keeps it as the block's ``thinkingSignature``
+        for OpenAI-compatible servers, so it goes back in the same field). Returns the block."""
         if self._open_thinking < 0:
-            self._open_thinking = self.add_block({"type": "thinking", "thinking": ""})
+            block: dict[str, Any] = {"type": "thinking", "thinking": ""}
+            if source:
+                block["thinkingSignature"] = source
+            self._open_thinking = self.add_block(block)
             self._open_text = -1
         self.pieces[self._open_thinking].append(piece)
+        return self.content[self._open_thinking]
 
     def tool_call(self, call_id: str, name: str) -> int:
         self._open_text = self._open_thinking = -1
@@ -95,6 +103,7 @@ class MessageBuilder:
         }
         if self.response_id:
             message["responseId"] = self.response_id
+        message.update(self.extra)
         error_message = error_message or self.error_message
         if error_message:
             message["errorMessage"] = error_message

@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -171,75 +172,67 @@ class HTTPProvider:
         url, headers = self.request_target(self.endpoint(), key)
         # the context keeps the URL as configured: its credentials are scrubbed from every message
         ctx = ErrorContext(self.label, self.endpoint(), request.model, self.key_env, key)
-        body = self.payload(request)
-        builder = self.new_builder(request)
-        response: httpx.Response | None = None
-        spare: httpx.Client | None = None
-        finished = threading.Event()
-        deadlines = _Deadlines(self.no_content_timeout, self.total_timeout)
+        call = _Call(url, self.payload(request), headers, ctx, self.new_builder(request), cancel,
+                     _Deadlines(self.no_content_timeout, self.total_timeout))
         try:
-            if cancel is not None and cancel.is_set():
-                yield MessageDone(builder.build("aborted"))
+            if call.cancelled():
+                yield MessageDone(call.builder.build("aborted"))
                 return
             try:
-                streamed = body.get("stream") is not False
-                deadlines.streamed = streamed
-                events = _Seen(deadlines)
-                try:
-                    response = self._open(url, body, headers, ctx)
-                    _watch(cancel, finished, response, deadlines)
-                    source = (events.of(iter_sse(deadlines.bytes(response.iter_bytes()))) if streamed
-                              else self._unstreamed(response, ctx))
-                    stop = yield from self.events(source, builder, ctx, cancel)
-                except (EmptyStreamError, httpx.RemoteProtocolError, httpx.ReadError):
-                    deadlines.raise_if_expired(ctx)  # the watcher cut a stream that overran a deadline
-                    # No event at all: the server closed the stream, or the connection, at once.
-                    # llama-cpp-python does that on an overflow; asked without streaming, it says so.
-                    plain = self.unstreamed(body) if streamed and not events.seen else None
-                    if plain is None or (cancel is not None and cancel.is_set()):
-                        raise
-                    if response is not None:
-                        response.close()
-                        response = None
-                    # on a new connection: the server may still be closing the pooled one
-                    spare = new_client(self._timeout)
-                    deadlines.streamed = False
-                    response = self._open(url, plain, headers, ctx, client=spare)
-                    _watch(cancel, finished, response, deadlines)
-                    stop = yield from self.events(self._unstreamed(response, ctx), builder, ctx, cancel)
-                    if body.get("tools") and not self.tools_whole and stop != "aborted":
-                        self.tools_whole = True
-                        yield ProviderNote(
-                            f"{self.label} at {self.shown_base_url} answered a streamed request that offered "
-                            "tools with an empty stream, and the same request sent whole with a reply: requests "
-                            "with tools go whole from now on (their text shows when each reply is complete). "
-                            "llama-cpp-python's server does this whenever the model calls a tool.")
+                stop = yield from self._send(call)
             except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:  # configuration, not bad luck
                 raise BadRequestError(f"{self.label}: invalid base URL {self.shown_base_url!r} "
                                       f"({ctx.scrub(str(exc))}); it should look like {self.default_base_url!r}"
                                       ) from None
             except (httpx.TransportError, NetworkError) as exc:
-                if cancel is not None and cancel.is_set():
-                    stop = "aborted"  # the watcher cut the connection
-                else:
-                    if not isinstance(exc, StreamDeadlineError):
-                        deadlines.raise_if_expired(ctx)  # what the cut connection looked like is beside the point
-                    if isinstance(exc, NetworkError):
-                        raise
-                    raise network_error(ctx, exc) from None
-            yield MessageDone(builder.build(stop))
+                stop = _lost(exc, call)
+            yield MessageDone(call.builder.build(stop))
         except StreamInterrupted:
             raise
         except KeyboardInterrupt:
-            if response is not None:
-                response.close()
-            raise StreamInterrupted(builder.build("aborted")) from None
+            call.drop_response()
+            raise StreamInterrupted(call.builder.build("aborted")) from None
         finally:
-            finished.set()
-            if response is not None:
-                response.close()
-            if spare is not None:
-                spare.close()
+            call.close()
+
+    def _send(self, call: _Call) -> EventLoop:
+        """Send the request and read the reply; a stream that ends before its first event is asked
+        again whole where the protocol has that form (see :meth:`_send_whole`)."""
+        streamed = call.body.get("stream") is not False
+        call.deadlines.streamed = streamed
+        events = _Seen(call.deadlines)
+        try:
+            call.response = self._open(call.url, call.body, call.headers, call.ctx)
+            _watch(call.cancel, call.finished, call.response, call.deadlines)
+            source = (events.of(iter_sse(call.deadlines.bytes(call.response.iter_bytes()))) if streamed
+                      else self._unstreamed(call.response, call.ctx))
+            return (yield from self.events(source, call.builder, call.ctx, call.cancel))
+        except (EmptyStreamError, httpx.RemoteProtocolError, httpx.ReadError):
+            call.deadlines.raise_if_expired(call.ctx)  # the watcher cut a stream that overran a deadline
+            # No event at all: the server closed the stream, or the connection, at once.
+            # llama-cpp-python does that on an overflow; asked without streaming, it says so.
+            plain = self.unstreamed(call.body) if streamed and not events.seen else None
+            if plain is None or call.cancelled():
+                raise
+            return (yield from self._send_whole(call, plain))
+
+    def _send_whole(self, call: _Call, plain: dict[str, Any]) -> EventLoop:
+        """The request again as ``plain`` (one complete answer), on a new connection: the server
+        may still be closing the pooled one."""
+        call.drop_response()
+        call.spare = new_client(self._timeout)
+        call.deadlines.streamed = False
+        call.response = self._open(call.url, plain, call.headers, call.ctx, client=call.spare)
+        _watch(call.cancel, call.finished, call.response, call.deadlines)
+        stop = yield from self.events(self._unstreamed(call.response, call.ctx), call.builder, call.ctx, call.cancel)
+        if call.body.get("tools") and not self.tools_whole and stop != "aborted":
+            self.tools_whole = True
+            yield ProviderNote(
+                f"{self.label} at {self.shown_base_url} answered a streamed request that offered "
+                "tools with an empty stream, and the same request sent whole with a reply: requests "
+                "with tools go whole from now on (their text shows when each reply is complete). "
+                "llama-cpp-python's server does this whenever the model calls a tool.")
+        return stop
 
     def unstreamed(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """``body`` as a request for one complete answer instead of a stream, or None when the
@@ -292,6 +285,48 @@ class HTTPProvider:
             if fixed is None:
                 raise error_from_response(ctx, response.status_code, response.headers, text)
             body, repaired = fixed, True
+
+
+@dataclass
+class _Call:
+    """One reply's request as it goes: what is sent where, and what is open until it ends."""
+
+    url: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    ctx: ErrorContext
+    builder: MessageBuilder
+    cancel: threading.Event | None
+    deadlines: _Deadlines
+    finished: threading.Event = field(default_factory=threading.Event)  # stops the watcher
+    response: httpx.Response | None = None
+    spare: httpx.Client | None = None  # the client of a request sent again whole
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    def drop_response(self) -> None:
+        if self.response is not None:
+            self.response.close()
+            self.response = None
+
+    def close(self) -> None:
+        self.finished.set()
+        self.drop_response()
+        if self.spare is not None:
+            self.spare.close()
+
+
+def _lost(exc: httpx.TransportError | NetworkError, call: _Call) -> str:
+    """The stop reason of a reply whose connection failed ("aborted" when cancel cut it), or the
+    error to raise: a deadline passed, else the network error."""
+    if call.cancelled():
+        return "aborted"  # the watcher cut the connection
+    if not isinstance(exc, StreamDeadlineError):
+        call.deadlines.raise_if_expired(call.ctx)  # what the cut connection looked like is beside the point
+    if isinstance(exc, NetworkError):
+        raise exc
+    raise network_error(call.ctx, exc) from None
 
 
 class _Deadlines:

@@ -2,7 +2,8 @@
 searches, ``recall``, ``notebook``); the machinery they share is the folder above.
 
 They are a plugin like any other (``ipyagent/plugins``): :func:`register_tools` is its hook, which
-``agent/tools`` also calls on import so the tools are there without a kernel.
+registers them into the plugin manager's registry; ``tool_registry.builtin_tools`` calls it too,
+for a registry of the built-ins without a kernel.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ipyagent.agent.tools.builtin.read import ReadTool
 from ipyagent.agent.tools.builtin.recall import RecallTool
 from ipyagent.agent.tools.builtin.search import FindTool, GrepTool, LsTool
 from ipyagent.agent.tools.builtin.write import EditTool, WriteTool
-from ipyagent.hooks import hookimpl
+from ipyagent.plugin_markers import hookimpl
 
 PLUGIN_NAME = "builtin-tools"
 # the order the model sees them in
