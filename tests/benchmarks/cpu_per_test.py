@@ -48,6 +48,7 @@ import psutil
 import pytest
 
 OUT = "IPYAGENT_CPU_PER_TEST_OUT"
+SERVERS_AT_TEARDOWN = pytest.StashKey[dict[str, int]]()
 HERE = Path(__file__).resolve().parent
 PROMPT = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
 GENERATED = re.compile(r"^\S+\s+eval time =\s*[\d.]+ ms /\s*(\d+) runs", re.MULTILINE)
@@ -124,11 +125,20 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     finally:
         after = sample()
         record: dict[str, Any] = {key: round(after[key] - before[key], 3) for key in after}
-        record["prompt_tokens"], record["generated"] = tokens_since(logs)
+        # a server its setup started (new: read from the start) and its teardown stopped is in neither
+        seen = {path: 0 for path in item.stash.get(SERVERS_AT_TEARDOWN, {}) if path not in logs}
+        record["prompt_tokens"], record["generated"] = tokens_since({**logs, **seen})
         record.update(nodeid=item.nodeid, group=_group(item), wall=round(time.monotonic() - started, 3),
                       worker=os.environ.get("PYTEST_XDIST_WORKER", "main"))
         with open(path, "a", encoding="utf-8") as out:
             out.write(json.dumps(record) + "\n")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """The servers live before the test's fixtures end (a session fixture's may stop now)."""
+    if os.environ.get(OUT):
+        item.stash[SERVERS_AT_TEARDOWN] = server_logs()
 
 
 def total(record: dict[str, Any]) -> float:
