@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 SELF_INTERRUPT = re.compile(r"interrupt_main|SIGINT")
 FIXTURE = "sigint_raises"
@@ -53,6 +55,7 @@ def test_every_test_that_interrupts_itself_installs_pythons_sigint_handler():
     assert [name for name, asks in found if not asks] == []
 
 
+@pytest.mark.slow  # it runs them in a pytest of its own: one waits 20 s on the network
 def test_they_pass_under_a_runner_that_ignores_sigint():
     names = [name for name, _ in self_interrupting_tests()]
 
