@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent.bridge import comm as bridge_mod
+from support.shell import fresh_inbox, start_ipython
 
 PUSH_JS = Path(__file__).resolve().parents[2] / "extension" / "frontend" / "lib" / "push.js"
 
@@ -65,13 +65,11 @@ def test_push_code_round_trips_through_python(text):
     meta = {"version": 1, "sessions": {"default": {"leaf": None, "entries": [e(1, None, note=text)]}},
             "k'''": text}
     code = node("return S.pushCode(input, 'jupyterlab');", meta)
-    bridge_mod._reset_for_tests()
-    try:
-        exec(compile(code, "<push>", "exec"), {})
-        assert bridge_mod.push_errors() == []
-        assert bridge_mod.pending_push() == meta
-    finally:
-        bridge_mod._reset_for_tests()
+    shell = start_ipython()
+    inbox = fresh_inbox(shell)
+    shell.run_cell(code, silent=True)  # as the kernel runs the silent request
+    assert inbox.errors() == []
+    assert inbox.take() == meta
 
 
 @pytest.mark.parametrize("part", [1, 2, 3, 7, 64])
@@ -84,28 +82,24 @@ def test_push_in_parts_round_trips_through_python(part):
     codes = node(f"return S.pushCodes(input, 'jupyterlab', 'p1', {part});", meta)
     assert len(codes) > 1
     assert all(c.isascii() for c in codes)
-    bridge_mod._reset_for_tests()
-    try:
-        for i, code in enumerate(codes):
-            assert bridge_mod.peek_push() is None, f"taken after part {i} of {len(codes)}"
-            exec(compile(code, "<push>", "exec"), {})
-        assert bridge_mod.push_errors() == []
-        assert bridge_mod.pending_push() == meta
-    finally:
-        bridge_mod._reset_for_tests()
+    shell = start_ipython()
+    inbox = fresh_inbox(shell)
+    for i, code in enumerate(codes):
+        assert inbox.peek() is None, f"taken after part {i} of {len(codes)}"
+        shell.run_cell(code, silent=True)
+    assert inbox.errors() == []
+    assert inbox.take() == meta
 
 
 def test_an_unfinished_push_is_reported_not_taken():
     meta = {"version": 1, "sessions": {"default": {"leaf": None, "entries": [e(1, None)]}}}
     first = node("return S.pushCodes(input, 'jupyterlab', 'old', 16);", meta)
     second = node("return S.pushCodes(input, 'jupyterlab', 'new', 16);", meta)
-    bridge_mod._reset_for_tests()
-    try:
-        exec(compile(first[0], "<push>", "exec"), {})
-        for code in second:
-            exec(compile(code, "<push>", "exec"), {})
-        assert bridge_mod.pending_push() == meta
-        errors = bridge_mod.push_errors()
-        assert len(errors) == 1 and "incomplete" in errors[0], errors
-    finally:
-        bridge_mod._reset_for_tests()
+    shell = start_ipython()
+    inbox = fresh_inbox(shell)
+    shell.run_cell(first[0], silent=True)
+    for code in second:
+        shell.run_cell(code, silent=True)
+    assert inbox.take() == meta
+    errors = inbox.errors()
+    assert len(errors) == 1 and "incomplete" in errors[0], errors

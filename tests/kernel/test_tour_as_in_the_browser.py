@@ -21,11 +21,10 @@ import pytest
 from IPython.utils.capture import capture_output
 
 from ipyagent import patterns
-from ipyagent.bridge import comm as bridge_mod
 from ipyagent.display import untrusted
 from ipyagent.kernel import extension
 from ipyagent.store import hydration
-from support.shell import forget_extension, start_ipython
+from support.shell import forget_extension, fresh_inbox, start_ipython
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +62,7 @@ def browser_like(monkeypatch, tmp_path):
         raise RuntimeError("can't start new thread")  # what Pyodide says
 
     monkeypatch.setattr(threading.Thread, "start", no_thread)
-    bridge_mod._reset_for_tests()
+    fresh_inbox(shell)  # a new kernel's: nothing an earlier test pushed
     forget_extension(shell)
     kernel = PyodideLikeKernel()
     monkeypatch.setattr(shell, "kernel", kernel, raising=False)
