@@ -32,7 +32,7 @@ author = "the ipyagent authors"
 copyright = "the ipyagent authors"
 version = release = ipyagent.__version__
 
-extensions = ["myst_nb", "sphinx.ext.autodoc", "ipyagent_docs"]
+extensions = ["myst_nb", "sphinx.ext.autodoc", "ipyagent_docs", "ipyagent_settings"]
 # _contents: where jupyterlite-sphinx stages the Lite site's notebooks (a --docs build leaves it)
 exclude_patterns = ["_build", "_ext", "images/*.py", "lite", "_contents"]
 myst_enable_extensions = ["colon_fence", "deflist"]
@@ -43,7 +43,8 @@ suppress_warnings = ["mystnb.unknown_mime_type"]  # the journal's entries (appli
 
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
-autodoc_default_options = {"members": True, "undoc-members": False}
+# api.md names the members each class shows: nothing renders that the page does not list
+autodoc_default_options: dict[str, object] = {}
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"ipyagent {release}"

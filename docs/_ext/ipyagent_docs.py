@@ -107,12 +107,12 @@ class _ReferenceDirective(SphinxDirective):
             rubric = nodes.rubric(ref.name, "", nodes.literal(ref.name, ref.name), ids=[ref.anchor])
             out.append(rubric)
             out.append(nodes.literal_block(ref.usage, ref.usage, language="text"))
-            if ref.description:
-                out.append(nodes.paragraph(ref.description, ref.description))
+            if ref.description:  # as the parser says it: no smart quotes, "--" stays two hyphens
+                out.append(nodes.paragraph(ref.description, ref.description, support_smartquotes=False))
             if ref.options:
                 items = nodes.bullet_list()
                 for option in ref.options:
-                    para = nodes.paragraph()
+                    para = nodes.paragraph(support_smartquotes=False)
                     para += nodes.literal(option.flags, option.flags)
                     if option.help:
                         para += nodes.Text(": " + option.help)

@@ -4,6 +4,8 @@ what this script writes):
 * ``budget-cut.svg``: one request's context against a window, with the reserve, the threshold at
   which compaction is due, and the cut between what is summarised and the kept recent tail; the
   budgets come from ipyagent's own rule (``scaled_budget``).
+* ``cell-path.svg``: one ``%%agent`` cell's way through the layers, from the magic to the saved
+  notebook (``docs/architecture.md``), each box naming its folder.
 * ``entry-flow.svg``: where a session entry travels: kernel → bridge (or a journal output) →
   the notebook's metadata → the ``.ipynb`` file, and back into the kernel at its next start.
 
@@ -119,7 +121,39 @@ def entry_flow() -> str:
     return _svg(int(20 + 4 * w + 3 * gap + 20), int(bottom + 80), parts, "Where a session entry travels")
 
 
-FIGURES = {"budget-cut.svg": budget_cut, "entry-flow.svg": entry_flow}
+# (layer, where, what it does with the cell), in the order docs/architecture.md follows them
+CELL_PATH = [
+    ("the magic", "kernel/", "%%agent: the session's slot, the settings as a RunConfig, a CellRun"),
+    ("the agent loop", "agent/", "AgentLoop: the prompt, the model's turns, the tool calls"),
+    ("budget and compaction", "agent/ compaction/ core.py", "RequestBudget, Compactor: plan, summarise, append"),
+    ("providers", "providers/", "the request on the wire; the reply streamed back"),
+    ("the session", "session/", "every message an entry of Pi's tree"),
+    ("persistence and bridge", "kernel/ bridge/ store/", "each entry to the page (or a journal output)"),
+    ("the labextension's store", "extension/frontend/src/", 'the entries in metadata["ipyagent"], acked'),
+    ("the .ipynb", "the frontend's save", "the session saved with the notebook"),
+]
+
+
+def cell_path() -> str:
+    left, top, w, h, gap = 20.0, 50.0, 720.0, 46.0, 16.0
+    parts = [_text(left, 28, "One %%agent cell, from the magic to the saved notebook", size=15, weight="bold"),
+             ('<defs><marker id="down" markerWidth="10" markerHeight="8" refX="9" refY="4" orient="auto">'
+              '<path d="M0,0 L10,4 L0,8 z" fill="#444"/></marker></defs>')]
+    shades = ["#4a90d9", "#3f7fc4", "#5b3d99", "#8e6cc9", "#3fb27f", "#2e9468", "#7a7a7a", "#9e9e9e"]
+    for i, ((name, where, what), colour) in enumerate(zip(CELL_PATH, shades, strict=True)):
+        y = top + i * (h + gap)
+        parts += [_rect(left, y, w, h, colour, rx=8),
+                  _text(left + 14, y + 20, name, fill="#fff", size=14, weight="bold"),
+                  _text(left + w - 14, y + 20, where, anchor="end", fill="#fff", size=12),
+                  _text(left + 14, y + 38, what, fill="#fff", size=12)]
+        if i:
+            parts.append(f'<line x1="{left + w / 2:.1f}" y1="{y - gap + 1:.1f}" x2="{left + w / 2:.1f}" '
+                         f'y2="{y - 3:.1f}" stroke="#444" stroke-width="2" marker-end="url(#down)"/>')
+    height = top + len(CELL_PATH) * (h + gap)
+    return _svg(int(left * 2 + w), int(height), parts, "One %%agent cell through the layers")
+
+
+FIGURES = {"budget-cut.svg": budget_cut, "cell-path.svg": cell_path, "entry-flow.svg": entry_flow}
 
 
 def main() -> None:

@@ -83,6 +83,8 @@ class Session(SessionTree):
 
     @classmethod
     def from_pi_jsonl(cls, text: str | bytes, **kwargs: Any) -> Session:
+        """A session from a Pi JSONL file's text; lines that cannot be used are reported
+        (``load_report``) and set aside, to be written back by :meth:`to_pi_jsonl`."""
         header, entries, report = jsonl.parse_pi_jsonl(text)
         return cls(header, entries, report=report, set_aside=report.set_aside, **kwargs)
 
@@ -102,6 +104,7 @@ class Session(SessionTree):
     # ---- appending -------------------------------------------------------------------------
 
     def append_message(self, message: Message, **extra: Any) -> Entry:
+        """Append a message entry (Pi's message shapes) after the leaf; returns the entry."""
         if message.get("role") == "assistant" and "usage" in message:
             message = dict(message, usage=normalize_usage(message["usage"]))
         return self.append(message_entry(message, **extra))
@@ -131,9 +134,11 @@ class Session(SessionTree):
         return self.context_state().current_system_message()
 
     def context_tokens(self) -> int:
+        """The context's size in tokens, as Pi counts it (the last usage, then estimates)."""
         return self.context_state().context_tokens()
 
     def should_compact(self, context_window: int | None, settings: CompactionSettings | None = None) -> bool:
+        """Whether the context has passed the compaction threshold (window − reserve)."""
         return should_compact(self.context_tokens(), context_window, settings or CompactionSettings())
 
     def costs(self) -> CostTotals:
@@ -192,6 +197,7 @@ class Session(SessionTree):
         return [self.append(masking.unmask_edit(entry)) for entry in targets]
 
     def latest_summary(self) -> str | None:
+        """The summary of the latest compaction on the current branch (None before the first)."""
         found = self.compactions()
         return found[-1]["summary"] if found else None
 

@@ -253,6 +253,7 @@ class HookRegistry:
         return register(handler) if handler is not None else register
 
     def off(self, hook: str, handler: Handler) -> None:
+        """Unregister ``handler`` from ``hook`` (nothing happens if it was not registered)."""
         if handler in self.handlers.get(hook, []):
             self.handlers[hook].remove(handler)
 
@@ -261,6 +262,7 @@ class HookRegistry:
             handlers.clear()
 
     def has(self, hook: str) -> bool:
+        """Whether ``hook`` has a handler."""
         return bool(self.handlers.get(hook))
 
     def emit(self, call: HookCall[R]) -> R | None:

@@ -9,5 +9,7 @@ import pluggy
 __all__ = ["PROJECT", "hookimpl", "hookspec"]
 
 PROJECT = "ipyagent"
+#: Marks a plugin's implementation of a plugin hook (``@hookimpl def register_tools(): …``).
 hookimpl = pluggy.HookimplMarker(PROJECT)
+#: Marks a plugin hook's specification (``plugins/hookspecs.py``).
 hookspec = pluggy.HookspecMarker(PROJECT)

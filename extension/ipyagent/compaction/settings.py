@@ -48,6 +48,7 @@ class CompactionSettings:
         return cls(**{aliases.get(k, k): v for k, v in data.items() if aliases.get(k, k) in names})
 
     def to_pi(self, context_window: int | None = None) -> dict[str, Any]:
+        """Pi's ``compaction`` settings object, with both budgets fitted to the window."""
         budget = fit_budget(self, context_window)
         return {"enabled": self.enabled, "reserveTokens": budget.reserve_tokens,
                 "keepRecentTokens": budget.keep_recent_tokens}

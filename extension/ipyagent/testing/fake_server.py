@@ -149,6 +149,7 @@ class FakeProviderServer(ReplyScript):
     # ---- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> FakeProviderServer:
+        """Serve on a free loopback port, in a thread; returns the server (``with`` starts it too)."""
         handler = type("Handler", (_Handler,), {"fake": self})
         self._httpd = _Server(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
@@ -157,6 +158,7 @@ class FakeProviderServer(ReplyScript):
         return self
 
     def stop(self) -> None:
+        """Close the providers it made and stop serving."""
         for provider in self._providers:
             provider.close()
         self._providers.clear()
@@ -173,15 +175,18 @@ class FakeProviderServer(ReplyScript):
 
     @property
     def url(self) -> str:
+        """``http://127.0.0.1:<port>`` while it runs."""
         assert self._httpd is not None, "the server is not running: use it as a context manager or call start()"
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     @property
     def openai_base_url(self) -> str:
+        """The base URL an OpenAI client takes (``…/v1``)."""
         return f"{self.url}/v1"
 
     @property
     def anthropic_base_url(self) -> str:
+        """The base URL an Anthropic client takes."""
         return self.url
 
     def provider(self, protocol: str = "openai", **kwargs: Any) -> HTTPProvider:
@@ -227,14 +232,17 @@ class FakeProviderServer(ReplyScript):
 
     @property
     def summary_calls(self) -> int:
+        """How many compaction-summary requests it answered."""
         return sum(1 for r in self.requests if r.kind == "summary")
 
     @property
     def chat_calls(self) -> int:
+        """How many chat (not summary) requests it answered."""
         return sum(1 for r in self.requests if r.kind == "chat")
 
     @property
     def last_request(self) -> RecordedRequest:
+        """The latest request it received, as recorded."""
         return self.requests[-1]
 
     # ---- serving ------------------------------------------------------------------------------
