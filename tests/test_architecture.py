@@ -20,6 +20,7 @@ MAX_MODULES = 12
 # Inner layers first. A package may import the packages of the layers before its own, never one
 # of its own layer or a later one ("__init__" is the root package, the public facade).
 LAYERS: list[tuple[str, ...]] = [
+    ("shapes",),                    # Pi's session JSON as TypedDicts: imports nothing of ipyagent
     ("text", "patterns", "hooks", "plugin_markers", "host"),  # pure helpers, session hooks, pluggy markers, the platform: import nothing of ipyagent
     ("session",),                   # entries, the tree, context, tokens, Pi JSONL (pure)
     ("compaction",),                # cut points, preparation, prompts, summarising (pure)

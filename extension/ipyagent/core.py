@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ipyagent.compaction.branch import collect_branch_entries, generate_branch_summary
 from ipyagent.compaction.compact import CompactionRejected, CompactionResult, NothingToCompact
@@ -32,11 +32,18 @@ from ipyagent.hooks import hooks as global_hooks
 from ipyagent.session import jsonl, masking
 from ipyagent.session.context import edits_by_target, summarized_away
 from ipyagent.session.costs import CostTally, CostTotals
-from ipyagent.session.entries import Entry, branch_summary_entry, compaction_entry, label_entry, message_entry
+from ipyagent.session.entries import (
+    Entry,
+    SessionHeader,
+    branch_summary_entry,
+    compaction_entry,
+    label_entry,
+    message_entry,
+)
 from ipyagent.session.file_readers import loader_for
 from ipyagent.session.ids import iso_now, iso_to_ms
-from ipyagent.session.intake import LoadReport
-from ipyagent.session.messages import Message
+from ipyagent.session.intake import LoadReport, SetAside
+from ipyagent.session.messages import Message, Usage
 from ipyagent.session.tokens import Estimator, make_estimator, normalize_usage
 from ipyagent.session.tree import SessionError, SessionTree
 
@@ -48,10 +55,10 @@ class CompactionCancelled(RuntimeError):
 
 
 class Session(SessionTree):
-    def __init__(self, header: dict[str, Any] | None = None, entries: Iterable[Entry] = (),
+    def __init__(self, header: SessionHeader | None = None, entries: Iterable[Entry] = (),
                  leaf_id: str | None = None, *,
                  estimator: str | Estimator = "chars4", hooks: HookRegistry | None = None,
-                 report: LoadReport | None = None, set_aside: Iterable[dict[str, Any]] = ()):
+                 report: LoadReport | None = None, set_aside: Iterable[SetAside] = ()):
         if isinstance(estimator, str):
             estimator = make_estimator(estimator)
         super().__init__(header, entries, leaf_id, estimator)
@@ -59,7 +66,7 @@ class Session(SessionTree):
         self.load_report = report or LoadReport()
         # Lines of the Pi file this session came from that could not be loaded: written back, in
         # their places, by to_pi_jsonl (records as in LoadReport.set_aside, with "line" and "raw").
-        self.set_aside: list[dict[str, Any]] = [item for item in set_aside if jsonl.is_pi_line(item)]
+        self.set_aside: list[SetAside] = [item for item in set_aside if jsonl.is_pi_line(item)]
         self._file_operations: dict[str, tuple[FileOperation, ...]] = {}  # entry id -> its calls' file operations
         self._costs = CostTally()
 
@@ -106,7 +113,7 @@ class Session(SessionTree):
     def append_message(self, message: Message, **extra: Any) -> Entry:
         """Append a message entry (Pi's message shapes) after the leaf; returns the entry."""
         if message.get("role") == "assistant" and "usage" in message:
-            message = dict(message, usage=normalize_usage(message["usage"]))
+            message = {**message, "usage": normalize_usage(message["usage"])}
         return self.append(message_entry(message, **extra))
 
     def label(self, target_id: str, label: str | None) -> Entry:
@@ -217,7 +224,7 @@ class Session(SessionTree):
 
     def compact(self, summarizer: Summarizer, settings: CompactionSettings | None = None, *,
                 focus: str | None = None, reason: str = "manual", summary_input_tokens: int | None = None,
-                plan: CompactionPlan | None = None, extra: dict[str, Any] | None = None,
+                plan: CompactionPlan | None = None, extra: Entry | None = None,
                 describe: Describe | None = None, room: CompactionRoom | None = None) -> Entry:
         """Summarise older work and append the compaction entry; return it (Pi's prepare →
         summarise → append, ``compaction/planner.py``).
@@ -315,18 +322,18 @@ def _branch_summary(preparation: TreePreparation, summarizer: Summarizer | None,
     return SuppliedBranchSummary(text, details)
 
 
-def _compaction_entry(result: CompactionResult, from_hook: bool, extra: dict[str, Any] | None,
+def _compaction_entry(result: CompactionResult, from_hook: bool, extra: Entry | None,
                       checkpoint: Message | None) -> Entry:
     """The entry of a compaction, with the ``checkpoint`` of the system prompt the model has (Pi
     1.6): what the kept part's system messages said, which the compaction drops in its favour."""
-    extra = dict(extra or {})  # e.g. the notebook cell that asked for it
-    timestamp = extra.pop("timestamp", None) or iso_now()
+    fields: dict[str, Any] = dict(extra or {})  # e.g. the notebook cell that asked for it
+    timestamp = fields.pop("timestamp", None) or iso_now()
     if checkpoint is not None:
-        checkpoint = dict(checkpoint, timestamp=iso_to_ms(timestamp))
+        checkpoint = {**checkpoint, "timestamp": iso_to_ms(timestamp)}
     return compaction_entry(result.summary, result.first_kept_entry_id, int(result.tokens_before),
                             details=result.details, from_hook=from_hook,
                             usage=_sum_usage(result.usage) if result.usage else None,
-                            system_message=checkpoint, timestamp=timestamp, **extra)
+                            system_message=checkpoint, timestamp=timestamp, **fields)
 
 
 def _supplied_result(supplied: SuppliedCompaction, plan: CompactionPlan) -> CompactionResult:
@@ -339,7 +346,7 @@ def _supplied_result(supplied: SuppliedCompaction, plan: CompactionPlan) -> Comp
     return result
 
 
-def _sum_usage(usages: list[dict[str, Any]]) -> dict[str, Any]:
+def _sum_usage(usages: list[Usage]) -> Usage:
     total: dict[str, Any] = {}
     for usage in usages:
         for key, value in normalize_usage(usage).items():
@@ -351,4 +358,4 @@ def _sum_usage(usages: list[dict[str, Any]]) -> dict[str, Any]:
                 total[key] = total.get(key, False) or value
             else:
                 total[key] = total.get(key, 0) + value
-    return total
+    return cast(Usage, total)

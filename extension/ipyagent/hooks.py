@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
+from ipyagent.shapes import Entry, Message
+
 __all__ = ["CALLS", "SESSION_HOOKS", "AgentEndCall", "BeforeProviderRequestCall", "BeforeProviderRequestResult",
            "ContextCall", "ContextResult", "HookCall", "HookError", "HookRegistry", "SessionBeforeCompactCall",
            "SessionBeforeCompactResult", "SessionBeforeTreeCall", "SessionBeforeTreeResult", "SessionCompactCall",
@@ -96,7 +98,7 @@ class SessionBeforeTreeResult:
 
 @dataclass(frozen=True)
 class ContextResult:
-    messages: list[dict[str, Any]]  # the messages the model gets instead
+    messages: list[Message]  # the messages the model gets instead
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,7 @@ class SessionBeforeCompactCall(HookCall[SessionBeforeCompactResult]):
     type: ClassVar[str] = "session_before_compact"
     result_type: ClassVar[builtins.type[Any] | None] = SessionBeforeCompactResult
     preparation: Any = None  # the ipyagent.compaction.prepare.CompactionPlan
-    branch_entries: list[dict[str, Any]] = field(default_factory=list)
+    branch_entries: list[Entry] = field(default_factory=list)
     custom_instructions: str | None = None  # the user's focus
     reason: str = "manual"  # "manual", "threshold", "overflow" or "idle"
 
@@ -153,7 +155,7 @@ class SessionBeforeCompactCall(HookCall[SessionBeforeCompactResult]):
 @dataclass
 class SessionCompactCall(HookCall[None]):
     type: ClassVar[str] = "session_compact"
-    compaction_entry: dict[str, Any] | None = None
+    compaction_entry: Entry | None = None
     from_extension: bool = False  # a handler wrote the summary
 
 
@@ -164,7 +166,7 @@ class TreePreparation:
     target_id: str = ""
     old_leaf_id: str | None = None
     common_ancestor_id: str | None = None
-    entries_to_summarize: list[dict[str, Any]] = field(default_factory=list)
+    entries_to_summarize: list[Entry] = field(default_factory=list)
     user_wants_summary: bool = False
     custom_instructions: str | None = None
     replace_instructions: bool = False
@@ -183,7 +185,7 @@ class SessionTreeCall(HookCall[None]):
     type: ClassVar[str] = "session_tree"
     new_leaf_id: str | None = None
     old_leaf_id: str | None = None
-    summary_entry: dict[str, Any] | None = None
+    summary_entry: Entry | None = None
     from_extension: bool = False
 
 
@@ -191,7 +193,7 @@ class SessionTreeCall(HookCall[None]):
 class ContextCall(HookCall[ContextResult]):
     type: ClassVar[str] = "context"
     result_type: ClassVar[builtins.type[Any] | None] = ContextResult
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
 
 
 @dataclass
@@ -204,14 +206,14 @@ class BeforeProviderRequestCall(HookCall[BeforeProviderRequestResult]):
 @dataclass
 class TurnEndCall(HookCall[None]):
     type: ClassVar[str] = "turn_end"
-    message: dict[str, Any] | None = None  # the assistant message
-    tool_results: list[dict[str, Any]] = field(default_factory=list)
+    message: Message | None = None  # the assistant message
+    tool_results: list[Message] = field(default_factory=list)
 
 
 @dataclass
 class AgentEndCall(HookCall[None]):
     type: ClassVar[str] = "agent_end"
-    messages: list[dict[str, Any]] = field(default_factory=list)  # the run's new messages
+    messages: list[Message] = field(default_factory=list)  # the run's new messages
 
 
 CALLS: dict[str, type[HookCall[Any]]] = {c.type: c for c in (

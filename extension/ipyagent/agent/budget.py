@@ -22,11 +22,11 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from ipyagent.agent import run_events as ev
 from ipyagent.agent.provider_summarizer import summary_input_budget
-from ipyagent.agent.run_config import RunConfig
+from ipyagent.agent.run_config import LearnedWindow, RunConfig
 from ipyagent.compaction.planner import CompactionRoom
 from ipyagent.compaction.settings import Budget, CompactionSettings, fit_budget, for_model
 from ipyagent.core import Session
@@ -81,10 +81,10 @@ def resolve_window(models: ModelTable, provider: str, model: str, discovery: Dis
     return info
 
 
-LEARNED_WINDOW = "learned_window"  # the key, in a session's saved settings, of a window an overflow revealed
+LEARNED_WINDOW: Final = "learned_window"  # the key, in a session's saved settings, of a window an overflow revealed
 
 
-def learned_window_setting(models: ModelTable, model_string: str) -> dict[str, Any] | None:
+def learned_window_setting(models: ModelTable, model_string: str) -> LearnedWindow | None:
     """The window an overflow error revealed for ``model_string`` (as ``models`` learned it), as
     saved with the session (with its source), or None."""
     if ":" not in model_string:

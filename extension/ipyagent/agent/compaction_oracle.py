@@ -15,7 +15,10 @@ A manual compaction (``%compact``) always runs; the oracle can only fix its cut.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,6 @@ SKIP = CompactionRuling(False)
 
 
 class CompactionOracle(Protocol):
-    def rule(self, session: Any, *, manual: bool) -> CompactionRuling | None:
+    def rule(self, session: Session, *, manual: bool) -> CompactionRuling | None:
         """The ruling for compacting ``session`` at its leaf now (``manual``: the user asked)."""
         ...

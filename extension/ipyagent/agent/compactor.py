@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from ipyagent.agent import run_events as ev
 from ipyagent.agent.budget import RequestBudget
@@ -28,6 +27,7 @@ from ipyagent.compaction.summarizer import Summarizer, SummarizerError
 from ipyagent.core import CompactionCancelled, NothingToCompact
 from ipyagent.session import masking
 from ipyagent.session.context import edits_by_target
+from ipyagent.shapes import Entry
 
 __all__ = ["OVERFLOW_GAVE_UP", "AgentRunError", "Compactor"]
 
@@ -69,9 +69,9 @@ class Compactor:
         return summarizer_for(config, cancel=cancel or self.cancel, session_window=window, progress=progress,
                               providers=self.budget.providers)
 
-    def compact(self, focus: str | None = None, *, reason: str = "manual", extra: dict[str, Any] | None = None,
+    def compact(self, focus: str | None = None, *, reason: str = "manual", extra: Entry | None = None,
                 plan: CompactionPlan | None = None, cancel: threading.Event | None = None,
-                trigger: str | None = None) -> dict[str, Any] | None:
+                trigger: str | None = None) -> Entry | None:
         """Compact now (see :meth:`ipyagent.agent.loop.AgentLoop.compact`). Manual compaction raises on
         failure; automatic compaction reports and counts it, and returns None."""
         oracle = self.ports.compaction_oracle
@@ -98,8 +98,8 @@ class Compactor:
                                           duration=time.monotonic() - started))
         return entry
 
-    def _compact_session(self, focus: str | None, reason: str, extra: dict[str, Any], plan: CompactionPlan | None,
-                         cancel: threading.Event | None) -> dict[str, Any]:
+    def _compact_session(self, focus: str | None, reason: str, extra: Entry, plan: CompactionPlan | None,
+                         cancel: threading.Event | None) -> Entry:
         budget = self.budget.fitted()
         summarizer = RedactedSummaries(self.summarizer(cancel, reason), self.redactor())
         return self.budget.session.compact(summarizer, budget.settings(self.budget.config.compaction.enabled),
@@ -127,7 +127,7 @@ class Compactor:
         return self.budget.session.prepare_compaction(self.budget.settings(),
                                                       first_kept_entry_id=ruling.first_kept_entry_id)
 
-    def check_budget(self) -> dict[str, Any] | None:
+    def check_budget(self) -> Entry | None:
         """Compact if the context is over the threshold; called before every provider call."""
         config = self.budget.config
         if not config.compaction.enabled or self.failures.blocked:

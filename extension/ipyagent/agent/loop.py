@@ -55,27 +55,29 @@ from ipyagent.session.messages import (
     NOT_RUN_INTERRUPTED,
     call_arguments,
     text_block,
+    text_of,
     tool_calls_of,
     tool_result_message,
     unanswered_tool_calls,
     user_message,
 )
 from ipyagent.session.tokens import normalize_usage
+from ipyagent.shapes import ContentBlock, Entry, Message
 
 __all__ = ["AgentLoop", "AgentRunError", "RunPorts", "RunResult", "ToolResultSource"]
 
 
 @dataclass
 class RunResult:
-    new_entries: list[dict[str, Any]] = field(default_factory=list)
-    final_message: dict[str, Any] | None = None
+    new_entries: list[Entry] = field(default_factory=list)
+    final_message: Message | None = None
     error: str | None = None
 
     @property
     def text(self) -> str:
         if not self.final_message:
             return ""
-        return "\n".join(b.get("text", "") for b in self.final_message.get("content", []) if b.get("type") == "text")
+        return text_of(self.final_message.get("content", []), "\n")
 
 
 class AgentLoop:
@@ -171,9 +173,9 @@ class AgentLoop:
         """What scrubs the configured keys from what the session stores (agent/redaction.py)."""
         return Redactor.configured(self.config.provider_options, extra=self.config.secrets)
 
-    def _append(self, entry: dict[str, Any]) -> dict[str, Any]:
-        """Store the message ``entry``, the configured keys scrubbed from it."""
-        return self.output.append(self.session, entry, self.redactor())
+    def _append(self, message: Message) -> Entry:
+        """Store ``message``, the configured keys scrubbed from it."""
+        return self.output.append(self.session, message, self.redactor())
 
     def _model(self) -> tuple[str, str]:
         if not self.config.model:
@@ -185,8 +187,8 @@ class AgentLoop:
         return self._ports.provider or self.providers.resolve(self.config.model, self.config.provider_options)[0]
 
     def compact(self, focus: str | None = None, *, reason: str = "manual",
-                extra: dict[str, Any] | None = None, plan: CompactionPlan | None = None,
-                cancel: threading.Event | None = None, trigger: str | None = None) -> dict[str, Any] | None:
+                extra: Entry | None = None, plan: CompactionPlan | None = None,
+                cancel: threading.Event | None = None, trigger: str | None = None) -> Entry | None:
         """Compact now. Manual compaction raises on failure; automatic compaction reports and counts it.
 
         ``plan`` (from ``prepare_compaction`` on the current path) compacts as planned, e.g. with
@@ -205,7 +207,7 @@ class AgentLoop:
             return ""
         return format_activity(self.notebook.activity(), self.config.notebook_context_tokens)
 
-    def _prompt_message(self, text: str | list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
+    def _prompt_message(self, text: str | list[ContentBlock], extra: dict[str, Any]) -> Message:
         block = self.notebook_activity_block() if isinstance(text, str) else ""
         if not block or not isinstance(text, str):
             return user_message(text, **extra)
@@ -214,7 +216,7 @@ class AgentLoop:
 
     # ---- the loop --------------------------------------------------------------------------
 
-    def prompt(self, text: str | list[dict[str, Any]], *, compact_after: bool = True,
+    def prompt(self, text: str | list[ContentBlock], *, compact_after: bool = True,
                **message_extra: Any) -> RunResult:
         """Send a prompt and run until the model stops. ``message_extra`` rides on the user
         message (e.g. ``cellId``); Pi ignores such fields. ``compact_after=False``: no compaction
@@ -247,7 +249,7 @@ class AgentLoop:
             self.compactor.check_budget()
         return result
 
-    def _begin(self, text: str | list[dict[str, Any]]) -> None:
+    def _begin(self, text: str | list[ContentBlock]) -> None:
         """Before the prompt is appended: the system prompt composed (and the skills it lists given
         to the tools), what it left out said, the window asked for, the budget checked, the system
         prompt recorded."""
@@ -262,7 +264,7 @@ class AgentLoop:
         self.compactor.check_budget()
         self.system.record(self.session, parts, budget.tool_specs, self.redactor(), self._append)
 
-    def _run(self) -> dict[str, Any] | None:
+    def _run(self) -> Message | None:
         overflow_retried = False
         rounds = 0
         while True:
@@ -286,7 +288,7 @@ class AgentLoop:
                 overflow_retried = True
                 compactor.recover_from_overflow("the provider silently truncated the request")
                 continue
-            stored: dict[str, Any] = self._append(message)["message"]  # keys scrubbed; calls run as written
+            stored: Message = self._append(message)["message"]  # keys scrubbed; calls run as written
             if message.get("stopReason") == "aborted":
                 raise AgentRunError("The response was cancelled.")
             calls = tool_calls_of(message)
@@ -319,7 +321,7 @@ class AgentLoop:
             request = sending.payload
         return request
 
-    def _call_model(self, model_id: str) -> dict[str, Any]:
+    def _call_model(self, model_id: str) -> Message:
         provider, budget = self._provider(), self.budget
         request = self.tool_support.prepare(provider, self.request(model_id), budget.server())
         self.output.emit(ev.RequestStart(self.config.model, budget.request_tokens(), len(request.messages)))
@@ -359,13 +361,13 @@ class AgentLoop:
             self.output.notice_once("tools-left-out", notice)
         return message
 
-    def _aborted_message(self, model_id: str, text: str) -> dict[str, Any]:
+    def _aborted_message(self, model_id: str, text: str) -> Message:
         provider_name, _ = self._model()
         return {"role": "assistant", "content": [{"type": "text", "text": text}] if text else [],
                 "api": "", "provider": provider_name, "model": model_id, "usage": normalize_usage({}),
                 "stopReason": "aborted", "errorMessage": "Interrupted by the user", "timestamp": now_ms()}
 
-    def _run_tool(self, call: dict[str, Any]) -> dict[str, Any]:
+    def _run_tool(self, call: ContentBlock) -> Message:
         name, call_id = call.get("name", ""), call.get("id", "")
         arguments = call_arguments(call)
         tool = self.tools.get(name)
@@ -388,12 +390,12 @@ class AgentLoop:
         except KeyboardInterrupt:
             result = tool_result_message(call_id, name, "Interrupted by the user before the tool finished.",
                                          is_error=True, timestamp=now_ms())
-            result = dict(self._append(result)["message"])
+            result = self._append(result)["message"].copy()
             self.output.emit(ev.ToolExecutionEnd(call_id, name, result))
             raise
         result = tool_result_message(call_id, name, output_text, is_error=is_error, details=details or None,
                                      timestamp=now_ms(), images=images)
-        result = dict(self._append(result)["message"])  # what the model and the notebook see: keys scrubbed
+        result = self._append(result)["message"].copy()  # what the model and the notebook see: keys scrubbed
         self.output.emit(ev.ToolExecutionEnd(call_id, name, result))
         return result
 

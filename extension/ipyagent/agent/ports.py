@@ -13,18 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ipyagent.agent.compaction_oracle import CompactionOracle
 from ipyagent.agent.tools.tool import ApprovalCallback, ToolOutput
 from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.summarizer import Summarizer
 from ipyagent.providers.provider import Provider
+from ipyagent.shapes import ContentBlock
 
 __all__ = ["RunPorts", "ToolResultSource"]
 
 # (tool call, run it) -> its output; replay answers from the recording instead of running.
-ToolResultSource = Callable[[dict[str, Any], Callable[[], ToolOutput]], ToolOutput]
+ToolResultSource = Callable[[ContentBlock, Callable[[], ToolOutput]], ToolOutput]
 
 
 @dataclass(frozen=True)

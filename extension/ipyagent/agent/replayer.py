@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ipyagent.agent.compaction_oracle import SKIP, CompactionRuling
 from ipyagent.agent.ports import RunPorts
@@ -34,6 +34,10 @@ from ipyagent.providers.errors import ProviderError
 from ipyagent.providers.provider import MessageDone, ModelRequest, Provider, StreamEvent, TextDelta, ToolCallEnd
 from ipyagent.session.entries import compaction_trigger, same_content
 from ipyagent.session.messages import NOT_RUN_INTERRUPTED, entry_to_message, prompt_text, text_of, tool_calls_of
+from ipyagent.shapes import ContentBlock, Entry, Message
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 Notice = Callable[[str], None]
 
@@ -46,9 +50,9 @@ class ReplayDivergence(ProviderError):
 class CellRecording:
     cell_id: str
     prompt: str  # the recorded prompt, as the user typed it
-    assistant_messages: list[dict[str, Any]] = field(default_factory=list)
-    tool_results: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> toolResult message
-    compactions: list[dict[str, Any]] = field(default_factory=list)  # compaction entries, in order
+    assistant_messages: list[Message] = field(default_factory=list)
+    tool_results: dict[str, Message] = field(default_factory=dict)  # call id -> toolResult message
+    compactions: list[Entry] = field(default_factory=list)  # compaction entries, in order
     kept_first: list[str] = field(default_factory=list)  # text of each compaction's first kept message
 
     def recorded_call_ids(self) -> set[str]:
@@ -62,10 +66,10 @@ class Recording:
 
     cells: dict[str, list[CellRecording]] = field(default_factory=dict)
     # custom entries a cell wrote (e.g. a probe's report and its recorded responses), by cell id
-    custom: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    custom: dict[str, list[Entry]] = field(default_factory=dict)
 
     @classmethod
-    def from_entries(cls, entries: list[dict[str, Any]]) -> Recording:
+    def from_entries(cls, entries: list[Entry]) -> Recording:
         recording = cls()
         by_id = {e["id"]: e for e in entries}
         current: CellRecording | None = None
@@ -84,7 +88,7 @@ class Recording:
             if entry.get("type") == "compaction" and entry.get("cellId"):  # a %compact cell
                 own = CellRecording(entry["cellId"], "")
                 own.compactions.append(entry)
-                own.kept_first.append(_fingerprint(by_id.get(entry.get("firstKeptEntryId"))))
+                own.kept_first.append(_fingerprint(by_id.get(entry.get("firstKeptEntryId", ""))))
                 recording.cells.setdefault(entry["cellId"], []).append(own)
                 continue
             if current is None:
@@ -94,10 +98,10 @@ class Recording:
                 if as_sent is not None:
                     current.assistant_messages.append(as_sent)
             elif message and message.get("role") == "toolResult":
-                current.tool_results[message.get("toolCallId")] = message
+                current.tool_results[message.get("toolCallId") or ""] = message
             elif entry.get("type") == "compaction":
                 current.compactions.append(entry)
-                kept = by_id.get(entry.get("firstKeptEntryId"))
+                kept = by_id.get(entry.get("firstKeptEntryId", ""))
                 current.kept_first.append(_fingerprint(kept))
         return recording
 
@@ -106,7 +110,7 @@ class Recording:
         return runs[run] if run < len(runs) else None
 
 
-def _fingerprint(entry: dict[str, Any] | None) -> str:
+def _fingerprint(entry: Entry | None) -> str:
     if not entry:
         return ""
     message = entry.get("message") or {}
@@ -117,7 +121,7 @@ def _fingerprint(entry: dict[str, Any] | None) -> str:
     return f"{message.get('role', entry.get('type'))}:{text_of(content) if content is not None else ''}"
 
 
-def same_when_replayed(recorded: dict[str, Any], new: dict[str, Any]) -> bool:
+def same_when_replayed(recorded: Entry, new: Entry) -> bool:
     """Whether a replay's entry is the recorded one: it says the same
     (:func:`~ipyagent.session.entries.same_content`), or it is the cell's prompt and the prompt
     as typed (and its cell) is the recorded one. The notebook-activity block and interpolated
@@ -174,10 +178,10 @@ class ReplayProvider:
                 yield TextDelta(block["text"])
             elif block.get("type") == "toolCall":
                 yield ToolCallEnd(0, block.get("id", ""), block.get("name", ""), block.get("arguments") or {})
-        yield MessageDone(dict(message))
+        yield MessageDone(message.copy())
 
 
-def _last_user_text(messages: list[dict[str, Any]]) -> str | None:
+def _last_user_text(messages: list[Message]) -> str | None:
     for message in reversed(messages):
         if message.get("role") == "user":
             return prompt_text(message)
@@ -204,9 +208,9 @@ class ReplaySummarizer:
         self.notice = notice or (lambda text: None)
         self.position = 0
         self.calls = 0
-        self._aimed: dict[str, Any] | None = None
+        self._aimed: Entry | None = None
 
-    def aim(self, entry: dict[str, Any] | None) -> None:
+    def aim(self, entry: Entry | None) -> None:
         """The next compaction reproduces the recorded compaction ``entry`` (None: no aim); the
         cell's next one is then the one after it."""
         self._aimed = entry
@@ -227,7 +231,7 @@ class ReplaySummarizer:
             return SummaryResponse(prefix)
         return SummaryResponse(history)
 
-    def _done(self, recorded: dict[str, Any]) -> None:
+    def _done(self, recorded: Entry) -> None:
         if recorded is self._aimed:
             self._aimed = None
             ids = [c.get("id") for c in self.cell.compactions]
@@ -254,13 +258,13 @@ class ReplayDescriber:
         self.recorded = [c for c in cell.compactions if not c.get("fromHook")]
         self.fallback = fallback
         self.position = 0
-        self._aimed: dict[str, Any] | None = None
+        self._aimed: Entry | None = None
 
-    def aim(self, entry: dict[str, Any] | None) -> None:
+    def aim(self, entry: Entry | None) -> None:
         """The next description is for the recorded compaction ``entry`` (None: no aim)."""
         self._aimed = entry
 
-    def _take(self) -> dict[str, Any] | None:
+    def _take(self) -> Entry | None:
         aimed, self._aimed = self._aimed, None
         ids = [c.get("id") for c in self.recorded]
         if aimed is not None:
@@ -306,21 +310,22 @@ class ReplayCompactions:
         self.describer = describer
         self.provider = provider
 
-    def rule(self, session: Any, *, manual: bool) -> CompactionRuling | None:
+    def rule(self, session: Session, *, manual: bool) -> CompactionRuling | None:
         self._aim(None)
         if (self.provider is not None and self.provider.diverged) or not session.on_followed_path():
             return None
         upcoming = session.followed_next()
-        recorded = upcoming is not None and upcoming.get("type") == "compaction"
+        if upcoming is None or upcoming.get("type") != "compaction":
+            return None if manual else SKIP
         if manual:  # the user's %compact: reproduce this cell's recorded compaction if it is next
-            if not recorded or upcoming.get("cellId") != self.cell.cell_id:
+            if upcoming.get("cellId") != self.cell.cell_id:
                 return None
-        elif not recorded or upcoming.get("cellId"):  # a %compact cell's compaction is that cell's to make
+        elif upcoming.get("cellId"):  # a %compact cell's compaction is that cell's to make
             return SKIP
         self._aim(upcoming)
         return CompactionRuling(True, upcoming.get("firstKeptEntryId"), compaction_trigger(upcoming))
 
-    def _aim(self, entry: dict[str, Any] | None) -> None:
+    def _aim(self, entry: Entry | None) -> None:
         self.summarizer.aim(entry)
         if self.describer is not None:
             self.describer.aim(entry)
@@ -342,17 +347,17 @@ class ReplayToolResults:
         self.not_run: list[str] = []  # ids of recorded calls without a recorded result
         self._recorded_calls = cell.recorded_call_ids()
 
-    def recorded(self, call: dict[str, Any]) -> ToolOutput | None:
+    def recorded(self, call: ContentBlock) -> ToolOutput | None:
         message = self.cell.tool_results.get(str(call.get("id")))
         if message is None:
             return None
         content = message.get("content")
-        images = [b for b in content if isinstance(b, dict) and b.get("type") == "image"] \
-            if isinstance(content, list) else []
+        images = cast(list[ContentBlock], [b for b in content if isinstance(b, dict) and b.get("type") == "image"]
+                      if isinstance(content, list) else [])
         return ToolOutput(text_of(content, ""), is_error=bool(message.get("isError")),
                           details=message.get("details") or {}, images=images)
 
-    def __call__(self, call: dict[str, Any], run: Callable[[], ToolOutput]) -> ToolOutput:
+    def __call__(self, call: ContentBlock, run: Callable[[], ToolOutput]) -> ToolOutput:
         recorded = self.recorded(call)
         if recorded is None and call.get("id") in self._recorded_calls:
             self.not_run.append(call.get("id", ""))

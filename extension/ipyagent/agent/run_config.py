@@ -5,15 +5,46 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
-from ipyagent.compaction.settings import CompactionSettings
+from ipyagent.compaction.settings import CompactionSettings, SavedCompaction
 
 DEFAULT_MODEL_ENV = "IPYAGENT_MODEL"
 
 SYSTEM_PROMPT = """You are a coding agent working inside a live Jupyter kernel, next to the user's notebook.
 
 You can run Python in the user's namespace with the `python` tool (variables you create stay there), read and edit files, and run shell commands. Look at the data and the files before you change them; prefer small, verifiable steps; report what you did and what you found, concisely. When the user's variables matter, inspect them with `python` rather than guessing."""
+
+
+class LearnedWindow(TypedDict, total=False):
+    """A context window an overflow error revealed, saved with the session (agent/budget.py)."""
+
+    model: str
+    window: int
+    source: str
+    detail: str
+
+
+class SavedSettings(TypedDict, total=False):
+    """What is stored with a session (:meth:`RunConfig.saved_settings`), and read back from a notebook
+    (unchecked there: every reader checks the values it uses). Keys a newer ipyagent saved survive."""
+
+    model: str
+    summary_model: str | None
+    context_window: int | None
+    compaction: SavedCompaction
+    tool_approval: str
+    max_output_tokens: int | None
+    max_retries: int
+    retry_base_delay: float
+    retry_max_delay: float
+    max_tool_rounds: int | None
+    reasoning: str | None
+    notebook_context: bool
+    notebook_context_tokens: int
+    auto_mask_turns: int | None
+    model_overrides: dict[str, dict[str, int]]
+    learned_window: LearnedWindow
 
 
 @dataclass
@@ -44,17 +75,17 @@ class RunConfig:
     # env and headers); never saved.
     secrets: tuple[str, ...] = field(default=(), repr=False)
 
-    def saved_settings(self) -> dict[str, Any]:
+    def saved_settings(self) -> SavedSettings:
         """What is stored with the session: everything but provider options (may hold keys)."""
-        data = asdict(self)
+        data: dict[str, Any] = asdict(self)
         data.pop("provider_options", None)
         data.pop("secrets", None)
         data.pop("system_prompt", None)
         data["compaction"] = self.compaction.to_dict()
-        return data
+        return cast(SavedSettings, data)
 
 
-def upgrade_saved_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+def upgrade_saved_settings(settings: Mapping[str, Any]) -> SavedSettings:
     """A copy of settings saved with a session, in today's shape.
 
     Sessions saved before automatic compaction became ``compaction.enabled`` alone (Pi's field)
@@ -69,4 +100,4 @@ def upgrade_saved_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
             data["compaction"] = {"enabled": enabled}
         elif isinstance(compaction, dict) and "enabled" not in compaction:
             data["compaction"] = dict(compaction, enabled=enabled)
-    return data
+    return cast(SavedSettings, data)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
+
+from ipyagent.shapes import Entry, Message
 
 if TYPE_CHECKING:
     from ipyagent.agent.redaction import Redactor
@@ -31,7 +33,7 @@ class RequestStart:
 
 @dataclass
 class EntryAppended:
-    entry: dict[str, Any]
+    entry: Entry
 
 
 @dataclass
@@ -45,7 +47,7 @@ class ToolExecutionStart:
 class ToolExecutionEnd:
     call_id: str
     name: str
-    result: dict[str, Any]  # the Pi toolResult message
+    result: Message  # the Pi toolResult message
 
 
 @dataclass
@@ -68,7 +70,7 @@ class CompactionProgress:
 @dataclass
 class CompactionEnd:
     reason: str
-    entry: dict[str, Any] | None = None
+    entry: Entry | None = None
     error: str | None = None
     aborted: bool = False
     will_retry: bool = False
@@ -105,13 +107,13 @@ class AgentError:
 
 @dataclass
 class TurnEnd:
-    message: dict[str, Any]
-    tool_results: list[dict[str, Any]] = field(default_factory=list)
+    message: Message
+    tool_results: list[Message] = field(default_factory=list)
 
 
 @dataclass
 class AgentEnd:
-    new_entries: list[dict[str, Any]]
+    new_entries: list[Entry]
     error: str | None = None
 
 
@@ -121,7 +123,7 @@ class RunOutput:
 
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
-        self.entries: list[dict[str, Any]] | None = None  # the run's new entries (None between runs)
+        self.entries: list[Entry] | None = None  # the run's new entries (None between runs)
         self._given: set[str] = set()  # notices given once (budgets that do not fit the window…)
         self._this_run: set[str] = set()  # what this run said already (a compaction skipped, and why)
 
@@ -133,7 +135,7 @@ class RunOutput:
         for listener in list(self._listeners):
             listener(event)
 
-    def begin_run(self) -> list[dict[str, Any]]:
+    def begin_run(self) -> list[Entry]:
         """Start collecting a run's entries (returned: the list they go into)."""
         self._this_run = set()
         self.entries = []
@@ -154,15 +156,15 @@ class RunOutput:
         self._this_run.add(what)
         return said
 
-    def append(self, session: Session, entry: dict[str, Any], redactor: Redactor, *,
-               message: bool = True) -> dict[str, Any]:
+    def append(self, session: Session, entry: Message | Entry, redactor: Redactor, *,
+               message: bool = True) -> Entry:
         """Store ``entry`` (a message, or a whole entry), the configured keys scrubbed from it."""
-        entry = redactor.data(entry)
-        stored = session.append_message(entry) if message else session.append(entry)
+        scrubbed = redactor.data(entry)
+        stored = session.append_message(cast(Message, scrubbed)) if message else session.append(cast(Entry, scrubbed))
         self.appended(stored)
         return stored
 
-    def appended(self, entry: dict[str, Any]) -> None:
+    def appended(self, entry: Entry) -> None:
         """An entry the run appended (itself, or the session for it): counted and told."""
         if self.entries is not None:
             self.entries.append(entry)

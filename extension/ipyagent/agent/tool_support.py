@@ -72,7 +72,7 @@ class ToolSupportCheck:
             return request
         return dataclasses.replace(request, options={**request.options, "stream": False})
 
-    def judge(self, request: ModelRequest, message: dict[str, Any], ratio: float) -> str | None:
+    def judge(self, request: ModelRequest, message: Message, ratio: float) -> str | None:
         """The notice to give when the server's count of ``request``'s prompt (in ``message``'s
         usage) shows it left the tool definitions out; None otherwise. ``ratio``: the server's
         tokens per chars/4-estimated token."""

@@ -11,7 +11,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+
+from ipyagent.agent.run_config import SavedSettings
 
 __all__ = ["DocumentState", "SessionState"]
 
@@ -26,7 +28,7 @@ class SessionState:
     leaf: str | None = None
     active: bool = True
     header: dict[str, Any] | None = None
-    settings: dict[str, Any] | None = None
+    settings: SavedSettings | None = None
 
     def unacked(self) -> list[str]:
         return [i for i in self.sent if i not in self.acked]
@@ -54,7 +56,7 @@ class DocumentState:
             if header is not None:
                 state.header = dict(header)
             if settings is not None:
-                state.settings = dict(settings)
+                state.settings = cast(SavedSettings, dict(settings))  # checked where read
 
     def session(self, name: str) -> SessionState:
         """What was last sent of session ``name`` (its leaf, header, settings, active flag)."""

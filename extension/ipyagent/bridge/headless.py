@@ -35,10 +35,11 @@ from queue import Empty
 from typing import Any
 
 from ipyagent.bridge import comm as bridge_mod
+from ipyagent.shapes import Ipynb, IpynbCell, KernelMessage
 from ipyagent.store.ipynb import read_notebook, sessions_from_notebook, write_notebook, write_sessions_into_notebook
 from ipyagent.store.schema import METADATA_KEY, NotebookSessions
 
-__all__ = ["HeadlessFrontend", "RunOutcome", "place_inserted_cells", "push_code", "run_notebook",
+__all__ = ["HeadlessFrontend", "CellInsertion", "RunOutcome", "place_inserted_cells", "push_code", "run_notebook",
            "execute_notebook"]
 
 # (code cell n, of total, seconds it ran, its source): told as each code cell ends
@@ -63,8 +64,18 @@ class _FrontendComm:
         self.frontend = frontend
         self.comm_id = comm_id
 
-    def handle_msg(self, msg: dict[str, Any]) -> None:
+    def handle_msg(self, msg: KernelMessage) -> None:
         self.frontend.on_comm_msg(self.comm_id, msg)
+
+
+@dataclass(frozen=True)
+class CellInsertion:
+    """A cell the agent's ``notebook`` tool inserted (``insert_cell``): where it goes in the output
+    notebook is after the cell ``after`` names, else after ``anchor`` (the running cell), else at the end."""
+
+    cell: IpynbCell
+    after: object = None  # a cell id (a string) when the request named one; anything else is ignored
+    anchor: object = None
 
 
 @dataclass
@@ -77,10 +88,10 @@ class HeadlessFrontend:
     received: int = 0  # entries messages
     entries_received: int = 0  # entries in them, repeats included
     stored: int = 0  # entries newly stored
-    inserted: list[dict[str, Any]] = field(default_factory=list)  # {"cell", "after", "anchor"}, in order
+    inserted: list[CellInsertion] = field(default_factory=list)  # in the order asked
     name: str = "ipyagent-run"  # the frontend hello_ack names (the kernel never compacts in idle time under it)
 
-    def on_comm_open(self, msg: dict[str, Any]) -> _FrontendComm | None:
+    def on_comm_open(self, msg: KernelMessage) -> _FrontendComm | None:
         content = msg.get("content") or {}
         data = content.get("data") or {}
         comm_id = content.get("comm_id")
@@ -91,7 +102,7 @@ class HeadlessFrontend:
                             "path": None, "features": ["insert_cell"]})
         return _FrontendComm(self, comm_id)
 
-    def on_comm_msg(self, comm_id: str, msg: dict[str, Any]) -> None:
+    def on_comm_msg(self, comm_id: str, msg: KernelMessage) -> None:
         data = (msg.get("content") or {}).get("data") or {}
         if data.get("type") == "insert_cell":
             self.on_insert_cell(comm_id, data)
@@ -125,13 +136,13 @@ class HeadlessFrontend:
                                 "error": "insert_cell needs cell_type 'code' or 'markdown' and a string source"})
             return
         cell_id = data.get("cell_id")
-        taken = {c["cell"]["id"] for c in self.inserted}
+        taken = {c.cell["id"] for c in self.inserted}
         if not isinstance(cell_id, str) or not _CELL_ID.match(cell_id) or cell_id in taken:
             cell_id = uuid.uuid4().hex[:16]
-        cell: dict[str, Any] = {"cell_type": cell_type, "id": cell_id, "metadata": {}, "source": source}
+        cell: IpynbCell = {"cell_type": cell_type, "id": cell_id, "metadata": {}, "source": source}
         if cell_type == "code":
-            cell.update(execution_count=None, outputs=[])
-        self.inserted.append({"cell": cell, "after": data.get("after"), "anchor": data.get("anchor")})
+            cell.update({"execution_count": None, "outputs": []})
+        self.inserted.append(CellInsertion(cell, data.get("after"), data.get("anchor")))
         self.send(comm_id, {"type": "insert_cell_ack", "seq": data.get("seq"), "cell_id": cell_id})
 
     def send(self, comm_id: str, data: dict[str, Any]) -> None:
@@ -160,7 +171,7 @@ class OrderedShell:
     def install(self) -> None:
         self.kc.shell_channel.send = self.send
 
-    def send(self, msg: dict[str, Any]) -> None:
+    def send(self, msg: KernelMessage) -> None:
         session, socket = self.kc.session, self.kc.shell_channel.socket
         frames = session.serialize(msg)
         frames.extend(msg.get("buffers") or [])
@@ -203,12 +214,12 @@ class ReplyWatchdog:
     def install(self, kc: Any) -> None:
         plain_get_msg = kc.shell_channel.get_msg
 
-        async def get_msg(timeout: float | None = None) -> dict[str, Any]:
+        async def get_msg(timeout: float | None = None) -> KernelMessage:
             waiting = asyncio.ensure_future(plain_get_msg(timeout=timeout))
             while True:
                 done, _ = await asyncio.wait({waiting}, timeout=self.tick)
                 if done:
-                    reply: dict[str, Any] = waiting.result()  # or Empty at nbclient's own timeout
+                    reply: KernelMessage = waiting.result()  # or Empty at nbclient's own timeout
                     return reply
                 if not self.overdue():
                     continue
@@ -216,7 +227,7 @@ class ReplyWatchdog:
                 with contextlib.suppress(asyncio.CancelledError, Empty):
                     await waiting
                 try:
-                    msg: dict[str, Any] = await plain_get_msg(timeout=0)
+                    msg: KernelMessage = await plain_get_msg(timeout=0)
                 except Empty:
                     raise ReplyLost(
                         f"the kernel finished a cell (idle for {self.grace:g} s) but its execute_reply never "
@@ -253,15 +264,15 @@ def _with_cell_ids(kc: Any, current: dict[str, Any], watchdog: ReplyWatchdog) ->
     kc.execute = execute
 
 
-def place_inserted_cells(cells: list[dict[str, Any]], inserted: list[dict[str, Any]]) -> None:
+def place_inserted_cells(cells: list[IpynbCell], inserted: list[CellInsertion]) -> None:
     """Put each inserted cell after the cell it names (``after``, else ``anchor``, else at the
     end), in order; a cell whose id is taken gets a new one."""
     for item in inserted:
-        cell = dict(item["cell"])
+        cell = item.cell.copy()
         ids = [c.get("id") for c in cells]
         if cell["id"] in ids:
             cell["id"] = uuid.uuid4().hex[:16]
-        for target in (item.get("after"), item.get("anchor")):
+        for target in (item.after, item.anchor):
             if isinstance(target, str) and target in ids:
                 cells.insert(ids.index(target) + 1, cell)
                 break
@@ -271,7 +282,7 @@ def place_inserted_cells(cells: list[dict[str, Any]], inserted: list[dict[str, A
 
 @dataclass
 class RunOutcome:
-    nb: dict[str, Any]
+    nb: Ipynb
     error: str | None = None
     sessions: NotebookSessions | None = None
     problems: list[str] = field(default_factory=list)
@@ -337,7 +348,7 @@ def iopub_wait(timeout: int | None) -> int:
     return int(timeout) if timeout and timeout > 0 else IOPUB_WAIT_WITHOUT_TIMEOUT
 
 
-def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_name: str | None = None,
+def execute_notebook(nb: Ipynb, *, timeout: int | None = 600, kernel_name: str | None = None,
                      cwd: str | None = None, push: bool = True, startup_timeout: int = 60,
                      km: Any = None, progress: CellProgress | None = None) -> RunOutcome:
     """Run every cell of ``nb`` (a JSON dict) in a new kernel; return the executed notebook with
@@ -450,7 +461,7 @@ def execute_notebook(nb: dict[str, Any], *, timeout: int | None = 600, kernel_na
                       replies_recovered=watchdog.recovered, cell_error=cell_error, interrupted=interrupted)
 
 
-def _final_sessions(out: dict[str, Any], stored: NotebookSessions, frontend: HeadlessFrontend) -> NotebookSessions:
+def _final_sessions(out: Ipynb, stored: NotebookSessions, frontend: HeadlessFrontend) -> NotebookSessions:
     """Input sessions ∪ what the bridge delivered ∪ journal outputs of the executed cells.
 
     The bridge's messages are merged into the input's metadata as JSON first, the way the

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.compaction.settings import CompactionSettings
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class LoadedSession:
 
     session: Session
     name: str | None  # the notebook's name for it, or the name a Pi session_info entry gave it
-    settings: dict[str, Any] = field(default_factory=dict)  # stored with a notebook's session
+    settings: SavedSettings = field(default_factory=lambda: SavedSettings())  # stored with a notebook's session
 
 
 def load_session(args: argparse.Namespace) -> Session:
@@ -112,7 +113,7 @@ class Budget:
     window_source: str  # "--context-window", "stored with the session" or "" (unknown)
 
 
-def budget_of(args: argparse.Namespace, stored: dict[str, Any]) -> Budget:
+def budget_of(args: argparse.Namespace, stored: SavedSettings) -> Budget:
     compaction = stored.get("compaction")
     compaction = compaction if isinstance(compaction, dict) else {}
     saved = CompactionSettings.from_dict({k: v for k, v in compaction.items() if _is_int(v) or k == "enabled"})

@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipyagent.agent.budget import recorded_request_tokens
 from ipyagent.cli.common import Budget, budget_args, budget_of, command, file_args, load_session_file
 from ipyagent.compaction.settings import fit_budget, should_compact
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 
 def _configure_inspect(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +64,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _budget_report(session: Any, budget: Budget) -> dict[str, Any]:
+def _budget_report(session: Session, budget: Budget) -> dict[str, Any]:
     window = budget.context_window
     assert window
     fitted = fit_budget(budget.settings, window)  # derived where the session set none, never negative
@@ -75,7 +78,7 @@ def _budget_report(session: Any, budget: Budget) -> dict[str, Any]:
             "would_compact": should_compact(recorded_request_tokens(session), window, settings)}
 
 
-def _print_inspect(report: dict[str, Any], session: Any) -> None:
+def _print_inspect(report: dict[str, Any], session: Session) -> None:
     name = f"{report['session_name']!r} " if report["session_name"] else ""
     print(f"session {name}{report['session_id']}: {report['entries']} entries, leaf {report['leaf']}, "
           f"path {report['path_length']} entries")

@@ -11,11 +11,13 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.cli.common import CliError, command
 from ipyagent.session.entries import Entry
 from ipyagent.session.intake import LoadReport
+from ipyagent.shapes import Ipynb, SessionHeader
 
 if TYPE_CHECKING:
     from ipyagent.agent.redaction import Replacements
@@ -27,7 +29,7 @@ def _warn_report(report: LoadReport | None) -> None:
         print(report.summary(), file=sys.stderr)
 
 
-def _read_sessions(path: Path) -> tuple[dict[str, Any], NotebookSessions, LoadReport]:
+def _read_sessions(path: Path) -> tuple[Ipynb, NotebookSessions, LoadReport]:
     from ipyagent.store.ipynb import NotebookError, read_notebook, sessions_from_notebook
 
     try:
@@ -132,7 +134,7 @@ def run_export(args: argparse.Namespace) -> int:
     from ipyagent.store.schema import SessionNotFound
 
     path = Path(args.notebook)
-    settings: dict[str, Any] = {}
+    settings: SavedSettings = {}
     if path.suffix == ".ipynb":
         _, sessions, report = _read_sessions(path)
         try:
@@ -195,8 +197,8 @@ def _configure_import(parser: argparse.ArgumentParser) -> None:
                              "or key configured here is replaced with ***")
 
 
-def _scrub_import(header: dict[str, Any], entries: list[Entry], report: LoadReport,
-                  keep: bool) -> tuple[dict[str, Any], list[Entry], Replacements]:
+def _scrub_import(header: SessionHeader, entries: list[Entry], report: LoadReport,
+                  keep: bool) -> tuple[SessionHeader, list[Entry], Replacements]:
     """The header, entries and set-aside lines with every credential replaced (as they are with
     ``keep``), and what was (or would have been) replaced where."""
     from ipyagent.agent.redaction import Redactor, Replacements
@@ -218,7 +220,7 @@ def _scrub_import(header: dict[str, Any], entries: list[Entry], report: LoadRepo
     return (header, entries, found) if keep else (header_out, scrubbed, found)
 
 
-def _model_of(entries: list[Entry]) -> dict[str, str]:
+def _model_of(entries: list[Entry]) -> SavedSettings:
     for entry in reversed(entries):
         if entry.get("type") == "model_change" and entry.get("modelId"):
             provider = entry.get("provider")

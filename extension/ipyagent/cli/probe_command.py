@@ -16,8 +16,8 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
+from ipyagent.agent.probe.runner import RecordedResponse
 from ipyagent.cli.common import CliError, budget_args, budget_of, command, file_args, load_session_file
 
 
@@ -53,7 +53,7 @@ def run_probe(args: argparse.Namespace) -> int:
         raise CliError("--questions must be 1 or more")
     loaded = load_session_file(args)
     session = loaded.session
-    recording: list[dict[str, Any]] = []
+    recording: list[RecordedResponse] = []
     recompacted = args.recompact or not session.compactions()
     progress: Progress = (lambda text: None) if args.json else (lambda text: print(f"probe: {text}", file=sys.stderr))
     try:

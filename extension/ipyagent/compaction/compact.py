@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from ipyagent.compaction import prompts
 from ipyagent.compaction.file_ops import format_file_lists
@@ -31,8 +30,9 @@ from ipyagent.compaction.summarizer import (
     SummaryInputTooLarge,
     SummaryRequest,
 )
-from ipyagent.session.messages import Message
+from ipyagent.session.messages import Message, Usage
 from ipyagent.session.tokens import Chars4Estimator, Estimator
+from ipyagent.shapes import SummaryDetails
 from ipyagent.text import chars4
 
 MAX_TRIM_ATTEMPTS = 4
@@ -59,10 +59,10 @@ class CompactionResult:
     summary: str
     first_kept_entry_id: str
     tokens_before: int
-    details: dict[str, Any]
+    details: SummaryDetails
     tokens_after: int | None = None
     summarizer_calls: int = 0
-    usage: list[dict[str, Any]] = field(default_factory=list)
+    usage: list[Usage] = field(default_factory=list)
     omitted_messages: int = 0  # dropped (oldest first) so the summariser's input fit its window
 
 
@@ -165,7 +165,7 @@ class _Calls:
     def __init__(self, summarizer: Summarizer):
         self.summarizer = summarizer
         self.count = 0
-        self.usage: list[dict[str, Any]] = []
+        self.usage: list[Usage] = []
         self.omitted = 0
 
     def summarize(self, call: SummaryCall, input_tokens: int | None) -> str:
@@ -269,7 +269,7 @@ def compact(plan: CompactionPlan, summarizer: Summarizer, *, focus: str | None =
     ledger = plan.ledger()
     ledger.describe(describe)
     summary += ledger.text()
-    details: dict[str, Any] = {"readFiles": read_files, "modifiedFiles": modified_files}
+    details: SummaryDetails = {"readFiles": read_files, "modifiedFiles": modified_files}
     if not ledger.is_empty():
         details["artifacts"] = ledger.to_details()
     tokens_after = None

@@ -21,6 +21,7 @@ from ipyagent.session.context import ContextState, latest_compaction_index
 from ipyagent.session.entries import Entry
 from ipyagent.session.messages import Message
 from ipyagent.session.tokens import Chars4Estimator, Estimator
+from ipyagent.shapes import SummaryDetails
 
 
 @dataclass
@@ -41,7 +42,7 @@ class CompactionPlan:
     summarized_entry_ids: list[str] = field(default_factory=list)
     turn_prefix_entry_ids: list[str] = field(default_factory=list)
     # the previous compaction's details when it was not written by a hook (its ledger carries over)
-    previous_details: dict[str, Any] | None = None
+    previous_details: SummaryDetails | None = None
 
     def ledger(self) -> Ledger:
         """The artifact ledger of this compaction (``compaction/ledger.py``): the previous one's,

@@ -7,7 +7,7 @@ a tool result is cut after 2,000 UTF-16 units without splitting a surrogate pair
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ipyagent.session.messages import Message, call_arguments, convert_to_llm, text_of
@@ -40,7 +40,7 @@ def cut_tool_result(text: str, limit: int = TOOL_RESULT_MAX_CHARS) -> str:
     return f"{head_units(text, limit)}\n\n[... {length - limit} more characters truncated]"
 
 
-def _tool_call_text(call: dict[str, Any]) -> str:
+def _tool_call_text(call: Mapping[str, Any]) -> str:
     rendered = ", ".join(f"{key}={js_json(value)}" for key, value in call_arguments(call).items())
     return f"{call.get('name', '')}({rendered})"
 

@@ -11,7 +11,7 @@ replaced by the scaled ones, and :attr:`Budget.problem` says so.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, TypedDict, cast
 
 PI_RESERVE_TOKENS = 16384
 PI_KEEP_RECENT_TOKENS = 20000
@@ -30,6 +30,14 @@ def unknown_window_note(reserve: int, keep: int) -> str:
             "kept part itself (%config Agent.keep_recent_tokens = N)")
 
 
+class SavedCompaction(TypedDict, total=False):
+    """:class:`CompactionSettings` as saved with a session (``to_dict``)."""
+
+    reserve_tokens: int | None
+    keep_recent_tokens: int | None
+    enabled: bool
+
+
 @dataclass
 class CompactionSettings:
     """What the user set: ``None`` for a budget means "derived from the window" (:func:`fit_budget`)."""
@@ -38,8 +46,8 @@ class CompactionSettings:
     keep_recent_tokens: int | None = None
     enabled: bool = True
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> SavedCompaction:
+        return cast(SavedCompaction, asdict(self))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CompactionSettings:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
+
+from ipyagent.session.messages import Usage
 
 
 @dataclass
@@ -19,7 +21,7 @@ class SummaryRequest:
 @dataclass
 class SummaryResponse:
     text: str
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: Usage = field(default_factory=lambda: Usage())
 
 
 class Summarizer(Protocol):

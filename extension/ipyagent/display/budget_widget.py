@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipyagent import host
 from ipyagent.agent import budget as agent_budget
@@ -32,6 +32,9 @@ from ipyagent.display.summary_view import readable_summary
 from ipyagent.display.untrusted import code_span, escape_html, escape_markdown, markdown_html, safe_markdown
 from ipyagent.session.entries import last_compaction_note
 from ipyagent.session.messages import Message
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 __all__ = ["BudgetFacts", "BudgetWidget", "budget_facts", "static_html", "static_markdown", "static_plain",
            "static_bundle"]
@@ -82,7 +85,7 @@ def last_usage(messages: Iterable[Message]) -> dict[str, Any]:
     return {}
 
 
-def budget_facts(session: Any, config: RunConfig, *, window: int | None, tool_specs: Iterable[Any] = (),
+def budget_facts(session: Session, config: RunConfig, *, window: int | None, tool_specs: Iterable[Any] = (),
                  session_name: str = "default", status: str = "", window_source: str = "",
                  token_factor: float = 1.0, budget: Budget | None = None) -> BudgetFacts:
     """The facts the widget shows, computed from the session's cached context state (cheap).

@@ -13,12 +13,17 @@ only its own words or ``escape_markdown`` text.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.display.untrusted import code_span, escape_markdown, safe_markdown
 from ipyagent.session.messages import CELL_PROMPT_FIELD
+from ipyagent.shapes import Entry, SessionHeader
 from ipyagent.store.journal import JOURNAL_MIME, journal_payload
 from ipyagent.text import clip
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 __all__ = ["journal_bundle", "entry_line", "transcript_markdown"]
 
@@ -26,8 +31,8 @@ MAX_ROWS = 20
 MAX_TEXT = 80
 
 
-def journal_bundle(session_name: str, header: dict[str, Any] | None, leaf: str | None,
-                   settings: dict[str, Any] | None, entries: list[dict[str, Any]]
+def journal_bundle(session_name: str, header: SessionHeader | None, leaf: str | None,
+                   settings: SavedSettings | None, entries: list[Entry]
                    ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(data, metadata)`` for ``display(data, metadata=metadata, raw=True)``.
 
@@ -118,7 +123,7 @@ def _cell(text: str) -> str:
     return escape_markdown(text)
 
 
-def _markdown(session_name: str, entries: list[dict[str, Any]]) -> str:
+def _markdown(session_name: str, entries: list[Entry]) -> str:
     count = len(entries)
     lines = [(f"**ipyagent journal** · session {code_span(session_name)} · {count} new "
               f"entr{'y' if count == 1 else 'ies'} (kept in this output until `ipyagent lift` or the notebook "
@@ -131,7 +136,7 @@ def _markdown(session_name: str, entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plain(session_name: str, entries: list[dict[str, Any]]) -> str:
+def _plain(session_name: str, entries: list[Entry]) -> str:
     count = len(entries)
     return (f"ipyagent journal: {count} new entr{'y' if count == 1 else 'ies'} of session {session_name!r} "
             "(ipyagent lift NOTEBOOK moves them into the notebook metadata)")
@@ -178,7 +183,7 @@ def _quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in text.split("\n"))
 
 
-def transcript_markdown(session: Any, name: str = "default", settings: dict[str, Any] | None = None) -> str:
+def transcript_markdown(session: Session, name: str = "default", settings: SavedSettings | None = None) -> str:
     """The conversation on the session's current path (root → leaf), readable: prompts, answers,
     tool calls and results (long results cut), compactions with their summaries and what they
     replaced, branch summaries. Entries on other branches are counted, not shown.
@@ -215,7 +220,7 @@ def transcript_markdown(session: Any, name: str = "default", settings: dict[str,
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _entry_markdown(entry: dict[str, Any], kept: bool) -> list[str]:
+def _entry_markdown(entry: Entry, kept: bool) -> list[str]:
     kind = entry.get("type")
     tag = " · **kept**" if kept else ""
     stamp = f"<sub>{escape_markdown(entry.get('id'))} · {escape_markdown(entry.get('timestamp', ''))}{tag}</sub>"

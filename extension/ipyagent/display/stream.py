@@ -29,6 +29,7 @@ from ipyagent.display.progress import ProgressLine
 from ipyagent.display.untrusted import escape_html, markdown_html, sanitize_html
 from ipyagent.providers import provider as pb
 from ipyagent.session.messages import text_of
+from ipyagent.shapes import Message
 
 __all__ = ["RunRenderer", "StreamedMarkdown", "error_bundle", "note_bundle", "reply_bundle", "tool_bundle",
            "short_args"]
@@ -63,7 +64,7 @@ def _main_argument(name: str, arguments: dict[str, Any]) -> tuple[str, str] | No
     return None
 
 
-def _rich_parts(result: dict[str, Any]) -> tuple[list[str], int]:
+def _rich_parts(result: Message) -> tuple[list[str], int]:
     """HTML for a result's images (only allowed image types whose data decodes and starts like
     that type, re-encoded here) and its tool-made HTML (sanitised); and the number of images."""
     import base64
@@ -91,7 +92,7 @@ def _rich_parts(result: dict[str, Any]) -> tuple[list[str], int]:
     return parts, images
 
 
-def tool_bundle(name: str, arguments: dict[str, Any], result: dict[str, Any] | None) -> dict[str, str]:
+def tool_bundle(name: str, arguments: dict[str, Any], result: Message | None) -> dict[str, str]:
     """A compact expandable block for one tool call (and its result once known)."""
     if result is None:
         state, icon = "running…", "⏳"
@@ -455,7 +456,7 @@ class RunRenderer:
 
     def _on_end(self, event: ev.AgentEnd) -> None:
         self.reply.end()
-        unfinished = {"content": [{"type": "text", "text": "(not finished)"}], "isError": True}
+        unfinished: Message = {"content": [{"type": "text", "text": "(not finished)"}], "isError": True}
         for handle, name, arguments in self._tools.values():
             self._outputs.update(handle, tool_bundle(name, arguments, unfinished))
         self._tools.clear()

@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipyagent.hooks import SessionBeforeCompactCall
+from ipyagent.shapes import Entry
 from ipyagent.text import one_line
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 __all__ = ["CompactionSpy", "Drawing", "context_preview", "timeline", "usage_table"]
 
@@ -63,7 +67,7 @@ def _text(content: Any) -> str:
     return " ".join(parts)
 
 
-def _kind(entry: dict[str, Any]) -> str:
+def _kind(entry: Entry) -> str:
     if entry.get("type") == "compaction":
         return "compaction"
     if entry.get("type") == "message":
@@ -72,7 +76,7 @@ def _kind(entry: dict[str, Any]) -> str:
     return "other"
 
 
-def _label(entry: dict[str, Any]) -> str:
+def _label(entry: Entry) -> str:
     kind = _kind(entry)
     if kind == "compaction":
         return "summary"
@@ -88,7 +92,7 @@ def _label(entry: dict[str, Any]) -> str:
     return str(entry.get("type"))
 
 
-def _tokens(session: Any, entry: dict[str, Any]) -> int:
+def _tokens(session: Session, entry: Entry) -> int:
     if entry.get("type") == "compaction":
         return (len(entry.get("summary", "")) + 3) // 4
     from ipyagent.session.context import context_message
@@ -97,7 +101,7 @@ def _tokens(session: Any, entry: dict[str, Any]) -> int:
     return session.estimate_entry(entry, message) if message is not None else 0
 
 
-def _fates(path: list[dict[str, Any]], compaction_index: int) -> dict[str, str]:
+def _fates(path: list[Entry], compaction_index: int) -> dict[str, str]:
     """What compaction ``path[compaction_index]`` did to each earlier entry: "earlier" (already in a
     previous summary), "summarised", "prefix" (turn prefix of a split turn) or "kept"."""
     compaction = path[compaction_index]
@@ -138,7 +142,7 @@ FATE_STYLE = {"earlier": "opacity:.35", "summarised": "opacity:.55;outline:2px d
               "prefix": "opacity:.55;outline:2px dashed #e08a00", "kept": "outline:2px solid #2e7d32", "": ""}
 
 
-def timeline(session: Any, compaction: int = -1) -> Drawing:
+def timeline(session: Session, compaction: int = -1) -> Drawing:
     """The current path as boxes (width ∝ estimated tokens). ``compaction`` picks which
     compaction's view to draw (default: the latest; entries after it are drawn plainly)."""
     path = session.path()
@@ -201,7 +205,7 @@ def timeline(session: Any, compaction: int = -1) -> Drawing:
 # ---- usage and the prompt cache ----------------------------------------------------------------
 
 
-def usage_table(session: Any) -> Drawing:
+def usage_table(session: Session) -> Drawing:
     """Each model reply on the path with its usage; compactions as separator rows."""
     rows: list[tuple[str, ...]] = []
     prompt = "?"
@@ -214,7 +218,8 @@ def usage_table(session: Any) -> Drawing:
             rows.append(("—", f"compaction ({entry.get('tokensBefore', 0):,} tokens before)", "", "", "", ""))
         elif kind == "assistant":
             usage = entry["message"].get("usage") or {}
-            prompt_tokens = sum(int(usage.get(k) or 0) for k in ("input", "cacheRead", "cacheWrite"))
+            prompt_tokens = int(usage.get("input") or 0) + int(usage.get("cacheRead") or 0) \
+                + int(usage.get("cacheWrite") or 0)
             read = int(usage.get("cacheRead") or 0)
             share = f"{100 * read / prompt_tokens:.0f} %" if prompt_tokens else "–"
             rows.append((prompt, one_line(_label(entry), 30), f"{prompt_tokens:,}", f"{read:,}", share,
@@ -235,7 +240,7 @@ def usage_table(session: Any) -> Drawing:
     return Drawing(table, text)
 
 
-def context_preview(session: Any, limit: int = 400) -> Drawing:
+def context_preview(session: Session, limit: int = 400) -> Drawing:
     """The messages the next request would send (the system prompt and tools left out), each cut
     to ``limit`` characters: the summary, wrapped as a user message, comes first."""
     lines, rows = [], []

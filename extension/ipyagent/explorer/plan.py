@@ -46,6 +46,7 @@ from ipyagent.session.tokens import Estimator, make_estimator
 from ipyagent.text import one_line
 
 if TYPE_CHECKING:
+    from ipyagent.core import Session
     from ipyagent.providers.registry import ProviderRegistry
 
 __all__ = ["ENTRY_BOX_LIMIT", "ESTIMATORS", "Box", "Exploration", "ExploreSettings", "ExplorerModel", "PathTokens",
@@ -120,7 +121,7 @@ class PathTokens:
     running sums, so any range's tokens cost two lookups.
     """
 
-    def __init__(self, session: Any, estimate: Callable[[Entry, Message], int], *, own_estimator: bool,
+    def __init__(self, session: Session, estimate: Callable[[Entry, Message], int], *, own_estimator: bool,
                  fresh: Callable[[Message], int] | None = None):
         self.key = _session_key(session)
         path = session.path()
@@ -185,7 +186,7 @@ def _fate_sizes(tokens: PathTokens, ranges: dict[str, tuple[int, int]], latest: 
     return counts, spans
 
 
-def _session_key(session: Any) -> tuple[int, Any, int]:
+def _session_key(session: Session) -> tuple[int, Any, int]:
     return id(session), session.leaf_id, len(session)
 
 
@@ -255,7 +256,8 @@ class ExplorerModel:
     known of them comes from ``providers`` (the kernel's, else the built-ins and the user's).
     """
 
-    def __init__(self, session: Any, settings: ExploreSettings, *, name: str = "default", source: str = "",
+    def __init__(self, session: Session | Callable[[], Session], settings: ExploreSettings, *, name: str = "default",
+                 source: str = "",
                  model: str = "", summary_model: str | None = None, window_known: bool = True,
                  providers: ProviderRegistry | None = None):
         if providers is None:

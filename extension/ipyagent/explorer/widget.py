@@ -20,12 +20,12 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ipyagent.agent.loop import AgentLoop
-from ipyagent.agent.run_config import RunConfig
+from ipyagent.agent.run_config import RunConfig, SavedSettings
 from ipyagent.compaction.prepare import CompactionPlan
 from ipyagent.compaction.settings import ASSUMED_WINDOW, CompactionSettings, fit_budget
 from ipyagent.display.untrusted import escape_html
@@ -40,6 +40,7 @@ from ipyagent.explorer.html import (
     title_html,
 )
 from ipyagent.explorer.plan import ESTIMATOR_LABELS, Exploration, ExplorerModel, ExploreSettings
+from ipyagent.shapes import Entry
 
 if TYPE_CHECKING:
     from ipyagent.agent.budget import RequestBudget
@@ -365,8 +366,8 @@ class CompactionExplorer:
 # ---- building one ------------------------------------------------------------------------------
 
 
-def _settings_from(saved: dict[str, Any], model_window: int | None, *, window: int | None, reserve: int | None,
-                   keep: int | None, estimator: str | None, focus: str, session: Any,
+def _settings_from(saved: SavedSettings, model_window: int | None, *, window: int | None, reserve: int | None,
+                   keep: int | None, estimator: str | None, focus: str, session: Session,
                    notes: list[str] | None = None) -> tuple[ExploreSettings, bool]:
     """The controls' starting values. Stored settings come from the notebook: a value that is not
     a whole number of tokens (``"abc"``, ``[1]``, ``"1e9"``) is left out, with a note."""
@@ -392,7 +393,7 @@ def _settings_from(saved: dict[str, Any], model_window: int | None, *, window: i
 MAX_STORED_TOKENS = 100_000_000
 
 
-def _stored_tokens(stored: dict[str, Any], key: str, notes: list[str], *, low: int = 1) -> int | None:
+def _stored_tokens(stored: Mapping[str, Any], key: str, notes: list[str], *, low: int = 1) -> int | None:
     value = stored.get(key)
     if value is None:
         return None
@@ -427,7 +428,7 @@ def explore(path_or_session: Any, *, session: str | None = None, window: int | N
     """
     from ipyagent.core import Session
 
-    saved: dict[str, Any] = {}
+    saved: SavedSettings = {}
     source = ""
     name = session or "default"
     if isinstance(path_or_session, Session):
@@ -447,7 +448,7 @@ def explore(path_or_session: Any, *, session: str | None = None, window: int | N
             name = session or found.active or next(iter(found.sessions))
             if name not in found.sessions:
                 raise ValueError(f"{path} has no session {name!r}; it has {', '.join(found.sessions)}")
-            saved = dict(found.sessions[name].settings or {})
+            saved = (found.sessions[name].settings or SavedSettings()).copy()
             target = found.to_session(name)
         else:
             target = Session.from_file(path)
@@ -479,7 +480,7 @@ class _Bridge(Protocol):
 
 
 class _IdleCompaction(Protocol):
-    def join(self, *, show: bool = True) -> dict[str, Any] | None: ...
+    def join(self, *, show: bool = True) -> Entry | None: ...
 
 
 SlotT = TypeVar("SlotT", bound=_Slot)
@@ -516,8 +517,9 @@ def explorer_for_slot(runtime: ExplorerRuntime[SlotT], name: str | None = None, 
     except ValueError:
         model_window = None
     budget = request_budget.fitted()  # per-model overrides, scaled to the window
-    saved = {"context_window": model_window,
-             "compaction": {"reserve_tokens": budget.reserve_tokens, "keep_recent_tokens": budget.keep_recent_tokens}}
+    saved: SavedSettings = {"context_window": model_window,
+                            "compaction": {"reserve_tokens": budget.reserve_tokens,
+                                           "keep_recent_tokens": budget.keep_recent_tokens}}
     settings, known = _settings_from(saved, None, window=window, reserve=reserve, keep=keep_recent,
                                      estimator=estimator, focus=focus, session=slot.session)
     model = ExplorerModel(lambda: runtime.slot(slot_name).session, settings, name=slot_name, model=config.model,

@@ -33,6 +33,7 @@ from ipyagent.kernel.cell_context import cell_identity
 from ipyagent.kernel.entry_stream import EntryStream
 from ipyagent.kernel.mcp_servers import replayed_tools
 from ipyagent.kernel.replay_control import ReplayAttachment
+from ipyagent.shapes import Entry
 
 if TYPE_CHECKING:
     from ipyagent.kernel.persistence import SessionSlot
@@ -101,7 +102,7 @@ class CellRun:
         self.stream = EntryStream(lambda: slot.session.entries, self._stream_entries,
                                   already=lambda entry: entry["id"] in slot.persisted)
 
-    def _stream_entries(self, entries: list[dict[str, Any]]) -> None:
+    def _stream_entries(self, entries: list[Entry]) -> None:
         self.runtime.stream(self.slot, entries, self.config)
 
     def __enter__(self) -> CellRun:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ipyagent.agent import run_events as ev
+from ipyagent.shapes import Entry
 
 __all__ = ["EntryStream", "BATCH_WINDOW"]
 
@@ -29,7 +30,7 @@ _BARRIERS = (ev.ToolExecutionStart, ev.RequestStart, ev.CompactionStart, ev.Agen
 class EntryStream:
     """Send a slot's new entries through ``send(entries)`` while a run goes on (see the module)."""
 
-    def __init__(self, entries: Callable[[], list[dict[str, Any]]], send: Callable[[list[dict[str, Any]]], Any],
+    def __init__(self, entries: Callable[[], list[Entry]], send: Callable[[list[Entry]], Any],
                  *, window: float = BATCH_WINDOW, clock: Callable[[], float] = time.monotonic,
                  already: Callable[[Mapping[str, Any]], bool] = lambda entry: False):
         self._entries = entries  # the session's entries, in arrival order (append-only)

@@ -34,14 +34,21 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ipyagent import host
 from ipyagent.agent import run_events as ev
 from ipyagent.agent.budget import RequestBudget
+from ipyagent.agent.ports import RunPorts
+from ipyagent.agent.run_config import RunConfig
+from ipyagent.agent.tools import ApprovalCallback
+from ipyagent.bridge.comm import KernelBridge
 from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
 from ipyagent.core import CompactionCancelled
 from ipyagent.display.progress import ProgressLine
+from ipyagent.kernel.configurable import AgentSettings
+from ipyagent.kernel.persistence import SessionSlot
+from ipyagent.shapes import Entry
 
 __all__ = ["HEADLESS_FRONTEND", "IdleCompactor", "IdleJob"]
 
@@ -60,7 +67,7 @@ class IdleJob:
     state: str = "waiting"
     cancel: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
-    entry: dict[str, Any] | None = None
+    entry: Entry | None = None
     outcome: str = ""  # one line: how it ended
     cancelled_by: str = ""  # what cancelled it (``cancel(why)``)
     error: str = ""  # why the compaction left no entry
@@ -94,10 +101,28 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + "."
 
 
+class IdleRuntime(Protocol):
+    """What the idle compactor uses of the kernel's runtime (``kernel/runtime.py``'s ``AgentRuntime``,
+    which builds the compactor, so it is named by what it offers rather than imported)."""
+
+    @property
+    def config(self) -> AgentSettings: ...
+
+    @property
+    def shell(self) -> Any: ...  # the IPython shell (its ``kernel`` is None in plain IPython)
+
+    @property
+    def bridge(self) -> KernelBridge | None: ...
+
+    def ports_for(self, *, approve: ApprovalCallback | None = None) -> RunPorts: ...
+
+    def persist(self, slot: SessionSlot, config: RunConfig | None = None, *, force: bool = False) -> str | None: ...
+
+
 class IdleCompactor:
     """The kernel runtime's idle compactions (at most one job at a time); see the module."""
 
-    def __init__(self, runtime: Any, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, runtime: IdleRuntime, *, clock: Callable[[], float] = time.monotonic):
         self.runtime = runtime
         self.lock = threading.RLock()  # the one lock around appending to a session while a job may run
         self._clock = clock
@@ -333,7 +358,7 @@ class IdleCompactor:
             job.done.wait()
         return True
 
-    def join(self, *, show: bool = True, drop_waiting: bool = True) -> dict[str, Any] | None:
+    def join(self, *, show: bool = True, drop_waiting: bool = True) -> Entry | None:
         """Before a run: a job still waiting is dropped, a running one is waited for (a progress
         line in this cell meanwhile; an interrupt cancels it). Returns the entry it wrote.
         ``drop_waiting=False`` (an ``%agent`` command that compacts nothing) leaves a waiting job

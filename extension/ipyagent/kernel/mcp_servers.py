@@ -21,6 +21,7 @@ from ipyagent.agent.mcp.server_definitions import ServerConfig, parse_servers
 from ipyagent.agent.tools.tool import Tool
 from ipyagent.display.progress import ProgressLine
 from ipyagent.session.messages import current_tools
+from ipyagent.shapes import Entry, ToolDeclaration
 
 __all__ = ["KernelMcp", "ServerRow"]
 
@@ -212,10 +213,10 @@ class KernelMcp:
             self._hub = None
 
 
-def replayed_tools(entries: Iterable[dict[str, Any]]) -> list[McpTool]:
+def replayed_tools(entries: Iterable[Entry]) -> list[McpTool]:
     """The MCP tools a recorded session declared anywhere: a replay offers them, and answers their
     calls from the recording (never from a server)."""
-    declared: dict[str, dict[str, Any]] = {}
+    declared: dict[str, ToolDeclaration] = {}
     for entry in entries:
         message = entry.get("message") if entry.get("type") == "message" else None
         if isinstance(message, dict) and message.get("role") == "system":

@@ -31,13 +31,14 @@ from ipyagent import host
 from ipyagent.agent.budget import restore_learned_window
 from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.prompt.pinned import active_pins, pins_note
-from ipyagent.agent.run_config import upgrade_saved_settings
+from ipyagent.agent.run_config import SavedSettings, upgrade_saved_settings
 from ipyagent.bridge.comm import KernelBridge
 from ipyagent.bridge.push import PushInbox
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle
 from ipyagent.providers.models import ModelTable
 from ipyagent.session.intake import LoadReport, sanitize_entries
+from ipyagent.shapes import Entry, SessionHeader
 from ipyagent.store.hydration import (
     find_notebook_path,
     hydrate_from_disk,
@@ -56,7 +57,7 @@ class SessionSlot:
 
     name: str
     session: Session
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: SavedSettings = field(default_factory=lambda: SavedSettings())
     persisted: set[str] = field(default_factory=set)
     persisted_leaf: str | None = None
     origin: str = "new"  # "new", "push", "disk", "load"
@@ -65,10 +66,10 @@ class SessionSlot:
     # False after a cell ran with --no-tools: the figures outside a run then count no tools either
     tools_offered: bool = True
 
-    def unpersisted(self) -> list[dict[str, Any]]:
+    def unpersisted(self) -> list[Entry]:
         return [e for e in self.session.entries if e["id"] not in self.persisted]
 
-    def mark_persisted(self, entries: list[dict[str, Any]]) -> None:
+    def mark_persisted(self, entries: list[Entry]) -> None:
         self.persisted.update(e["id"] for e in entries)
         self.persisted_leaf = self.session.leaf_id
 
@@ -142,7 +143,7 @@ def pin_notes(slots: Mapping[str, SessionSlot], names: Iterable[str]) -> list[st
     return lines
 
 
-def add_reset_notice(slot: SessionSlot) -> dict[str, Any] | None:
+def add_reset_notice(slot: SessionSlot) -> Entry | None:
     """Append the ``kernel_reset`` notice as a child of the leaf when the path holds entries an
     earlier kernel wrote and no notice follows them (called right before a prompt a model will
     answer); return the entry, or None when none is due."""
@@ -151,7 +152,7 @@ def add_reset_notice(slot: SessionSlot) -> dict[str, Any] | None:
     return slot.session.append(kernel_reset_entry())
 
 
-def merge_into(slot: SessionSlot, other: Session | list[dict[str, Any]]) -> int:
+def merge_into(slot: SessionSlot, other: Session | list[Entry]) -> int:
     """Add ``other``'s entries that ``slot`` lacks (by id); return how many were added."""
     have = {e["id"] for e in slot.session.entries}
     new = [e for e in (other.entries if isinstance(other, Session) else other) if e["id"] not in have]
@@ -167,10 +168,10 @@ def merge_into(slot: SessionSlot, other: Session | list[dict[str, Any]]) -> int:
 # ---- saving ------------------------------------------------------------------------------------
 
 
-def journal_output(session_name: str, header: Mapping[str, Any], leaf: str | None, settings: Mapping[str, Any],
-                   entries: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+def journal_output(session_name: str, header: SessionHeader, leaf: str | None, settings: SavedSettings,
+                   entries: list[Entry]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of the journal output for ``entries``."""
-    return journal_bundle(session_name, dict(header), leaf, dict(settings), list(entries))
+    return journal_bundle(session_name, header.copy(), leaf, settings.copy(), list(entries))
 
 
 # how long a run's end waits for the acks of earlier runs' entries from a frontend that answers
@@ -196,7 +197,7 @@ class Persister:
 
         display(data, raw=True, metadata=metadata)
 
-    def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], settings: Mapping[str, Any], *,
+    def stream(self, slot: SessionSlot, entries: list[Entry], settings: SavedSettings, *,
                active: bool = True, redact: Callable[[Any], Any] | None = None) -> int | None:
         """Send ``entries`` (just made by a running run) through the bridge, when a comm is open —
         also before its ``hello_ack``: a frontend stores entries on any comm of its target.
@@ -217,7 +218,7 @@ class Persister:
             return None
         return seq
 
-    def persist(self, slot: SessionSlot, settings: Mapping[str, Any], *, active: bool = True,
+    def persist(self, slot: SessionSlot, settings: SavedSettings, *, active: bool = True,
                 force: bool = False, redact: Callable[[Any], Any] | None = None) -> str | None:
         """Persist ``slot``'s new entries; return "bridge", "journal" or None (nothing to do).
 
@@ -232,7 +233,7 @@ class Persister:
             return None
         header = slot.session.header
         bridge = self.bridge
-        stale: list[dict[str, Any]] = []
+        stale: list[Entry] = []
         if bridge is not None and host.can_start_threads():  # in a Run All the handshake may be on its way
             # (in a browser page nothing reaches the kernel while a cell runs: no wait)
             bridge.wait_for_frontend()

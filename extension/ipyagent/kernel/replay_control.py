@@ -18,7 +18,7 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.provider_summarizer import summarizer_for
@@ -27,6 +27,10 @@ from ipyagent.agent.run_config import RunConfig
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.persistence import SessionSlot
 from ipyagent.providers.registry import ProviderRegistry
+from ipyagent.shapes import Entry
+
+if TYPE_CHECKING:
+    from ipyagent.core import Session
 
 
 class FollowingRuntime(Protocol):
@@ -54,10 +58,10 @@ class ReplayController:
     def __init__(self, providers: ProviderRegistry) -> None:
         self.providers = providers
         self.recordings: dict[str, Recording] = {}
-        self.paths: dict[str, list[dict[str, Any]]] = {}  # the recorded path, followed while replaying
+        self.paths: dict[str, list[Entry]] = {}  # the recorded path, followed while replaying
         self.runs: Counter[tuple[str, str]] = Counter()
 
-    def capture(self, name: str, session: Any) -> Recording:
+    def capture(self, name: str, session: Session) -> Recording:
         """Take ``session``'s current path as the recording of session ``name``."""
         path = self.paths[name] = session.path()
         recording = self.recordings[name] = Recording.from_entries(path)
@@ -100,7 +104,7 @@ class ReplayController:
         return self.replays(mode, model, provider_options)
 
     @contextlib.contextmanager
-    def attached(self, session: Any, name: str, cell_id: str, config: RunConfig, ports: RunPorts, *,
+    def attached(self, session: Session, name: str, cell_id: str, config: RunConfig, ports: RunPorts, *,
                  rerun_tools: bool, notice: Callable[[str], None]) -> Iterator[ReplayAttachment]:
         """The recording of ``cell_id`` for one run: ``ports`` answering from it, and ``session``
         following the recorded path while the block runs."""

@@ -17,7 +17,7 @@ from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.prompt.record import SystemPromptRecord
 from ipyagent.agent.redaction import Redactor
-from ipyagent.agent.run_config import RunConfig
+from ipyagent.agent.run_config import RunConfig, SavedSettings
 from ipyagent.agent.skills.discovery import find_skills
 from ipyagent.agent.skills.skill_tool import SkillTool
 from ipyagent.agent.tools import ApprovalCallback, Tool
@@ -35,6 +35,7 @@ from ipyagent.kernel.ports.namespace import namespace_describer
 from ipyagent.kernel.ports.notebook_access import KernelNotebook
 from ipyagent.kernel.replay_control import ReplayController
 from ipyagent.plugins import Plugins
+from ipyagent.shapes import Entry
 
 __all__ = ["AgentRuntime"]
 
@@ -279,8 +280,8 @@ class AgentRuntime:
             self._notebook_port = KernelNotebook(self.shell, lambda: self.bridge, lambda: self.config.notebook_path)
         return self._cell_runner, self._notebook_port
 
-    def settings_of(self, slot: SessionSlot, config: RunConfig | None = None) -> dict[str, Any]:
-        settings = dict(slot.settings)
+    def settings_of(self, slot: SessionSlot, config: RunConfig | None = None) -> SavedSettings:
+        settings = slot.settings.copy()
         config = config or self.run_config()
         settings.update(config.saved_settings())
         learned = learned_window_setting(self.providers.models, config.model)
@@ -294,7 +295,7 @@ class AgentRuntime:
         return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
                                       force=force, redact=Redactor.configured(config.provider_options).data)
 
-    def stream(self, slot: SessionSlot, entries: list[dict[str, Any]], config: RunConfig | None = None) -> None:
+    def stream(self, slot: SessionSlot, entries: list[Entry], config: RunConfig | None = None) -> None:
         """Send entries a running run just made (``kernel/entry_stream.py``), redacted like
         :meth:`persist`'s."""
         config = config or self.run_config()

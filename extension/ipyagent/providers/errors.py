@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from ipyagent.shapes import Message
 
 
 class ProviderError(RuntimeError):
@@ -76,6 +76,6 @@ class MalformedStreamError(ProviderError):
 class StreamInterrupted(KeyboardInterrupt):
     """A KeyboardInterrupt during streaming; ``partial`` is the aborted Pi assistant message."""
 
-    def __init__(self, partial: dict[str, Any]):
+    def __init__(self, partial: Message):
         super().__init__("interrupted")
         self.partial = partial

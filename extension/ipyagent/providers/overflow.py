@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ipyagent.shapes import Message
+
 OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p, re.IGNORECASE)
     for p in (
@@ -112,7 +114,7 @@ def max_tokens_that_fit(text: str) -> int | None:
     return None
 
 
-def is_silent_overflow(message: dict[str, Any], context_window: int | None) -> bool:
+def is_silent_overflow(message: Message, context_window: int | None) -> bool:
     """A reply that "succeeded" while its reported input exceeded the window (z.ai style)."""
     if not context_window or message.get("stopReason") != "stop":
         return False
@@ -122,7 +124,7 @@ def is_silent_overflow(message: dict[str, Any], context_window: int | None) -> b
     return (usage.get("input", 0) or 0) + (usage.get("cacheRead", 0) or 0) > context_window
 
 
-def is_context_overflow(message: dict[str, Any], context_window: int | None = None) -> bool:
+def is_context_overflow(message: Message, context_window: int | None = None) -> bool:
     """Pi's ``isContextOverflow`` on a finished assistant message: an error whose text says so,
     or a silent overflow."""
     if message.get("stopReason") == "error":

@@ -17,9 +17,10 @@ from __future__ import annotations
 import logging
 import threading
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from ipyagent import host
+from ipyagent.shapes import Usage, UsageCost
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def price_id(provider: str) -> str | None:
     return PROVIDER_IDS.get(provider, provider)
 
 
-def _has_tokens(usage: dict[str, Any]) -> bool:
+def _has_tokens(usage: Usage) -> bool:
     return any(usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite"))
 
 
@@ -98,7 +99,7 @@ def _rate_cost(model_price: Any, key: str, count: int, total_input: int, per: in
     return calc_unit_price(price, count, total_input, per) if price is not None and count else Decimal(0)
 
 
-def calculate(provider: str, model: str, usage: dict[str, Any]) -> dict[str, float] | None:
+def calculate(provider: str, model: str, usage: Usage) -> dict[str, float] | None:
     """Pi's cost dict for ``usage`` (Pi's token fields), or None when the model has no known price."""
     pid = price_id(provider)
     if pid is None:
@@ -130,20 +131,20 @@ def calculate(provider: str, model: str, usage: dict[str, Any]) -> dict[str, flo
             "cacheRead": float(read), "cacheWrite": float(write), "total": float(result.total_price)}
 
 
-def price_usage(provider: str, model: str, usage: dict[str, Any]) -> dict[str, Any]:
+def price_usage(provider: str, model: str, usage: Usage) -> Usage:
     """``usage`` with its ``cost`` filled in (in place, and returned). A usage without tokens
     (an aborted or failed call) costs nothing and is not looked up."""
     if not _has_tokens(usage):
         return usage
     cost = calculate(provider, model, usage)
     if cost is None:
-        usage["cost"] = dict.fromkeys(COST_KEYS, 0.0)
+        usage["cost"] = cast(UsageCost, dict.fromkeys(COST_KEYS, 0.0))
         usage["costUnknown"] = True
         key = (provider, model)
         if key not in _unknown_logged:
             _unknown_logged.add(key)
             log.info("no price for %s:%s in genai-prices; its replies are shown without a cost", provider, model)
     else:
-        usage["cost"] = cost
+        usage["cost"] = cast(UsageCost, cost)
         usage.pop("costUnknown", None)
     return usage

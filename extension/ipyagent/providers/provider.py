@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ipyagent.providers.models import ModelInfo, table_info
+from ipyagent.shapes import JsonSchema, Message, Usage
 
 
 @dataclass
@@ -21,7 +22,7 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JsonSchema
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -30,7 +31,7 @@ class ToolSpec:
 @dataclass
 class ModelRequest:
     model: str  # the model id without the provider prefix, e.g. "gpt-4.1-mini"
-    messages: list[dict[str, Any]]
+    messages: list[Message]
     system_prompt: str = ""
     tools: list[ToolSpec] = field(default_factory=list)
     max_tokens: int | None = None
@@ -83,7 +84,7 @@ class ToolCallEnd:
 
 @dataclass
 class UsageUpdate:
-    usage: dict[str, Any]  # normalised: input, output, cacheRead, cacheWrite, totalTokens
+    usage: Usage  # normalised: input, output, cacheRead, cacheWrite, totalTokens
 
 
 @dataclass
@@ -109,7 +110,7 @@ class MessageDone:
     """Always the last event: the complete Pi assistant message (stopReason stop/length/toolUse,
     or aborted when the stream was interrupted)."""
 
-    message: dict[str, Any]
+    message: Message
 
 
 StreamEvent = (

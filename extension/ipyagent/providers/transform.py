@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from typing import Any
 
 from ipyagent.providers.models import table_info
+from ipyagent.shapes import ContentBlock, Message
 
 _ANTHROPIC_ID_BAD = re.compile(r"[^a-zA-Z0-9_-]")
 NO_RESULT_TEXT = "No result provided (the tool call was interrupted)."
@@ -44,14 +44,14 @@ def openai_tool_id(call_id: str) -> str:
     return f"{call_id[:28]}_{_digest(call_id)}" if call_id else "call_empty"
 
 
-def _same_model(message: dict[str, Any], api: str, provider: str, model: str) -> bool:
+def _same_model(message: Message, api: str, provider: str, model: str) -> bool:
     return message.get("api") == api and message.get("provider") == provider and message.get("model") == model
 
 
 IMAGE_OMITTED = "(an image was left out here: {model} does not accept images)"
 
 
-def _without_images(message: dict[str, Any], note: str) -> dict[str, Any]:
+def _without_images(message: Message, note: str) -> Message:
     content = message.get("content")
     if not isinstance(content, list) or not any(isinstance(b, dict) and b.get("type") == "image" for b in content):
         return message
@@ -60,8 +60,8 @@ def _without_images(message: dict[str, Any], note: str) -> dict[str, Any]:
     return {**message, "content": blocks}
 
 
-def prepare_history(messages: list[dict[str, Any]], *, api: str, provider: str, model: str,
-                    tool_id: Callable[[str], str], images: bool | None = None) -> list[dict[str, Any]]:
+def prepare_history(messages: list[Message], *, api: str, provider: str, model: str,
+                    tool_id: Callable[[str], str], images: bool | None = None) -> list[Message]:
     """``images``: whether the target accepts image blocks (default: the bundled model table says;
     a provider passes what its request's registry knows, overrides included)."""
     if images is None:
@@ -92,7 +92,7 @@ class _History:
 
     def __init__(self, api: str, provider: str, model: str, tool_id: Callable[[str], str]) -> None:
         self.api, self.provider, self.model, self.tool_id = api, provider, model, tool_id
-        self.out: list[dict[str, Any]] = []
+        self.out: list[Message] = []
         self.pending: dict[str, str] = {}  # wire id -> tool name, calls still waiting for a result
         self.scope: dict[str, str] = {}  # original id -> wire id, for the latest assistant message's calls
         self.used: set[str] = set()  # wire ids so far: a server reusing "call_0" every turn must not collide
@@ -103,14 +103,14 @@ class _History:
                              "content": [{"type": "text", "text": NO_RESULT_TEXT}], "isError": True})
         self.pending.clear()
 
-    def assistant(self, message: dict[str, Any]) -> None:
+    def assistant(self, message: Message) -> None:
         stop = message.get("stopReason")
         if stop == "error":
             return
         self.close_pending()
         self.scope = {}
         same = _same_model(message, self.api, self.provider, self.model)
-        content: list[dict[str, Any]] = []
+        content: list[ContentBlock] = []
         blocks = message.get("content") or []
         if isinstance(blocks, str):  # as Pi's session files may hold it
             blocks = [{"type": "text", "text": blocks}]
@@ -125,11 +125,13 @@ class _History:
                 elif block.get("thinking", "").strip() and not block.get("redacted"):
                     content.append({"type": "text", "text": block["thinking"]})
             elif kind == "toolCall" and stop != "aborted":
-                content.append({**block, "id": self.wire_id(block)})
+                wired = block.copy()
+                wired["id"] = self.wire_id(block)
+                content.append(wired)
         if content:
             self.out.append({**message, "content": content})
 
-    def wire_id(self, call: dict[str, Any]) -> str:
+    def wire_id(self, call: ContentBlock) -> str:
         """A wire id for the call (unique in the history), now waiting for its result."""
         original = str(call.get("id") or "")
         wire, n = self.tool_id(original), 1
@@ -141,7 +143,7 @@ class _History:
         self.pending[wire] = call.get("name", "")
         return wire
 
-    def tool_result(self, message: dict[str, Any]) -> None:
+    def tool_result(self, message: Message) -> None:
         answered = self.scope.get(str(message.get("toolCallId") or ""))  # the wire id of its call
         if answered is None or answered not in self.pending:
             return
@@ -149,5 +151,5 @@ class _History:
         self.out.append({**message, "toolCallId": answered})
 
 
-def image_data_url(block: dict[str, Any]) -> str:
+def image_data_url(block: ContentBlock) -> str:
     return f"data:{block.get('mimeType', 'image/png')};base64,{block.get('data', '')}"

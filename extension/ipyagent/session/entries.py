@@ -1,4 +1,5 @@
-"""Pi v3 session entries (as Pi 1.6 writes them): their types, their required fields, and constructors.
+"""Pi v3 session entries (as Pi 1.6 writes them): their types, their required fields, and constructors
+(their shapes, as TypedDicts, are in :mod:`ipyagent.shapes`).
 
 Entries are Pi's JSON objects held as dicts, so fields ipyagent does not know (a newer Pi's, or
 notebook facts such as a cell id) survive a round trip untouched.
@@ -6,9 +7,12 @@ notebook facts such as a cell id) survive a round trip untouched.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-Entry = dict[str, Any]
+from ipyagent.shapes import ContextEditReplacement, Message, SummaryDetails, Usage
+from ipyagent.shapes import Entry as Entry
+from ipyagent.shapes import SessionHeader as SessionHeader
 
 ENTRY_TYPES = (
     "message",
@@ -89,7 +93,7 @@ def shape_problem(entry: Any) -> str | None:
     return None
 
 
-def message_sections_problem(message: dict[str, Any]) -> str | None:
+def message_sections_problem(message: Mapping[str, Any]) -> str | None:
     sections = message.get("sections")
     if sections is not None and (not isinstance(sections, dict)
                                  or any(v is not None and not isinstance(v, str) for v in sections.values())):
@@ -114,7 +118,7 @@ _BLOCK_TEXT_FIELDS = (("text", "text"), ("thinking", "thinking"), ("toolCall", "
 _USAGE_FIELDS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 
 
-def _message_fields_problem(message: dict[str, Any], content: Any) -> str | None:
+def _message_fields_problem(message: Mapping[str, Any], content: Any) -> str | None:
     """Fields that token counting, context building and serialising read, when present with a
     wrong type (hostile or corrupted input must be set aside, not crash the session later)."""
     if isinstance(content, list):
@@ -182,7 +186,7 @@ def same_content(a: Entry, b: Entry) -> bool:
     skip = _PLACE_AND_TIME + _MEASURED.get(kind or "", ())
 
     def content(entry: Entry) -> dict[str, Any]:
-        out = {k: v for k, v in entry.items() if k not in skip}
+        out: dict[str, Any] = {k: v for k, v in entry.items() if k not in skip}
         if isinstance(out.get("message"), dict):
             out["message"] = {k: v for k, v in out["message"].items() if k not in _MESSAGE_MEASURED}
         return out
@@ -190,13 +194,15 @@ def same_content(a: Entry, b: Entry) -> bool:
     return content(a) == content(b)
 
 
-def message_entry(message: dict[str, Any], **extra: Any) -> Entry:
-    return {"type": "message", "message": message, **extra}
+def message_entry(message: Message, **extra: Any) -> Entry:
+    entry: Entry = {"type": "message", "message": message}
+    entry.update(extra)  # type: ignore[typeddict-item]  # notebook facts (cellId…) and Pi's own fields
+    return entry
 
 
 def compaction_entry(summary: str, first_kept_entry_id: str, tokens_before: int,
-                     details: dict[str, Any] | None = None, from_hook: bool = False, *,
-                     usage: dict[str, Any] | None = None, system_message: dict[str, Any] | None = None,
+                     details: SummaryDetails | None = None, from_hook: bool = False, *,
+                     usage: Usage | None = None, system_message: Message | None = None,
                      **extra: Any) -> Entry:
     """Pi 1.6's key order: summary, firstKeptEntryId, tokensBefore, details, usage, fromHook,
     systemMessage (the checkpoint of the prompt the model had), then ipyagent's extra fields."""
@@ -210,17 +216,17 @@ def compaction_entry(summary: str, first_kept_entry_id: str, tokens_before: int,
         entry["fromHook"] = True
     if system_message is not None:
         entry["systemMessage"] = system_message
-    entry.update(extra)
+    entry.update(extra)  # type: ignore[typeddict-item]  # ipyagent's extra fields (trigger, cellId…)
     return entry
 
 
-def context_edit_entry(target_id: str, replacement: dict[str, Any] | None) -> Entry:
+def context_edit_entry(target_id: str, replacement: ContextEditReplacement | None) -> Entry:
     """Pi 1.6's ``context_edit``: ``None`` hides the target from the model; ``{"content": …}``
     replaces its content (the entry itself stays as written)."""
     return {"type": "context_edit", "targetId": target_id, "replacement": replacement}
 
 
-def branch_summary_entry(from_id: str, summary: str, details: dict[str, Any] | None = None,
+def branch_summary_entry(from_id: str, summary: str, details: SummaryDetails | None = None,
                          from_hook: bool = False) -> Entry:
     entry: Entry = {"type": "branch_summary", "fromId": from_id, "summary": summary}
     if details is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry, shape_problem
@@ -30,11 +30,26 @@ class Problem:
         return f"{self.where}: {self.message}" + ("" if self.kept else " (set aside)")
 
 
+class SetAside(TypedDict, total=False):
+    """What a load could not use, kept so nothing is lost (``metadata["ipyagent"]["set_aside"]``; a
+    Pi file's lines are written back in their places on export, ``session/jsonl.py``)."""
+
+    where: str
+    reason: str
+    raw: Any  # the data as it was (or its JSON text, when it nests too deeply)
+    line: int  # a Pi file's line number
+    raw_base64: str  # the bytes of a line that is not UTF-8
+    after: str | None  # the id of the kept entry above the line (None: right after the header)
+    before_header: bool
+    session: str | None  # the notebook session it came from (None: the store's own)
+    source: str  # the file it was imported from
+
+
 @dataclass
 class LoadReport:
     source: str = ""
     problems: list[Problem] = field(default_factory=list)
-    set_aside: list[dict[str, Any]] = field(default_factory=list)  # {"where", "reason", "raw"}
+    set_aside: list[SetAside] = field(default_factory=list)
     migrated_from: float | None = None  # the file's version: a number, an integer as Pi writes it
 
     @property
@@ -46,7 +61,7 @@ class LoadReport:
         (and ``extra``, e.g. where a Pi line was, so that an export can write it back)."""
         self.problems.append(Problem(where, message, kept))
         if not kept:
-            self.set_aside.append({"where": where, "reason": message, "raw": raw, **extra})
+            self.set_aside.append(cast(SetAside, {"where": where, "reason": message, "raw": raw, **extra}))
 
     def summary(self) -> str:
         if self.ok:
@@ -73,7 +88,7 @@ def sanitize_entries(raw_entries: list[Any], report: LoadReport,
                      where: Callable[[int], str] = lambda i: f"entry {i + 1}",
                      sizes: list[int] | None = None,
                      depths: list[int] | None = None,
-                     aside: Callable[[int], dict[str, Any]] | None = None) -> list[Entry]:
+                     aside: Callable[[int], SetAside] | None = None) -> list[Entry]:
     """Check sizes, nesting, shapes, ids, parents and cycles; return the usable entries, in order.
 
     ``aside(i)`` gives the fields of the set-aside record of ``raw_entries[i]`` (``{"raw": ...}``
@@ -81,8 +96,8 @@ def sanitize_entries(raw_entries: list[Any], report: LoadReport,
     deeply to be handled as data).
     """
     def set_aside(i: int, label: str, message: str, entry: Any) -> None:
-        fields = aside(i) if aside is not None else {"raw": entry}
-        report.add(label, message, kept=False, **fields)
+        fields: SetAside = aside(i) if aside is not None else {"raw": entry}
+        report.add(label, message, kept=False, **fields)  # type: ignore[misc]  # fields has no "where"
 
     problems: list[str | None] = [_entry_problem(entry, sizes[i] if sizes is not None else 0,
                                                  depths[i] if depths is not None else None)

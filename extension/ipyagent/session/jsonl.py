@@ -14,11 +14,11 @@ import bisect
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from ipyagent.session.entries import Entry
+from ipyagent.session.entries import Entry, SessionHeader
 from ipyagent.session.ids import iso_now, new_entry_id, new_session_id
-from ipyagent.session.intake import LoadReport, sanitize_entries
+from ipyagent.session.intake import LoadReport, SetAside, sanitize_entries
 from ipyagent.session.tokens import js_json
 
 __all__ = ["CURRENT_VERSION", "dump_pi_jsonl", "is_pi_line", "migrate", "parse_pi_jsonl", "pi_jsonl_bytes",
@@ -27,7 +27,7 @@ __all__ = ["CURRENT_VERSION", "dump_pi_jsonl", "is_pi_line", "migrate", "parse_p
 CURRENT_VERSION = 3
 
 
-def _new_header() -> dict[str, Any]:
+def _new_header() -> SessionHeader:
     return {"type": "session", "version": CURRENT_VERSION, "id": new_session_id(), "timestamp": iso_now(), "cwd": ""}
 
 
@@ -56,14 +56,14 @@ def _lines(data: str | bytes) -> Iterator[tuple[int, str, bytes | None]]:
             yield number, raw.decode("utf-8", errors="replace"), raw
 
 
-def parse_pi_jsonl(data: str | bytes, source: str = "") -> tuple[dict[str, Any], list[Entry], LoadReport]:
+def parse_pi_jsonl(data: str | bytes, source: str = "") -> tuple[SessionHeader, list[Entry], LoadReport]:
     """Header, usable entries and the report for a Pi session file's text (or bytes).
 
     Every line set aside is in ``report.set_aside`` with ``line``, ``raw`` (its text; for a line
     that is not UTF-8 also ``raw_base64``, its bytes) and its place (``after`` / ``before_header``).
     """
     report = LoadReport(source=source)
-    header: dict[str, Any] | None = None
+    header: SessionHeader | None = None
     header_line: int | None = None
     raw: list[Any] = []
     lines: list[int] = []
@@ -75,7 +75,7 @@ def parse_pi_jsonl(data: str | bytes, source: str = "") -> tuple[dict[str, Any],
             continue
         if isinstance(value, dict) and value.get("type") == "session":
             if header is None and not raw:
-                header, header_line = value, number
+                header, header_line = cast(SessionHeader, value), number
             else:
                 report.add(where, "a second session header; Pi reads only the first", kept=False, raw=line,
                            line=number)
@@ -125,7 +125,7 @@ def _decoded(number: int, line: str, undecodable: bytes | None, report: LoadRepo
     return False, None
 
 
-def _checked_header(header: dict[str, Any], report: LoadReport) -> int | float:
+def _checked_header(header: SessionHeader, report: LoadReport) -> int | float:
     """The header's version, its id and version made good (and said so in ``report``) where missing
     or not a number."""
     if not isinstance(header.get("id"), str):
@@ -153,7 +153,7 @@ def _first_bad_byte(line: bytes) -> int:
     return 0
 
 
-def _place(items: list[dict[str, Any]], header_line: int | None, kept_lines: list[int], kept_ids: list[str]) -> None:
+def _place(items: list[SetAside], header_line: int | None, kept_lines: list[int], kept_ids: list[str]) -> None:
     """Give every set-aside line its place among the entries: ``after`` the id of the kept entry
     above it (None: right after the header), or ``before_header``."""
     for item in items:
@@ -168,7 +168,7 @@ def _place(items: list[dict[str, Any]], header_line: int | None, kept_lines: lis
         item["after"] = kept_ids[above - 1] if above else None
 
 
-def migrate(header: dict[str, Any], raw: list[Any]) -> list[Any]:
+def migrate(header: SessionHeader, raw: list[Any]) -> list[Any]:
     """v1 → v2 (ids and a linear parent chain; compaction index → id) → v3 (hookMessage → custom)."""
     version = header.get("version") or 1
     if version < 2:
@@ -204,7 +204,7 @@ def is_pi_line(item: Any) -> bool:
         and isinstance(item.get("raw"), str)
 
 
-def _line_bytes(item: dict[str, Any]) -> bytes:
+def _line_bytes(item: SetAside) -> bytes:
     if isinstance(item.get("raw_base64"), str):
         try:
             return base64.b64decode(item["raw_base64"], validate=True)
@@ -214,11 +214,11 @@ def _line_bytes(item: dict[str, Any]) -> bytes:
     return raw.encode("utf-8", errors="replace")
 
 
-def _pieces(header: dict[str, Any], entries: list[Entry], set_aside: Iterable[Any]) -> Iterator[str | bytes]:
+def _pieces(header: SessionHeader, entries: list[Entry], set_aside: Iterable[Any]) -> Iterator[str | bytes]:
     """The file's lines in order: set-aside lines (as bytes) in their places among the entries."""
     lines = sorted((item for item in set_aside if is_pi_line(item)), key=lambda item: item["line"])
     before = [item for item in lines if item.get("before_header")]
-    after: dict[Any, list[dict[str, Any]]] = {}
+    after: dict[Any, list[SetAside]] = {}
     for item in lines:
         if not item.get("before_header"):
             after.setdefault(item.get("after"), []).append(item)
@@ -236,23 +236,23 @@ def _pieces(header: dict[str, Any], entries: list[Entry], set_aside: Iterable[An
             yield _line_bytes(item)
 
 
-def pi_jsonl_bytes(header: dict[str, Any], entries: list[Entry], set_aside: Iterable[Any] = ()) -> bytes:
+def pi_jsonl_bytes(header: SessionHeader, entries: list[Entry], set_aside: Iterable[Any] = ()) -> bytes:
     """The Pi session file: the header, the entries and the set-aside lines in their places."""
     return b"".join((p if isinstance(p, bytes) else p.encode("utf-8")) + b"\n"
                     for p in _pieces(header, entries, set_aside))
 
 
-def dump_pi_jsonl(header: dict[str, Any], entries: list[Entry], set_aside: Iterable[Any] = ()) -> str:
+def dump_pi_jsonl(header: SessionHeader, entries: list[Entry], set_aside: Iterable[Any] = ()) -> str:
     """:func:`pi_jsonl_bytes` as text (a set-aside line that is not UTF-8 shows U+FFFD for its bad bytes)."""
     return "".join((p.decode("utf-8", errors="replace") if isinstance(p, bytes) else p) + "\n"
                    for p in _pieces(header, entries, set_aside))
 
 
-def read_pi_jsonl(path: str | Path) -> tuple[dict[str, Any], list[Entry], LoadReport]:
+def read_pi_jsonl(path: str | Path) -> tuple[SessionHeader, list[Entry], LoadReport]:
     path = Path(path)
     return parse_pi_jsonl(path.read_bytes(), source=str(path))
 
 
-def write_pi_jsonl(path: str | Path, header: dict[str, Any], entries: list[Entry],
+def write_pi_jsonl(path: str | Path, header: SessionHeader, entries: list[Entry],
                    set_aside: Iterable[Any] = ()) -> None:
     Path(path).write_bytes(pi_jsonl_bytes(header, entries, set_aside))

@@ -37,7 +37,7 @@ def is_masked(entry: Entry, edit: Entry | None) -> bool:
     if not isinstance(replacement, dict):
         return True
     own = entry["message"].get("content") if entry.get("type") == "message" else entry.get("content")
-    return replacement.get("content") != own
+    return bool(replacement.get("content") != own)
 
 
 def mask_edit(entry: Entry) -> Entry:

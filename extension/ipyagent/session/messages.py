@@ -7,12 +7,14 @@ Messages are plain dicts exactly as Pi writes them, so a Pi session round-trips 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ipyagent.session.ids import iso_to_ms, now_ms
-
-Message = dict[str, Any]
+from ipyagent.shapes import ContentBlock as ContentBlock
+from ipyagent.shapes import Entry, ToolDeclaration
+from ipyagent.shapes import Message as Message
+from ipyagent.shapes import Usage as Usage
 
 COMPACTION_SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
@@ -33,21 +35,23 @@ TURN_START_ROLES = ("user", "bashExecution", "custom", "hookMessage", "branchSum
 NOT_RUN_INTERRUPTED = "Not run: the user interrupted the run."
 
 
-def user_message(text: str | list[dict[str, Any]], *, timestamp: int | None = None, **extra: Any) -> Message:
-    return {"role": "user", "content": text, "timestamp": timestamp or now_ms(), **extra}
+def user_message(text: str | list[ContentBlock], *, timestamp: int | None = None, **extra: Any) -> Message:
+    message: Message = {"role": "user", "content": text, "timestamp": timestamp or now_ms()}
+    message.update(extra)  # type: ignore[typeddict-item]  # ipyagent's own fields (cellPrompt…)
+    return message
 
 
-def text_block(text: str) -> dict[str, Any]:
+def text_block(text: str) -> ContentBlock:
     return {"type": "text", "text": text}
 
 
-def tool_call_block(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def tool_call_block(call_id: str, name: str, arguments: dict[str, Any]) -> ContentBlock:
     return {"type": "toolCall", "id": call_id, "name": name, "arguments": arguments}
 
 
 def tool_result_message(call_id: str, tool_name: str, text: str, *, is_error: bool = False,
                         details: dict[str, Any] | None = None, timestamp: int | None = None,
-                        images: list[dict[str, Any]] | None = None) -> Message:
+                        images: list[ContentBlock] | None = None) -> Message:
     """A Pi ``toolResult``: the text block, then any image blocks (``{"type": "image", "data":
     base64, "mimeType": …}``)."""
     message: Message = {
@@ -85,13 +89,14 @@ def prompt_text(message: Message) -> str:
     return text_of(message.get("content"), "\n")
 
 
-def tool_calls_of(message: Message) -> list[dict[str, Any]]:
+def tool_calls_of(message: Message) -> list[ContentBlock]:
     if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
         return []
-    return [b for b in message["content"] if isinstance(b, dict) and b.get("type") == "toolCall"]
+    blocks: list[ContentBlock] = message["content"]
+    return [b for b in blocks if isinstance(b, dict) and b.get("type") == "toolCall"]
 
 
-def unanswered_tool_calls(path: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def unanswered_tool_calls(path: Sequence[Entry]) -> list[ContentBlock]:
     """The tool calls of the last assistant message on ``path`` that have no result after it
     (what an interrupt leaves; each gets :data:`NOT_RUN_INTERRUPTED`)."""
     for index in range(len(path) - 1, -1, -1):
@@ -105,13 +110,13 @@ def unanswered_tool_calls(path: Sequence[dict[str, Any]]) -> list[dict[str, Any]
     return [c for c in tool_calls_of(entry["message"]) if c.get("id") not in answered]
 
 
-def call_arguments(call: dict[str, Any]) -> dict[str, Any]:
+def call_arguments(call: Mapping[str, Any]) -> dict[str, Any]:
     """A tool call's arguments; ``{}`` when they are missing or not an object."""
     arguments = call.get("arguments")
     return arguments if isinstance(arguments, dict) else {}
 
 
-def entry_to_message(entry: dict[str, Any]) -> Message | None:
+def entry_to_message(entry: Entry) -> Message | None:
     """The conversation message an entry produces (before ``convert_to_llm``), or None; a
     compaction gives its summary (see :func:`entry_messages` for its checkpoint too)."""
     kind = entry.get("type")
@@ -129,7 +134,7 @@ def entry_to_message(entry: dict[str, Any]) -> Message | None:
     if kind == "custom_message":
         message = {
             "role": "custom",
-            "customType": entry.get("customType"),
+            "customType": entry.get("customType", ""),
             "content": entry["content"] if entry.get("content") is not None else [],
             "display": entry.get("display", True),
             "timestamp": iso_to_ms(entry.get("timestamp")),
@@ -151,7 +156,7 @@ def entry_to_message(entry: dict[str, Any]) -> Message | None:
     return None
 
 
-def entry_messages(entry: dict[str, Any]) -> list[Message]:
+def entry_messages(entry: Entry) -> list[Message]:
     """Pi 1.6's ``sessionEntryToContextMessages``: every message an entry contributes (a
     compaction: its ``systemMessage`` checkpoint, when it has one, then its summary)."""
     if entry.get("type") == "compaction":
@@ -163,7 +168,7 @@ def entry_messages(entry: dict[str, Any]) -> list[Message]:
 
 
 def system_message(content: str = "", *, sections: dict[str, str | None] | None = None,
-                   tools_added: list[dict[str, Any]] | None = None,
+                   tools_added: list[ToolDeclaration] | None = None,
                    tools_removed: list[str] | None = None, timestamp: int | None = None) -> Message:
     """A Pi 1.6 ``SystemMessage``: prompt text, sections patched by name (``None`` removes one),
     tool declarations added or removed. Empty parts are left out, as Pi writes them."""
@@ -178,9 +183,9 @@ def system_message(content: str = "", *, sections: dict[str, str | None] | None 
     return message
 
 
-def current_tools(messages: Iterable[Message]) -> list[dict[str, Any]]:
+def current_tools(messages: Iterable[Message]) -> list[ToolDeclaration]:
     """The tool declarations after every system message's additions and removals, in order."""
-    tools: dict[str, dict[str, Any]] = {}
+    tools: dict[str, ToolDeclaration] = {}
     for message in messages:
         if message.get("role") != "system":
             continue
@@ -198,7 +203,7 @@ def current_system_message(messages: Iterable[Message]) -> Message | None:
     with a blank line, sections patched by name, tools resolved, the first one's timestamp."""
     systems = [m for m in messages if m.get("role") == "system"]
     content: list[str] = []
-    sections: dict[str, str] = {}
+    sections: dict[str, str | None] = {}
     timestamp = None
     for message in systems:
         if timestamp is None:
@@ -234,7 +239,7 @@ def system_prompt_text(message: Message | None) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def compaction_summary_message(entry: dict[str, Any]) -> Message:
+def compaction_summary_message(entry: Entry) -> Message:
     return {
         "role": "compactionSummary",
         "summary": entry.get("summary", ""),

@@ -10,19 +10,19 @@ import json
 import math
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Any, Protocol
 
-from ipyagent.session.messages import Message, text_of
+from ipyagent.session.messages import Message, Usage, text_of
 from ipyagent.text import chars4, js_length
 
 IMAGE_CHARS = 4800  # Pi counts an image as 4800 chars (about 1200 tokens)
 
 
-def normalize_usage(raw: dict[str, Any] | None) -> dict[str, Any]:
+def normalize_usage(raw: Mapping[str, Any] | None) -> Usage:
     """Pi's usage dict with every field present; a missing total is the sum of the parts.
 
     Three extra fields survive (Pi ignores them): ``reasoning`` (the reasoning tokens inside
@@ -31,10 +31,14 @@ def normalize_usage(raw: dict[str, Any] | None) -> dict[str, Any]:
     count of the tools it ran itself: that usage adds up every iteration, so it does not measure
     the context)."""
     raw = raw or {}
-    usage: dict[str, Any] = {k: int(raw.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite")}
-    usage["totalTokens"] = int(raw.get("totalTokens") or 0) or sum(usage.values())
+    parts = {k: int(raw.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite")}
+    usage: Usage = {"input": parts["input"], "output": parts["output"], "cacheRead": parts["cacheRead"],
+                    "cacheWrite": parts["cacheWrite"]}
+    usage["totalTokens"] = int(raw.get("totalTokens") or 0) or sum(parts.values())
     cost = raw.get("cost") or {}
-    usage["cost"] = {k: float(cost.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite", "total")}
+    usage["cost"] = {"input": float(cost.get("input") or 0), "output": float(cost.get("output") or 0),
+                     "cacheRead": float(cost.get("cacheRead") or 0), "cacheWrite": float(cost.get("cacheWrite") or 0),
+                     "total": float(cost.get("total") or 0)}
     reasoning = raw.get("reasoning")
     if isinstance(reasoning, (int, float)) and not isinstance(reasoning, bool) and reasoning > 0:
         usage["reasoning"] = int(reasoning)
@@ -46,7 +50,7 @@ def normalize_usage(raw: dict[str, Any] | None) -> dict[str, Any]:
     return usage
 
 
-def usage_tokens(usage: dict[str, Any] | None) -> int:
+def usage_tokens(usage: Mapping[str, Any] | None) -> int:
     """Pi's ``calculateContextTokens``: the total if non-zero, else the sum of the parts."""
     if not usage:
         return 0

@@ -8,7 +8,7 @@ from types import EllipsisType
 from typing import Any
 
 from ipyagent.session.context import ContextState
-from ipyagent.session.entries import Entry, same_content, shape_problem
+from ipyagent.session.entries import Entry, SessionHeader, same_content, shape_problem
 from ipyagent.session.ids import iso_now, new_entry_id, new_session_id
 from ipyagent.session.messages import Message
 from ipyagent.session.tokens import Chars4Estimator, Estimator
@@ -18,8 +18,11 @@ class SessionError(ValueError):
     """A request the session cannot honour (unknown entry, bad shape…); nothing was changed."""
 
 
-def new_header(cwd: str = "", **extra: Any) -> dict[str, Any]:
-    return {"type": "session", "version": 3, "id": new_session_id(), "timestamp": iso_now(), "cwd": cwd, **extra}
+def new_header(cwd: str = "", **extra: Any) -> SessionHeader:
+    header: SessionHeader = {"type": "session", "version": 3, "id": new_session_id(), "timestamp": iso_now(),
+                             "cwd": cwd}
+    header.update(extra)  # type: ignore[typeddict-item]  # a caller's own header fields
+    return header
 
 
 class SessionTree:
@@ -32,9 +35,9 @@ class SessionTree:
     as in Pi's tree; its ``parentId`` stays as written, so an export loses nothing.
     """
 
-    def __init__(self, header: dict[str, Any] | None = None, entries: Iterable[Entry] = (),
+    def __init__(self, header: SessionHeader | None = None, entries: Iterable[Entry] = (),
                  leaf_id: str | None = None, estimator: Estimator | None = None):
-        self.header: dict[str, Any] = header if header is not None else new_header()
+        self.header: SessionHeader = header if header is not None else new_header()
         self.entries: list[Entry] = []
         self._by_id: dict[str, Entry] = {}
         self.estimator: Estimator = estimator or Chars4Estimator()
@@ -48,8 +51,8 @@ class SessionTree:
         for entry in entries:
             self._store(entry)
         # parents that are missing: a new entry never takes such an id (it would adopt the orphans)
-        self._missing_parents: set[str] = {e["parentId"] for e in self.entries
-                                           if isinstance(e.get("parentId"), str) and e["parentId"] not in self._by_id}
+        self._missing_parents: set[str] = {p for p in (e.get("parentId") for e in self.entries)
+                                           if isinstance(p, str) and p not in self._by_id}
         self.leaf_id: str | None = leaf_id if leaf_id in self._by_id else (
             self.entries[-1]["id"] if self.entries else None)
 
@@ -107,8 +110,9 @@ class SessionTree:
         labels: dict[str, str] = {}
         for entry in self.entries:
             if entry.get("type") == "label" and isinstance(entry.get("targetId"), str):
-                if entry.get("label"):
-                    labels[entry["targetId"]] = entry["label"]
+                label = entry.get("label")
+                if label:
+                    labels[entry["targetId"]] = label
                 else:
                     labels.pop(entry["targetId"], None)
         return labels
@@ -144,8 +148,9 @@ class SessionTree:
             raise SessionError(f"cannot append: parent {entry['parentId']!r} is not in the session")
         entry.setdefault("timestamp", iso_now())
         # Keep Pi's key order: type, id, parentId, timestamp, then the type's fields.
-        ordered = {k: entry[k] for k in ("type", "id", "parentId", "timestamp")}
-        ordered.update((k, v) for k, v in entry.items() if k not in ordered)
+        ordered: Entry = {"type": entry["type"], "id": entry["id"], "parentId": entry["parentId"],
+                          "timestamp": entry["timestamp"]}
+        ordered.update((k, v) for k, v in entry.items() if k not in ordered)  # type: ignore[typeddict-item]
         self._store(ordered)
         self._advance_leaf(ordered)
         return ordered

@@ -24,6 +24,7 @@ from typing import Any
 from ipyagent.core import Session
 from ipyagent.session import deep_json
 from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
+from ipyagent.shapes import Entry
 from ipyagent.store.ipynb import NotebookError, parse_notebook, read_notebook, sessions_from_notebook
 from ipyagent.store.schema import NotebookSessions
 
@@ -41,7 +42,7 @@ RESET_NOTICE = (
 )
 
 
-def kernel_reset_entry() -> dict[str, Any]:
+def kernel_reset_entry() -> Entry:
     """A ``custom_message`` entry (not shown to the user) telling the model about the reset.
 
     ``id``, ``parentId`` and ``timestamp`` are filled in by ``Session.append``.
@@ -49,7 +50,7 @@ def kernel_reset_entry() -> dict[str, Any]:
     return {"type": "custom_message", "customType": RESET_CUSTOM_TYPE, "content": RESET_NOTICE, "display": False}
 
 
-def reset_notice_due(path: list[dict[str, Any]], earlier: set[str]) -> bool:
+def reset_notice_due(path: list[Entry], earlier: set[str]) -> bool:
     """Whether a model answering on ``path`` must first be told about the reset: the path holds an
     entry an earlier kernel wrote (an id in ``earlier``) and no reset notice comes after it. A
     system message (the recorded system prompt) is no work done in a kernel: it does not count."""

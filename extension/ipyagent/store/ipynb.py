@@ -13,11 +13,14 @@ import json
 import os
 import tempfile
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.session import deep_json
 from ipyagent.session.intake import MAX_ENTRY_CHARS, LoadReport
+from ipyagent.shapes import Ipynb, IpynbCell
 from ipyagent.store.chunks import CHUNK_PREFIX, assemble, store_value, texts_under
 from ipyagent.store.journal import JOURNAL_MIME, journal_outputs
 from ipyagent.store.schema import DEFAULT_SESSION, METADATA_KEY, NotebookSessions
@@ -50,13 +53,13 @@ class NotebookError(ValueError):
 # reading
 
 
-def read_notebook(path: str | Path) -> dict[str, Any]:
+def read_notebook(path: str | Path) -> Ipynb:
     """The notebook at ``path`` as plain JSON; :class:`NotebookError` if it is not one."""
     text = Path(path).read_text(encoding="utf-8")
     return parse_notebook(text, str(path))
 
 
-def parse_notebook(text: str | bytes, source: str = "notebook", *, fast: bool = False) -> dict[str, Any]:
+def parse_notebook(text: str | bytes, source: str = "notebook", *, fast: bool = False) -> Ipynb:
     """The notebook in ``text``; a part nested too deeply for Python is held as a marker with its
     text (:mod:`ipyagent.session.deep_json`), and written back as it was by :func:`dumps_notebook`.
     ``fast``: for reading only (hydration), see :func:`ipyagent.session.deep_json.loads`."""
@@ -72,10 +75,10 @@ def parse_notebook(text: str | bytes, source: str = "notebook", *, fast: bool = 
         raise NotebookError(f"{source} is an nbformat {nb['nbformat']} notebook; only nbformat 4 is supported")
     if not isinstance(nb.get("metadata", {}), dict):
         raise NotebookError(f"{source} is not a notebook ('metadata' is not an object)")
-    return nb
+    return cast(Ipynb, nb)
 
 
-def sessions_from_notebook(nb: dict[str, Any], source: str = "", *, check_sizes: bool = True
+def sessions_from_notebook(nb: Ipynb, source: str = "", *, check_sizes: bool = True
                            ) -> tuple[NotebookSessions, LoadReport]:
     """``metadata["ipyagent"]`` ∪ every journal output, merged by entry id in cell order."""
     report = LoadReport(source=source)
@@ -99,8 +102,8 @@ def session_from_notebook_file(path: str | Path, name: str | None = None, **kwar
 # writing
 
 
-def write_sessions_into_notebook(nb: dict[str, Any], sessions: NotebookSessions, layout: int | None = None
-                                 ) -> dict[str, Any]:
+def write_sessions_into_notebook(nb: Ipynb, sessions: NotebookSessions, layout: int | None = None
+                                 ) -> Ipynb:
     """Set ``nb["metadata"]["ipyagent"]`` (and its chunk keys, in layouts 2 and 3); nothing else
     is touched. ``layout`` 1, 2 or 3 (:mod:`ipyagent.store.chunks`); by default the one the
     notebook holds (a notebook the labextension wrote stays chunked). Returns ``nb``."""
@@ -114,7 +117,7 @@ def write_sessions_into_notebook(nb: dict[str, Any], sessions: NotebookSessions,
 _KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
-def new_notebook(cells: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def new_notebook(cells: list[IpynbCell] | None = None) -> Ipynb:
     """An empty nbformat 4.5 notebook with a Python 3 kernelspec (and ``%load_ext ipyagent``)."""
     if cells is None:
         cells = [{"cell_type": "code", "execution_count": None, "id": uuid.uuid4().hex[:8], "metadata": {},
@@ -185,7 +188,7 @@ def _canonical_cell(cell: Any) -> Any:
     return out
 
 
-def _canonical(nb: dict[str, Any]) -> dict[str, Any]:
+def _canonical(nb: Mapping[str, Any]) -> dict[str, Any]:
     """What nbformat writes (sorted keys, multi-line text split into lines), except that the
     session data (``metadata["ipyagent"]``, journal payloads) keeps its own key order."""
     out: dict[str, Any] = {}
@@ -201,13 +204,13 @@ def _canonical(nb: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def dumps_notebook(nb: dict[str, Any]) -> str:
+def dumps_notebook(nb: Ipynb) -> str:
     """The notebook's text as nbformat writes it (indent 1, sorted keys, UTF-8 kept); a part read
     as a too-deep marker is written as its original text."""
     return deep_json.restore_markers(json.dumps(_canonical(nb), indent=1, ensure_ascii=False)) + "\n"
 
 
-def write_notebook(path: str | Path, nb: dict[str, Any]) -> None:
+def write_notebook(path: str | Path, nb: Ipynb) -> None:
     """Write atomically (a temporary file in the same folder, then a rename)."""
     path = Path(path)
     if path.is_symlink():
@@ -240,8 +243,8 @@ def _umask() -> int:
     return mask
 
 
-def save_session_to_notebook_file(session: Any, src: str | Path, dst: str | Path, name: str | None = None,
-                                  settings: dict[str, Any] | None = None) -> None:
+def save_session_to_notebook_file(session: Session, src: str | Path, dst: str | Path, name: str | None = None,
+                                  settings: SavedSettings | None = None) -> None:
     """Write ``session`` into ``dst``'s metadata (the rest of ``src`` copied as it is).
 
     For the command line only: ``dst`` must not be a file a frontend holds open. Entries the

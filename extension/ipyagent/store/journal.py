@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.session import deep_json
+from ipyagent.shapes import Entry, Ipynb, SessionHeader
 from ipyagent.store.schema import strip_secrets
 
 __all__ = ["JOURNAL_MIME", "journal_payload", "journal_outputs"]
@@ -23,15 +25,15 @@ JOURNAL_MIME = "application/vnd.ipyagent.entries+json"
 VERSION = 1
 
 
-def journal_payload(session_name: str, header: dict[str, Any] | None, leaf: str | None,
-                    settings: dict[str, Any] | None, entries: list[dict[str, Any]]) -> dict[str, Any]:
+def journal_payload(session_name: str, header: SessionHeader | None, leaf: str | None,
+                    settings: SavedSettings | None, entries: list[Entry]) -> dict[str, Any]:
     """The payload stored under :data:`JOURNAL_MIME`: the session's name, header, leaf, settings
     (those that look like credentials left out) and the entries."""
     return {"version": VERSION, "session": session_name, "header": header or {},
             "leaf": leaf, "settings": strip_secrets(settings or {}), "entries": list(entries)}
 
 
-def journal_outputs(nb: dict[str, Any], *, positions: bool = False) -> Iterator[tuple[Any, ...]]:
+def journal_outputs(nb: Ipynb, *, positions: bool = False) -> Iterator[tuple[Any, ...]]:
     """Every journal payload of ``nb`` in cell order: ``(cell_index, payload)``
     (``(cell_index, output_index, payload)`` with ``positions=True``).
 

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry
-from ipyagent.session.intake import LoadReport
+from ipyagent.session.intake import LoadReport, SetAside
 from ipyagent.session.jsonl import is_pi_line
+from ipyagent.shapes import SessionHeader
 from ipyagent.store.validation import (
     DEFAULT_SESSION,
     VERSION,
@@ -60,9 +62,9 @@ class SessionNotFound(ValueError):
 class StoredSession:
     """One session as ``metadata["ipyagent"]["sessions"][name]`` holds it."""
 
-    header: dict[str, Any]
+    header: SessionHeader
     leaf: str | None
-    settings: dict[str, Any]
+    settings: SavedSettings
     entries: list[Entry]
     extra: dict[str, Any] = field(default_factory=dict)  # keys a newer ipyagent wrote: kept
 
@@ -83,8 +85,9 @@ class StoredSession:
         return StoredSession(*checked) if checked is not None else cls(new_header(), None, {}, [])
 
     @classmethod
-    def from_session(cls, session: Any, settings: dict[str, Any] | None = None) -> StoredSession:
-        return cls(dict(session.header), session.leaf_id, strip_secrets(settings or {}), list(session.entries))
+    def from_session(cls, session: Session, settings: SavedSettings | None = None) -> StoredSession:
+        return cls(session.header.copy(), session.leaf_id, cast(SavedSettings, strip_secrets(settings or {})),
+                   list(session.entries))
 
     def ids(self) -> set[str]:
         return {e["id"] for e in self.entries}
@@ -115,7 +118,7 @@ class NotebookSessions:
     sessions: dict[str, StoredSession]
     version: int = VERSION
     # what a load could not use: [{"session", "where", "reason", "raw"}] — written back, never dropped
-    set_aside: list[dict[str, Any]] = field(default_factory=list)
+    set_aside: list[SetAside] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # unknown top-level keys: kept
     report: LoadReport | None = field(default=None, repr=False, compare=False)
 
@@ -149,8 +152,8 @@ class NotebookSessions:
         return out
 
     @_hybridmethod
-    def from_session(target: NotebookSessions | type[NotebookSessions], name: str, session: Any,
-                     settings: dict[str, Any] | None = None) -> NotebookSessions:
+    def from_session(target: NotebookSessions | type[NotebookSessions], name: str, session: Session,
+                     settings: SavedSettings | None = None) -> NotebookSessions:
         """Store a :class:`ipyagent.core.Session` under ``name`` and make it the active session.
 
         On the class, ``NotebookSessions.from_session(name, session, settings)`` returns a new
@@ -181,7 +184,7 @@ class NotebookSessions:
         for name, theirs in other.sessions.items():
             mine = self.sessions.get(name)
             if mine is None:
-                self.sessions[name] = StoredSession(dict(theirs.header), theirs.leaf, dict(theirs.settings),
+                self.sessions[name] = StoredSession(theirs.header.copy(), theirs.leaf, theirs.settings.copy(),
                                                     list(theirs.entries), dict(theirs.extra))
                 added += len(theirs.entries)
                 if self.active is None or other.active == name:
@@ -195,8 +198,8 @@ class NotebookSessions:
                 added += len(new)
                 if newest_timestamp(new) >= newest:
                     mine.leaf = theirs.leaf if theirs.leaf is not None else new[-1]["id"]
-                    mine.settings = dict(theirs.settings) if theirs.settings else mine.settings
-                    mine.header = dict(theirs.header) if theirs.header else mine.header
+                    mine.settings = theirs.settings.copy() if theirs.settings else mine.settings
+                    mine.header = theirs.header.copy() if theirs.header else mine.header
                     if other.active == name:
                         self.active = name
         if self.active is None:
@@ -215,14 +218,14 @@ class NotebookSessions:
         session_kwargs.setdefault("report", self.report)
         session_kwargs.setdefault("set_aside", self.pi_lines(name))
         with deep_json.paused_gc():  # indexes every entry: many new containers, no garbage
-            return Session(dict(stored.header), list(stored.entries), stored.leaf, **session_kwargs)
+            return Session(stored.header.copy(), list(stored.entries), stored.leaf, **session_kwargs)
 
-    def pi_lines(self, name: str) -> list[dict[str, Any]]:
+    def pi_lines(self, name: str) -> list[SetAside]:
         """The lines of a Pi file imported as session ``name`` that were set aside (in file order)."""
         return [item for item in self.set_aside if item.get("session") == name and is_pi_line(item)]
 
-    def store_pi_import(self, name: str, header: dict[str, Any], entries: list[Entry], report: LoadReport,
-                        settings: dict[str, Any] | None = None, source: str = "") -> None:
+    def store_pi_import(self, name: str, header: SessionHeader, entries: list[Entry], report: LoadReport,
+                        settings: SavedSettings | None = None, source: str = "") -> None:
         """Store a Pi file's session (``parse_pi_jsonl``'s result) as session ``name``, made active.
 
         A session of that name is replaced, with the lines set aside when it was imported. The
@@ -232,12 +235,12 @@ class NotebookSessions:
         self.set_aside = [item for item in self.set_aside
                           if not (item.get("session") == name and is_pi_line(item))]
         for item in report.set_aside:
-            record = {"session": name, **item}
+            record: SetAside = {"session": name, **item}
             if source:
                 record.setdefault("source", source)
             self.set_aside.append(record)
         leaf = entries[-1]["id"] if entries else None  # Pi resumes at the file's last entry
-        self.sessions[name] = StoredSession(header, leaf, strip_secrets(settings or {}), entries)
+        self.sessions[name] = StoredSession(header, leaf, cast(SavedSettings, strip_secrets(settings or {})), entries)
         self.active = name
 
     def resolve_name(self, name: str | None = None) -> str:

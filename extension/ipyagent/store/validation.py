@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.session import deep_json
 from ipyagent.session.entries import Entry
 from ipyagent.session.ids import new_session_id
-from ipyagent.session.intake import LoadReport, sanitize_entries
+from ipyagent.session.intake import LoadReport, SetAside, sanitize_entries
+from ipyagent.shapes import SessionHeader
 
 __all__ = ["DEFAULT_SESSION", "VERSION", "CheckedSession", "Gathered", "SessionGatherer", "contains_set_aside",
            "json_size", "new_header", "newest_timestamp", "strip_secrets"]
@@ -92,7 +94,7 @@ def newest_timestamp(entries: Iterable[Any]) -> str:
     return max((_timestamp(e) for e in entries), default="")
 
 
-def contains_set_aside(items: list[dict[str, Any]], item: dict[str, Any]) -> bool:
+def contains_set_aside(items: list[SetAside], item: SetAside) -> bool:
     """Whether ``item`` (a set-aside record) is already among ``items``."""
     for other in items:
         if (other.get("session"), other.get("where"), other.get("reason")) == (
@@ -101,7 +103,7 @@ def contains_set_aside(items: list[dict[str, Any]], item: dict[str, Any]) -> boo
     return False
 
 
-def new_header() -> dict[str, Any]:
+def new_header() -> SessionHeader:
     """A fresh Pi v3 session header (for a session stored without one)."""
     from ipyagent.session.ids import iso_now
 
@@ -127,9 +129,9 @@ def _same(a: Any, b: Any) -> bool:
 class CheckedSession(NamedTuple):
     """One session, gathered and checked: the fields of a :class:`~ipyagent.store.schema.StoredSession`."""
 
-    header: dict[str, Any]
+    header: SessionHeader
     leaf: str | None
-    settings: dict[str, Any]
+    settings: SavedSettings
     entries: list[Entry]
     extra: dict[str, Any]
 
@@ -141,7 +143,7 @@ class Gathered(NamedTuple):
     active: str | None
     sessions: dict[str, CheckedSession]
     version: int
-    set_aside: list[dict[str, Any]]
+    set_aside: list[SetAside]
     extra: dict[str, Any]
     report: LoadReport
 
@@ -150,10 +152,10 @@ class _Pending:
     """One session while it is gathered from metadata and journal outputs (raw, unchecked)."""
 
     def __init__(self) -> None:
-        self.header: dict[str, Any] | None = None
+        self.header: SessionHeader | None = None
         self.leaf: Any = None
         self.leaf_where = ""
-        self.settings: dict[str, Any] = {}
+        self.settings: SavedSettings = {}
         self.extra: dict[str, Any] = {}
         self.raw: list[Any] = []
         self.labels: list[str] = []
@@ -174,7 +176,7 @@ class SessionGatherer:
         self.active: str | None = None
         self.version = VERSION
         self.extra: dict[str, Any] = {}
-        self.set_aside: list[dict[str, Any]] = []  # kept from an earlier load
+        self.set_aside: list[SetAside] = []  # kept from an earlier load
         self._mark = len(report.set_aside)  # items already in the report belong to someone else
         self._names: list[str | None] = []  # the session of each report.set_aside item
 
@@ -255,14 +257,14 @@ class SessionGatherer:
         elif _too_deep(header):
             self._aside(name, f"{where}.header", f"nests more than {deep_json.MAX_NESTING} levels deep", header)
         elif isinstance(header, dict) and header and (newer or pending.header is None):
-            pending.header = header  # an empty header or settings object means "not given"
+            pending.header = cast(SessionHeader, header)  # an empty header or settings object means "not given"
         settings = data.get("settings")
         if settings is not None and not isinstance(settings, dict):
             self._aside(name, f"{where}.settings", f"must be a JSON object, not {type(settings).__name__}", settings)
         elif _too_deep(settings):
             self._aside(name, f"{where}.settings", f"nests more than {deep_json.MAX_NESTING} levels deep", settings)
         elif isinstance(settings, dict) and settings and (newer or not pending.settings):
-            pending.settings = strip_secrets(settings)
+            pending.settings = cast(SavedSettings, strip_secrets(settings))
             if len(pending.settings) != len(settings):
                 self._note(f"{where}.settings", "settings that look like credentials were removed")
         if newer and "leaf" in data:
@@ -327,7 +329,7 @@ class SessionGatherer:
                 if pending.raw:
                     self._note(f"{where}", "no header; a new one was made")
             elif not isinstance(header.get("id"), str):
-                header = dict(header, id=new_session_id())
+                header = {**header, "id": new_session_id()}
                 self._note(f"{where} header", "the header has no id; a new one was made")
             labels = pending.labels
             before = len(self.report.set_aside)
@@ -359,7 +361,7 @@ class SessionGatherer:
             active = next(iter(sessions))
         set_aside = list(self.set_aside)
         for item, name in zip(self.report.set_aside[self._mark:], self._names):
-            record = {"session": name, **item}
+            record: SetAside = {"session": name, **item}
             if not contains_set_aside(set_aside, record):
                 set_aside.append(record)
         return Gathered(active, sessions, self.version, set_aside, self.extra, self.report)

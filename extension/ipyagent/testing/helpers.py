@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ipyagent.providers.provider import (
     MessageDone,
@@ -14,6 +13,7 @@ from ipyagent.providers.provider import (
     ThinkingDelta,
     ToolCallEnd,
 )
+from ipyagent.shapes import Message
 
 
 @dataclass
@@ -26,7 +26,7 @@ class StreamResult:
     done: list[MessageDone] = field(default_factory=list)
 
     @property
-    def message(self) -> dict[str, Any]:
+    def message(self) -> Message:
         assert len(self.done) == 1, f"expected exactly one MessageDone, got {len(self.done)}"
         return self.done[0].message
 

@@ -12,7 +12,7 @@ from IPython.testing import globalipapp
 
 from ipyagent.agent.tools import ToolContext, get_tool, run_tool_call
 from ipyagent.agent.tools.notebook_port import CellsView, InsertedCell, NotebookCell, NotebookUnavailable
-from ipyagent.bridge.headless import execute_notebook, place_inserted_cells
+from ipyagent.bridge.headless import CellInsertion, execute_notebook, place_inserted_cells
 from ipyagent.kernel.ports.notebook_access import MAX_OUTPUT_TEXT, KernelNotebook
 from ipyagent.kernel.ports.notebook_access import outputs_text as saved_outputs_text
 from ipyagent.store.ipynb import write_notebook
@@ -193,10 +193,10 @@ def test_saved_outputs_as_text():
 def test_placing_inserted_cells_in_order():
     cells = [{"id": "a"}, {"id": "run"}, {"id": "z"}]
     place_inserted_cells(cells, [
-        {"cell": {"id": "n1"}, "after": "run", "anchor": "run"},
-        {"cell": {"id": "n2"}, "after": "n1", "anchor": "run"},
-        {"cell": {"id": "n3"}, "after": "gone", "anchor": "run"},  # falls back to the running cell
-        {"cell": {"id": "a"}, "after": "gone", "anchor": "gone"},  # id taken, anchor gone: at the end
+        CellInsertion({"id": "n1"}, after="run", anchor="run"),
+        CellInsertion({"id": "n2"}, after="n1", anchor="run"),
+        CellInsertion({"id": "n3"}, after="gone", anchor="run"),  # falls back to the running cell
+        CellInsertion({"id": "a"}, after="gone", anchor="gone"),  # id taken, anchor gone: at the end
     ])
     ids = [c["id"] for c in cells]
     assert ids[:5] == ["a", "run", "n3", "n1", "n2"] and ids[5] == "z" and ids[6] not in ("a", "n1")

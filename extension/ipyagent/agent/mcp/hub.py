@@ -50,7 +50,7 @@ STOP_TIMEOUT = EXIT_GRACE + 2 * TERM_GRACE + 0.5
 class ListedTool:
     name: str
     description: str
-    input_schema: dict[str, Any]
+    input_schema: dict[str, Any]  # as the server sent it (names.adapt_schema checks it)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from ipyagent.agent.mcp.names import adapt_schema, is_mcp_name, wire_name
 from ipyagent.agent.mcp.server_definitions import ServerConfig
 from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
+from ipyagent.shapes import JsonSchema, ToolDeclaration
 
 NOT_CALLED_IN_REPLAY = ("MCP tools are not called while a notebook replays; this call has no recorded result, "
                         "so it was not run.")
@@ -27,7 +28,7 @@ class Caller(Protocol):
 class McpTool(Tool):
     """One tool of one MCP server, offered as ``mcp__<server>__<tool>``."""
 
-    def __init__(self, wire: str, server: str, tool: str, description: str, parameters: dict[str, Any],
+    def __init__(self, wire: str, server: str, tool: str, description: str, parameters: JsonSchema,
                  caller: Caller | None):
         # instance attributes shadow the Tool class variables: each MCP tool is its own
         self.name = wire  # type: ignore[misc]
@@ -62,7 +63,7 @@ def offered_tools(servers: Iterable[tuple[ServerConfig, Iterable[Any]]], caller:
     return out
 
 
-def recorded_tools(declared: Iterable[dict[str, Any]]) -> list[McpTool]:
+def recorded_tools(declared: Iterable[ToolDeclaration]) -> list[McpTool]:
     """The MCP tools among a recorded system message's tool declarations, without a server."""
     out = []
     for spec in declared:

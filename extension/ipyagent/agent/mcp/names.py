@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Container
-from typing import Any
+from typing import Any, cast
+
+from ipyagent.shapes import JsonSchema
 
 PREFIX = "mcp__"
 MAX_NAME = 64
@@ -46,7 +48,7 @@ def is_mcp_name(name: str) -> bool:
     return name.startswith(PREFIX)
 
 
-def adapt_schema(schema: Any) -> dict[str, Any]:
+def adapt_schema(schema: Any) -> JsonSchema:
     """An MCP tool's ``inputSchema`` as the providers accept it (see the module's docstring)."""
     if not isinstance(schema, dict):
         return {"type": "object", "properties": {}}
@@ -57,4 +59,4 @@ def adapt_schema(schema: Any) -> dict[str, Any]:
     required = out.get("required")
     if required is not None and not (isinstance(required, list) and all(isinstance(r, str) for r in required)):
         out.pop("required")
-    return out
+    return cast(JsonSchema, out)

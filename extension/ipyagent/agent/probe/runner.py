@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ipyagent.agent.probe import probe_prompts as prompts
 from ipyagent.agent.replayer import ReplayDivergence
@@ -45,6 +45,7 @@ from ipyagent.session.messages import (
     user_message,
 )
 from ipyagent.session.tokens import normalize_usage
+from ipyagent.shapes import Entry, Message, Usage
 
 WAYS = ("full", "compacted", "recall")
 WAY_LABELS = {"full": "full history", "compacted": "compacted", "recall": "compacted + recall"}
@@ -79,6 +80,16 @@ class ProbeItem:
     answers: dict[str, ProbeAnswer] = field(default_factory=dict)
 
 
+class RecordedResponse(TypedDict, total=False):
+    """One model response of a probe, as its report records it for replay: an answer or a
+    question (``message``) or a summary (``text`` and ``usage``)."""
+
+    kind: str  # "questions", "answer:<way>", "grade", "summary:<kind>"…
+    message: Message
+    text: str
+    usage: Usage
+
+
 @dataclass
 class ProbeReport:
     model: str
@@ -91,7 +102,7 @@ class ProbeReport:
     summarized_entries: int = 0
     recompacted: bool = False
     focus: str | None = None
-    recording: list[dict[str, Any]] = field(default_factory=list)  # every model response, in order
+    recording: list[RecordedResponse] = field(default_factory=list)  # every model response, in order
 
     # ---- numbers ---------------------------------------------------------------------------
 
@@ -169,7 +180,7 @@ class ProbeRunner:
                  provider_options: dict[str, dict[str, Any]] | None = None, history_chars: int | None = None,
                  max_recall_rounds: int = MAX_RECALL_ROUNDS, max_retries: int = 3, base_delay: float = 2.0,
                  sleep: Callable[[float], None] = time.sleep, cancel: threading.Event | None = None,
-                 progress: Progress | None = None, recording: list[dict[str, Any]] | None = None,
+                 progress: Progress | None = None, recording: list[RecordedResponse] | None = None,
                  providers: ProviderRegistry | None = None, tools: list[Tool] | None = None):
         if per_kind < 1:
             raise ProbeError("ask for at least one question of each kind")
@@ -185,7 +196,7 @@ class ProbeRunner:
         self.max_retries, self.base_delay, self._sleep, self.cancel = max_retries, base_delay, sleep, cancel
         self.progress = progress or (lambda text: None)
         # every model response, in order (a recompaction's summaries first, when the caller recorded them)
-        self.recording: list[dict[str, Any]] = recording if recording is not None else []
+        self.recording: list[RecordedResponse] = recording if recording is not None else []
 
     # -- providers --
 
@@ -201,8 +212,8 @@ class ProbeRunner:
                 self._judge_provider = given
         return given, model_id
 
-    def _call(self, role: str, kind: str, system: str, messages: list[dict[str, Any]],
-              tools: list[Any] | None = None, max_tokens: int | None = None) -> dict[str, Any]:
+    def _call(self, role: str, kind: str, system: str, messages: list[Message],
+              tools: list[Any] | None = None, max_tokens: int | None = None) -> Message:
         provider, model_id = self._provider(role)
         name = self.model if role == "answer" else self.judge
         request = ModelRequest(model=model_id, messages=messages, system_prompt=system, tools=list(tools or []),
@@ -252,7 +263,7 @@ class ProbeRunner:
                 self._grade(item, item.answers[way], report)
         return report
 
-    def _questions(self, hidden: list[dict[str, Any]], report: ProbeReport) -> list[prompts.Question]:
+    def _questions(self, hidden: list[Entry], report: ProbeReport) -> list[prompts.Question]:
         messages = [m for m in (entry_to_message(e) for e in hidden) if m is not None]
         history = _fit(messages, self._history_chars())
         prompt = prompts.questions_prompt(history, self.per_kind)
@@ -275,7 +286,7 @@ class ProbeRunner:
         window = info.context_window if info else None
         return int(window * 4 * 0.6) if window else DEFAULT_HISTORY_CHARS
 
-    def _answer(self, way: str, question: str, context: list[dict[str, Any]], tools: list[Any],
+    def _answer(self, way: str, question: str, context: list[Message], tools: list[Any],
                 recall_tool: Any) -> ProbeAnswer:
         answer = ProbeAnswer(way)
         messages = [*context, user_message(prompts.answer_prompt(question))]
@@ -323,13 +334,13 @@ class ProbeRunner:
             answer.reason = f"the judge gave no score: {_clip(answer.reason)}"
 
 
-def _full_history(session: Session) -> list[dict[str, Any]]:
+def _full_history(session: Session) -> list[Message]:
     """The current path's messages as if it had never been compacted."""
     messages = [entry_to_message(e) for e in session.path() if e.get("type") != "compaction"]
     return convert_to_llm(m for m in messages if m is not None)
 
 
-def _fit(messages: list[dict[str, Any]], limit: int) -> str:
+def _fit(messages: list[Message], limit: int) -> str:
     """The transcript the summariser would read, the oldest messages dropped until it fits ``limit`` characters."""
     text = serialize_conversation(messages)
     dropped = 0
@@ -350,13 +361,16 @@ def recompact(session: Session, summarizer: Summarizer, settings: CompactionSett
               describe: Callable[[list[str]], Any] | None = None) -> Session:
     """An in-memory copy of ``session``'s current path without its compactions, compacted once
     with ``summarizer``, ``settings`` and ``focus``. The session itself is not changed."""
-    entries, parent = [], None
+    entries: list[Entry] = []
+    parent: str | None = None
     for entry in session.path():
         if entry.get("type") == "compaction":
             continue
-        entries.append(dict(entry, parentId=parent))
+        copied = entry.copy()
+        copied["parentId"] = parent
+        entries.append(copied)
         parent = entry["id"]
-    fresh = Session(dict(session.header), entries, leaf_id=parent, estimator=session.estimator, hooks=session.hooks)
+    fresh = Session(session.header.copy(), entries, leaf_id=parent, estimator=session.estimator, hooks=session.hooks)
     fresh.compact(summarizer, settings or CompactionSettings(), focus=focus, reason="manual",
                   summary_input_tokens=summary_input_tokens, describe=describe)
     return fresh
@@ -365,7 +379,7 @@ def recompact(session: Session, summarizer: Summarizer, settings: CompactionSett
 class RecordingSummarizer:
     """Passes summary requests on and keeps each response in ``recording`` (for replay)."""
 
-    def __init__(self, inner: Summarizer, recording: list[dict[str, Any]]):
+    def __init__(self, inner: Summarizer, recording: list[RecordedResponse]):
         self.inner, self.recording = inner, recording
 
     def summarize(self, request: SummaryRequest) -> SummaryResponse:
@@ -387,11 +401,11 @@ class RecordedResponses:
     name = "replay"
     api = "replay"
 
-    def __init__(self, recording: list[dict[str, Any]]):
+    def __init__(self, recording: list[RecordedResponse]):
         self.recording = [r for r in recording if isinstance(r, dict)]
         self.position = 0
 
-    def _next(self, kind: str) -> dict[str, Any]:
+    def _next(self, kind: str) -> RecordedResponse:
         if self.position >= len(self.recording):
             raise ReplayDivergence(f"Replay of the probe diverged: it asks for more than the "
                                    f"{len(self.recording)} recorded responses.")
@@ -412,29 +426,31 @@ class RecordedResponses:
                 yield TextDelta(block["text"])
             elif block.get("type") == "toolCall":
                 yield ToolCallEnd(0, block.get("id", ""), block.get("name", ""), block.get("arguments") or {})
-        yield MessageDone(dict(message))
+        yield MessageDone(message.copy())
 
     def summarize(self, request: SummaryRequest) -> SummaryResponse:
         try:
             item = self._next(f"summary:{request.kind}")
         except ReplayDivergence as exc:
             raise SummarizerError(str(exc)) from exc
-        return SummaryResponse(str(item.get("text") or ""), dict(item.get("usage") or {}))
+        usage: Usage = item.get("usage") or {}
+        return SummaryResponse(str(item.get("text") or ""), usage.copy())
 
 
 # ---- helpers -----------------------------------------------------------------------------------
 
 
-def _trimmed(message: dict[str, Any]) -> dict[str, Any]:
+def _trimmed(message: Message) -> Message:
     content = [b for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") in ("text", "toolCall")]
     return {"role": "assistant", "content": content, "usage": message.get("usage") or {},
-            "stopReason": message.get("stopReason"), "api": message.get("api", ""),
+            "stopReason": cast(str, message.get("stopReason")), "api": message.get("api", ""),
             "provider": message.get("provider", ""), "model": message.get("model", ""), "timestamp": 0}
 
 
-def _usage(message: dict[str, Any]) -> dict[str, int]:
+def _usage(message: Message) -> dict[str, int]:
     usage = normalize_usage(message.get("usage") or {})
-    return {k: int(usage.get(k) or 0) for k in ("input", "output", "cacheRead", "cacheWrite")}
+    return {"input": int(usage.get("input") or 0), "output": int(usage.get("output") or 0),
+            "cacheRead": int(usage.get("cacheRead") or 0), "cacheWrite": int(usage.get("cacheWrite") or 0)}
 
 
 def _sum(usages: list[dict[str, int]]) -> dict[str, int]:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ipyagent.agent.prompt.instructions import MAX_FILE_BYTES
+from ipyagent.shapes import Entry
 from ipyagent.text import one_line
 
 PIN_TYPE = "ipyagent.pin"
@@ -43,15 +43,15 @@ class Pin:
         return self.text.encode("utf-8", "surrogatepass")[:MAX_PIN_BYTES].decode("utf-8", "ignore")
 
 
-def pin_entry(text: str) -> dict[str, Any]:
+def pin_entry(text: str) -> Entry:
     return {"type": "custom", "customType": PIN_TYPE, "data": {"text": text}}
 
 
-def unpin_entry(pin_id: str) -> dict[str, Any]:
+def unpin_entry(pin_id: str) -> Entry:
     return {"type": "custom", "customType": UNPIN_TYPE, "data": {"pinId": pin_id}}
 
 
-def active_pins(entries: Iterable[dict[str, Any]]) -> list[Pin]:
+def active_pins(entries: Iterable[Entry]) -> list[Pin]:
     """The pins in force after ``entries`` (the session's, in append order), oldest first; a text
     pinned twice counts once, and entries of the wrong shape are ignored."""
     pins: dict[str, Pin] = {}

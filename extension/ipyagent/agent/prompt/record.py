@@ -30,6 +30,7 @@ from ipyagent.agent.prompt.system import PromptPart, compose_system_prompt, syst
 from ipyagent.agent.skills.skill_tool import listed_skills
 from ipyagent.agent.tools.tool import ApprovalCallback
 from ipyagent.session.messages import Message, current_tools, system_message, system_prompt_text
+from ipyagent.shapes import Entry, ToolDeclaration
 
 if TYPE_CHECKING:
     from ipyagent.agent.redaction import Redactor
@@ -57,9 +58,9 @@ def sections_of(parts: Sequence[PromptPart], home: str | None = None) -> dict[st
     return {section_name(p): _home_relative(p.text, home) for p in parts if p.text}
 
 
-def declarations(tool_specs: Iterable[Any]) -> list[dict[str, Any]]:
+def declarations(tool_specs: Iterable[Any]) -> list[ToolDeclaration]:
     """Tool declarations as Pi records them: name, description, parameters."""
-    out = []
+    out: list[ToolDeclaration] = []
     for spec in tool_specs:
         data = spec.to_dict() if hasattr(spec, "to_dict") else dict(spec)
         out.append({"name": data["name"], "description": data.get("description", ""),
@@ -67,7 +68,7 @@ def declarations(tool_specs: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def system_patch(current: Message | None, sections: dict[str, str], tools: list[dict[str, Any]],
+def system_patch(current: Message | None, sections: dict[str, str], tools: list[ToolDeclaration],
                  timestamp: int | None = None) -> Message | None:
     """The system message that brings ``current`` (the replayed one, None: none yet) to
     ``sections`` and ``tools``; None when nothing changed. A changed tool is removed and added
@@ -75,7 +76,7 @@ def system_patch(current: Message | None, sections: dict[str, str], tools: list[
     before = (current or {}).get("sections") or {}
     patch: dict[str, str | None] = {name: text for name, text in sections.items() if before.get(name) != text}
     patch.update({name: None for name in before if name not in sections})
-    declared = {t.get("name"): t for t in current_tools([current] if current else [])}
+    declared = {t.get("name", ""): t for t in current_tools([current] if current else [])}
     wanted = {t["name"]: t for t in tools}
     added = [t for name, t in wanted.items() if declared.get(name) != t]
     removed = [name for name, t in declared.items() if wanted.get(name) != t and isinstance(name, str)]
@@ -84,7 +85,7 @@ def system_patch(current: Message | None, sections: dict[str, str], tools: list[
     return system_message(sections=patch, tools_added=added, tools_removed=removed, timestamp=timestamp)
 
 
-def is_system_entry(entry: dict[str, Any] | None) -> bool:
+def is_system_entry(entry: Entry | None) -> bool:
     return entry is not None and entry.get("type") == "message" and entry["message"].get("role") == "system"
 
 
@@ -151,7 +152,7 @@ class SystemPromptRecord:
             recorded = session.followed_next()
             if is_system_entry(recorded):
                 assert recorded is not None
-                append(dict(recorded["message"]))  # the same entry: the path is followed
+                append(recorded["message"].copy())  # the same entry: the path is followed
             return
         sections = redactor.data(sections_of(parts))  # as the record stores them
         patch = system_patch(session.system_message(), sections, declarations(tool_specs))

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from ipyagent.agent.skills.discovery import Skill
 from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, truncate_head
+from ipyagent.shapes import JsonSchema
 
 MAX_LISTED = 100  # skills in the system prompt's list
 MAX_LISTING_CHARS = 16_000  # characters of the list's lines (about 4,000 tokens)
@@ -69,7 +70,7 @@ def skills_text(skills: Sequence[Skill]) -> str:
 class SkillTool(Tool):
     name = "skill"
     description = "Load a skill listed in the system prompt: its instructions, its folder and its files."
-    parameters: ClassVar[dict[str, Any]] = {
+    parameters: ClassVar[JsonSchema] = {
         "type": "object",
         "properties": {"name": {"type": "string", "description": "The skill's name, as listed"}},
         "required": ["name"],

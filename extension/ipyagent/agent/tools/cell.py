@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from ipyagent.agent.tools.images import IMAGE_MIME_TYPES, ImageCollector
 from ipyagent.agent.tools.truncate import clean_output
+from ipyagent.shapes import ContentBlock
 
 MAX_HTML_CHARS = 200_000  # HTML of one result kept for the tool block; larger outputs show as text only
 
@@ -50,7 +51,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def cell_tool_output(run: CellRun) -> tuple[str, bool, dict[str, Any], list[dict[str, Any]]]:
+def cell_tool_output(run: CellRun) -> tuple[str, bool, dict[str, Any], list[ContentBlock]]:
     """(text, is_error, details, image blocks) of a cell run, before truncation."""
     images = ImageCollector()
     html: list[str] = []

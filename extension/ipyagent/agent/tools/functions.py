@@ -34,6 +34,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import truncate_head
+from ipyagent.shapes import JsonSchema
 
 __all__ = ["FunctionTool", "function_tool", "read_only"]
 
@@ -41,7 +42,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 READ_ONLY_ATTR = "__ipyagent_read_only__"
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what the providers accept as a function name
 
-_SIMPLE: dict[Any, dict[str, Any]] = {
+_SIMPLE: dict[Any, JsonSchema] = {
     str: {"type": "string"},
     int: {"type": "integer"},
     float: {"type": "number"},
@@ -58,16 +59,16 @@ def read_only(fn: F) -> F:
     return fn
 
 
-def _schema(hint: Any, where: str) -> tuple[dict[str, Any], bool]:
+def _schema(hint: Any, where: str) -> tuple[JsonSchema, bool]:
     """The JSON schema of a type hint, and whether ``None`` is allowed."""
     if hint is Any:
         return {}, True
     if hint in _SIMPLE:
-        return dict(_SIMPLE[hint]), False
+        return _SIMPLE[hint].copy(), False
     origin, args = get_origin(hint), get_args(hint)
     if origin is Literal:
         kinds = {type(a) for a in args}
-        schema: dict[str, Any] = {"enum": list(args)}
+        schema: JsonSchema = {"enum": list(args)}
         if len(kinds) == 1 and next(iter(kinds)) in _SIMPLE:
             schema["type"] = _SIMPLE[next(iter(kinds))]["type"]
         return schema, False
@@ -122,7 +123,7 @@ class FunctionTool(Tool):
 
     name: str  # type: ignore[misc]  # per instance here, a class attribute for the built-ins
     description: str  # type: ignore[misc]
-    parameters: dict[str, Any]  # type: ignore[misc]
+    parameters: JsonSchema  # type: ignore[misc]
     read_only: bool  # type: ignore[misc]
 
     def __init__(self, fn: Callable[..., Any], *, name: str | None = None, description: str | None = None,
@@ -142,7 +143,7 @@ class FunctionTool(Tool):
 
     @staticmethod
     def _parameters(fn: Callable[..., Any], documented: dict[str, str],
-                    where: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+                    where: str) -> tuple[JsonSchema, tuple[str, ...]]:
         try:
             hints = typing.get_type_hints(fn)
         except Exception as exc:  # noqa: BLE001 - an unresolvable annotation: say which function
@@ -167,7 +168,7 @@ class FunctionTool(Tool):
             properties[param.name] = schema
             if param.default is param.empty and not nullable:
                 required.append(param.name)
-        parameters: dict[str, Any] = {"type": "object", "properties": properties}
+        parameters: JsonSchema = {"type": "object", "properties": properties}
         if required:
             parameters["required"] = required
         return parameters, tuple(context)

@@ -27,6 +27,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent.shapes import ContentBlock
+
 MAX_IMAGE_BYTES = 1_000_000
 MAX_RESULT_IMAGE_BYTES = 3_000_000
 MAX_PIXELS = 50_000_000
@@ -195,7 +197,7 @@ def _webp(raw: bytes) -> tuple[int, int, int] | None:
 _PARSERS = {"image/png": _png, "image/gif": _gif, "image/jpeg": _jpeg, "image/webp": _webp}
 
 
-def image_block(mime: str, raw: bytes) -> dict[str, Any]:
+def image_block(mime: str, raw: bytes) -> ContentBlock:
     return {"type": "image", "data": base64.b64encode(raw).decode("ascii"), "mimeType": mime}
 
 
@@ -213,7 +215,7 @@ class ImageCollector:
 
     max_image: int = MAX_IMAGE_BYTES
     max_total: int = MAX_RESULT_IMAGE_BYTES
-    blocks: list[dict[str, Any]] = field(default_factory=list)
+    blocks: list[ContentBlock] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     total: int = 0
 

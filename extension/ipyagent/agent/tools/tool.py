@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ipyagent.providers.provider import ToolSpec
+from ipyagent.shapes import ContentBlock, Entry, JsonSchema
 
 if TYPE_CHECKING:
     from ipyagent.agent.tools.cell import CellRunner
@@ -24,15 +25,15 @@ class ToolOutput:
     is_error: bool = False
     details: dict[str, Any] = field(default_factory=dict)
     # Pi image blocks ({"type": "image", "data": base64, "mimeType": …}) sent after the text
-    images: list[dict[str, Any]] = field(default_factory=list)
+    images: list[ContentBlock] = field(default_factory=list)
 
 
 class SessionHistory(Protocol):
     """What a tool may read of the session (``recall``); the agent loop passes its ``Session``."""
 
-    def summarized_entries(self) -> list[dict[str, Any]]: ...
+    def summarized_entries(self) -> list[Entry]: ...
 
-    def get(self, entry_id: str) -> dict[str, Any] | None: ...
+    def get(self, entry_id: str) -> Entry | None: ...
 
 
 @dataclass
@@ -58,7 +59,7 @@ class ToolContext:
 class Tool:
     name: ClassVar[str]
     description: ClassVar[str]
-    parameters: ClassVar[dict[str, Any]]
+    parameters: ClassVar[JsonSchema]
     # Read-only tools run without asking (see approval_reason); the others go through the approval policy.
     read_only: ClassVar[bool] = False
 

@@ -39,12 +39,13 @@ from ipyagent.kernel.persistence import add_reset_notice
 from ipyagent.session.messages import CELL_PROMPT_FIELD
 
 if TYPE_CHECKING:
+    from ipyagent.core import Session
     from ipyagent.kernel.runtime import AgentRuntime
 
 __all__ = ["AgentMagics", "fork_point", "run_agent_cell"]
 
 
-def fork_point(session: Any, cell_id: str | None) -> tuple[bool, str | None]:
+def fork_point(session: Session, cell_id: str | None) -> tuple[bool, str | None]:
     """Whether a run of ``cell_id`` re-runs a prompt on the current path, and the entry to branch to
     (the parent of that earlier prompt: the latest prompt of this cell on the path)."""
     if not cell_id:
@@ -132,7 +133,7 @@ def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
 _CANCELLING = {"new", "switch", "checkout", "load", "import"}
 
 
-def settle_background_compaction(runtime: Any, line: str) -> None:
+def settle_background_compaction(runtime: AgentRuntime, line: str) -> None:
     name, _, rest = line.strip().partition(" ")
     name = name or "status"
     if name in _CANCELLING or (name == "model" and rest.strip()):

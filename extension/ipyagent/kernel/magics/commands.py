@@ -37,6 +37,7 @@ from ipyagent.display.redacted_output import redacted_output
 
 if TYPE_CHECKING:
     from ipyagent.kernel.runtime import AgentRuntime
+    from ipyagent.plugins import PluginCommand
 
 __all__ = ["COMMANDS", "GROUPS", "argument", "command", "dispatch", "help_text", "line_cell_magic", "magic_arguments",
            "parse_argstring", "show", "usage"]
@@ -103,7 +104,7 @@ def cell_magic_parser(name: str, func: Any) -> None:
     CELL_MAGICS[name] = func.parser
 
 
-def _plugin_commands(runtime: AgentRuntime) -> dict[str, Any]:
+def _plugin_commands(runtime: AgentRuntime | None) -> dict[str, PluginCommand]:
     plugins = getattr(runtime, "plugins", None)
     return dict(plugins.commands) if plugins is not None else {}
 
@@ -176,7 +177,7 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
     return lines
 
 
-def _grouped(runtime: Any) -> list[tuple[str, list[tuple[str, argparse.ArgumentParser | None, str]]]]:
+def _grouped(runtime: AgentRuntime | None) -> list[tuple[str, list[tuple[str, argparse.ArgumentParser | None, str]]]]:
     """(group, [(name, parser, description)]) in the help's order: the cell magics, the built-in
     groups, then the plugins' commands."""
     groups: list[tuple[str, list[tuple[str, argparse.ArgumentParser | None, str]]]] = [
@@ -192,7 +193,7 @@ def _grouped(runtime: Any) -> list[tuple[str, list[tuple[str, argparse.ArgumentP
     return [(title, rows) for title, rows in groups if rows]
 
 
-def help_text(runtime: Any = None, *, full: bool = False) -> str:
+def help_text(runtime: AgentRuntime | None = None, *, full: bool = False) -> str:
     """Every magic and ``%agent`` command by group, one line each (``full``: with its usage and
     options, as ``%agent help all`` and ``%agent?`` show them)."""
     blocks = []
@@ -217,7 +218,7 @@ def _short_name(name: str) -> str:
     return name if name.startswith("%") else f"%agent {name}"
 
 
-def one_command_help(runtime: Any, name: str) -> str | None:
+def one_command_help(runtime: AgentRuntime | None, name: str) -> str | None:
     """``%agent help NAME``: its usage, description and options (None: no such command)."""
     name = name.strip()
     bare = name.removeprefix("%agent ").removeprefix("agent ").strip()
@@ -253,7 +254,7 @@ def agent_help(runtime: AgentRuntime, rest: str) -> None:
 
 @command("plugins", group=TOOLS)
 @magic_arguments()
-def agent_plugins(runtime: Any, rest: str) -> None:
+def agent_plugins(runtime: AgentRuntime, rest: str) -> None:
     """The plugins: each one's source and what it added (tools, providers, commands, hooks, MCP transports)."""
     parse_argstring(agent_plugins, rest)
     show(runtime.plugins.listing())

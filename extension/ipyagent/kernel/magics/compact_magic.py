@@ -28,6 +28,7 @@ from ipyagent.kernel.magics.commands import (
     magic_arguments,
     parse_argstring,
 )
+from ipyagent.shapes import Entry
 
 if TYPE_CHECKING:
     from ipyagent.kernel.runtime import AgentRuntime
@@ -45,7 +46,7 @@ def _compact_args(line: str) -> None:
 cell_magic_parser("%compact", _compact_args)
 
 
-def _summary_bundle(entry: dict[str, Any], before: int, after: int, duration: float) -> dict[str, str]:
+def _summary_bundle(entry: Entry, before: int, after: int, duration: float) -> dict[str, str]:
     head = (f"Compacted: {before:,} → {after:,} tokens in {duration:.1f} s "
             f"(first kept entry {entry.get('firstKeptEntryId')}).")
     summary = str(entry.get("summary", ""))  # a model's (or a hook's) text: rendered by the untrusted gate

@@ -16,11 +16,12 @@ from IPython.core.error import UsageError
 from ipyagent.kernel.magics.commands import CONTEXT, argument, command, magic_arguments, parse_argstring
 from ipyagent.session import masking
 from ipyagent.session.tree import SessionError
+from ipyagent.shapes import Entry
 
 if TYPE_CHECKING:
     from ipyagent.kernel.runtime import AgentRuntime
 
-def _report(verb: str, runtime: AgentRuntime, slot: Any, entries: list[dict[str, Any]], before: int) -> None:
+def _report(verb: str, runtime: AgentRuntime, slot: Any, entries: list[Entry], before: int) -> None:
     after = runtime.budget_for(slot).request_tokens()
     hint = "; recall(entry_id) returns a masked one in full" if verb == "masked" else ""
     print(f"{verb} {len(entries)} tool result{'s' if len(entries) != 1 else ''} in session {slot.name!r}: "

@@ -16,6 +16,7 @@ from ipyagent.kernel.magics.commands import CONTEXT, argument, command, magic_ar
 from ipyagent.text import chars4
 
 if TYPE_CHECKING:
+    from ipyagent.core import Session
     from ipyagent.kernel.runtime import AgentRuntime
 
 
@@ -50,7 +51,7 @@ def agent_pin(runtime: AgentRuntime, rest: str) -> None:
           f"it goes into the system prompt of every request{cut}")
 
 
-def _pinned_on_path(session: Any) -> set[str]:
+def _pinned_on_path(session: Session) -> set[str]:
     return {e["data"]["text"] for e in session.path() if e.get("type") == "custom"
             and e.get("customType") == PIN_TYPE and isinstance(e.get("data"), dict)
             and isinstance(e["data"].get("text"), str)}

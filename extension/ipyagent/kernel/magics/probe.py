@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.display import display
 
+from ipyagent.agent.probe.runner import RecordedResponse
 from ipyagent.display.stream import error_bundle
 from ipyagent.display.untrusted import escape_html
 from ipyagent.kernel.cell_context import cell_identity
 from ipyagent.kernel.cell_run import CellRun
 from ipyagent.kernel.magics.commands import COMPACTION, argument, command, magic_arguments, parse_argstring
+from ipyagent.shapes import Entry
 
 if TYPE_CHECKING:
     from ipyagent.agent.probe.runner import ProbeReport
@@ -65,7 +67,7 @@ def agent_probe(runtime: AgentRuntime, rest: str) -> None:
             handle.update({"text/plain": "Probe interrupted; nothing was stored."}, raw=True)
             raise
         handle.update(probe_bundle(report), raw=True)
-        entry: dict[str, Any] = {"type": "custom", "customType": PROBE_CUSTOM_TYPE, "data": report.to_dict()}
+        entry: Entry = {"type": "custom", "customType": PROBE_CUSTOM_TYPE, "data": report.to_dict()}
         if run.cell_id:
             entry["cellId"] = run.cell_id
         slot.session.append(entry)
@@ -94,7 +96,7 @@ def _probe(runtime: AgentRuntime, run: CellRun, args: Any, config: RunConfig, an
     from ipyagent.agent.provider_summarizer import summarizer_for
 
     model, judge, responses = answering
-    recording: list[dict[str, Any]] = []
+    recording: list[RecordedResponse] = []
     session = run.slot.session
     recompacted = args.recompact or not session.compactions()
     if recompacted:

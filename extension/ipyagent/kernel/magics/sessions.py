@@ -4,17 +4,19 @@ sessions of this kernel, their trees, and moving them in and out of files."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 from IPython.display import display
 
 from ipyagent.agent.budget import recorded_request_tokens
 from ipyagent.agent.redaction import Redactor, Replacements
+from ipyagent.agent.run_config import SavedSettings
 from ipyagent.core import Session
 from ipyagent.display.stream import error_bundle, short_args
 from ipyagent.kernel.magics.commands import SESSIONS, argument, command, magic_arguments, parse_argstring
 from ipyagent.session.messages import prompt_text, text_of
+from ipyagent.shapes import Entry
 from ipyagent.text import one_line
 
 if TYPE_CHECKING:
@@ -73,7 +75,7 @@ def agent_switch(runtime: AgentRuntime, rest: str) -> None:
 # ---- the tree ----------------------------------------------------------------------------------
 
 
-def _entry_line(entry: dict[str, Any]) -> str:
+def _entry_line(entry: Entry) -> str:
     kind = entry.get("type")
     if kind == "message":
         message = entry["message"]
@@ -107,13 +109,13 @@ def tree_lines(session: Session, limit: int | None = None) -> list[str]:
     saying how many were left out and how to see them (only the lines shown are formatted)."""
     on_path = {e["id"] for e in session.path()}
     labels = session.labels()
-    children: dict[str | None, list[dict[str, Any]]] = {}
+    children: dict[str | None, list[Entry]] = {}
     for entry in session.entries:
         if entry.get("type") == "label":
             continue
         children.setdefault(session.parent_id(entry), []).append(entry)  # a missing parent: a root
-    order: list[tuple[dict[str, Any], int]] = []
-    stack: list[tuple[dict[str, Any], int]] = [(e, 0) for e in reversed(children.get(None, []))]
+    order: list[tuple[Entry, int]] = []
+    stack: list[tuple[Entry, int]] = [(e, 0) for e in reversed(children.get(None, []))]
     while stack:
         entry, depth = stack.pop()
         order.append((entry, depth))
@@ -121,7 +123,7 @@ def tree_lines(session: Session, limit: int | None = None) -> list[str]:
         step = 1 if len(kids) > 1 else 0
         stack.extend((k, depth + step) for k in reversed(kids))
 
-    def line(entry: dict[str, Any], depth: int) -> str:
+    def line(entry: Entry, depth: int) -> str:
         mark = "*" if entry["id"] in on_path else " "
         leaf = "  ← leaf" if entry["id"] == session.leaf_id else ""
         label = f" [{labels[entry['id']]}]" if entry["id"] in labels else ""
@@ -187,7 +189,7 @@ def agent_checkout(runtime: AgentRuntime, rest: str) -> None:
 # ---- export, import, load ----------------------------------------------------------------------
 
 
-def session_markdown(name: str, session: Session, settings: dict[str, Any] | None = None) -> str:
+def session_markdown(name: str, session: Session, settings: SavedSettings | None = None) -> str:
     """The session as a Markdown transcript: the same as ``ipyagent export --format markdown``."""
     from ipyagent.display.journal_view import transcript_markdown
 

@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -33,6 +33,7 @@ from ipyagent.providers.transport.sse import SSEEvent
 from ipyagent.providers.transport.sse import loads as sse_loads
 from ipyagent.providers.transport.stop_reasons import outcome, unknown_note
 from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
+from ipyagent.shapes import ContentBlock, Message, Usage
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -49,10 +50,11 @@ SERVER_BLOCKS = frozenset({"server_tool_use", "web_search_tool_result", "web_fet
 MAX_PAUSES = 5  # pause_turn continuations of one reply before giving up
 
 
-def anthropic_usage(raw: dict[str, int]) -> dict[str, Any]:
+def anthropic_usage(raw: dict[str, int]) -> Usage:
     usage = empty_usage()
-    usage.update(input=raw.get("input_tokens", 0), output=raw.get("output_tokens", 0),
-                 cacheRead=raw.get("cache_read_input_tokens", 0), cacheWrite=raw.get("cache_creation_input_tokens", 0))
+    usage.update({"input": raw.get("input_tokens", 0), "output": raw.get("output_tokens", 0),
+                  "cacheRead": raw.get("cache_read_input_tokens", 0),
+                  "cacheWrite": raw.get("cache_creation_input_tokens", 0)})
     usage["totalTokens"] = usage["input"] + usage["output"] + usage["cacheRead"] + usage["cacheWrite"]
     return usage
 
@@ -70,7 +72,7 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _assistant_blocks(content: list[dict[str, Any]], raw: Any = None) -> list[dict[str, Any]]:
+def _assistant_blocks(content: list[ContentBlock], raw: Any = None) -> list[dict[str, Any]]:
     """An assistant turn's blocks. ``raw`` is the turn's ``providerContent`` (every block as the
     API sent it, kept when it held server-tool or unknown blocks) when the turn is this model's:
     it goes back unchanged, its tool_use blocks taking the (possibly rewritten) ids of the calls."""
@@ -160,10 +162,10 @@ def merge_raw_delta(raw: dict[str, Any], json_pieces: list[str], delta: dict[str
             raw[key] = raw.get(key, "") + value if isinstance(value, str) and isinstance(raw.get(key), str) else value
 
 
-def _relay(events: Iterator[StreamEvent]) -> Generator[StreamEvent, None, dict[str, Any]]:
+def _relay(events: Iterator[StreamEvent]) -> Generator[StreamEvent, None, Message]:
     """Pass on a request's events but its ``MessageDone`` (returned instead); an interrupt thrown
     in between goes to the request, which closes its connection and reports what arrived."""
-    done: dict[str, Any] | None = None
+    done: Message | None = None
     try:
         event = next(events)
         while True:
@@ -188,14 +190,14 @@ def _relay(events: Iterator[StreamEvent]) -> Generator[StreamEvent, None, dict[s
     return done
 
 
-def joined_replies(parts: list[dict[str, Any]]) -> dict[str, Any]:
+def joined_replies(parts: list[Message]) -> Message:
     """The parts of one paused-and-continued reply as one message: blocks in order, usage and cost
     added up (every request is billed), the last part's ending."""
-    joined = {**parts[-1], "content": [b for p in parts for b in p["content"]]}
+    joined: Message = {**parts[-1], "content": [b for p in parts for b in p["content"]]}
     if any(p.get("providerContent") for p in parts):
         joined["providerContent"] = [b for p in parts
                                      for b in (p.get("providerContent") or _assistant_blocks(p["content"]))]
-    usage = empty_usage()
+    usage: dict[str, Any] = dict(empty_usage())  # summed key by key
     for part in parts:
         got = part.get("usage") or {}
         for key in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"):
@@ -204,7 +206,7 @@ def joined_replies(parts: list[dict[str, Any]]) -> dict[str, Any]:
             usage["cost"][key] += (got.get("cost") or {}).get(key) or 0
         for key, value in (got.get("serverToolUse") or {}).items():
             usage.setdefault("serverToolUse", {})[key] = usage.get("serverToolUse", {}).get(key, 0) + value
-    joined["usage"] = usage
+    joined["usage"] = cast(Usage, usage)
     return joined
 
 
@@ -291,7 +293,7 @@ class AnthropicProvider(HTTPProvider):
         """One reply; a reply the server paused (``pause_turn``: its own tool loop ran long) is
         continued by sending it back as the last assistant turn, and the parts come back as one
         message whose usage adds up every request."""
-        paused: list[dict[str, Any]] = []
+        paused: list[Message] = []
         for _ in range(MAX_PAUSES + 1):
             current = request if not paused else dataclasses.replace(
                 request, messages=[*request.messages, joined_replies(paused)])
@@ -301,8 +303,9 @@ class AnthropicProvider(HTTPProvider):
                 return
             paused.append(done)
         last = joined_replies(paused)
-        last.update(stopReason="error", errorMessage=f"{self.label} paused its server-tool turn {len(paused)} times "
-                                                     f"(pause_turn); ipyagent stopped continuing it")
+        last.update({"stopReason": "error",
+                     "errorMessage": f"{self.label} paused its server-tool turn {len(paused)} times (pause_turn); "
+                                     "ipyagent stopped continuing it"})
         yield MessageDone(last)
 
     def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,

@@ -27,6 +27,8 @@ from ipyagent.providers.transport.message import MessageBuilder, empty_usage
 from ipyagent.providers.transport.sse import SSEEvent
 from ipyagent.providers.transport.stop_reasons import outcome, unknown_note
 from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
+from ipyagent.session.messages import text_block, text_of
+from ipyagent.shapes import ContentBlock, Usage
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 # The fields compatible servers put their reasoning in: DeepSeek, vLLM and llama.cpp
@@ -35,13 +37,14 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 
 
-def openai_usage(raw: dict[str, Any]) -> dict[str, Any]:
+def openai_usage(raw: dict[str, Any]) -> Usage:
     prompt = raw.get("prompt_tokens") or 0
     output = raw.get("completion_tokens") or 0
     details = raw.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0  # DeepSeek: the latter
     usage = empty_usage()
-    usage.update(input=max(0, prompt - cached), output=output, cacheRead=cached, totalTokens=prompt + output)
+    usage.update({"input": max(0, prompt - cached), "output": output, "cacheRead": cached,
+                  "totalTokens": prompt + output})
     return usage
 
 
@@ -50,12 +53,12 @@ def _user_content(content: Any) -> Any:
         return content
     blocks = [b for b in content or [] if b.get("type") in ("text", "image")]
     if all(b["type"] == "text" for b in blocks):
-        return "\n".join(b["text"] for b in blocks)  # plain strings suit every compatible server
+        return text_of(blocks, "\n")  # plain strings suit every compatible server
     return [{"type": "text", "text": b["text"]} if b["type"] == "text"
             else {"type": "image_url", "image_url": {"url": image_data_url(b)}} for b in blocks]
 
 
-def _wire_call(block: dict[str, Any], same: bool) -> dict[str, Any]:
+def _wire_call(block: ContentBlock, same: bool) -> dict[str, Any]:
     call = {"id": block["id"], "type": "function",
             "function": {"name": block["name"], "arguments": json.dumps(block.get("arguments") or {})}}
     if same and block.get("extraContent"):
@@ -63,7 +66,7 @@ def _wire_call(block: dict[str, Any], same: bool) -> dict[str, Any]:
     return call
 
 
-def _wire_reasoning(content: list[dict[str, Any]]) -> dict[str, Any]:
+def _wire_reasoning(content: list[ContentBlock]) -> dict[str, Any]:
     """The reasoning of an assistant turn in the fields its server sent it in. ``prepare_history``
     leaves thinking blocks only on turns of the model that wrote them (the only one that reads
     them back): DeepSeek answers 400 to a tool loop without them, OpenRouter keeps a model's
@@ -112,7 +115,7 @@ def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[d
         if role == "user":
             out.append({"role": "user", "content": _user_content(message.get("content"))})
         elif role == "assistant":
-            text = "".join(b["text"] for b in message["content"] if b["type"] == "text")
+            text = text_of(message["content"])
             calls = [_wire_call(b, same=message.get("provider") == provider)
                      for b in message["content"] if b["type"] == "toolCall"]
             # "" rather than null beside tool calls: OpenAI takes either, llama-cpp-python only a string
@@ -123,8 +126,8 @@ def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[d
                 out.append({**wire, **_wire_reasoning(message["content"])})
         elif role == "toolResult":
             content = message.get("content")
-            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-            text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            blocks: list[ContentBlock] = [text_block(content)] if isinstance(content, str) else content or []
+            text = text_of(blocks, "\n")
             images += [{"type": "image_url", "image_url": {"url": image_data_url(b)}}
                        for b in blocks if b.get("type") == "image"]
             out.append({"role": "tool", "tool_call_id": message["toolCallId"], "content": text or "(no output)"})

@@ -39,6 +39,8 @@ from ipyagent.providers.transport.message import MessageBuilder, empty_usage
 from ipyagent.providers.transport.sse import SSEEvent
 from ipyagent.providers.transport.stop_reasons import outcome, unknown_note
 from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
+from ipyagent.session.messages import text_block, text_of
+from ipyagent.shapes import ContentBlock, Message, Usage
 
 _RESPONSES_ONLY = re.compile(r"codex|^(o1|o3|gpt-5[\w.]*)-pro\b|deep-research|^computer-use", re.IGNORECASE)
 _ID_BAD = re.compile(r"[^a-zA-Z0-9_-]")
@@ -52,7 +54,7 @@ def responses_only(model: str) -> bool:
     return bool(_RESPONSES_ONLY.search(model.rsplit("/", 1)[-1]))
 
 
-def responses_usage(raw: dict[str, Any]) -> dict[str, Any]:
+def responses_usage(raw: dict[str, Any]) -> Usage:
     """Pi's usage from the Responses ``usage`` object: cached tokens are cacheRead (not input);
     reasoning tokens are part of output and also kept apart as ``reasoning``."""
     prompt = raw.get("input_tokens") or 0
@@ -60,8 +62,8 @@ def responses_usage(raw: dict[str, Any]) -> dict[str, Any]:
     cached = (raw.get("input_tokens_details") or {}).get("cached_tokens") or 0
     reasoning = (raw.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
     usage = empty_usage()
-    usage.update(input=max(0, prompt - cached), output=output, cacheRead=cached,
-                 totalTokens=raw.get("total_tokens") or prompt + output)
+    usage.update({"input": max(0, prompt - cached), "output": output, "cacheRead": cached,
+                  "totalTokens": raw.get("total_tokens") or prompt + output})
     if reasoning:
         usage["reasoning"] = reasoning
     return usage
@@ -98,7 +100,7 @@ def _input_content(content: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _reasoning_item(block: dict[str, Any]) -> dict[str, Any] | None:
+def _reasoning_item(block: ContentBlock) -> dict[str, Any] | None:
     """The reasoning item stored in a thinking block, as it goes back in ``input``: one that holds
     the reasoning itself, encrypted (OpenAI) or as ``reasoning_text`` content (DeepSeek, and the
     servers that run open-weight models); a bare summary refers to an item nothing stored."""
@@ -117,7 +119,7 @@ def _reasoning_item(block: dict[str, Any]) -> dict[str, Any] | None:
     return {k: v for k, v in item.items() if k != "status"}
 
 
-def _assistant_items(message: dict[str, Any], same: bool) -> list[dict[str, Any]]:
+def _assistant_items(message: Message, same: bool) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for block in message["content"]:
         kind = block["type"]
@@ -165,10 +167,10 @@ def _output_message(text: str, item_id: Any, phase: str | None) -> dict[str, Any
     return item
 
 
-def _tool_output(message: dict[str, Any]) -> Any:
+def _tool_output(message: Message) -> Any:
     content = message.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-    text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    blocks: list[ContentBlock] = [text_block(content)] if isinstance(content, str) else content or []
+    text = text_of(blocks, "\n")
     if not any(b.get("type") == "image" for b in blocks):
         return text or "(no output)"
     return _input_content(blocks)
@@ -354,7 +356,8 @@ class OpenAIResponsesProvider(HTTPProvider):
         if item.kind != kind:
             return None
         if item.position < 0:
-            block = {"type": "text", "text": ""} if kind == "message" else {"type": "thinking", "thinking": ""}
+            block: ContentBlock = ({"type": "text", "text": ""} if kind == "message"
+                                   else {"type": "thinking", "thinking": ""})
             item.position = builder.add_block(block)
         return item.position
 

@@ -7,9 +7,10 @@ import time
 from typing import Any
 
 from ipyagent.providers.pricing import price_usage
+from ipyagent.shapes import ContentBlock, Message, Usage
 
 
-def empty_usage() -> dict[str, Any]:
+def empty_usage() -> Usage:
     return {
         "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
         "cost": {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0, "total": 0.0},
@@ -35,7 +36,7 @@ class MessageBuilder:
         self.provider = provider
         self.model = model
         self.timestamp = int(time.time() * 1000)
-        self.content: list[dict[str, Any]] = []
+        self.content: list[ContentBlock] = []
         self.pieces: list[list[str]] = []  # parallel to content: text/thinking pieces or argument JSON
         self.usage = empty_usage()
         self.response_id: str | None = None
@@ -44,7 +45,7 @@ class MessageBuilder:
         self._open_text = -1  # position of the block the next text delta extends (OpenAI)
         self._open_thinking = -1
 
-    def add_block(self, block: dict[str, Any]) -> int:
+    def add_block(self, block: ContentBlock) -> int:
         self.content.append(block)
         self.pieces.append([])
         return len(self.content) - 1
@@ -55,12 +56,12 @@ class MessageBuilder:
             self._open_thinking = -1
         self.pieces[self._open_text].append(piece)
 
-    def thinking(self, piece: str, source: str | None = None) -> dict[str, Any]:
+    def thinking(self, piece: str, source: str | None = None) -> ContentBlock:
         """Add reasoning text to the open thinking block (a new one after text or a tool call);
         ``source`` is the wire field it came in (Pi keeps it as the block's ``thinkingSignature``
         for OpenAI-compatible servers, so it goes back in the same field). Returns the block."""
         if self._open_thinking < 0:
-            block: dict[str, Any] = {"type": "thinking", "thinking": ""}
+            block: ContentBlock = {"type": "thinking", "thinking": ""}
             if source:
                 block["thinkingSignature"] = source
             self._open_thinking = self.add_block(block)
@@ -72,7 +73,7 @@ class MessageBuilder:
         self._open_text = self._open_thinking = -1
         return self.add_block({"type": "toolCall", "id": call_id, "name": name, "arguments": {}})
 
-    def finish_block(self, position: int) -> dict[str, Any]:
+    def finish_block(self, position: int) -> ContentBlock:
         block = self.content[position]
         joined = "".join(self.pieces[position])
         kind = block["type"]
@@ -90,20 +91,20 @@ class MessageBuilder:
     def partial_text(self) -> str:
         return "".join("".join(p) for b, p in zip(self.content, self.pieces) if b["type"] == "text")
 
-    def build(self, stop_reason: str, error_message: str | None = None) -> dict[str, Any]:
+    def build(self, stop_reason: str, error_message: str | None = None) -> Message:
         for position in range(len(self.content)):
             self.finish_block(position)
         content = [b for b in self.content
                    if not (b["type"] == "text" and not b["text"])
                    and not (b["type"] == "thinking" and not b["thinking"] and not b.get("thinkingSignature"))]
         price_usage(self.provider, self.model, self.usage)
-        message: dict[str, Any] = {
+        message: Message = {
             "role": "assistant", "content": content, "api": self.api, "provider": self.provider,
             "model": self.model, "usage": self.usage, "stopReason": stop_reason, "timestamp": self.timestamp,
         }
         if self.response_id:
             message["responseId"] = self.response_id
-        message.update(self.extra)
+        message.update(self.extra)  # type: ignore[typeddict-item]  # the provider's own fields
         error_message = error_message or self.error_message
         if error_message:
             message["errorMessage"] = error_message

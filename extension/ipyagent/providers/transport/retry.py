@@ -23,6 +23,7 @@ from typing import Any
 from ipyagent.providers.errors import ProviderError, RateLimitError, StreamInterrupted
 from ipyagent.providers.provider import MessageDone, ModelRequest, Provider, Retrying, StreamEvent
 from ipyagent.providers.transport.message import MessageBuilder
+from ipyagent.shapes import Message
 
 
 def retry_delay(error: ProviderError, attempt: int, base_delay: float = 2.0, max_delay: float = 60.0) -> float | None:
@@ -34,7 +35,7 @@ def retry_delay(error: ProviderError, attempt: int, base_delay: float = 2.0, max
     return min(base_delay * 2.0 ** (attempt - 1), max_delay)
 
 
-def _aborted(provider: Provider, request: ModelRequest) -> dict[str, Any]:
+def _aborted(provider: Provider, request: ModelRequest) -> Message:
     return MessageBuilder(getattr(provider, "api", ""), provider.name, request.model).build("aborted")
 
 
@@ -115,10 +116,10 @@ def stream_with_retry(provider: Provider, request: ModelRequest, *, max_retries:
             return
 
 
-def complete(provider: Provider, request: ModelRequest, **retry: Any) -> dict[str, Any]:
+def complete(provider: Provider, request: ModelRequest, **retry: Any) -> Message:
     """Run a call to the end (with retries) and return the final Pi assistant message; for callers
     that do not stream, such as a summariser. Raises the ProviderError of the last attempt."""
-    message: dict[str, Any] | None = None
+    message: Message | None = None
     for event in stream_with_retry(provider, request, **retry):
         if isinstance(event, MessageDone):
             message = event.message
@@ -126,7 +127,7 @@ def complete(provider: Provider, request: ModelRequest, **retry: Any) -> dict[st
     return message
 
 
-def error_message(provider: Provider, request: ModelRequest, error: BaseException) -> dict[str, Any]:
+def error_message(provider: Provider, request: ModelRequest, error: BaseException) -> Message:
     """The Pi assistant message that records a failed call (``stopReason: "error"``), in the form
     Pi's ``isContextOverflow`` and retry rules read."""
     return MessageBuilder(getattr(provider, "api", ""), provider.name, request.model).build(

@@ -22,6 +22,7 @@ from ipyagent.agent.tools.truncate import (
     tail_notice,
     truncate_tail,
 )
+from ipyagent.shapes import JsonSchema
 
 ROLLING_BYTES = 2 * DEFAULT_MAX_BYTES
 # After the shell exits, how long to keep reading from a pipe that a background job it started
@@ -172,7 +173,7 @@ class BashTool(Tool):
         "(whichever is hit first); if truncated, the full output is saved to a temp file. "
         "Optionally provide a timeout in seconds; there is none by default."
     )
-    parameters: ClassVar[dict[str, Any]] = {
+    parameters: ClassVar[JsonSchema] = {
         "type": "object",
         "properties": {
             "command": {"type": "string", "description": "Bash command to execute"},

@@ -21,6 +21,7 @@ from ipyagent.agent.tools.notebook_port import (
 )
 from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
+from ipyagent.shapes import JsonSchema
 
 MAX_OUTPUT_CHARS_PER_CELL = 2000  # a cell's outputs in a listing: head and tail kept
 CELL_TYPES = ("code", "markdown")
@@ -75,7 +76,7 @@ class NotebookTool(Tool):
         "cells you inserted before in this run); it is not executed. Use insert to leave code the "
         "user should keep or run, or notes, in the visible notebook."
     )
-    parameters: ClassVar[dict[str, Any]] = {
+    parameters: ClassVar[JsonSchema] = {
         "type": "object",
         "properties": {
             "action": {"type": "string", "enum": ["read", "insert"], "description": "read or insert"},

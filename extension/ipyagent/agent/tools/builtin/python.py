@@ -26,6 +26,7 @@ from ipyagent.agent.tools.truncate import (
     tail_notice,
     truncate_tail,
 )
+from ipyagent.shapes import JsonSchema
 
 _cell_numbers = itertools.count(1)
 _NO_VALUE = object()
@@ -65,7 +66,7 @@ class PythonTool(Tool):
         "traceback if it raises, and images (plots) when you can see images. Output is truncated "
         f"to the last {DEFAULT_MAX_LINES} lines or {DEFAULT_MAX_BYTES // 1024}KB."
     )
-    parameters: ClassVar[dict[str, Any]] = {
+    parameters: ClassVar[JsonSchema] = {
         "type": "object",
         "properties": {"code": {"type": "string", "description": "Python code to run"}},
         "required": ["code"],

@@ -12,6 +12,7 @@ from ipyagent.agent.tools.lines import LineScan, scan_lines
 from ipyagent.agent.tools.paths import NotARegularFile, looks_binary, open_regular, outside_root, resolve_path
 from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
+from ipyagent.shapes import JsonSchema
 
 # read never reads more than this much of a file (a huge or sparse file must not fill the kernel's
 # memory), and keeps only enough of the requested lines for Pi's output limits.
@@ -31,7 +32,7 @@ class ReadTool(Tool):
         "Use offset/limit for large files; when you need the full file, continue with offset "
         "until complete."
     )
-    parameters: ClassVar[dict[str, Any]] = {
+    parameters: ClassVar[JsonSchema] = {
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "Path to the file to read (relative or absolute)"},

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -23,6 +24,7 @@ from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 from ipyagent.patterns import BoundedPattern, PatternInvalid, PatternTooCostly, compile_bounded, pattern_words
 from ipyagent.session.messages import call_arguments, text_of
+from ipyagent.shapes import Entry, JsonSchema
 
 MAX_EXCERPTS = 5
 EXCERPT_CHARS = 360  # around each hit
@@ -33,7 +35,7 @@ _REGEX_CHARS = set(".^$*+?{}[]\\|()")
 
 @dataclass
 class _Document:
-    entry: dict[str, Any]
+    entry: Entry
     label: str  # "entry 1a2b3c4d · toolResult python · cell 5"
     text: str
 
@@ -48,7 +50,7 @@ class RecallTool(Tool):
         "summary's [entry …] marks): that entry in full, a tool call with its result. Searches only what "
         "is no longer in your context."
     )
-    parameters: ClassVar[dict[str, Any]] = {
+    parameters: ClassVar[JsonSchema] = {
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "words or a regex"},
@@ -81,7 +83,7 @@ class RecallTool(Tool):
 # ---- one entry ---------------------------------------------------------------------------------
 
 
-def _full_entry(context: ToolContext, hidden: list[dict[str, Any]], entry_id: str, offset: Any) -> ToolOutput:
+def _full_entry(context: ToolContext, hidden: list[Entry], entry_id: str, offset: Any) -> ToolOutput:
     cells = _cells(hidden)
     entry = next((e for e in hidden if e.get("id") == entry_id), None)
     document = _document(entry, cells.get(entry_id)) if entry is not None else None
@@ -115,7 +117,7 @@ def _full_entry(context: ToolContext, hidden: list[dict[str, Any]], entry_id: st
     return ToolOutput(f"{header}\n{body}", details=returned)
 
 
-def _call_results(document: _Document, hidden: list[dict[str, Any]],
+def _call_results(document: _Document, hidden: list[Entry],
                   cells: dict[str, int | None]) -> list[_Document]:
     """For an assistant entry with tool calls: the results of those calls (summarised away too),
     so the code that made a variable comes back with its output."""
@@ -236,7 +238,7 @@ def _excerpt(text: str, start: int, end: int) -> str:
 # ---- entries as text ---------------------------------------------------------------------------
 
 
-def _cells(entries: list[dict[str, Any]]) -> dict[str, int | None]:
+def _cells(entries: list[Entry]) -> dict[str, int | None]:
     """Entry id -> the execution count of the notebook cell whose prompt the entry answers."""
     cells: dict[str, int | None] = {}
     cell: int | None = None
@@ -249,7 +251,7 @@ def _cells(entries: list[dict[str, Any]]) -> dict[str, int | None]:
     return cells
 
 
-def _document(entry: dict[str, Any], cell: int | None) -> _Document | None:
+def _document(entry: Entry, cell: int | None) -> _Document | None:
     text, role = _entry_text(entry)
     if not text:
         return None
@@ -257,12 +259,12 @@ def _document(entry: dict[str, Any], cell: int | None) -> _Document | None:
     return _Document(entry, f"entry {entry.get('id')} · {role}{where}", text)
 
 
-def _documents(entries: list[dict[str, Any]]) -> list[_Document]:
+def _documents(entries: list[Entry]) -> list[_Document]:
     cells = _cells(entries)
     return [d for d in (_document(e, cells.get(str(e.get("id")))) for e in entries) if d is not None]
 
 
-def _entry_text(entry: dict[str, Any]) -> tuple[str, str]:
+def _entry_text(entry: Entry) -> tuple[str, str]:
     kind = entry.get("type")
     if kind == "branch_summary":
         return str(entry.get("summary") or ""), "branch summary"
@@ -294,7 +296,7 @@ def _entry_text(entry: dict[str, Any]) -> tuple[str, str]:
     return text, role
 
 
-def _call_text(call: dict[str, Any]) -> str:
+def _call_text(call: Mapping[str, Any]) -> str:
     arguments = call_arguments(call)
     if len(arguments) == 1 and isinstance(next(iter(arguments.values())), str):
         (key, value), = arguments.items()

@@ -36,6 +36,7 @@ from ipyagent.patterns import (
     has_words,
     pattern_words,
 )
+from ipyagent.shapes import JsonSchema
 
 LS_LIMIT = 500
 GREP_LIMIT = 100
@@ -84,7 +85,7 @@ class LsTool(_PathTool):
         "List directory contents, sorted alphabetically, with '/' after directories. Includes "
         f"dotfiles. Output is truncated to {LS_LIMIT} entries or {DEFAULT_MAX_BYTES // 1024}KB."
     )
-    parameters: ClassVar[dict[str, Any]] = {
+    parameters: ClassVar[JsonSchema] = {
         "type": "object",
         "properties": {"path": {"type": "string", "description": "Directory to list (default: current directory)"}},
         "required": [],
@@ -117,7 +118,7 @@ class GrepTool(_PathTool):
         f"to {GREP_LIMIT} matches or {DEFAULT_MAX_BYTES // 1024}KB; long lines are cut to "
         f"{GREP_MAX_LINE_LENGTH} chars."
     )
-    parameters: ClassVar[dict[str, Any]] = {
+    parameters: ClassVar[JsonSchema] = {
         "type": "object",
         "properties": {
             "pattern": {"type": "string", "description": "Regular expression (Python re syntax)"},
@@ -271,7 +272,7 @@ class FindTool(_PathTool):
         f"directory, '/' after directories. Skips .git and node_modules. Output is truncated to "
         f"{FIND_LIMIT} results or {DEFAULT_MAX_BYTES // 1024}KB."
     )
-    parameters: ClassVar[dict[str, Any]] = {
+    parameters: ClassVar[JsonSchema] = {
         "type": "object",
         "properties": {
             "pattern": {"type": "string", "description": "Glob pattern to match"},

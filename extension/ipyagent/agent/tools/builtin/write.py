@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from ipyagent.agent.tools.paths import looks_binary, resolve_path
 from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
+from ipyagent.shapes import JsonSchema
 
 
 class WriteTool(Tool):
@@ -16,7 +17,7 @@ class WriteTool(Tool):
         "Write content to a file. Creates the file if it doesn't exist, overwrites it if it does. "
         "Parent directories are created as needed."
     )
-    parameters: ClassVar[dict[str, Any]] = {
+    parameters: ClassVar[JsonSchema] = {
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "Path to the file to write (relative or absolute)"},
@@ -43,7 +44,7 @@ class EditTool(Tool):
         "Edit a file by replacing exact text. The oldText must match exactly (including "
         "whitespace) and occur exactly once; include surrounding lines to make it unique."
     )
-    parameters: ClassVar[dict[str, Any]] = {
+    parameters: ClassVar[JsonSchema] = {
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "Path to the file to edit (relative or absolute)"},
