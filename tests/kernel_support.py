@@ -285,6 +285,20 @@ class LiveKernel:
         self.drain(0.2)
         return cell
 
+    def count_iopub(self) -> list[tuple[str, int]]:
+        """From now on, (message type, bytes of its JSON content) of every IOPub message read: what
+        the page is sent."""
+        seen: list[tuple[str, int]] = []
+        read = self.kc.get_iopub_msg
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            msg = read(*args, **kwargs)
+            seen.append((msg["msg_type"], len(json.dumps(msg["content"]))))
+            return msg
+
+        self.kc.get_iopub_msg = counted
+        return seen
+
     def snapshot(self) -> str:
         return json.dumps([{"cell": c.cell_id, "outputs": c.outputs} for c in self.cells], sort_keys=True)
 

@@ -147,3 +147,14 @@ def test_a_secret_used_as_a_dict_key_is_scrubbed_too():
     clean = redactor.data(structured)
     assert "tok-SECRETVALUE-123456" not in json.dumps(clean)
     assert clean == {"structuredContent": {"***": {"owner": "***"}, "n": 1}}
+
+
+def test_the_secrets_a_notebooks_code_sets_itself_are_found():
+    from ipyagent.agent.redaction import assigned_secrets
+
+    code = ("%env OPENAI_API_KEY=sk-abc123456789\n%env MY_TOKEN  tok-99999999 \n%set_env DB_PASS=hunter22222\n"
+            "%env PATH=/usr/local/bin\nimport os\nos.environ['GITHUB_TOKEN'] = \"ghp_abcdefgh123\"\n"
+            "os.environ['HOME'] = '/home/someone'\n!export AWS_SECRET_ACCESS_KEY=abcdefghijk && ls\n"
+            'export API_KEY="quoted-value-123"\nexport EDITOR=vim-with-a-long-name')
+    assert assigned_secrets(code) == ["sk-abc123456789", "tok-99999999", "hunter22222", "ghp_abcdefgh123",
+                                      "abcdefghijk", "quoted-value-123"]

@@ -251,3 +251,69 @@ def test_an_idle_compaction_under_collaboration_is_made_once_and_stored_once(col
     all_ids = [e["id"] for k in chunk_keys(saved) for e in chunk_entries(saved[k])[1] or []]
     assert len(all_ids) == len(set(all_ids)) == len(ids)
     lab.shutdown_kernels()
+
+
+def _mid_move_notebook(path: Path, moved: int) -> list[dict]:
+    """A notebook whose store is in layout 1 (1,501 entries in session ``archive``; a session
+    ``broken`` whose ``entries`` is a dict) while the chunk keys of a move into layout 3 cut short
+    already hold its first ``moved`` entries: what a page's idle move leaves on disk when the
+    notebook is saved (or the page closed) before its last step writes the index. Returns the
+    archive's entries."""
+    header, entries = generate_session(11, 1501)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in
+                ["%load_ext ipyagent", "%%agent --session work\nWhat does the archive hold?"]]
+    nbformat.write(nb, str(path))
+    raw = json.loads(path.read_text())
+    staged: dict = {}
+    store_value(staged, {"version": 1, "active": "archive", "sessions": {"archive": {
+        "header": header, "leaf": entries[moved - 1]["id"], "settings": {}, "entries": entries[:moved]}}}, 3)
+    for key in chunk_keys(staged):
+        raw["metadata"][key] = staged[key]
+    raw["metadata"]["ipyagent"] = {"version": 1, "active": "archive", "sessions": {
+        "archive": {"header": header, "leaf": entries[-1]["id"], "settings": {}, "entries": entries},
+        "broken": {"header": header, "leaf": None, "settings": {}, "entries": {"not": "a list"}}}}
+    path.write_text(json.dumps(raw))
+    return entries
+
+
+def test_a_move_into_layout_3_skips_what_sits_in_chunks_and_sets_aside_what_it_cannot_move(
+        collaborative_lab, context):
+    """Issue 35, item 7, with two real pages on one collaborative notebook: the store is in layout
+    1 with 500 of its entries already in chunks (a move cut short). Whichever page moves it (one in
+    its idle time, the one that ran the cell at its first write, or both), every entry is in one
+    chunk once (before: the 500 again, 2,001 chunk entries for 1,501), and the session whose
+    ``entries`` is a dict is set aside with it, not dropped."""
+    lab = collaborative_lab
+    name = "mid-move.ipynb"
+    path = lab.root / name
+    entries = _mid_move_notebook(path, 500)
+    one, two = _two_pages(context, lab, name)
+    assert "from push" in run_text(two, name, 0)
+    lab.fake.enqueue_text("It holds the earlier work.")
+    assert "ERROR" not in run_text(two, name, 1)  # page two ran the cell: it stores the run's entries
+
+    version = "(p) => (window.__ipa.panel(p).context.model.getMetadata('ipyagent') || {}).version"
+    for page in (one, two):
+        page.wait_for_function(f"(p) => ({version})(p) === 3", arg=name, timeout=60_000)
+    ids = [e["id"] for e in entries]
+    for page in (one, two):  # each page's view of the shared document: every entry once
+        view = page.evaluate("(p) => window.__ipaView(p)", name)
+        assert [e["id"] for e in view["archive"]] == ids, (len(view["archive"]), len(set(e["id"] for e in view["archive"])))
+        assert view["work"] and len({e["id"] for e in view["work"]}) == len(view["work"])
+
+    one.evaluate("(p) => { void window.__ipa.panel(p).context.save(); }", name)
+    saved = saved_notebook(path, lambda nb: _session_ids(nb, "work") and (nb["metadata"].get("ipyagent") or {})
+                           .get("version") == 3, 60, what="the moved store")["metadata"]
+    all_ids = [e["id"] for k in chunk_keys(saved) for e in chunk_entries(saved[k])[1] or []]
+    assert len(all_ids) == len(set(all_ids)), f"{len(all_ids) - len(set(all_ids))} entries in two chunks"
+    held = assemble(saved)
+    assert [e["id"] for e in held["sessions"]["archive"]["entries"]] == ids
+    aside = [item for item in saved["ipyagent"].get("set_aside", []) if item.get("session") == "broken"]
+    assert aside and aside[0]["raw"] == {"not": "a list"}, saved["ipyagent"].get("set_aside")
+    from ipyagent.store.ipynb import sessions_from_notebook
+
+    _, report = sessions_from_notebook({"cells": [], "metadata": saved}, source=name)
+    assert not [p for p in report.problems if "duplicate" in p.message], report.summary()
+    lab.shutdown_kernels()

@@ -427,3 +427,51 @@ def test_a_chunk_key_of_5000_digits_is_set_aside_by_export_inspect_and_lift(tmp_
     aside = metadata["ipyagent"].get("set_aside") or []
     # kept where it was, or (after a rewrite) under the index's set_aside: never lost
     assert HUGE_KEY in metadata or [item["where"] for item in aside] == [HUGE_KEY]
+
+
+@pytest.mark.kernel
+def test_lift_scrubs_a_key_a_journal_output_carried(tmp_path, capsys, monkeypatch):
+    """A real kernel (nbclient: no bridge, so the run ends with a journal output) whose python
+    call printed a token read from a file — no key there, so its journal keeps it. Lifted where
+    that token is configured (DEPLOY_TOKEN), it reaches the metadata as ***: clearing the
+    outputs then leaves it nowhere in the file. --keep-secrets lifts it as it is."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from ipyagent.bridge.headless import kernel_environment
+    from ipyagent.testing import FakeProviderServer
+
+    token = "dpl_0123456789abcdef-from-a-file"
+    (tmp_path / "token.txt").write_text(token)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%load_ext ipyagent\n%config Agent.model = 'openai:fake-model'\n"
+                                          "%config Agent.tool_approval = 'auto'"),
+                nbformat.v4.new_code_cell("%%agent\nWhat is in token.txt?")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    with FakeProviderServer() as server, kernel_environment(OPENAI_BASE_URL=server.openai_base_url,
+                                                            OPENAI_API_KEY="sk-test-not-a-real-key",
+                                                            IPYAGENT_MODEL=None, JPY_SESSION_NAME=None):
+        server.enqueue_tool_call("python", {"code": "print(open('token.txt').read())"})
+        server.enqueue_text("It holds a deploy token.")
+        NotebookClient(nb, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+    path = tmp_path / "ran.ipynb"
+    nbformat.write(nb, str(path))
+    assert token in path.read_text()  # in the journal output (and the tool block)
+    kept = tmp_path / "kept.ipynb"
+
+    monkeypatch.setenv("DEPLOY_TOKEN", token)
+    code, out, err = run(capsys, "lift", path, "--keep-secrets", "-o", kept)
+    assert code == 0 and "lifted" in out and token in json.dumps(read_notebook(kept)["metadata"])
+    code, out, err = run(capsys, "lift", path)
+    assert code == 0, err
+    assert "lifted" in out and "replaced 1 value(s) that look like credentials" in err, (out, err)
+    lifted = read_notebook(path)
+    assert token not in json.dumps(lifted["metadata"])
+    results = [e for e in lifted["metadata"]["ipyagent"]["sessions"]["default"]["entries"]
+               if e["type"] == "message" and e["message"]["role"] == "toolResult"]
+    assert results[0]["message"]["content"][0]["text"] == "***"
+    for cell in lifted["cells"]:  # "Clear all outputs"
+        cell["outputs"] = []
+    write_notebook(path, lifted)
+    assert token not in path.read_text()

@@ -18,8 +18,8 @@ PROVIDER_ENV = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHR
                 "IPYAGENT_REPLAY", "JPY_SESSION_NAME")
 
 
-def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_ENV}
+def _run(args: list[str], cwd: Path, **extra_env: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_ENV} | extra_env
     log = cwd / "run.log"
     with log.open("w") as sink:  # a file, not a terminal: what CI and a redirected run see
         result = subprocess.run([sys.executable, "-m", "ipyagent", "run", *args], cwd=cwd, env=env,
@@ -50,6 +50,28 @@ def test_a_failing_cells_traceback_is_plain_text_when_not_on_a_terminal(tmp_path
     assert result.returncode == 1
     assert "ZeroDivisionError" in result.stdout and "return 1 / 0" in result.stdout
     assert "\x1b" not in result.stdout, result.stdout
+
+
+NOTEBOOK_KEY = "sk-proj-set-by-the-notebook-4f2a9c"
+CI_TOKEN = "ghp_in-the-ci-environment-77a1b3"
+
+
+@pytest.mark.kernel
+def test_ipyagent_run_prints_no_key_on_its_stderr(tmp_path):
+    """A key the notebook sets itself (``%env``, echoed as the cell's first line) and a key of the
+    run's own environment (a CI secret), both in a failing cell's traceback: neither reaches the
+    log; the rest of the lines do."""
+    sources = [f"%env OPENAI_API_KEY={NOTEBOOK_KEY}",
+               f"import os; token = os.environ['CI_DEPLOY_TOKEN']  # {CI_TOKEN[:6]}",
+               "raise RuntimeError('cannot deploy with ' + os.environ['OPENAI_API_KEY'] + ' and ' + token)"]
+    write_notebook(tmp_path / "keys.ipynb", new_notebook([
+        {"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [], "source": s}
+        for i, s in enumerate(sources)]))
+    result = _run(["keys.ipynb", "-o", "out.ipynb"], tmp_path, CI_DEPLOY_TOKEN=CI_TOKEN)
+    assert result.returncode == 1
+    assert NOTEBOOK_KEY not in result.stdout and CI_TOKEN not in result.stdout, result.stdout
+    assert "ipyagent run: cell 1/3" in result.stdout and "%env OPENAI_API_KEY=***" in result.stdout
+    assert "RuntimeError: cannot deploy with *** and ***" in result.stdout, result.stdout
 
 
 def _three_cells(folder: Path) -> Path:

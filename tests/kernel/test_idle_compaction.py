@@ -401,3 +401,44 @@ def test_turning_it_off_while_a_job_waits_drops_the_job(tmp_path):
                           "(get_ipython()._ipyagent_runtime)")
         assert last == "dropped: Agent.idle_compaction was turned off", last
         assert server.summary_calls == 0 and not _compactions(k)
+
+
+def _journals(outputs: list) -> list[dict]:
+    return [o["data"]["application/vnd.ipyagent.entries+json"] for o in outputs
+            if "application/vnd.ipyagent.entries+json" in (o.get("data") or {})]
+
+
+def test_a_journal_it_writes_goes_into_the_run_that_armed_it_never_into_the_cell_running(tmp_path):
+    """The page stops acknowledging while the idle compaction runs, and the compaction ends while
+    the user's own cell runs: the journal (the compaction and the entries the page did not
+    acknowledge) goes into the output of the run that armed the job, not into the user's cell,
+    which one could clear or re-run."""
+    hold = threading.Event()
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend=PAGE) as k:
+        try:
+            for _ in range(3):
+                server.enqueue_text(ANSWER)
+            server.enqueue_summary(Reply(text=SUMMARY, hold=hold))
+            for i in range(3):
+                assert k.run(CELLS[i], f"cell-{i}").status == "ok"
+            k.frontend.on_comm_msg = lambda comm_id, msg: None  # the page no longer stores nor acknowledges
+            assert k.run(CELLS[3], "cell-3").status == "ok"  # its entries go out, unacknowledged
+            _until(k, _summary_requested(server))
+            # the user's cell runs until the background compaction has ended (an event, not a sleep)
+            msg_id = k.send_execute("rt = get_ipython()._ipyagent_runtime\njob = rt.idle.job\n"
+                                    "ended = job.done.wait(120)\nprint('ended:', ended, rt.idle.last)", "user-cell")
+            k.wait(msg_id, until=lambda: bool(server.requests) and k.cells[-1].cell_id == "user-cell")
+            hold.set()
+            user = k.wait(msg_id)
+            assert user is not None and user.status == "ok"
+            k.drain(0.5)
+        finally:
+            hold.set()
+        printed = outputs_text(user.outputs)
+        assert "ended: True compacted in the background" in printed, printed
+        assert not _journals(user.outputs), user.outputs  # nothing of the session in the user's cell
+        armed = next(c for c in k.cells if c.cell_id == "cell-3")
+        [journal] = _journals(armed.outputs)
+        kinds = [e["type"] for e in journal["entries"]]
+        assert "compaction" in kinds and kinds.count("message") >= 2 and journal["session"] == "default", kinds
+        assert "Compacted in the background" in outputs_text(armed.outputs)  # the view it carries

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -91,3 +92,34 @@ def test_compact_with_focus_never_changes_visible_cells(tmp_path):
         assert _without_widget_views(after[:len(json.loads(before))]) == _without_widget_views(json.loads(before))
         sent = json.dumps([r for r in server.requests if r.kind == "chat"][-1].body["messages"])
         assert "Understand the data set." in sent or "fake summary" in sent
+
+
+def test_a_summary_server_that_ignores_max_tokens_is_left_at_a_small_multiple_of_it(tmp_path):
+    """A server that ignores the summary's ``max_tokens`` (here a 40 MB reply): the client stops
+    reading at four times the limit, once, and the compaction fails with a message that says so;
+    the session is as it was and the next cell runs."""
+    from ipyagent.testing.specs import Reply
+
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
+        k.run(SETUP + SMALL.replace("3000", "6000"), "setup")
+        for i in range(4):
+            server.enqueue_text(_answer(i))
+            assert k.run(_question(i), f"agent-{i}").status == "ok"
+        entries_before = len(k.metadata["sessions"]["default"]["entries"])
+        endless = "The summary goes on and on without end. " * 1_000_000  # 40 MB
+        server.enqueue_summary(Reply(text=endless, chunk_size=4096))
+        cell = k.run("%compact", "compact")
+        shown = outputs_text(cell.outputs)
+        assert "the server went on past what was asked (a limit of " in shown, shown
+        summaries = [r for r in server.requests if r.kind == "summary"]
+        assert len(summaries) == 1  # not asked again: it would go the same way
+        limit = summaries[0].body.get("max_tokens") or summaries[0].body.get("max_completion_tokens")
+        assert f"a limit of {limit:,} tokens" in shown
+        deadline = time.monotonic() + 60  # the server notices the hang-up at its next write
+        while summaries[0].outcome != "client-closed":
+            assert time.monotonic() < deadline, (summaries[0].outcome, summaries[0].sent_bytes)
+            k.drain(0.1)
+        assert summaries[0].sent_bytes < len(endless) // 4
+        assert len(k.metadata["sessions"]["default"]["entries"]) == entries_before
+        server.enqueue_text("Still here.")
+        assert k.run(_question(9), "agent-9").status == "ok"

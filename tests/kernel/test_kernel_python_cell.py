@@ -156,3 +156,38 @@ def test_an_interrupted_tool_leaves_the_kernel_and_session_usable(tmp_path):
         plain = k.run("print('plain cell output')\n7", "c3")
         assert "plain cell output" in outputs_text(plain.outputs)
         assert any(o.get("output_type") == "execute_result" for o in plain.outputs)
+
+
+PEAK_MB = "__import__('resource').getrusage(__import__('resource').RUSAGE_SELF).ru_maxrss // 1024"
+
+
+def test_a_call_that_prints_a_lot_costs_the_kernel_no_memory_and_says_what_it_left_out(tmp_path):
+    """300,000 lines of 100 characters (30 MB) printed by one call: the kernel keeps a head and a
+    tail of them (its peak memory grows by less than half of what was printed; all of it in
+    memory cost several times the output), and the result counts every line and says the middle
+    was not kept."""
+    lines = 300_000
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
+        k.run(SETUP.format(model="openai:fake-model"), "setup")
+        server.enqueue_tool_call("python", {"code": "print('warm up')"})  # the first run's imports
+        server.enqueue_text("Ready.")
+        assert k.run("%%agent\nWarm up.", "c0").status == "ok"
+        before = k.evaluate(PEAK_MB)
+        server.enqueue_tool_call("python", {"code": f"for i in range({lines}):\n    print(f'{{i:09d}}' + 'x' * 90)"})
+        server.enqueue_text("Done.")
+        cell = k.run("%%agent\nPrint the lines.", "c1")
+        assert cell.status == "ok", outputs_text(cell.outputs)
+        grown = k.evaluate(PEAK_MB) - before
+        assert grown < lines * 100 / 2**20 / 2, f"the kernel's peak memory grew by {grown} MB"
+        text = _tool_results(k)[-1]["content"][0]["text"]
+        assert text.splitlines()[-3] == f"{lines - 1:09d}" + "x" * 90  # the end is there, whole
+        notice = text.splitlines()[-1]
+        assert notice.startswith(f"[Showing lines {lines - 511}-{lines} of {lines} (50.0KB limit). "
+                                 "The start and end of the output (the middle was not kept): "), notice
+        with open(notice.rsplit(": ", 1)[1].rstrip("]")) as f:
+            kept = f.read().splitlines()
+        assert kept[0] == "000000000" + "x" * 90 and kept[-1] == text.splitlines()[-3]  # its head and its tail
+        markers = [line for line in kept if line.startswith("[... ")]
+        assert len(markers) == 1 and markers[0].endswith(" characters) left out here: not kept ...]"), markers
+        left_out = int(markers[0].split()[1].replace(",", ""))
+        assert len(kept) - 1 + left_out == lines  # every line printed is kept or counted

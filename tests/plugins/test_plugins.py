@@ -262,7 +262,9 @@ def test_a_plugin_that_replaces_a_builtin_gives_it_back_when_turned_off(site):
                                       (builtin_provider_plugin.PLUGIN_NAME, builtin_provider_plugin)))
     builtin_read = builtin_tools().find("read")
     stdio = transport_for("stdio")
-    assert plugins.load() == []
+    said = plugins.load()  # each replacement is said (the built-ins were loaded first)
+    assert [line.split(" puts its ")[1].split(" in place of ")[0] for line in said] == \
+        ["tool 'read'", "provider 'openai'", "MCP transport 'stdio'"], said
     now = plugins.tools.find("read"), plugins.providers.registered("openai"), transport_for("stdio")
     assert now[0].description == "Read a file, the plugin's way." and now[2] is not stdio
     with pytest.raises(ValueError, match="provider 'openai'"):  # the plugin's factory, which takes no options

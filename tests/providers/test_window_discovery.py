@@ -47,6 +47,15 @@ def test_each_server_format_gives_the_window_it_runs_with(kind, where):
     assert fake.meta_requests[-1][1] == where.split()[1]  # the search stopped at the first runtime value
 
 
+def test_a_models_name_is_one_escaped_path_segment_of_a_discovery_url():
+    """A model's name (a notebook may have recorded it) goes into LM Studio's URL escaped: it asks
+    for that model, never for another endpoint of the server."""
+    name = "../../v1/secret?x=1"
+    _, fake = probe("lmstudio", model=name)
+    assert ("GET", "/api/v0/models/..%2F..%2Fv1%2Fsecret%3Fx%3D1") in fake.meta_requests, fake.meta_requests
+    assert all(path.startswith(("/v1/models", "/props", "/api/")) for _, path in fake.meta_requests)
+
+
 def test_a_listing_without_a_window_and_no_other_source_says_so():
     for kind in ("openai", "llama-cpp-python"):
         found, fake = probe(kind)

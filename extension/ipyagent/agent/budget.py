@@ -22,11 +22,12 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Any, Final
 
 from ipyagent.agent import run_events as ev
 from ipyagent.agent.provider_summarizer import summary_input_budget
-from ipyagent.agent.run_config import LearnedWindow, RunConfig
+from ipyagent.agent.run_config import WINDOW_FLOOR, LearnedWindow, RunConfig
 from ipyagent.compaction.planner import CompactionRoom
 from ipyagent.compaction.settings import Budget, CompactionSettings, fit_budget, for_model
 from ipyagent.core import Session
@@ -51,6 +52,8 @@ class WindowInfo:
     def describe(self) -> str:
         if not self.window:
             return f"window unknown ({self.detail})" if self.detail else "window unknown"
+        if self.source == "notebook":  # restored with the session, or learned in this notebook
+            return f"window {self.detail}"
         if self.source == "table":
             return "window from the model table"
         if self.source == "error":
@@ -84,33 +87,47 @@ def resolve_window(models: ModelTable, provider: str, model: str, discovery: Dis
 LEARNED_WINDOW: Final = "learned_window"  # the key, in a session's saved settings, of a window an overflow revealed
 
 
-def learned_window_setting(models: ModelTable, model_string: str) -> LearnedWindow | None:
-    """The window an overflow error revealed for ``model_string`` (as ``models`` learned it), as
-    saved with the session (with its source), or None."""
+def learned_window_setting(models: ModelTable, model_string: str, saved: Any = None) -> LearnedWindow | None:
+    """The window an overflow error revealed for ``model_string`` in this kernel (as ``models``
+    learned it), as saved with the session (with its source and the day it was learned:
+    ``saved``'s, the setting saved before, when it is the same window), or None."""
     if ":" not in model_string:
         return None
     provider, model = model_string.split(":", 1)
     window = models.learned_window(provider, model)
     if not window:
         return None
-    return {"model": model_string, "window": window, "source": "error", "detail": "an overflow error named it"}
+    before = saved if isinstance(saved, dict) and saved.get("model") == model_string \
+        and saved.get("window") == window else {}
+    day = before.get("learned") if isinstance(before.get("learned"), str) else date.today().isoformat()
+    return {"model": model_string, "window": window, "source": "error", "detail": "an overflow error named it",
+            "learned": str(day)}
 
 
-def restore_learned_window(models: ModelTable, settings: Any) -> int | None:
-    """Teach ``models`` again the window a session's saved settings hold (after a restart or a
-    reopen); returns it. A value that is no window is ignored."""
+def notebook_learned_window(settings: Any, model_string: str, table_window: int | None) -> tuple[int, str] | None:
+    """The window a session's saved settings say an overflow revealed for ``model_string``, for
+    that session only (never taught to the kernel's table: a notebook is shared, and its value
+    would shrink every session's window and travel into the user's own notebooks): (window,
+    "learned in this notebook on DATE"). Ignored below WINDOW_FLOOR, above ``table_window`` (the
+    model table's), or for another model."""
     saved = settings.get(LEARNED_WINDOW) if isinstance(settings, dict) else None
-    if not isinstance(saved, dict):
+    if not isinstance(saved, dict) or saved.get("model") != model_string or not model_string:
         return None
-    model_string, window = saved.get("model"), saved.get("window")
-    if not isinstance(model_string, str) or ":" not in model_string or isinstance(window, bool) \
-            or not isinstance(window, int) or window <= 0:
+    window = saved.get("window")
+    if isinstance(window, bool) or not isinstance(window, int) or window < WINDOW_FLOOR \
+            or (table_window and window > table_window):
         return None
-    provider, model = model_string.split(":", 1)
-    known = models.learned_window(provider, model)
-    if not known or window < known:
-        models.learn_window(provider, model, window)
-    return window
+    day = saved.get("learned")
+    when = f" on {day}" if isinstance(day, str) and _is_day(day) else ""
+    return window, f"learned in this notebook{when}"
+
+
+def _is_day(text: str) -> bool:
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def tool_dicts(tool_specs: Iterable[Any]) -> list[Any]:
@@ -218,8 +235,9 @@ class RequestBudget:
     def window_info(self) -> WindowInfo:
         """The context window and where it came from (config, table, server or error)."""
         if self.config.context_window or not self.config.model:
-            return WindowInfo(self.config.context_window or None, "config" if self.config.context_window else "",
-                              "Agent.context_window" if self.config.context_window else "no model")
+            source = ("notebook" if self.config.window_note else "config") if self.config.context_window else ""
+            return WindowInfo(self.config.context_window or None, source, self.config.window_note or (
+                "Agent.context_window" if self.config.context_window else "no model"))
         provider_name, model_id = self.providers.parse(self.config.model)
         return resolve_window(self.providers.models, provider_name, model_id, self.server())
 

@@ -55,6 +55,17 @@ def summary_input_budget(config: RunConfig, session_window: int | None,
     return budget
 
 
+OVERRUN_FACTOR = 4  # a summary read up to this many times its token limit (chars / 4), then refused
+UNKNOWN_LIMIT_TOKENS = 32_768  # the limit counted against when the request sets none (no summary is longer)
+
+
+def _overrun(limit: int | None, received: int) -> str:
+    asked = f"a limit of {limit:,} tokens" if limit else "no limit (the model's output limit is unknown)"
+    return (f"Summarization failed: the server went on past what was asked ({asked}); reading stopped after "
+            f"{received:,} characters (about {received // 4:,} tokens). A server that ignores max_tokens "
+            "cannot make summaries: try another summary model (%config Agent.summary_model).")
+
+
 class ProviderSummarizer:
     """Summary requests as Pi 1.6 sends them: no tools, no prompt-cache writes, a fresh routing id
     each, the model's output limit clamped to its window; a summary cut off by that limit
@@ -102,18 +113,29 @@ class ProviderSummarizer:
         )
         message = None
         received = 0
+        # the client enforces the limit: a server that ignores it (or never stops) is left at a
+        # small multiple of it, and the summary counts as failed (asking again would go the same way)
+        ceiling = OVERRUN_FACTOR * (model_request.max_tokens or UNKNOWN_LIMIT_TOKENS)
+        events = stream_with_retry(self.provider, model_request, max_retries=self.max_retries,
+                                   base_delay=self.base_delay, max_delay=self.max_delay, cancel=self.cancel)
         try:
-            for event in stream_with_retry(self.provider, model_request, max_retries=self.max_retries,
-                                           base_delay=self.base_delay, max_delay=self.max_delay, cancel=self.cancel):
+            for event in events:
                 if isinstance(event, MessageDone):
                     message = event.message
-                elif self.progress is not None and isinstance(event, (TextDelta, ThinkingDelta)):
+                elif isinstance(event, (TextDelta, ThinkingDelta)):
                     received += len(event.text)
-                    self.progress(received // 4, model_request.max_tokens)
+                    if received // 4 > ceiling:
+                        raise SummarizerError(_overrun(model_request.max_tokens, received))
+                    if self.progress is not None:
+                        self.progress(received // 4, model_request.max_tokens)
         except ContextOverflowError as exc:
             raise SummaryInputTooLarge(str(exc)) from exc
         except ProviderError as exc:
             raise SummarizerError(f"Summarization failed: {exc}") from exc
+        finally:  # leaving early closes the stream (and its connection) now, not when collected
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
         if message is None or message.get("stopReason") in ("error", "aborted"):
             reason = (message or {}).get("errorMessage") or (message or {}).get("stopReason") or "no response"
             raise SummarizerError(f"Summarization failed: {reason}")

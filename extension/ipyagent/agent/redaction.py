@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from ipyagent.compaction.summarizer import SummaryRequest, SummaryResponse
 from ipyagent.providers.transport.http import scrub_counted, url_credentials
 
-__all__ = ["MARKER", "Redactor", "RedactedSummaries", "Replacements", "configured_secrets"]
+__all__ = ["MARKER", "Redactor", "RedactedSummaries", "Replacements", "assigned_secrets", "configured_secrets"]
 
 MARKER = "***"  # what scrub puts in a secret's place
 MIN_SECRET_CHARS = 8
@@ -98,6 +98,31 @@ def configured_secrets(provider_options: Mapping[str, Any] | None = None,
     found |= {html.escape(s) for s in found} | {json.dumps(s)[1:-1] for s in found} | \
         {json.dumps(s, ensure_ascii=False)[1:-1] for s in found}
     return tuple(sorted(found, key=lambda s: (-len(s), s)))
+
+
+# a secret a notebook's own cell sets: `%env NAME=VALUE` / `%env NAME VALUE` / `%set_env NAME VALUE`,
+# `os.environ["NAME"] = "VALUE"`, a shell's `export NAME=VALUE` (in `!` or %%bash)
+_ASSIGNED = (
+    re.compile(r"^[ \t]*%(?:env|set_env)[ \t]+(?P<name>[A-Za-z_][\w.-]*)(?:[ \t]*=[ \t]*|[ \t]+)"
+               r"(?P<value>[^\r\n]+?)[ \t]*$", re.MULTILINE),
+    re.compile(r"""environ\[\s*(?P<q>['"])(?P<name>[^'"]+)(?P=q)\s*\]\s*=\s*[rbuRBU]{0,2}"""
+               r"""(?P<q2>['"])(?P<value>[^'"\r\n]+)(?P=q2)"""),
+    re.compile(r"""(?:^|[\s;!])export[ \t]+(?P<name>[A-Za-z_]\w*)=(?P<q>['"]?)(?P<value>[^'"\s;]+)(?P=q)""",
+               re.MULTILINE),
+)
+
+
+def assigned_secrets(text: str) -> list[str]:
+    """The values ``text`` (a notebook's code) assigns to environment variables whose name says
+    they are secrets: ``%env OPENAI_API_KEY=sk-…`` in a cell makes a key the environment of the
+    process reading the notebook may not hold (``ipyagent run`` echoes cells and tracebacks)."""
+    found = []
+    for pattern in _ASSIGNED:
+        for match in pattern.finditer(text):
+            value = match.group("value").strip().strip("'\"")
+            if _secret_name(match.group("name")) and value:
+                found.append(value)
+    return found
 
 
 @dataclass(frozen=True)

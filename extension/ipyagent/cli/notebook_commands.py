@@ -51,22 +51,51 @@ def _write(path: Path, data: bytes) -> None:
         raise CliError(f"cannot write {path}: {exc}") from None
 
 
+_LOOKS = "value(s) that look like credentials (a URL's user:password@, a key configured here)"
+
+
 # ---- lift ---------------------------------------------------------------------------------------
 
 
 def _configure_lift(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("notebook", help="the notebook whose journal outputs to lift")
     parser.add_argument("-o", "--output", help="write the result here (default: the notebook, in place)")
+    parser.add_argument("--keep-secrets", action="store_true",
+                        help="write the entries as they are: no URL credential or key configured here is "
+                             "replaced with ***")
+
+
+def _scrub_sessions(sessions: NotebookSessions, found: Replacements) -> None:
+    """Every session's header, settings and entries, and the set-aside items, scrubbed in place
+    (a journal output may hold a key that a cleared output would have taken with it; in the
+    metadata it would stay)."""
+    from ipyagent.agent.redaction import Redactor
+
+    redactor = Redactor.configured()
+    for name, stored in sessions.sessions.items():
+        stored.header, count = redactor.data_counted(stored.header)
+        found.add(count, f"session {name!r}'s header")
+        stored.settings, count = redactor.data_counted(stored.settings)
+        found.add(count, f"session {name!r}'s settings")
+        for index, entry in enumerate(stored.entries):
+            stored.entries[index], count = redactor.data_counted(entry)
+            found.add(count, f"entry {entry.get('id')}")
+    for index, item in enumerate(sessions.set_aside):
+        sessions.set_aside[index], count = redactor.data_counted(item)
+        found.add(count, f"set-aside item {index}")
 
 
 @command("lift", _configure_lift)
 def run_lift(args: argparse.Namespace) -> int:
     """Move journal outputs' entries into the notebook's metadata."""
+    from ipyagent.agent.redaction import Replacements
     from ipyagent.store.ipynb import NotebookError, lift_notebook_report
 
     src = Path(args.notebook)
+    found = Replacements()
     try:
-        added, report, written, journals = lift_notebook_report(src, args.output)
+        added, report, written, journals = lift_notebook_report(
+            src, args.output, scrub=None if args.keep_secrets else lambda merged: _scrub_sessions(merged, found))
     except FileNotFoundError:
         raise CliError(f"no such file: {src}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -82,6 +111,9 @@ def run_lift(args: argparse.Namespace) -> int:
               + (" (see the problems above)" if not report.ok else ""))
     else:
         print(f"nothing to lift: the metadata already holds every journal entry ({journals} journal output(s))")
+    if found.count:
+        print(f"replaced {found.count} {_LOOKS} with *** in {found.places()} (--keep-secrets lifts them as they "
+              "are)", file=sys.stderr)
     return 0
 
 
@@ -97,9 +129,6 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-secrets", action="store_true",
                         help="write the session as it is stored: no URL credential or key configured here is "
                              "replaced with ***")
-
-
-_LOOKS = "value(s) that look like credentials (a URL's user:password@, a key configured here)"
 
 
 def _scrub_export(data: bytes, jsonl: bool) -> tuple[bytes, Replacements]:

@@ -86,19 +86,24 @@ class RunView:
     def facts(self, status: str) -> Any:
         return facts_for(self.agent.budget, self.slot.name, status, self.config)
 
-    def close(self, status: str = "") -> None:
+    def close(self, status: str = "", *, journal: tuple[dict[str, Any], dict[str, Any]] | None = None,
+              background: bool = False) -> None:
         """When the run ends, its output becomes the static view alone and the widget's models are
         closed: the widget is live while the run can change the budget (also while the kernel
         compacts in its idle time after the run), and a restarted or reopened notebook (no kernel
-        behind the model) shows no dead widget. ``status``: a last line the static view keeps."""
+        behind the model) shows no dead widget. ``status``: a last line the static view keeps.
+        ``journal`` (data, metadata): a journal this output carries too (the idle job's, written
+        after the run ended). ``background``: closed from the idle job's thread, after the run's
+        cell ended: nothing new is shown (it would land in whatever cell runs now)."""
         self.renderer.finish()
         facts = self.facts(status)
         if self.widget is not None and self.handle is not None:
             widget, self.widget = self.widget, None
             widget.update(facts)
+            data, metadata = journal if journal is not None else ({}, {})
             try:
-                self.handle.update(static_bundle(facts), raw=True)
+                self.handle.update({**data, **static_bundle(facts)}, metadata=metadata, raw=True)
             finally:
                 widget.close()
-        elif self.runtime.config.show_widget:
+        elif self.runtime.config.show_widget and not background:
             display(static_bundle(facts), raw=True)

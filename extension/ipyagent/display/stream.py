@@ -2,7 +2,8 @@
 
 :class:`RunRenderer` listens to the agent's events. Assistant text streams into one
 ``display(..., display_id=True)`` output per assistant turn, updated at most
-``max_updates_per_second`` times a second (the last update always goes out). Tool calls and their
+``max_updates_per_second`` times a second (the last update always goes out), each update of a
+bounded size (:class:`LiveText`: a long reply shows its start and its newest part until it ends). Tool calls and their
 results are compact ``<details>`` blocks with a ``text/plain`` fallback. Errors are short
 messages, never tracebacks. The budget widget (if any) follows the run live.
 
@@ -31,7 +32,7 @@ from ipyagent.providers import provider as pb
 from ipyagent.session.messages import text_of
 from ipyagent.shapes import Message
 
-__all__ = ["RunRenderer", "StreamedMarkdown", "error_bundle", "note_bundle", "reply_bundle", "tool_bundle",
+__all__ = ["LiveText", "RunRenderer", "StreamedMarkdown", "error_bundle", "note_bundle", "reply_bundle", "tool_bundle",
            "short_args"]
 
 MAX_TOOL_TEXT = 4000  # characters of a tool result shown in the block (the model got Pi's limits)
@@ -206,6 +207,60 @@ class StreamedMarkdown:
         self._scanned = position
 
 
+LIVE_CHARS = 20_000  # a reply up to this long is shown whole while it streams
+LIVE_HEAD_CHARS = 4_000  # beyond: its start (rendered once) ...
+LIVE_TAIL_CHARS = 4_000  # ... and its newest characters (as text), until it ends
+
+
+class LiveText:
+    """A reply's text (or its thinking) as it streams, and its live view at a cost that does not
+    grow with it: up to ``LIVE_CHARS`` the whole text (its Markdown rendered in pieces by
+    :class:`StreamedMarkdown`); beyond, its start, a line saying how much is not shown yet, and
+    its newest characters as plain text. The last view (``final``) is all of it, rendered whole:
+    each update costs a bounded amount, the end one the reply's size (a reply of 4 MB without a
+    newline rendered and sent whole at every update cost minutes of the kernel's time and GBs)."""
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []  # joined only when needed: appending stays O(1)
+        self.length = 0
+        self._markdown = StreamedMarkdown()
+        self._head: str | None = None
+        self._head_html = ""
+
+    def add(self, piece: str) -> None:
+        self._parts.append(piece)
+        self.length += len(piece)
+
+    def value(self) -> str:
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    def _tail(self, n: int) -> str:
+        pieces, size = [], 0
+        for piece in reversed(self._parts):
+            pieces.append(piece)
+            size += len(piece)
+            if size >= n:
+                break
+        return "".join(reversed(pieces))[-n:]
+
+    def view(self, final: bool = False) -> tuple[str, str]:
+        """(text/plain, HTML) of the text as it stands."""
+        if final or self.length <= LIVE_CHARS:
+            text = self.value()
+            return text, self._markdown.render(text, final=final) if text else ""
+        if self._head is None:
+            self._head = self.value()[:LIVE_HEAD_CHARS]
+            self._head_html = markdown_html(self._head)
+        tail = self._tail(LIVE_TAIL_CHARS)
+        note = (f"… {self.length - len(self._head) - len(tail):,} characters not shown while the reply streams "
+                "(all of it shows when it ends) …")
+        html = (f"{self._head_html}<p style='color:#666;font-style:italic'>{escape_html(note)}</p>"
+                f"<div style='white-space:pre-wrap'>{escape_html(tail)}</div>")
+        return f"{self._head}\n{note}\n{tail}", html
+
+
 class _Outputs:
     """The cell's outputs, every one scrubbed of the configured keys first (``agent/redaction.py``)."""
 
@@ -242,16 +297,17 @@ class _ReplyStream:
         self._start()
 
     def _start(self) -> None:
-        self.text, self.thinking = "", ""
-        self._text_view, self._thinking_view = StreamedMarkdown(), StreamedMarkdown()
+        self.text, self.thinking = LiveText(), LiveText()
         self._sent: dict[str, str] | None = None  # the last update sent
         self._partial = False  # it was rendered in pieces (the end renders it whole)
         self._handle: Any = None
         self._dirty = False
 
     def add(self, text: str = "", thinking: str = "") -> None:
-        self.text += text
-        self.thinking += thinking
+        if text:
+            self.text.add(text)
+        if thinking:
+            self.thinking.add(thinking)
         self._dirty = True
         self.flush()
 
@@ -263,8 +319,9 @@ class _ReplyStream:
         now = self.clock()
         if not force and now - self._last_update < self.interval:
             return
-        data = reply_bundle(self.text, self.thinking, text_html=self._text_view.render(self.text, final=force),
-                            thinking_html=self._thinking_view.render(self.thinking, final=force))
+        text, text_html = self.text.view(final=force)
+        thinking, thinking_html = self.thinking.view(final=force)
+        data = reply_bundle(text, thinking, text_html=text_html, thinking_html=thinking_html)
         if self._handle is not None and data == self._sent:  # e.g. the whole render is what was shown
             self._partial = self._partial and not force
             self._dirty = False
@@ -278,7 +335,7 @@ class _ReplyStream:
         self._last_update = now
         self._dirty = False
         if self.widget is not None:  # live, and cheap: no recount of the session
-            self.widget.set_status(f"Receiving the reply… ≈{(len(self.text) + len(self.thinking)) // 4:,} tokens")
+            self.widget.set_status(f"Receiving the reply… ≈{(self.text.length + self.thinking.length) // 4:,} tokens")
 
     def end(self) -> None:
         """Render the reply whole; what comes next starts a new output."""

@@ -199,6 +199,9 @@ class AgentSettings(Configurable):
                             help="Plugins not to use, by name (as %agent plugins lists them) or package name; "
                                  "a plugin turned off here has what it added taken back at once "
                                  "(docs/extending.md).").tag(config=True)
+    plugin_load_timeout = Float(30.0, help="Seconds one plugin may take to load at %load_ext (its import and its "
+                                           "registrations); one that takes longer is stopped, named and left off. "
+                                           "0: no limit.").tag(config=True)
     show_widget = Bool(True, help="Show the context-budget widget under each %%agent run.").tag(config=True)
     max_updates_per_second = Float(10.0, help="Streaming display updates per second, at most.").tag(config=True)
     notebook_path = Unicode(None, allow_none=True,
@@ -217,6 +220,15 @@ class AgentSettings(Configurable):
     replay_tools = Bool(False, help="While replaying, run recorded tool calls again and report results that "
                                     "differ (default: use the recorded results; $IPYAGENT_REPLAY_TOOLS)."
                         ).tag(config=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # the settings the user set (ipython_config.py, %config, %agent model…): a value a
+        # notebook saved never replaces one of these (kernel/runtime.py restores the others)
+        names = self.class_trait_names(config=True)
+        section = self.config["Agent"] if "Agent" in self.config else {}
+        self.user_set: set[str] = {name for name in names if name in section}
+        self.observe(lambda change: self.user_set.add(change["name"]), names=names)
 
     @default("model")
     def _default_model(self) -> str:

@@ -68,6 +68,7 @@ def _announce(runtime: AgentRuntime) -> None:
                            for name, slot in result.slots.items())
         lines.append(f"ipyagent: resumed {counts}; the kernel's namespace is new.")
         lines.extend(pin_notes(runtime.slots, result.slots))
+        lines.extend(runtime.settings_policy.load_notes(runtime.slots, result.slots))
     elif result is not None and result.path is None and not result.pushed and runtime.config.hydrate:
         lines.append("ipyagent: no stored sessions found (no frontend push, notebook path unknown). "
                      "New runs are kept in memory and saved with the notebook through the bridge or the "

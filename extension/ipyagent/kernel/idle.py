@@ -76,6 +76,7 @@ class IdleJob:
     started: float = 0.0
     before: int = 0
     thread: threading.Thread | None = None
+    journal: tuple[dict[str, Any], dict[str, Any]] | None = None  # for the arming run's output
 
 
 class _Cancellable:
@@ -116,7 +117,8 @@ class IdleRuntime(Protocol):
 
     def ports_for(self, *, approve: ApprovalCallback | None = None) -> RunPorts: ...
 
-    def persist(self, slot: SessionSlot, config: RunConfig | None = None, *, force: bool = False) -> str | None: ...
+    def persist(self, slot: SessionSlot, config: RunConfig | None = None, *, force: bool = False,
+                journal: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> str | None: ...
 
 
 class IdleCompactor:
@@ -300,7 +302,20 @@ class IdleCompactor:
         job.outcome = f"compacted in the background: {job.before:,} → {after:,} tokens in {elapsed:.1f} s"
         bridge = runtime.bridge
         if bridge is not None and bridge.connected:  # else the next run saves it (a journal output)
-            runtime.persist(job.slot, job.config)
+            # a journal (the page stopped acknowledging) goes into the run that armed the job, never
+            # into the cell running now; without a place there, the next run's journal carries it
+            if runtime.persist(job.slot, job.config, journal=lambda data, metadata: self._keep_journal(
+                    job, data, metadata)) == "kept":
+                job.outcome += "; the page did not acknowledge it: the next run saves it"
+
+    @staticmethod
+    def _keep_journal(job: IdleJob, data: dict[str, Any], metadata: dict[str, Any]) -> bool:
+        """Keep the journal for the output of the run that armed ``job`` (its view writes it there
+        when the job ends); False when that run has no output to write it in."""
+        if job.view is None or getattr(job.view, "handle", None) is None or job.view.widget is None:
+            return False
+        job.journal = (data, metadata)
+        return True
 
     def _on_event(self, job: IdleJob, event: Any) -> None:
         if isinstance(event, ev.CompactionProgress):
@@ -325,8 +340,9 @@ class IdleCompactor:
             if job.state in ("waiting", "running"):
                 job.state = "done"
         try:
-            if job.view is not None:
-                job.view.close(_sentence(job.outcome) if job.entry is not None else "")
+            if job.view is not None:  # the arming run's output: its last view, and the journal if any
+                job.view.close(_sentence(job.outcome) if job.entry is not None else "", journal=job.journal,
+                               background=True)
         except Exception:  # noqa: BLE001 - a closed comm (the page went away): nothing to update
             pass
         with self._cond:

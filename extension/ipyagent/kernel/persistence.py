@@ -14,6 +14,9 @@ mid-run leaves what it made in the frontend's notebook. After every run, the ent
 has not stored yet go through the bridge if a frontend acknowledged it; otherwise the run ends
 with ONE journal output that carries them. The kernel never writes the notebook file.
 
+What a loaded session's saved settings do in this kernel (what comes back, within bounds, what is
+only named, the recorded model) is :class:`SettingsPolicy`.
+
 The formats and the reading live in ``store/schema.py`` (metadata), ``store/validation.py``
 (checking it), ``store/ipynb.py`` (notebook files), ``store/journal.py`` (the journal format; its
 views are ``display/journal_view.py``) and ``store/hydration.py`` (finding and reading the notebook
@@ -22,21 +25,31 @@ on disk).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ipyagent import host
-from ipyagent.agent.budget import restore_learned_window
+from ipyagent.agent.budget import notebook_learned_window
 from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.prompt.pinned import active_pins, pins_note
-from ipyagent.agent.run_config import SavedSettings, upgrade_saved_settings
+from ipyagent.agent.run_config import (
+    RunConfig,
+    SavedSettings,
+    held_back_settings,
+    recorded_model,
+    restorable_settings,
+    restored_note,
+    upgrade_saved_settings,
+)
 from ipyagent.bridge.comm import KernelBridge
 from ipyagent.bridge.push import PushInbox
 from ipyagent.core import Session
 from ipyagent.display.journal_view import journal_bundle
-from ipyagent.providers.models import ModelTable
+from ipyagent.kernel.configurable import SETTING_NAMES, AgentSettings
+from ipyagent.providers.registry import ProviderRegistry
 from ipyagent.session.intake import LoadReport, sanitize_entries
 from ipyagent.shapes import Entry, SessionHeader
 from ipyagent.store.hydration import (
@@ -48,7 +61,7 @@ from ipyagent.store.hydration import (
 from ipyagent.store.journal import JOURNAL_MIME
 from ipyagent.store.schema import NotebookSessions
 
-__all__ = ["JOURNAL_MIME", "SessionSlot", "LoadResult", "add_reset_notice", "collect_sessions",
+__all__ = ["JOURNAL_MIME", "SessionSlot", "LoadResult", "SettingsPolicy", "add_reset_notice", "collect_sessions",
            "merge_into", "journal_output", "Persister"]
 
 @dataclass
@@ -92,13 +105,14 @@ def _problems(report: Any) -> list[str]:
     return [report.summary()] if report is not None and getattr(report, "problems", None) else []
 
 
-def collect_sessions(*, user_ns: Mapping[str, Any], inbox: PushInbox, models: ModelTable,
+def collect_sessions(*, user_ns: Mapping[str, Any], inbox: PushInbox,
                      environ: Mapping[str, str] | None = None, explicit_path: str | None = None,
                      hydrate: bool = True, cell_id: str | None = None) -> LoadResult:
     """Sessions pushed by a frontend (taken from ``inbox``) and found on disk, merged by entry id;
-    each slot remembers its loaded entries as ``earlier`` (see :func:`add_reset_notice`), and the
-    windows their settings say overflows revealed are taught to ``models`` again. ``cell_id``: the
-    running cell's, which finds the notebook in JupyterLite's ``/drive``."""
+    each slot remembers its loaded entries as ``earlier`` (see :func:`add_reset_notice`); a window
+    their settings say an overflow revealed applies to that session only (:class:`SettingsPolicy`),
+    never taught to the kernel's model table. ``cell_id``: the running cell's, which finds the
+    notebook in JupyterLite's ``/drive``."""
     environ = os.environ if environ is None else environ
     result = LoadResult()
     merged = NotebookSessions(None, {})
@@ -124,7 +138,6 @@ def collect_sessions(*, user_ns: Mapping[str, Any], inbox: PushInbox, models: Mo
     for name, stored in merged.sessions.items():
         session = merged.to_session(name)
         slot = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin=origin.get(name, "disk"))
-        restore_learned_window(models, slot.settings)  # a window an overflow revealed before the restart
         slot.persisted = {e["id"] for e in session.entries}
         slot.persisted_leaf = session.leaf_id
         slot.earlier = set(slot.persisted)
@@ -163,6 +176,99 @@ def merge_into(slot: SessionSlot, other: Session | list[Entry]) -> int:
     slot.session = Session(slot.session.header, entries, slot.session.leaf_id, estimator=slot.session.estimator,
                            hooks=slot.session.hooks, set_aside=slot.session.set_aside)
     return len(new)
+
+
+class SettingsPolicy:
+    """What a session's saved settings do in this kernel (a notebook is a shared file): those that
+    shape its budget or narrow a run come back for that session, within bounds, unless
+    the user set them (``agent/run_config.py``); a window learned in the notebook applies to that
+    session only (``agent/budget.py``); the model it was recorded with is named where the user's
+    differs, and used by itself only where no provider is configured for it (a replay: nothing is
+    spent). ``user``: the ``Agent`` settings (``kernel/configurable.py``); ``providers``: the
+    kernel's (its model table, what is configured)."""
+
+    def __init__(self, user: AgentSettings, providers: ProviderRegistry):
+        self.user = user
+        self.providers = providers
+        self._models_named: set[str] = set()  # sessions whose recorded model was named (model_note)
+
+    def _mine(self) -> dict[str, Any]:
+        """The user's settings, by name (what a notebook's saved values are compared with)."""
+        return {name: getattr(self.user, name) for name in SETTING_NAMES}
+
+    def _table_window(self, model: str) -> int | None:
+        """The window the model table (or the user's override) gives ``model``; None: unknown."""
+        if ":" not in model:
+            return None
+        return self.providers.models.known_window(*model.split(":", 1))[0]
+
+    def _restored(self, saved: Mapping[str, Any], model: str) -> tuple[dict[str, int], tuple[int, str] | None]:
+        """What of ``saved`` comes back (agent/run_config.py's bounds), and the window learned in
+        this notebook for ``model`` (window, where from), unless the user set the window."""
+        table = self._table_window(model)
+        restored = restorable_settings(saved, mine=self._mine(), user_set=self.user.user_set, table_window=table)
+        # an overflow in this kernel said the window itself: that wins, named as such (budget.py)
+        known = self.providers.models.learned_window(*model.split(":", 1)) if ":" in model else None
+        learned = None if "context_window" in self.user.user_set or known \
+            else notebook_learned_window(saved, model, table)
+        return restored, learned
+
+    def apply(self, saved: Mapping[str, Any], config: RunConfig, *, model_given: bool) -> None:
+        """The session's saved settings that come back for it, within bounds; the window learned in
+        this notebook (for this session only); the recorded model where the user's settings name
+        none, and only where no provider is configured for it (a replay: nothing is spent)."""
+        recorded = recorded_model(saved)
+        if not config.model and not model_given and recorded \
+                and not self.providers.configured(recorded, config.provider_options):
+            config.model = recorded
+        restored, learned = self._restored(saved, config.model)
+        for name, value in restored.items():
+            if name == "reserve_tokens":
+                config.compaction = dataclasses.replace(config.compaction, reserve_tokens=value)
+            elif name == "keep_recent_tokens":
+                config.compaction = dataclasses.replace(config.compaction, keep_recent_tokens=value)
+            else:
+                setattr(config, name, value)
+        if "context_window" in restored:
+            config.window_note = "restored from this notebook"
+        if learned is not None and (not config.context_window or learned[0] < config.context_window):
+            config.context_window, config.window_note = learned
+
+    def load_notes(self, slots: Mapping[str, SessionSlot], names: Iterable[str]) -> list[str]:
+        """Lines for the sessions ``names`` of ``slots`` just loaded: what of their saved settings came
+        back (and what did not), and the model each was recorded with where the user's differs
+        (said once a session)."""
+        lines = []
+        for name in names:
+            slot = slots.get(name)
+            if slot is None or not slot.settings:
+                continue
+            saved = slot.settings
+            restored, learned = self._restored(saved, self.user.model or recorded_model(saved))
+            shown: dict[str, Any] = dict(restored)
+            if learned is not None:
+                shown["learned window"] = f"{learned[0]:,} ({learned[1]})"
+            line = restored_note(name, shown, held_back_settings(saved, mine=self._mine()))
+            lines += [line] if line else []
+            lines += [line for line in [self.model_note(slot)] if line]
+        return lines
+
+    def model_note(self, slot: SessionSlot) -> str:
+        """The model ``slot`` was recorded with, named before its first request where the user's
+        settings differ (once: "" after that, or when nothing differs)."""
+        recorded = recorded_model(slot.settings)
+        mine = self.user.model
+        if not recorded or recorded == mine or slot.name in self._models_named:
+            return ""
+        if not mine and not self.providers.configured(recorded, self.user.run_config().provider_options):
+            return ""  # it replays the recording: no provider for it, nothing is spent
+        self._models_named.add(slot.name)
+        if mine:
+            return (f"ipyagent: this notebook was recorded with {recorded}; using {mine} from your settings — "
+                    "`%agent use-recorded-model` to switch")
+        return (f"ipyagent: this notebook was recorded with {recorded}; your settings name no model, and a "
+                "notebook does not choose what you pay for — `%agent use-recorded-model` to use it, or "
+                '%config Agent.model = "provider:model"')
 
 
 # ---- saving ------------------------------------------------------------------------------------
@@ -219,13 +325,17 @@ class Persister:
         return seq
 
     def persist(self, slot: SessionSlot, settings: SavedSettings, *, active: bool = True,
-                force: bool = False, redact: Callable[[Any], Any] | None = None) -> str | None:
-        """Persist ``slot``'s new entries; return "bridge", "journal" or None (nothing to do).
+                force: bool = False, redact: Callable[[Any], Any] | None = None,
+                journal: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> str | None:
+        """Persist ``slot``'s new entries; return "bridge", "journal", "kept" or None (nothing to do).
 
         Entries sent through the bridge in an earlier run and still not acknowledged (the
         frontend went away, or never stores) go into this run's journal output too. ``redact``
         (an entry -> the entry without the configured keys) is applied to every entry that
         leaves: the agent scrubs what it appends, this catches what else was appended.
+        ``journal(data, metadata)`` writes the journal output instead of a new output of the cell
+        running now (the idle job: into the run that armed it); when it cannot (False), the
+        entries stay unpersisted ("kept"): the next run's journal carries them.
         """
         unpersisted = slot.unpersisted()
         new = [redact(e) for e in unpersisted] if redact is not None else unpersisted
@@ -256,7 +366,10 @@ class Persister:
         how = "bridge"
         if bridge is None or not bridge.connected or stale:
             data, metadata = journal_output(slot.name, header, slot.session.leaf_id, settings, stale + new)
-            self._show(data, metadata)
+            if journal is not None and not journal(data, metadata):
+                return "kept"
+            if journal is None:
+                self._show(data, metadata)
             self.journals += 1
             how = "journal"
         else:

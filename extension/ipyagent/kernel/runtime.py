@@ -9,7 +9,7 @@ from the kernel (``ports_for``).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ipyagent.agent.budget import LEARNED_WINDOW, RequestBudget, configured_provider, learned_window_setting
@@ -28,7 +28,15 @@ from ipyagent.kernel.cell_context import KernelNotebookContext, cell_identity, k
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.idle import IdleCompactor
 from ipyagent.kernel.mcp_servers import KernelMcp
-from ipyagent.kernel.persistence import LoadResult, Persister, SessionSlot, collect_sessions, merge_into, pin_notes
+from ipyagent.kernel.persistence import (
+    LoadResult,
+    Persister,
+    SessionSlot,
+    SettingsPolicy,
+    collect_sessions,
+    merge_into,
+    pin_notes,
+)
 from ipyagent.kernel.ports.activity_recorder import ActivityRecorder
 from ipyagent.kernel.ports.cell_runner import IPythonCellRunner
 from ipyagent.kernel.ports.namespace import namespace_describer
@@ -60,6 +68,7 @@ class AgentRuntime:
         self.activity = ActivityRecorder(shell)  # notebook activity, for the next prompts
         self.mcp = KernelMcp(self.config, self.project_mcp_servers)  # servers start at the first prompt
         self.instruction_reads: dict[str, bool] = {}  # real path -> the user's answer (kernel/cell_context.py)
+        self.settings_policy = SettingsPolicy(self.config, self.providers)  # what a session's saved settings do here
         self._cell_runner: IPythonCellRunner | None = None
         self._notebook_port: KernelNotebook | None = None
         self.idle = IdleCompactor(self)  # compaction in the kernel's idle time (kernel/idle.py)
@@ -84,7 +93,7 @@ class AgentRuntime:
             self.hydrate()
 
     def hydrate(self) -> LoadResult:
-        result = collect_sessions(user_ns=self.shell.user_ns, inbox=self.inbox, models=self.providers.models,
+        result = collect_sessions(user_ns=self.shell.user_ns, inbox=self.inbox,
                                   environ=os.environ, explicit_path=self.config.notebook_path,
                                   hydrate=self.config.hydrate, cell_id=cell_identity(self.shell)[0])
         self.load_result = result
@@ -99,11 +108,8 @@ class AgentRuntime:
             self.active = result.active
         elif result.slots and self.active not in self.slots:
             self.active = next(iter(result.slots))
-        if not self.config.model:
-            active = self.slots.get(self.active)
-            saved = (active.settings if active is not None else {}).get("model")
-            if isinstance(saved, str) and saved:
-                self.config.model = saved
+        # the model a session was recorded with is never adopted: named where the user's differs
+        # (SettingsPolicy.load_notes), used by itself only where nothing is spent (run_config)
         self.notes.extend(result.notes)
         return result
 
@@ -112,7 +118,7 @@ class AgentRuntime:
         ``ipython_config.py`` before the push, or a page reload into a running kernel)."""
         if self.inbox.peek() is None:
             return
-        result = collect_sessions(user_ns=self.shell.user_ns, inbox=self.inbox, models=self.providers.models,
+        result = collect_sessions(user_ns=self.shell.user_ns, inbox=self.inbox,
                                   hydrate=False)
         for name, slot in result.slots.items():
             if name in self.slots:  # known here: only what the kernel lacks, no reset notice
@@ -126,7 +132,8 @@ class AgentRuntime:
                 self.replay.capture(name, slot.session)
                 if len(self.slots) == 1 or result.active == name:
                     self.active = name
-                for line in pin_notes(self.slots, [name]):  # shown in the cell that took the push
+                # shown in the cell that took the push
+                for line in pin_notes(self.slots, [name]) + self.settings_policy.load_notes(self.slots, [name]):
                     print(line)
         self.notes.extend(result.notes)
 
@@ -151,7 +158,8 @@ class AgentRuntime:
         """Load the plugins (once per kernel: a reloaded extension finds them loaded); a failing one
         is a note. ``Agent.disabled_plugins`` changed later turns plugins off or on at once."""
         self.notes.extend(self.plugins.load(disabled=self.config.disabled_plugins,
-                                            reserved_commands=reserved_commands))
+                                            reserved_commands=reserved_commands,
+                                            timeout=self.config.plugin_load_timeout or None))
         self.plugins.reserved_commands.update(reserved_commands)
         self.plugins.set_disabled(self.config.disabled_plugins)  # loaded by an earlier runtime: as this one says
         self.config.observe(self._plugins_changed, "disabled_plugins")
@@ -188,8 +196,14 @@ class AgentRuntime:
 
     # ---- agents ------------------------------------------------------------------------------
 
-    def run_config(self, **overrides: Any) -> RunConfig:
+    def run_config(self, *, slot: SessionSlot | None = None, **overrides: Any) -> RunConfig:
+        """The settings of a run of ``slot`` (default: the active session): the user's, ``overrides``
+        (``model`` of ``%%agent --model``…), and what the session saved that comes back for it
+        (:class:`~ipyagent.kernel.persistence.SettingsPolicy`)."""
         config = self.config.run_config(**overrides)
+        slot = slot if slot is not None else self.slots.get(self.active)
+        if slot is not None and slot.settings:
+            self.settings_policy.apply(slot.settings, config, model_given=bool(overrides.get("model")))
         config.secrets = self.mcp.secrets()  # scrubbed from what the session stores, like keys
         return config
 
@@ -244,7 +258,7 @@ class AgentRuntime:
         outside a run comes from it (``%agent status``, ``context``, ``mask``, the explorer, the
         teaching helpers); no agent is set up for it."""
         slot = slot or self.slot()
-        config = self.run_config()
+        config = self.run_config(slot=slot)
         tools = self.tools_for(slot)
         offered = {t.name for t in tools}
         record = SystemPromptRecord(config.system_prompt, KernelNotebookContext(self, slot.name))
@@ -282,23 +296,25 @@ class AgentRuntime:
 
     def settings_of(self, slot: SessionSlot, config: RunConfig | None = None) -> SavedSettings:
         settings = slot.settings.copy()
-        config = config or self.run_config()
+        config = config or self.run_config(slot=slot)
         settings.update(config.saved_settings())
-        learned = learned_window_setting(self.providers.models, config.model)
-        if learned:  # survives a restart and a reopen, and `ipyagent inspect` reads it
+        learned = learned_window_setting(self.providers.models, config.model, settings.get(LEARNED_WINDOW))
+        if learned:  # survives a restart and a reopen (for this session), and `ipyagent inspect` reads it
             settings[LEARNED_WINDOW] = learned
         slot.settings = settings
         return settings
 
-    def persist(self, slot: SessionSlot, config: RunConfig | None = None, *, force: bool = False) -> str | None:
-        config = config or self.run_config()
+    def persist(self, slot: SessionSlot, config: RunConfig | None = None, *, force: bool = False,
+                journal: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> str | None:
+        config = config or self.run_config(slot=slot)
         return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
-                                      force=force, redact=Redactor.configured(config.provider_options).data)
+                                      force=force, redact=Redactor.configured(config.provider_options).data,
+                                      journal=journal)
 
     def stream(self, slot: SessionSlot, entries: list[Entry], config: RunConfig | None = None) -> None:
         """Send entries a running run just made (``kernel/entry_stream.py``), redacted like
         :meth:`persist`'s."""
-        config = config or self.run_config()
+        config = config or self.run_config(slot=slot)
         self.persister.stream(slot, entries, self.settings_of(slot, config), active=slot.name == self.active,
                               redact=Redactor.configured(config.provider_options).data)
 

@@ -7,16 +7,22 @@ owns the registries the plugins fill: the tools (``plugins.tools``) and the prov
 known of their models (``plugins.providers``), each laid over the user's own (``USER_TOOLS``,
 ``USER_PROVIDERS``); the runtime passes them to every run.
 
-A plugin that fails (its import, a hook, a registration) is named in one line, what it had added
-is taken back, and the others load. A disabled plugin (``Agent.disabled_plugins``) is not called; one
-disabled later has what it added taken back, and one enabled again is called then.
+A plugin that fails (its import, a hook, a registration — ``sys.exit``, an interrupt, or taking
+longer than ``Agent.plugin_load_timeout`` included) is named in one line, what it had added is
+taken back, and the others load. One that puts a tool, a provider or an MCP transport in place of
+another's says so, at load and in ``%agent plugins``. A disabled plugin (``Agent.disabled_plugins``)
+is not called; one disabled later has what it added taken back, and one enabled again is called
+then.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
-from collections.abc import Callable, Iterable
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
@@ -55,6 +61,10 @@ class Registration:
     kind: str
     name: str
     undo: Callable[[], None] = field(repr=False)
+    replaced: str = ""  # the plugin whose entry of that name this one took the place of
+
+    def shown(self) -> str:
+        return f"{self.name} (in place of {self.replaced}'s)" if self.replaced else self.name
 
 
 @dataclass
@@ -95,6 +105,9 @@ class PluginRecord:
     def names(self, kind: str) -> list[str]:
         return [r.name for r in self.registered if r.kind == kind]
 
+    def replacements(self) -> list[Registration]:
+        return [r for r in self.registered if r.replaced]
+
     def summary(self) -> str:
         """What it added, by kind (``tools: a, b; command: c``), or why it is off."""
         if self.disabled:
@@ -103,7 +116,7 @@ class PluginRecord:
             return f"failed: {self.error}"
         parts = []
         for kind in KINDS:
-            names = self.names(kind)
+            names = [r.shown() for r in self.registered if r.kind == kind]
             if names:
                 parts.append(f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names)}")
         return "; ".join(parts) or "registered nothing"
@@ -131,6 +144,47 @@ def _installed(group: str) -> Iterable[Any]:
     return metadata.entry_points(group=group)
 
 
+class _TooLong(BaseException):
+    """A plugin's loading ran past its time (raised by the alarm in the main thread)."""
+
+
+@contextlib.contextmanager
+def _bounded(seconds: float | None) -> Iterator[None]:
+    """Stop what runs inside after ``seconds`` (``_TooLong``), with a timer signal: in the main
+    thread (where %load_ext runs) of a system that has one, when no one else uses that signal;
+    elsewhere unbounded. A hang in Python code or in a blocking call is stopped; the plugin's own
+    code keeps running where it always runs (no thread of its own)."""
+    usable = (seconds and seconds > 0 and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread()
+              and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)
+              and signal.getitimer(signal.ITIMER_REAL)[0] == 0)
+    if not usable:
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _TooLong
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, float(seconds or 0))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _failure(exc: BaseException, timeout: float | None) -> str:
+    """Why a plugin failed, in words: what a BaseException that is no error means too."""
+    if isinstance(exc, _TooLong):
+        return f"it did not finish loading within {timeout:g} s (Agent.plugin_load_timeout)"
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r}) while loading"
+    if isinstance(exc, KeyboardInterrupt):
+        return "its loading was interrupted (KeyboardInterrupt: the interrupt button, or the plugin raising it)"
+    return one_line(f"{type(exc).__name__}: {exc}", 300)
+
+
 class Plugins:
     """The plugin manager (pluggy's, with the specs of ``hookspecs.py``), what each plugin added,
     and the registries they add to (``tools``, ``providers``: new ones laid over the user's, unless
@@ -150,14 +204,18 @@ class Plugins:
         self.commands: dict[str, PluginCommand] = {}
         self.reserved_commands: set[str] = set()
         self.loaded = False
+        self.timeout: float | None = None  # seconds one plugin may take to load and register (None: no limit)
 
     # ---- loading -----------------------------------------------------------------------------
 
-    def load(self, *, disabled: Iterable[str] = (), reserved_commands: Iterable[str] = ()) -> list[str]:
-        """Load every plugin once (a second call does nothing); one line per plugin that failed."""
+    def load(self, *, disabled: Iterable[str] = (), reserved_commands: Iterable[str] = (),
+             timeout: float | None = None) -> list[str]:
+        """Load every plugin once (a second call does nothing), each within ``timeout`` seconds;
+        one line per plugin that failed, and per entry a plugin put in place of another's."""
         if self.loaded:
             return []
         self.loaded = True
+        self.timeout = timeout
         self.reserved_commands = set(reserved_commands)
         off = set(disabled)
         for name, module in self.builtins:
@@ -169,7 +227,8 @@ class Plugins:
                 return [f"ipyagent: the installed plugins could not be listed ({one_line(str(exc), 160)})"]
             for point in points:
                 self._add(self._record(point, group), off)
-        return [self.failure_line(r) for r in self.records.values() if r.error]
+        lines = [self.failure_line(r) for r in self.records.values() if r.error]
+        return lines + [line for r in self.records.values() for line in self.replacement_lines(r)]
 
     @staticmethod
     def _record(point: Any, group: str) -> PluginRecord:
@@ -199,26 +258,31 @@ class Plugins:
     def _activate(self, record: PluginRecord) -> None:
         record.error = ""
         try:
-            if record.plugin is None:
-                assert record.loader is not None
-                plugin = record.loader()
-                self.manager.register(plugin, name=record.name)
-                try:
-                    self.manager.check_pending()  # a misspelt hook name is an error, not silence
-                except pluggy.PluginValidationError:
-                    self.manager.unregister(plugin)
-                    raise
-                record.plugin = plugin
-            others = [p for p in self.manager.get_plugins() if p is not record.plugin]
-            for hook in HOOK_NAMES:
-                caller = self.manager.subset_hook_caller(hook, remove_plugins=others)
-                if hook == "register_hooks":
-                    self._call_register_hooks(record, caller)
-                else:
-                    caller(register=self._register(hook, record))
-        except Exception as exc:  # noqa: BLE001 - a broken plugin is named, never fatal
+            with _bounded(self.timeout):
+                self._activate_now(record)
+        except BaseException as exc:  # noqa: BLE001 - sys.exit, an interrupt, a hang: named, never fatal
             self._deactivate(record)
-            record.error = one_line(f"{type(exc).__name__}: {exc}", 300)
+            record.error = _failure(exc, self.timeout)
+
+    def _activate_now(self, record: PluginRecord) -> None:
+        """The plugin's import (once) and its ``register_*`` hooks."""
+        if record.plugin is None:
+            assert record.loader is not None
+            plugin = record.loader()
+            self.manager.register(plugin, name=record.name)
+            try:
+                self.manager.check_pending()  # a misspelt hook name is an error, not silence
+            except pluggy.PluginValidationError:
+                self.manager.unregister(plugin)
+                raise
+            record.plugin = plugin
+        others = [p for p in self.manager.get_plugins() if p is not record.plugin]
+        for hook in HOOK_NAMES:
+            caller = self.manager.subset_hook_caller(hook, remove_plugins=others)
+            if hook == "register_hooks":
+                self._call_register_hooks(record, caller)
+            else:
+                caller(register=self._register(hook, record))
 
     def _deactivate(self, record: PluginRecord) -> None:
         for registration in reversed(record.registered):
@@ -228,6 +292,12 @@ class Plugins:
     def failure_line(self, record: PluginRecord) -> str:
         return (f"ipyagent: plugin {record.name!r} ({record.source}) failed to load and is off: {record.error} "
                 "(the extension works without it; %agent plugins lists the plugins)")
+
+    @staticmethod
+    def replacement_lines(record: PluginRecord) -> list[str]:
+        return [f"ipyagent: plugin {record.name!r} ({record.source}) puts its {r.kind} {r.name!r} in place of "
+                f"{r.replaced}'s (Agent.disabled_plugins = [{record.name!r}] gives it back)"
+                for r in record.replacements()]
 
     # ---- turning one off and on --------------------------------------------------------------
 
@@ -247,6 +317,7 @@ class Plugins:
                 self._activate(record)
                 lines.append(self.failure_line(record) if record.error else
                              f"ipyagent: plugin {record.name!r} turned on: {record.summary()}")
+                lines.extend(self.replacement_lines(record))
         return lines
 
     # ---- what a plugin registers -------------------------------------------------------------
@@ -273,12 +344,21 @@ class Plugins:
         self._keep_undo(record, "provider", name, factory, put(factory),
                         current=self.providers.registered, put=put, remove=self.providers.unregister)
 
-    @staticmethod
-    def _keep_undo(record: PluginRecord, kind: str, name: str, value: Any, previous: Any, *,
+    def _owner(self, kind: str, name: str, record: PluginRecord) -> str:
+        """Whose entry ``kind`` ``name`` is, other than ``record`` (a plugin's name, else "a user")."""
+        for other in self.records.values():
+            if other is not record and any(r.kind == kind and r.name == name for r in other.registered):
+                return other.name
+        return "an earlier registration"
+
+    def _keep_undo(self, record: PluginRecord, kind: str, name: str, value: Any, previous: Any, *,
                    current: Callable[[str], Any], put: Callable[[Any], Any],
                    remove: Callable[[str], Any]) -> None:
         """Record how to take back one entry a plugin put in a table (tools, providers, MCP
-        transports): the entry it replaced comes back, unless someone replaced it since."""
+        transports): the entry it replaced comes back, unless someone replaced it since. One that
+        took another's place says whose."""
+        replaced = self._owner(kind, name, record) if previous is not None and previous is not value \
+            and not record.builtin else ""
         if record.builtin:
             previous = None  # its own registration at import: turned off, the entry is gone
 
@@ -289,7 +369,7 @@ class Plugins:
                 else:
                     remove(name)
 
-        record.registered.append(Registration(kind, name, undo))
+        record.registered.append(Registration(kind, name, undo, replaced))
 
     def _add_command(self, record: PluginRecord, name: str, function: Callable[..., Any],
                      parser: argparse.ArgumentParser | None) -> None:

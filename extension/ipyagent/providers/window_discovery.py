@@ -37,6 +37,7 @@ import math
 import re
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -283,7 +284,8 @@ class _Prober:
         found = window_from_props(self.json("GET", f"{self.root}/props"), self.notes)
         if found:
             return found, False
-        studio = self.json("GET", f"{self.root}/api/v0/models/{model}")
+        # the name is one path segment, escaped: a model named "../x?y" asks for no other endpoint
+        studio = self.json("GET", f"{self.root}/api/v0/models/{urllib.parse.quote(model, safe='')}")
         found = (window_from_entry(studio, f"GET /api/v0/models/{model}", self.notes) if isinstance(studio, dict)
                  else None)
         if found and found.runtime:

@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -269,9 +269,11 @@ def lift_notebook(src: str | Path, dst: str | Path | None = None) -> int:
     return lift_notebook_report(src, dst)[0]
 
 
-def lift_notebook_report(src: str | Path, dst: str | Path | None = None
+def lift_notebook_report(src: str | Path, dst: str | Path | None = None, *,
+                         scrub: Callable[[NotebookSessions], object] | None = None
                          ) -> tuple[int, LoadReport, bool, int]:
-    """:func:`lift_notebook` with details: ``(added, report, written, journal_outputs)``."""
+    """:func:`lift_notebook` with details: ``(added, report, written, journal_outputs)``.
+    ``scrub`` changes the merged sessions in place before they are written (keys out)."""
     src = Path(src)
     nb = read_notebook(src)
     found = nb.get("metadata")
@@ -280,6 +282,8 @@ def lift_notebook_report(src: str | Path, dst: str | Path | None = None
     before, _ = NotebookSessions.from_metadata(stored, source=str(src))
     held = sum(len(s.entries) for s in before.sessions.values())
     merged, report = sessions_from_notebook(nb, source=str(src))
+    if scrub is not None:
+        scrub(merged)
     added = sum(len(s.entries) for s in merged.sessions.values()) - held
     journals = sum(1 for _ in journal_outputs(nb))
     new_md = merged.to_dict()

@@ -106,6 +106,7 @@ class RecordedRequest:
     cached_tokens: int = 0
     outcome: str = ""  # "reply", "overflow", "fault:<kind>:<status>", "unscripted"
     auth_scheme: str = ""  # the Authorization header's scheme ("Bearer", "Basic"), "" without one
+    sent_bytes: int = 0  # of the streamed reply's events, as far as the client took them
 
 
 class FakeProviderServer(ReplyScript):
@@ -455,6 +456,7 @@ class _Handler(BaseHTTPRequestHandler):
                         return  # drop the connection: no terminating chunk
                     break
                 self._chunk(event)
+                record.sent_bytes += len(event)
                 if n == 0 and isinstance(spec, Reply) and spec.hold is not None:
                     spec.hold.wait(timeout=300)  # a test watches the run mid-stream, then releases it
                 if delay:

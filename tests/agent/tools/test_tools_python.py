@@ -96,3 +96,19 @@ def test_huge_output_is_tail_truncated_with_full_output_file(ctx):
 
 def test_control_characters_are_cleaned(ctx):
     assert py(ctx, r"print('a\x00b\x1b[1mc\x1b[0m')").text == "abc"
+
+
+
+def test_what_a_call_prints_is_kept_as_a_head_and_a_tail_with_every_line_counted(ctx):
+    """Outside a kernel too: 200,000 lines (9.4 MB) leave a head and a tail (the kept file is
+    under 120 KB), the notice counts all 200,000 lines, and the line in the middle says how many
+    were not kept."""
+    out = py(ctx, "for i in range(200_000):\n    print(f'{i:07d}' + '.' * 39)")
+    path = Path(out.details["full_output_path"])
+    assert path.stat().st_size < 120_000
+    kept = path.read_text().splitlines()
+    assert kept[0] == "0000000" + "." * 39 and kept[-1] == "0199999" + "." * 39
+    marker = next(line for line in kept if line.startswith("[... "))
+    assert len(kept) - 1 + int(marker.split()[1].replace(",", "")) == 200_000
+    assert out.text.splitlines()[-1].startswith("[Showing lines 198912-200000 of 200000 (50.0KB limit). "
+                                                "The start and end of the output (the middle was not kept): ")

@@ -4,7 +4,7 @@
  * without writing an entry twice.
  */
 
-import type { Json } from '../protocol';
+import type { Json, JsonObject } from '../protocol';
 import { ChunkedStore } from '../store/chunkedStore';
 import { entry, id, idsOf, plainMetadata } from './support';
 
@@ -66,5 +66,91 @@ describe('migrateStep', () => {
     expect(st.migrateStep()).toBe('none');
     expect(writes).toEqual([]);
     expect(st.moved).toBeNull();
+  });
+});
+
+/** The store of `LONG()` (250 entries) with the chunks a move by another page wrote before it
+ * stopped, or before this page's write: entries `from`..`to` (exclusive), numbered from `first`. */
+function midMove(from: number, to: number, first = 0): { [key: string]: Json } {
+  const md: { [key: string]: Json } = { ipyagent: LONG() };
+  for (let start = from, n = first; start < to; start += 100, n++) {
+    const part = Array.from({ length: Math.min(100, to - start) }, (_, i) => entry(start + i));
+    md[`ipyagent/${String(n).padStart(6, '0')}`] = {
+      session: 's',
+      ids: part.map(e => e.id as string),
+      entries: JSON.stringify(part)
+    };
+  }
+  return md;
+}
+
+/** Every entry id the chunks hold, chunk by chunk (an entry in two chunks counts twice). */
+function chunkedIds(md: { [key: string]: Json }): string[] {
+  return Object.keys(md)
+    .filter(k => k.startsWith('ipyagent/'))
+    .sort()
+    .flatMap(k => (md[k] as { ids: string[] }).ids);
+}
+
+describe('a move into layout 3 skips what sits in chunks (issue 35, item 7)', () => {
+  it('when a write converts a store another page had begun to move', () => {
+    const { md, access } = plainMetadata(midMove(0, 200));
+    const st = new ChunkedStore(access);
+    expect(st.apply({ session: 's', entries: [entry(250)], leaf: id(250) }).stored).toBe(1);
+    expect(chunkedIds(md).sort()).toEqual(ALL(251).sort()); // before: 451, the 200 twice
+    expect(idsOf(view(new ChunkedStore(access)))).toEqual(ALL(251));
+  });
+
+  it('when its own idle move starts from a move cut short', () => {
+    const { md, access } = plainMetadata(midMove(0, 100));
+    const st = new ChunkedStore(access);
+    for (let r = st.migrateStep(); r === 'more'; r = st.migrateStep()) {
+      // a step at a time
+    }
+    expect(st.moved).toEqual({ entries: 150, chunks: 2 });
+    expect(chunkedIds(md).sort()).toEqual(ALL(250).sort());
+    expect(idsOf(view(new ChunkedStore(access)))).toEqual(ALL(250));
+  });
+
+  it('when another page moves the same store at the same time', () => {
+    const { md, access } = plainMetadata({ ipyagent: LONG() });
+    const st = new ChunkedStore(access);
+    expect(st.migrateStep()).toBe('more'); // planned: all 250
+    // the other page's first step lands: its chunk, noted here as collaboration delivers it
+    const other = midMove(100, 200, 0)['ipyagent/000000'] as JsonObject;
+    access.set('ipyagent/000000', other);
+    st.noteChunk('ipyagent/000000', other);
+    for (let r = st.migrateStep(); r === 'more'; r = st.migrateStep()) {
+      // the rest of this page's steps
+    }
+    expect(chunkedIds(md).sort()).toEqual(ALL(250).sort()); // before: 350
+    // every entry once (in the order of the chunks: the other page's came first)
+    expect((idsOf(view(new ChunkedStore(access))) as string[]).sort()).toEqual(ALL(250).sort());
+  });
+
+  it('and sets aside a session whose entries are no list, on a write and on an idle move', () => {
+    const broken = () => {
+      const value = LONG() as { sessions: { [n: string]: Json } };
+      value.sessions.b = { header: {}, leaf: null, entries: { not: 'a list' } };
+      return value as unknown as Json;
+    };
+    const aside = [
+      {
+        session: 'b',
+        where: 'metadata.ipyagent.sessions.b.entries',
+        reason: 'must be a list of entries, not object',
+        raw: { not: 'a list' }
+      }
+    ];
+    const written = plainMetadata({ ipyagent: broken() });
+    new ChunkedStore(written.access).apply({ session: 's', entries: [entry(250)], leaf: id(250) });
+    expect((written.md.ipyagent as { set_aside: Json }).set_aside).toEqual(aside);
+    const moved = plainMetadata({ ipyagent: broken() });
+    const st = new ChunkedStore(moved.access);
+    for (let r = st.migrateStep(); r === 'more'; r = st.migrateStep()) {
+      // every step
+    }
+    expect((moved.md.ipyagent as { set_aside: Json }).set_aside).toEqual(aside);
+    expect(chunkedIds(moved.md).sort()).toEqual(ALL(250).sort());
   });
 });

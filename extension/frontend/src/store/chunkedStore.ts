@@ -15,7 +15,7 @@ import { entriesIn } from './layout1';
 import { chunkIds, isChunk, isChunked, leavesFromOf, readChunked } from './layout2';
 import { LAYOUT_TEXT, textChunks } from './layout3';
 import { IMetadataAccess, IUpdate, METADATA_KEY } from './metadata';
-import { IMoved, LayoutMove } from './migration';
+import { IMoved, LayoutMove, outside } from './migration';
 
 const NUMBERS_USED_UP =
   `ipyagent: this notebook's chunk numbers are used up (a chunk numbered near ${CHUNK_LIMIT}): ` +
@@ -61,6 +61,16 @@ function takeFields(index: JsonObject, session: JsonObject, update: IUpdate, onl
   }
 }
 
+/** The set under `name` in `map`, made when missing. */
+function setIn(map: Map<string, Set<string>>, name: string): Set<string> {
+  let set = map.get(name);
+  if (!set) {
+    set = new Set();
+    map.set(name, set);
+  }
+  return set;
+}
+
 export class ChunkedStore {
   private loaded = false;
   /** the number of the next chunk written */
@@ -71,6 +81,9 @@ export class ChunkedStore {
   private readonly chunkLeaf = new Map<string, Json>();
   /** per session, the ids of the entries stored */
   private readonly ids = new Map<string, Set<string>>();
+  /** per session, the ids of the entries in chunks (also in layout 1, where readers ignore them:
+   * a move cut short, another page's move), which a move into layout 3 never writes again */
+  private readonly inChunks = new Map<string, Set<string>>();
   /** a move into layout 3 (`migrateStep`), and the layout-1 value as last read */
   private readonly move = new LayoutMove();
 
@@ -100,6 +113,7 @@ export class ChunkedStore {
     this.next = Math.max(this.next, n + 1);
     if (isChunk(value)) {
       chunkIds(value, this.held(value.session as string));
+      chunkIds(value, this.chunked(value.session as string));
       if (n >= this.leavesFrom && Object.prototype.hasOwnProperty.call(value, 'leaf')) {
         this.chunkLeaf.set(value.session as string, value.leaf as Json);
       }
@@ -195,12 +209,14 @@ export class ChunkedStore {
       // a layout-1 value read for the push already is the store as it is now (a copy: reading
       // a long session's value again would be the one long task of the move)
       const raw = move.layout1 ?? this.access.get(METADATA_KEY);
-      return move.begin(raw, this.next) ? 'more' : 'none'; // apply() says why when no numbers are left
+      return move.begin(raw, this.next, this.inChunks) ? 'more' : 'none'; // apply() says why when no numbers are left
     }
     const piece = move.nextPiece();
     if (piece) {
+      // what another page's move wrote since the plan is not written again
+      const left = outside(piece.entries, this.inChunks.get(piece.name));
       const first = this.next;
-      this.writeChunks(piece.name, piece.entries);
+      this.writeChunks(piece.name, left);
       move.wrote(this.next - first);
       return 'more';
     }
@@ -210,12 +226,11 @@ export class ChunkedStore {
   }
 
   private held(name: string): Set<string> {
-    let set = this.ids.get(name);
-    if (!set) {
-      set = new Set();
-      this.ids.set(name, set);
-    }
-    return set;
+    return setIn(this.ids, name);
+  }
+
+  private chunked(name: string): Set<string> {
+    return setIn(this.inChunks, name);
   }
 
   private noteStrays(keys: string[]): void {
@@ -231,6 +246,7 @@ export class ChunkedStore {
       return;
     }
     this.ids.clear();
+    this.inChunks.clear();
     this.chunkLeaf.clear();
     this.next = 0;
     const index = this.move.layout1 ?? this.access.get(METADATA_KEY);
@@ -250,8 +266,8 @@ export class ChunkedStore {
     this.loaded = true;
   }
 
-  /** Hold the chunks' ids and leaves (in layout 1 only their numbers count: its readers ignore
-   * them) and number after them; the stray keys. */
+  /** Hold the chunks' ids and leaves (in layout 1 only their numbers count for its readers, and
+   * their ids for a move) and number after them; the stray keys. */
   private holdChunks(chunked: boolean): string[] {
     const leaves: [number, string, Json][] = [];
     const strays: string[] = [];
@@ -264,9 +280,13 @@ export class ChunkedStore {
         continue;
       }
       this.next = Math.max(this.next, n + 1);
-      const chunk = chunked ? this.access.get(key) : null;
+      const chunk = this.access.get(key);
       if (!isChunk(chunk)) {
         continue;
+      }
+      chunkIds(chunk, this.chunked(chunk.session as string));
+      if (!chunked) {
+        continue; // layout 1: its readers ignore chunks; a move leaves out what they hold
       }
       chunkIds(chunk, this.held(chunk.session as string));
       if (n >= this.leavesFrom && Object.prototype.hasOwnProperty.call(chunk, 'leaf')) {
@@ -284,7 +304,7 @@ export class ChunkedStore {
    * changed. */
   private upgrade(index: JsonObject, converting: boolean): boolean {
     if (converting) {
-      for (const piece of this.move.convert(index)) {
+      for (const piece of this.move.convert(index, this.inChunks)) {
         this.writeChunks(piece.name, piece.entries);
       }
       return true;

@@ -6,7 +6,7 @@
  * This module keeps the move's state; the store writes the chunks and the index.
  */
 
-import { copyExcept, entryIds, isObject, own, put } from '../json';
+import { copyExcept, entryIds, isObject, jsonType, own, put } from '../json';
 import type { Json, JsonObject } from '../protocol';
 import { CHUNK_LIMIT } from './chunkKeys';
 import { hasSessions } from './layout1';
@@ -35,10 +35,48 @@ export interface IMoved {
   chunks: number;
 }
 
+/** Ids per session: the entries that sit in chunks already (another page's move wrote them, or
+ * a move cut short), which a move never writes again. */
+export type ChunkedIds = ReadonlyMap<string, ReadonlySet<string>>;
+
+/** Put each session's `entries` that is not a list under the index's `set_aside` (as the Python
+ * reader sets it aside: store/validation.py), so the move, which leaves the entries out of the
+ * index, does not drop it. `index` is changed in place. */
+function setAsideUnlisted(index: JsonObject): void {
+  const sessions = own(index, 'sessions');
+  if (!isObject(sessions)) {
+    return;
+  }
+  const found: JsonObject[] = [];
+  for (const [name, sess] of Object.entries(sessions)) {
+    const entries = isObject(sess) ? own(sess, 'entries') : undefined;
+    if (entries !== undefined && !Array.isArray(entries)) {
+      const where = `metadata.ipyagent.sessions.${name}.entries`;
+      found.push({ session: name, where, reason: `must be a list of entries, not ${jsonType(entries)}`, raw: entries });
+    }
+  }
+  if (found.length === 0) {
+    return;
+  }
+  const kept = own(index, 'set_aside');
+  const aside: Json[] = Array.isArray(kept)
+    ? [...kept]
+    : kept === undefined
+      ? []
+      : [{ session: null, where: 'metadata.ipyagent.set_aside', reason: 'not a list', raw: kept }];
+  index.set_aside = [...aside, ...found];
+}
+
+/** The entries of `list` whose ids `ids` lacks (all of them without `ids`). */
+export function outside(list: Json[], ids: ReadonlySet<string> | undefined): Json[] {
+  return ids && ids.size ? list.filter(e => !(isObject(e) && typeof e.id === 'string' && ids.has(e.id))) : list;
+}
+
 /** A layout-1 index without its sessions' entries (a new object: the value read may still be in
- * a caller's hands, the push's), as the index of layout 3. */
+ * a caller's hands, the push's), as the index of layout 3; entries that are no list set aside. */
 function indexWithoutEntries(layout1: JsonObject): JsonObject {
   const index = copyExcept(layout1, []);
+  setAsideUnlisted(index);
   const sessions = own(layout1, 'sessions');
   if (isObject(sessions)) {
     const kept: JsonObject = {};
@@ -78,16 +116,17 @@ export class LayoutMove {
     this.written.clear();
   }
 
-  /** A layout-1 session's entries that no step of a move wrote into a chunk yet. */
-  unmoved(name: string, entries: unknown): Json[] {
+  /** A layout-1 session's entries that no step of a move wrote into a chunk yet, and that sit in
+   * no chunk (`inChunks`: another page's move wrote them, or a move cut short). */
+  unmoved(name: string, entries: unknown, inChunks: ChunkedIds = new Map()): Json[] {
     const list = Array.isArray(entries) ? (entries as Json[]) : [];
-    const moved = this.written.get(name);
-    return moved ? list.filter(e => !(isObject(e) && typeof e.id === 'string' && moved.has(e.id))) : list;
+    return outside(outside(list, this.written.get(name)), inChunks.get(name));
   }
 
-  /** Plan the move of `raw` (the value under `ipyagent`) with chunks numbered from `next`: false
-   * when there is nothing to move (or no chunk numbers left for it: a write says why). */
-  begin(raw: unknown, next: number): boolean {
+  /** Plan the move of `raw` (the value under `ipyagent`) with chunks numbered from `next`, leaving
+   * out what sits in chunks already: false when there is nothing to move (or no chunk numbers
+   * left for it: a write says why). */
+  begin(raw: unknown, next: number, inChunks: ChunkedIds = new Map()): boolean {
     this.layout1 = null;
     if (!isObject(raw) || isChunked(raw) || !hasSessions(raw)) {
       return false;
@@ -95,7 +134,7 @@ export class LayoutMove {
     const pieces: IPiece[] = [];
     let count = 0;
     for (const [name, s] of Object.entries(raw.sessions as JsonObject)) {
-      const left = this.unmoved(name, isObject(s) ? s.entries : null);
+      const left = this.unmoved(name, isObject(s) ? s.entries : null, inChunks);
       for (let i = 0; i < left.length; i += CHUNK_ENTRIES) {
         pieces.push({ name, entries: left.slice(i, i + CHUNK_ENTRIES) });
       }
@@ -141,12 +180,14 @@ export class LayoutMove {
 
   /**
    * Layout 1 → 3 at once, in place on `index` (a copy): each session's entries out of the index,
-   * and returned to be written into new chunks (those a move's steps did not write already).
-   * Nothing is under way after it.
+   * and returned to be written into new chunks (those a move's steps did not write already, and
+   * those in no chunk: `inChunks`); entries that are no list set aside. Nothing is under way
+   * after it.
    */
-  convert(index: JsonObject): IPiece[] {
+  convert(index: JsonObject, inChunks: ChunkedIds = new Map()): IPiece[] {
     index.version = LAYOUT_TEXT;
     index.next_chunk = 0;
+    setAsideUnlisted(index);
     const pieces: IPiece[] = [];
     const sessions = own(index, 'sessions');
     if (isObject(sessions)) {
@@ -154,7 +195,7 @@ export class LayoutMove {
         if (!isObject(s)) {
           continue;
         }
-        const left = this.unmoved(name, s.entries);
+        const left = this.unmoved(name, s.entries, inChunks);
         delete s.entries;
         pieces.push({ name, entries: left });
       }

@@ -13,7 +13,7 @@ from typing import Any
 
 from ipyagent.agent.tools.images import ImageCollector
 from ipyagent.agent.tools.tool import ToolOutput
-from ipyagent.agent.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
+from ipyagent.agent.tools.truncate import cut_result
 
 
 def _field(block: Any, name: str, default: Any = None) -> Any:
@@ -47,13 +47,7 @@ def tool_output(result: Any, *, server: str, tool: str) -> ToolOutput:
         details["structuredContent"] = structured
         if not texts:  # servers SHOULD send it as text too; when one does not, the model still reads it
             texts.append(json.dumps(structured, ensure_ascii=False))
-    text = "\n".join(texts + images.notices)
-    cut = truncate_head(text, DEFAULT_MAX_LINES, DEFAULT_MAX_BYTES, cut_long_line=True)
-    if cut.first_line_partial:  # one long line (a JSON document, say): its start, cut by characters
-        text = cut.content + (f"\n\n[{tool}: output cut to the first {format_size(cut.output_bytes)} of line 1 "
-                              f"({format_size(cut.total_bytes)}; {cut.total_lines} lines in all)]")
-    elif cut.truncated:
-        text = cut.content + f"\n\n[{tool}: output cut to {cut.output_lines} lines of {cut.total_lines}]"
+    text = cut_result("\n".join(texts + images.notices), tool)
     is_error = bool(_field(result, "isError", False))
     if not text and not images.blocks:
         text = "(the tool returned nothing)" if not is_error else "(the tool failed without a message)"

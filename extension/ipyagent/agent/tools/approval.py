@@ -6,9 +6,12 @@ so the agent loop can record the interruption.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any, Literal
 
 from ipyagent.agent.tools.tool import ApprovalCallback, Tool, ToolContext, ToolOutput
+from ipyagent.agent.tools.truncate import bounded_result
 
 ApprovalPolicy = Literal["ask", "auto"]
 
@@ -110,6 +113,28 @@ def run_tool_call(
             )
 
     try:
-        return tool.run(arguments, context)
+        output = tool.run(arguments, context)
     except Exception as e:  # noqa: BLE001 - a tool's own failure is a tool error the model sees
         return ToolOutput(f"`{tool.name}` failed: {type(e).__name__}: {e}", is_error=True)
+    return bounded_output(output, tool.name)
+
+
+MAX_DETAILS_CHARS = 256 * 1024  # a result's details (kept in the session, never sent) as JSON, at most
+
+
+def bounded_output(output: Any, tool: str) -> ToolOutput:
+    """Every tool's output as the session keeps it: its text through the one cut
+    (:func:`bounded_result`: what a built-in cut itself passes), details past
+    ``MAX_DETAILS_CHARS`` left out with a word saying so. A tool that returns no ToolOutput fails."""
+    if not isinstance(output, ToolOutput) or not isinstance(output.text, str):
+        return ToolOutput(f"`{tool}` failed: it returned {type(output).__name__}, not a ToolOutput with text",
+                          is_error=True)
+    text = bounded_result(output.text, tool)
+    details = output.details
+    if details:
+        size = len(json.dumps(details, ensure_ascii=False, default=repr))
+        if size > MAX_DETAILS_CHARS:
+            details = {"omitted": f"{tool}'s details ({size:,} characters as JSON) were not kept"}
+    if text is output.text and details is output.details:
+        return output
+    return dataclasses.replace(output, text=text, details=details)

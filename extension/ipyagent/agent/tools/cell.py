@@ -36,6 +36,7 @@ class CellRun:
     stderr: str = ""
     outputs: list[CellOutput] = field(default_factory=list)
     error: str | None = None  # the traceback as text, when the code raised
+    left_out_lines: int = 0  # lines of stdout/stderr not kept (one line in their place says so)
 
 
 class CellRunner(Protocol):
@@ -86,6 +87,8 @@ def cell_tool_output(run: CellRun) -> tuple[str, bool, dict[str, Any], list[Cont
     parts += images.notices
     text = "\n".join(p for p in (clean_output(p) for p in parts) if p)
     details: dict[str, Any] = {"has_value": bool(value_text)}
+    if run.left_out_lines:
+        details["left_out_lines"] = run.left_out_lines
     if html:
         details["html"] = html
     return text, run.error is not None, details, images.blocks

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
-from ipyagent.agent.tools.truncate import truncate_head
+from ipyagent.agent.tools.truncate import cut_result
 from ipyagent.shapes import JsonSchema
 
 __all__ = ["FunctionTool", "function_tool", "read_only"]
@@ -184,10 +184,7 @@ class FunctionTool(Tool):
                 text = json.dumps(value, ensure_ascii=False)
             except (TypeError, ValueError):
                 text = repr(value)
-        cut = truncate_head(text)
-        if cut.truncated:
-            text = cut.content + f"\n\n[{self.name}: output cut to {cut.output_lines} lines of {cut.total_lines}]"
-        return ToolOutput(text)
+        return ToolOutput(cut_result(text, self.name))
 
     def __repr__(self) -> str:
         return f"FunctionTool({self.name!r}, read_only={self.read_only})"

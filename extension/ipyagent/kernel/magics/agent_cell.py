@@ -23,6 +23,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, magics_class
 
 from ipyagent.agent.prompt.interpolate import interpolate
+from ipyagent.agent.run_config import recorded_model
 from ipyagent.display.untrusted import escape_html
 from ipyagent.kernel.cell_context import KernelLookup, cell_identity
 from ipyagent.kernel.cell_run import CellRun
@@ -92,10 +93,16 @@ def run_agent_cell(runtime: AgentRuntime, line: str, cell: str) -> Any:
     if args.session:
         runtime.active = args.session
     slot = runtime.slot(args.session)
-    config = runtime.run_config(model=args.model, notebook_context=False if args.no_context else None)
+    config = runtime.run_config(slot=slot, model=args.model, notebook_context=False if args.no_context else None)
     if not config.model:
+        recorded = recorded_model(slot.settings)
         raise UsageError('No model configured. Set one with %config Agent.model = "openai:gpt-4.1-mini" '
-                         "(or the IPYAGENT_MODEL environment variable), or pass --model.")
+                         "(or the IPYAGENT_MODEL environment variable), or pass --model."
+                         + (f" This notebook was recorded with {recorded}: `%agent use-recorded-model` uses it "
+                            "(your key pays)." if recorded else ""))
+    note = runtime.settings_policy.model_note(slot) if not args.model else ""
+    if note:  # before the first request of this session
+        print(note)
     shell = runtime.shell
     cell_id, _ = cell_identity(shell)
     rerun, branch_to = fork_point(slot.session, cell_id)

@@ -83,10 +83,13 @@ def run_compact(runtime: AgentRuntime, line: str, cell: str | None = None) -> No
         focus = (focus + "\n" + cell.strip()).strip()
     if args.session and args.session not in runtime.slots:
         raise UsageError(f"no session {args.session!r}; sessions: {', '.join(runtime.slots) or 'none'}")
-    config = runtime.run_config()
+    slot = runtime.slot(args.session)
+    config = runtime.run_config(slot=slot)
     if not (config.summary_model or config.model):
         raise UsageError('No model configured for the summary. Set %config Agent.model (or Agent.summary_model).')
-    slot = runtime.slot(args.session)
+    note = runtime.settings_policy.model_note(slot)
+    if note:  # before the summary request
+        print(note)
     with CellRun(runtime, slot, config, interrupted_note="Compaction interrupted; the session is unchanged.") as run:
         run.replay()
         before = run.agent.budget.request_tokens()  # the budget's count, as the widget shows it

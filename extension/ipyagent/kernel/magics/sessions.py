@@ -254,7 +254,6 @@ def agent_import(runtime: AgentRuntime, rest: str) -> None:
 def agent_load(runtime: AgentRuntime, rest: str) -> None:
     """Merge the sessions stored in another file into this kernel, by entry id."""
     args = parse_argstring(agent_load, rest)
-    from ipyagent.agent.budget import restore_learned_window
     from ipyagent.agent.run_config import upgrade_saved_settings
     from ipyagent.kernel.persistence import SessionSlot, merge_into
     from ipyagent.store.hydration import load_path
@@ -263,7 +262,7 @@ def agent_load(runtime: AgentRuntime, rest: str) -> None:
         found, report = load_path(args.path)
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot load {args.path}: {exc}") from None
-    summary = []
+    summary, new = [], []
     for name, stored in found.sessions.items():
         session = found.to_session(name)
         if name in runtime.slots:
@@ -271,11 +270,13 @@ def agent_load(runtime: AgentRuntime, rest: str) -> None:
             summary.append(f"{name}: {added} new entries merged")
         else:
             runtime.slots[name] = SessionSlot(name, session, upgrade_saved_settings(stored.settings), origin="load")
-            restore_learned_window(runtime.providers.models, runtime.slots[name].settings)
+            new.append(name)
             summary.append(f"{name}: {len(session)} entries")
     if found.active in runtime.slots:
         runtime.active = found.active
     print("loaded " + ("; ".join(summary) if summary else "no sessions") + f" from {args.path}"
           + (f"\n{report.summary()}" if getattr(report, "problems", None) else ""))
+    for line in runtime.settings_policy.load_notes(runtime.slots, new):
+        print(line)
     for name in found.sessions:
         runtime.persist(runtime.slots[name])

@@ -125,7 +125,21 @@ def agent_model(runtime: AgentRuntime, rest: str) -> None:
 
 
 
-# ---- context, summary --------------------------------------------------------------------------
+@command("use-recorded-model", group=STATUS_AND_SETTINGS)
+@magic_arguments()
+def agent_use_recorded_model(runtime: AgentRuntime, rest: str) -> None:
+    """Use the model this session was recorded with (a notebook never chooses it: the load names it
+    when your settings differ); same as %config Agent.model = "that model"."""
+    parse_argstring(agent_use_recorded_model, rest)
+    from ipyagent.agent.run_config import recorded_model
+
+    slot = runtime.slots.get(runtime.active)
+    recorded = recorded_model(slot.settings) if slot is not None else ""
+    if not recorded:
+        raise UsageError(f"session {runtime.active!r} records no model; %agent model shows the one in use")
+    runtime.config.model = recorded
+    print(f"model: {recorded} (recorded in this notebook; from now on it is your setting, and your key for it pays)")
+
 
 
 NEXT_ACTIVITY_LABEL = "notebook activity (goes before the next %%agent prompt)"

@@ -6,8 +6,9 @@ transformations, the ``pre/post_run_cell`` events (autoreload, the inline matplo
 apply, while the running cell keeps its execution count and the history is untouched. Whatever
 the code shows is captured instead of reaching the ``%%agent`` cell's output area:
 
-* ``sys.stdout`` / ``sys.stderr``, and file descriptors 1 and 2 (``os.system``, subprocesses, C
-  code) for the duration of the run;
+* ``sys.stdout`` / ``sys.stderr`` (their first 10 K and last 100 K characters: the rest is
+  counted, never kept, so a print loop that never ends costs no memory), and file descriptors 1
+  and 2 (``os.system``, subprocesses, C code) for the duration of the run (their last 1 MB);
 * ``display()`` (a capturing display publisher that follows ``clear_output`` and display
   updates) and the last expression's value (its own display hook; a trailing ``;`` silences it);
 * tracebacks: IPython's ``_showtraceback`` is redirected for the run, so an exception becomes the
@@ -37,6 +38,7 @@ from IPython.core.displaypub import DisplayPublisher
 from IPython.core.interactiveshell import InteractiveShell
 
 from ipyagent.agent.tools.cell import CellOutput, CellRun
+from ipyagent.agent.tools.truncate import RollingText
 
 __all__ = ["IPythonCellRunner", "TOOL_CELL_ID"]
 
@@ -123,8 +125,12 @@ class _FdCapture:
             sink = self.files[fd]
             size = sink.seek(0, os.SEEK_END)
             sink.seek(max(0, size - FD_TAIL_BYTES))
-            self.text[fd] = sink.read().decode("utf-8", errors="replace")
+            text = sink.read().decode("utf-8", errors="replace")
             sink.close()
+            if size > FD_TAIL_BYTES:  # from the first whole line, and a word for what came before
+                start = text.find("\n") + 1
+                text = f"[... {size - FD_TAIL_BYTES + start:,} bytes left out here: not kept ...]\n{text[start:]}"
+            self.text[fd] = text
 
 
 def _figures() -> dict[int, Any]:
@@ -192,7 +198,7 @@ class IPythonCellRunner:
         shell = self.shell
         outputs: list[CellOutput] = []
         tracebacks: list[str] = []
-        stdout, stderr = io.StringIO(), io.StringIO()
+        stdout, stderr = RollingText(), RollingText()  # a head and a tail: printing without end costs no memory
         for stream in (sys.stdout, sys.stderr):  # what the agent cell printed so far goes out first
             with contextlib.suppress(Exception):
                 stream.flush()
@@ -233,5 +239,6 @@ class IPythonCellRunner:
         if failed and error is None:
             exc = result.error_before_exec or result.error_in_exec
             error = f"{type(exc).__name__}: {exc}" if exc is not None else "The code failed."
-        return CellRun(stdout=stdout.getvalue() + fds.text[1], stderr=stderr.getvalue() + fds.text[2],
-                       outputs=outputs, error=error if failed else None)
+        out, err = stdout.getvalue(), stderr.getvalue()
+        return CellRun(stdout=out + fds.text[1], stderr=err + fds.text[2], outputs=outputs,
+                       error=error if failed else None, left_out_lines=stdout.left_out_lines + stderr.left_out_lines)

@@ -8,7 +8,7 @@ Python) the code runs with ``exec``, the last expression's ``repr`` as its value
 from __future__ import annotations
 
 import ast
-import io
+import dataclasses
 import itertools
 import linecache
 import sys
@@ -21,6 +21,7 @@ from ipyagent.agent.tools.tool import Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
+    RollingText,
     clean_output,
     save_full_output,
     tail_notice,
@@ -75,8 +76,8 @@ class PythonTool(Tool):
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         if context.cell_runner is not None:
             text, is_error, details, images = cell_tool_output(context.cell_runner.run(arguments["code"]))
-            output = _output(text, is_error, details["has_value"])
-            output.details.update((k, v) for k, v in details.items() if k != "has_value")
+            output = _output(text, is_error, details.pop("has_value"), details.pop("left_out_lines", 0))
+            output.details.update(details)
             output.images = images
             return output
         if context.namespace is None:
@@ -86,7 +87,7 @@ class PythonTool(Tool):
         # Registering the source lets tracebacks show the offending lines.
         linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
 
-        stdout, stderr = io.StringIO(), io.StringIO()
+        stdout, stderr = RollingText(), RollingText()
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = stdout, stderr
         value_repr: str | None = None
@@ -104,10 +105,14 @@ class PythonTool(Tool):
         if err := stderr.getvalue().removesuffix("\n"):
             parts.append("[stderr]\n" + err)
         parts += [error.removesuffix("\n") if error else "", value_repr or ""]
-        return _output("\n".join(p for p in parts if p), error is not None, value_repr is not None)
+        return _output("\n".join(p for p in parts if p), error is not None, value_repr is not None,
+                       stdout.left_out_lines + stderr.left_out_lines)
 
 
-def _output(text: str, is_error: bool, has_value: bool) -> ToolOutput:
+def _output(text: str, is_error: bool, has_value: bool, left_out_lines: int = 0) -> ToolOutput:
+    """The tool's result: the text's tail within Pi's limits. ``left_out_lines``: lines the
+    capture did not keep (a line in the text says where), counted in the notice's line numbers;
+    the file then holds what was kept, not the full output."""
     details: dict[str, Any] = {"has_value": has_value}
     text = clean_output(text)
     if not text:
@@ -116,5 +121,9 @@ def _output(text: str, is_error: bool, has_value: bool) -> ToolOutput:
     if not t.truncated:
         return ToolOutput(text, is_error=is_error, details=details)
     path = save_full_output(text, "ipyagent-python-")
+    label = "Full output"
+    if left_out_lines:
+        t = dataclasses.replace(t, total_lines=t.total_lines + left_out_lines)
+        label = "The start and end of the output (the middle was not kept)"
     details.update(truncation=t.as_details(), full_output_path=path)
-    return ToolOutput(f"{t.content}\n\n{tail_notice(t, path)}", is_error=is_error, details=details)
+    return ToolOutput(f"{t.content}\n\n{tail_notice(t, path, label)}", is_error=is_error, details=details)
