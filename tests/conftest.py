@@ -9,7 +9,9 @@ works in every test module, whichever folder of tests/ it is in.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -26,6 +28,21 @@ from support.shell import extension_shell
 # seconds of each worker's collection). __pycache__ is ignored by git.
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """Python's own SIGINT handler (``KeyboardInterrupt`` in the main thread) for a test that
+    interrupts itself with ``_thread.interrupt_main()`` or ``os.kill(os.getpid(), SIGINT)``, as the
+    kernel's interrupt does. A runner that starts pytest with SIGINT ignored (bash starts a
+    background job so, and the ignored disposition survives exec) makes both do nothing; the
+    handler the test found is put back after it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
 
 @pytest.fixture
 def registry() -> HookRegistry:

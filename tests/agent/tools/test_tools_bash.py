@@ -128,6 +128,7 @@ def test_large_output_of_only_control_bytes_leaves_no_temp_file(tmp_path, ctx, m
     assert list(temp_dir.iterdir()) == []
 
 
+@pytest.mark.usefixtures("sigint_raises")  # it interrupts itself: see tests/conftest.py
 def test_keyboard_interrupt_kills_the_group_and_propagates(tmp_path, ctx):
     pid_file = tmp_path / "bg.pid"
 
