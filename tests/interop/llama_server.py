@@ -36,7 +36,7 @@ READY_TIMEOUT = 180  # seconds for the server to load the model and answer
 # of the cores): each xdist worker may run a server, so a server has one core. llama.cpp's threads
 # meet at spinning barriers: with more threads than free cores, a thread that waits spins through
 # its time slice while the one it waits for is off the CPU. At load 10-15 on two cores that doubled
-# the CPU seconds of a ten-cell notebook (136 against 69; tests/benchmarks/cpu_per_test.py).
+# the CPU seconds of a ten-cell notebook (136 against 69; tests/benchmarks/cpu_seconds.py).
 THREADS = ("--n_threads", "1", "--n_threads_batch", "1")
 
 

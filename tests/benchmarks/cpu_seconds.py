@@ -1,8 +1,8 @@
 """What each test costs in CPU seconds, a unit that does not depend on how busy the machine is.
 
-    python tests/benchmarks/cpu_per_test.py [--out FILE] [--top N] -- PYTEST ARGS
-    python tests/benchmarks/cpu_per_test.py -- tests/interop -p no:xdist      # the interop tests, one process
-    python tests/benchmarks/cpu_per_test.py -- -n 2 --dist loadgroup          # the README's command, per worker
+    python tests/benchmarks/cpu_seconds.py [--out FILE] [--top N] -- PYTEST ARGS
+    python tests/benchmarks/cpu_seconds.py -- tests/interop -p no:xdist      # the interop tests, one process
+    python tests/benchmarks/cpu_seconds.py -- -n 2 --dist loadgroup          # the README's command, per worker
 
 It runs pytest with this module as a plugin (in every xdist worker too). Around each test's whole
 protocol (setup, call, teardown: a session fixture's server start is billed to the first test that
@@ -173,7 +173,7 @@ def main() -> None:
     env = dict(os.environ, **{OUT: str(out)})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
     started = time.monotonic()
-    code = subprocess.call([sys.executable, "-m", "pytest", "-p", "cpu_per_test", "-p", "no:cacheprovider",
+    code = subprocess.call([sys.executable, "-m", "pytest", "-p", "cpu_seconds", "-p", "no:cacheprovider",
                             *args.pytest_args], env=env)
     records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     report(records, args.top)
