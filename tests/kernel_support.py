@@ -92,7 +92,7 @@ class LiveKernel:
     """A kernel and a labextension-like frontend, driven from the test."""
 
     def __init__(self, cwd: str | None = None, env: dict[str, str] | None = None, *,
-                 frontend: str = "ipyagent-run"):
+                 frontend: str = "ipyagent-run", path: str | None = None):
         from jupyter_client.manager import KernelManager
 
         self.km = KernelManager(kernel_name="python3")
@@ -104,7 +104,7 @@ class LiveKernel:
         self.km.start_kernel(**kwargs)
         # the frontend's name in its hello_ack: "ipyagent-run" (the default) is the headless runner,
         # where the kernel never compacts in its idle time; another name is a notebook page
-        self.frontend = HeadlessFrontend(name=frontend)
+        self.frontend = HeadlessFrontend(name=frontend, path=path)  # path: the page's, in its hello_ack
         self.answers: list[str] = []  # replies to input() (approval questions), in order
         self.prompts: list[str] = []  # the input() prompts seen
         self._questions = 0  # approval questions seen on IOPub

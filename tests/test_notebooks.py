@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from ipyagent.store.chunks import assemble
+
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 EXPECTED = {"quickstart.ipynb", "how-compaction-works.ipynb", "custom-compaction.ipynb",
@@ -87,7 +89,7 @@ def _raises(cell: dict[str, Any]) -> bool:
 
 
 def _sessions(nb: dict[str, Any]) -> dict[str, list[tuple]]:
-    meta = nb["metadata"].get("ipyagent") or {}
+    meta = assemble(nb["metadata"]) or {}  # `ipyagent run` writes layout 3; the committed ones are layout 1
     return {name: [_shape(e) for e in _path(s)] for name, s in (meta.get("sessions") or {}).items()}
 
 
@@ -194,7 +196,7 @@ def test_running_a_notebook_twice_leaves_its_session_byte_identical(path, tmp_pa
     assert result.returncode == 0, log.read_text()
 
     def stored(nb_path: Path) -> str:
-        return json.dumps(json.loads(nb_path.read_text(encoding="utf-8"))["metadata"]["ipyagent"], sort_keys=True)
+        return json.dumps(assemble(json.loads(nb_path.read_text(encoding="utf-8"))["metadata"]), sort_keys=True)
 
     committed = stored(path)
     assert stored(first) == committed

@@ -123,3 +123,12 @@ def test_off_the_browser_every_dependency_is_installed_as_before(platform):
 def test_in_the_browser_what_has_no_webassembly_wheel_is_left_out():
     left_out = {r.name for r in _requirements() if r.marker is not None and not r.marker.evaluate(_environment("emscripten"))}
     assert left_out == BROWSER_LESS
+
+
+def test_the_lab_extra_has_notebook_7():
+    # issue 37, item 12: the README's `pip install "ipyagent[lab]"` opened notebooks in JupyterLab
+    # only, though the bridge works in Notebook 7 too
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(spec.startswith("notebook>=7") for spec in extras["lab"]), extras["lab"]

@@ -86,7 +86,7 @@ console.debug = (...args) => {
 };
 const __info = console.info.bind(console);
 console.info = (...args) => {
-  if (args.some(a => String(a).includes('moved to the current layout'))) window.__bench.moved = performance.now();
+  if (args.some(a => String(a).includes('has been converted to the current one'))) window.__bench.moved = performance.now();
   __info(...args);
 };
 window.__benchOps = {

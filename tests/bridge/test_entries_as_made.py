@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ipyagent import cli
+from ipyagent.store.chunks import assemble
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import SETUP, LiveKernel, fake_provider, notebook
 
@@ -41,7 +42,7 @@ def test_a_kernel_killed_in_the_sixth_tool_round_leaves_the_five_before(tmp_path
     err = capsys.readouterr().err
     assert rc == 1 and "the kernel died" in err, err
     saved = read_notebook(out)
-    entries = saved["metadata"]["ipyagent"]["sessions"]["default"]["entries"]
+    entries = assemble(saved["metadata"])["sessions"]["default"]["entries"]
     done = _rounds_done(entries)
     assert [t.split()[:3] for t in done] == [["round", str(i), str(i * i)] for i in range(1, 6)]
     roles = [e["message"]["role"] for e in entries if e["type"] == "message"]

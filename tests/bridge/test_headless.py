@@ -13,6 +13,7 @@ from nbclient import NotebookClient
 
 from ipyagent import cli
 from ipyagent.bridge.headless import execute_notebook, push_code
+from ipyagent.store.chunks import assemble
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from ipyagent.store.journal import JOURNAL_MIME
 from kernel_support import FAKE_KEY, SETUP, fake_provider, notebook, user_messages
@@ -27,9 +28,9 @@ def test_cli_run_writes_sessions_and_fails_on_a_cell_error(tmp_path, capsys):
         write_notebook(src, notebook(SETUP, "%%agent\nSay hello."))
         assert cli.main(["run", str(src), "-o", str(tmp_path / "out.ipynb"), "--timeout", "120"]) == 0
         out = read_notebook(tmp_path / "out.ipynb")
-        session = out["metadata"]["ipyagent"]["sessions"]["default"]
+        session = assemble(out["metadata"])["sessions"]["default"]
         assert [e["message"]["role"] for e in session["entries"]] == ["system", "user", "assistant"]
-        assert out["metadata"]["ipyagent"]["active"] == "default"
+        assert assemble(out["metadata"])["active"] == "default"
         assert "Hello from the model." in outputs_text(out["cells"][1]["outputs"])
         assert "wrote" in capsys.readouterr().out
 
@@ -37,7 +38,7 @@ def test_cli_run_writes_sessions_and_fails_on_a_cell_error(tmp_path, capsys):
         write_notebook(src, notebook(SETUP, "%%agent\nAgain.", "1 / 0", "print('never')"))
         assert cli.main(["run", str(src), "--timeout", "120"]) == 1  # in place
         failed = read_notebook(src)
-        assert len(failed["metadata"]["ipyagent"]["sessions"]["default"]["entries"]) == 3  # system message, prompt, answer
+        assert len(assemble(failed["metadata"])["sessions"]["default"]["entries"]) == 3  # system message, prompt, answer
         assert "ZeroDivisionError" in capsys.readouterr().err
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from ipyagent import cli
 from ipyagent.bridge.headless import ReplyLost, ReplyWatchdog, execute_notebook
+from ipyagent.store.chunks import assemble
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import SETUP, chatty, fake_provider, notebook, twelve_cells
 from support.outputs import outputs_text
@@ -37,7 +38,7 @@ def test_thirty_headless_runs_in_a_row_never_miss_a_reply(tmp_path, capsys):
             captured = capsys.readouterr()
             assert rc == 0, captured.err
             assert "watchdog" not in captured.err  # no reply needed the extra poll
-            session = read_notebook(out_path)["metadata"]["ipyagent"]["sessions"]["default"]
+            session = assemble(read_notebook(out_path)["metadata"])["sessions"]["default"]
             roles = [e["message"]["role"] for e in session["entries"] if e["type"] == "message"]
             assert roles.count("user") == 10 and roles.count("assistant") == 10
             assert sum(e["type"] == "compaction" for e in session["entries"]) >= 1
@@ -80,7 +81,7 @@ def test_a_dead_kernel_still_writes_every_delivered_session(tmp_path, capsys):
     failure = [line for line in err.splitlines() if line.startswith("ipyagent run: failed")]
     assert failure == [("ipyagent run: failed: cell 3: the kernel died: Kernel died "
                         "(the output notebook holds every delivered session)")]
-    session = read_notebook(tmp_path / "out.ipynb")["metadata"]["ipyagent"]["sessions"]["default"]
+    session = assemble(read_notebook(tmp_path / "out.ipynb")["metadata"])["sessions"]["default"]
     assert [e["message"]["role"] for e in session["entries"]] == ["system", "user", "assistant"]
 
 

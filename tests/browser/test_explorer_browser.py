@@ -1,10 +1,13 @@
 """The compaction explorer in a real JupyterLab: keyboard on the keep-recent slider moves the cut
 point (the number in the DOM is the kernel's own plan for the new value), the view is kept as the
 output's static HTML in the saved notebook, and "compact now" asks first, then compacts through
-the fake provider and the bridge saves the compaction entry. The screenshot is kept in
+the fake provider and the bridge saves the compaction entry; the explorer opens at the session's
+values (the page snaps sliders to their steps and sends the snapped values back). The screenshot is kept in
 ``artifacts/explorer.png``."""
 
 from __future__ import annotations
+
+import pytest
 
 from ipyagent.store.chunks import assemble
 from support.lab_pages import ARTIFACTS, open_notebook, run_cell, save_notebook, saved_notebook, write_notebook
@@ -22,6 +25,8 @@ CHECK = ("from ipyagent.compaction.settings import CompactionSettings\n"
          "    return plan.first_kept_index + 1 if plan else None\n"
          "print('CUT', cut(int(KEEP)))\n"
          "print('LAST', s.path()[-1]['type'])")
+
+pytestmark = pytest.mark.usefixtures("fresh_kernels")
 
 
 def _answer(i: int) -> str:
@@ -123,4 +128,33 @@ def test_keep_recent_slider_moves_the_cut_and_the_view_is_saved(jupyterlab, cont
         e["type"] == "compaction" for e in assemble(nb["metadata"]).get("sessions", {})
         .get("default", {}).get("entries", [])))
     assert assemble(saved["metadata"])["sessions"]["default"]["entries"][-1]["type"] == "compaction"
-    lab.shutdown_kernels()
+
+
+def _readout(page, part: str) -> int:
+    text = page.locator(f".ipyagent-explore-{part} .widget-readout").first.inner_text()
+    return int(text.replace(",", "").strip())
+
+
+def test_the_explorer_opens_at_the_sessions_values(jupyterlab, context):
+    # issue 37: with 4,096 / 1,024 / 1,250 the page snapped the sliders to their 50- and 20-token
+    # steps (4,100, 1,000, 1,260) and sent those back: the explorer planned for other values than
+    # the session's, and said "compacts above 3,100" beside the widget's 3,072
+    lab = jupyterlab
+    name = "explorer-values.ipynb"
+    setup = ("%load_ext ipyagent\n%config Agent.context_window = 4096\n%config Agent.reserve_tokens = 1024\n"
+             "%config Agent.keep_recent_tokens = 1250\n%config Agent.notebook_context = False")
+    write_notebook(lab.root / name, [setup, QUESTIONS[0], EXPLORE])
+    page = context.new_page()
+    open_notebook(page, lab, name)
+    run_cell(page, name, 0)
+    lab.fake.enqueue_text(_answer(0))
+    assert not [o for o in run_cell(page, name, 1) if o.get("output_type") == "error"]
+    run_cell(page, name, 2)
+    page.locator(".ipyagent-explore-widget").first.wait_for(state="visible", timeout=90_000)
+    page.locator(".ipyagent-explore-widget .ipyagent-explore-numbers").first.wait_for(state="visible", timeout=90_000)
+    assert (_readout(page, "window"), _readout(page, "reserve"), _readout(page, "keep")) == (4096, 1024, 1250)
+    numbers = page.locator(".ipyagent-explore-widget .ipyagent-explore-numbers").first
+    # the kernel's plan is for those values (the page sent back none of its own)
+    assert (numbers.get_attribute("data-window"), numbers.get_attribute("data-reserve"),
+            numbers.get_attribute("data-keep-recent")) == ("4096", "1024", "1250")
+    assert "compacts above 3,072 tokens" in numbers.inner_text()

@@ -102,7 +102,7 @@ window.__ipaWatch = (path) => {
     [c.key, c.newValue === undefined ? 0 : new TextEncoder().encode(JSON.stringify(c.newValue)).length]));
 };
 """
-MOVED = "moved to the current layout"
+MOVED = "was in an older storage format and has been converted to the current one"
 
 
 def _said(page, text: str, timeout: float) -> list[str]:

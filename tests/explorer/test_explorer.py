@@ -288,6 +288,18 @@ def test_static_views_carry_the_cut_and_the_settings():
 # ---- the widget --------------------------------------------------------------------------------
 
 
+def test_the_sliders_steps_pass_through_the_sessions_values():
+    # issue 37, item 9: the page snaps a slider to min + k × step and sends that back; on steps
+    # through 0 the explorer opened at 4,100 / 1,000 / 1,260 for a session's 4,096 / 1,024 / 1,250
+    explorer = CompactionExplorer(model_of(four_turns(), keep=1250, reserve=1024, window=4096))
+    for slider, value in ((explorer.window, 4096), (explorer.reserve, 1024), (explorer.keep, 1250)):
+        assert slider.value == value and (value - slider.min) % slider.step == 0, (slider.min, slider.step)
+        assert (slider.max - slider.min) % slider.step == 0 and slider.step > 1
+    explorer.set(reserve=0, window=3001)  # set from Python: the steps move to pass through them
+    assert (explorer.reserve.value, explorer.window.value) == (0, 3001)
+    assert all((s.value - s.min) % s.step == 0 for s in (explorer.window, explorer.reserve, explorer.keep))
+
+
 def test_moving_keep_recent_moves_the_cut():
     s = four_turns()
     explorer = CompactionExplorer(model_of(s, keep=600))

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .llama_server import LlamaServer, start_server
+from .llama_server import LlamaServer, point_kernels_at, start_server
 
 
 @pytest.fixture(scope="session")
@@ -29,14 +29,6 @@ def llama_server_4096(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Llam
         yield server
     finally:
         server.stop()
-
-
-def point_kernels_at(server: LlamaServer, monkeypatch: pytest.MonkeyPatch) -> LlamaServer:
-    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-    monkeypatch.setenv("IPYAGENT_REPLAY", "off")
-    for name in ("OPENAI_API_KEY", "IPYAGENT_MODEL", "JPY_SESSION_NAME"):
-        monkeypatch.delenv(name, raising=False)
-    return server
 
 
 @pytest.fixture(params=[2048, 4096], ids=["n_ctx-2048", "n_ctx-4096"])

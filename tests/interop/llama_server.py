@@ -108,3 +108,13 @@ def start_server(log: Path, n_ctx: int = N_CTX, extra: tuple[str, ...] = ()) -> 
         time.sleep(0.2)
     server.started_in = time.monotonic() - started
     return server
+
+
+def point_kernels_at(server: LlamaServer, monkeypatch: pytest.MonkeyPatch) -> LlamaServer:
+    """``OPENAI_BASE_URL`` at the server, no key, no default model, no replay: what kernels started
+    in the test inherit."""
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("IPYAGENT_REPLAY", "off")
+    for name in ("OPENAI_API_KEY", "IPYAGENT_MODEL", "JPY_SESSION_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    return server

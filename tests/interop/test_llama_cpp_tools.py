@@ -29,7 +29,7 @@ from ipyagent.hooks import HookRegistry
 from kernel_support import notebook, path_of
 from support.outputs import outputs_text
 
-from .llama_server import MODEL_ALIAS, N_CTX, TOOLS_FORMAT, LlamaServer, start_server
+from .llama_server import MODEL_ALIAS, N_CTX, TOOLS_FORMAT, LlamaServer, point_kernels_at, start_server
 from .test_llama_cpp_server import MAX_OUTPUT, all_output_text, run, session_of, setup
 
 
@@ -142,3 +142,87 @@ def test_a_prompt_too_large_for_any_compaction_is_said_first_and_the_window_is_k
     inspected = subprocess.run([sys.executable, "-m", "ipyagent", "inspect", str(saved)], capture_output=True,
                                text=True, check=True).stdout
     assert f"of {N_CTX:,} (learned from an overflow error" in inspected, inspected
+
+
+# ---- issue 37, item 2: a python call that quotes runs ---------------------------------------------
+
+ONLY_PYTHON = ("from ipyagent.agent.tools.tool_registry import default_tools, unregister_tool\n"
+               "for _tool in default_tools():\n"
+               "    if _tool.name != 'python':\n"
+               "        unregister_tool(_tool.name)\n")
+ESCAPED = "print(sales[&#39;units&#39;][1])"  # what SmolLM2 writes, reading the escaped prompt
+# The 135M model copies the prompt's code about one time in three (else it writes noise), so the
+# request's schema holds its code to what it writes when it does: the server turns the schema
+# into the grammar its reply is sampled under. Everything else is the server's and the kernel's.
+HOLD_TO_WHAT_IT_WRITES = (
+    "from ipyagent.hooks import hooks as _hooks\n"
+    "@_hooks.on('before_provider_request')\n"
+    "def _hold(event):\n"
+    "    tools = [t.to_dict() for t in event.payload.tools]\n"
+    "    for t in tools:\n"
+    f"        t['parameters'] = {{**t['parameters'], 'properties': {{'code': {{'type': 'string', 'enum': [{ESCAPED!r}]}}}}}}\n"
+    "    event.payload.options['extra_body'] = {'tools': [{'type': 'function', 'function': t} for t in tools]}\n")
+
+
+def test_a_python_call_with_quotes_and_brackets_runs(tools_server: LlamaServer, monkeypatch, tmp_path):
+    # The server's template shows the model the prompt HTML-escaped (' as &#39;), and the model
+    # copies what it reads: before, the call failed with a SyntaxError. A short system prompt and
+    # the python tool alone keep the prompt small (about 300 tokens).
+    point_kernels_at(tools_server, monkeypatch)
+    setup = "\n".join([
+        "%load_ext ipyagent", f"%config Agent.model = 'openai:{MODEL_ALIAS}'",
+        f"%config Agent.max_output_tokens = {MAX_OUTPUT}", "%config Agent.tool_approval = 'auto'",
+        "%config Agent.max_tool_rounds = 2",
+        "%config Agent.system_prompt = 'You run Python code for the user with the python tool.'",
+        ONLY_PYTHON + HOLD_TO_WHAT_IT_WRITES + "sales = {'units': [3, 5, 8]}"])
+    nb = notebook(setup, "%%agent\nRun print(sales['units'][1]) with python.")
+    outcome = run(nb, tmp_path, "a python call that quotes, chatml-function-calling")
+    entries = path_of(session_of(outcome))
+    replies = [e["message"] for e in entries if e["type"] == "message" and e["message"]["role"] == "assistant"]
+    calls = [b for m in replies for b in m["content"] if b["type"] == "toolCall"]
+    results = [e["message"] for e in entries if e["type"] == "message" and e["message"]["role"] == "toolResult"]
+    print(f"\n[interop] the calls: {[c['arguments'] for c in calls]}; the results: "
+          f"{[r['content'][0]['text'] for r in results]}")
+    assert calls and calls[0]["name"] == "python" and calls[0]["id"].startswith("call__0_python_cmpl-"), calls
+    assert calls[0]["arguments"]["code"] == "print(sales['units'][1])"  # unescaped once, at the boundary
+    assert not results[0]["isError"] and results[0]["content"][0]["text"].strip() == "5", results[0]
+    assert len(replies) == 2  # the model was asked again, with the result (as a user message)
+    shown = outputs_text(outcome.nb["cells"][1]["outputs"])
+    assert shown.count("chatml-function-calling template") == 1, shown  # said once, in the cell
+
+
+def test_the_wire_messages_reach_the_template_with_the_tool_result():
+    # llama-cpp-python's own chatml-function-calling handler renders what ipyagent sends for a
+    # conversation with a call of that format and its result: the result is in the model's prompt
+    # (a role "tool" message would render as nothing)
+    from llama_cpp import llama_chat_format
+
+    from ipyagent.agent.tools.builtin.python import PythonTool
+    from ipyagent.providers import ModelRequest
+    from ipyagent.providers.apis.openai_chat import OpenAIChatProvider
+
+    call_id = "call__0_python_cmpl-fc550a01-7ddb-4ab1-b2ab-bb275353aad0"
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Run print(sales['units'][1]) with python."}]},
+        {"role": "assistant", "content": [{"type": "toolCall", "id": call_id, "name": "python",
+                                           "arguments": {"code": "print(sales['units'][1])"}}],
+         "api": "openai-completions", "provider": "openai", "model": MODEL_ALIAS, "stopReason": "toolUse"},
+        {"role": "toolResult", "toolCallId": call_id, "toolName": "python",
+         "content": [{"type": "text", "text": "RESULT-5"}], "isError": False},
+    ]
+    provider = OpenAIChatProvider(base_url="http://127.0.0.1:9/v1", api_key="unused")
+    body = provider.payload(ModelRequest(model=MODEL_ALIAS, messages=messages, system_prompt="You run Python.",
+                                         tools=[PythonTool().spec()]))
+    prompts: list[str] = []
+
+    class Capture:
+        verbose = False
+
+        def create_completion(self, prompt: str, **kwargs: Any) -> Any:
+            prompts.append(prompt)
+            raise StopIteration  # the prompt is all this test reads
+
+    with pytest.raises(StopIteration):
+        llama_chat_format.chatml_function_calling(Capture(), body["messages"], tools=body["tools"],
+                                                  tool_choice=body["tool_choice"])
+    assert "Result of functions.python:\nRESULT-5" in prompts[0], prompts[0]

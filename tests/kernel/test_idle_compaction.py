@@ -22,6 +22,7 @@ import pytest
 
 from ipyagent import cli
 from ipyagent.bridge.headless import execute_notebook
+from ipyagent.store.chunks import assemble
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from ipyagent.testing.specs import Reply
 from kernel_support import SETUP, SMALL_WINDOW, LiveKernel, fake_provider, notebook
@@ -138,7 +139,7 @@ def test_a_replay_reproduces_the_idle_compaction(idle_run, capsys):
     finally:
         os.environ.update(saved)
     replayed = read_notebook(src.with_name("replayed.ipynb"))
-    before, after = idle_run["metadata"]["sessions"]["default"], replayed["metadata"]["ipyagent"]["sessions"]["default"]
+    before, after = idle_run["metadata"]["sessions"]["default"], assemble(replayed["metadata"])["sessions"]["default"]
     assert json.dumps(after["entries"]) == json.dumps(before["entries"])
     assert after["leaf"] == before["leaf"]
     assert "diverged" not in "\n".join(outputs_text(c["outputs"]) for c in replayed["cells"])
@@ -153,6 +154,12 @@ def test_a_cell_started_during_it_waits_and_ordinary_cells_run_meanwhile(tmp_pat
             # the run's live budget widget says so, with the summary's tokens as they arrive
             status = k.evaluate("get_ipython()._ipyagent_runtime.idle.job.view.widget.facts.status")
             assert status.startswith("Compacting in the background… ") and "tokens of summary" in status, status
+            # and it ticks while no token comes (issue 37: "0 tokens of summary, 0.0 s" stood still for
+            # ~36 s while the server read the conversation): the line changes with the summary held
+            seen = [status]
+            _until(k, lambda: seen.append(k.evaluate("get_ipython()._ipyagent_runtime.idle.job.view.widget"
+                                                     ".facts.status")) or seen[-1] != status, timeout=30)
+            assert seen[-1].startswith("Compacting in the background… "), seen[-1]
 
             plain = k.run("x = 6 * 7\nx", "code-1")  # the kernel answers while the summary is made
             assert plain.status == "ok" and "42" in outputs_text(plain.outputs)
@@ -380,6 +387,10 @@ def test_turning_it_off_while_a_job_waits_drops_the_job(tmp_path):
                           "(get_ipython()._ipyagent_runtime)")
         assert last == "dropped: Agent.idle_compaction was turned off", last
         assert server.summary_calls == 0 and not _compactions(k)
+        # the run's line said it would compact when idle: it says why it did not (issue 37)
+        said = "Idle compaction dropped: Agent.idle_compaction was turned off."
+        _until(k, lambda: said in outputs_text(k.cells[3].outputs))
+        assert "The kernel compacts the context when it is idle" not in outputs_text(k.cells[3].outputs)
 
 
 def _journals(outputs: list) -> list[dict]:

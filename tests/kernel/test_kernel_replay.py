@@ -12,6 +12,7 @@ import pytest
 
 from ipyagent import cli
 from ipyagent.session.messages import text_of
+from ipyagent.store.chunks import assemble
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import fake_provider, notebook, path_of
 from support.outputs import outputs_text
@@ -66,7 +67,7 @@ def _record(tmp_path):
 
 
 def path_messages(nb) -> list[tuple[str, str]]:
-    store = nb["metadata"]["ipyagent"]
+    store = assemble(nb["metadata"])
     session = store["sessions"][store["active"]]
     by_id = {e["id"]: e for e in session["entries"]}
     path, current = [], by_id.get(session["leaf"])
@@ -99,7 +100,7 @@ def test_recorded_notebook_replays_offline_and_reproduces_its_session(record, tm
         os.environ.update(saved)
     replayed = read_notebook(out)
     assert path_messages(replayed) == path_messages(recorded)
-    assert json.dumps(replayed["metadata"]["ipyagent"]) == json.dumps(recorded["metadata"]["ipyagent"])
+    assert json.dumps(assemble(replayed["metadata"])) == json.dumps(assemble(recorded["metadata"]))
     assert sum(1 for m in path_messages(replayed) if m[0] == "compaction") >= 2
     assert list(tmp_path.glob("marker-*.txt")) == []  # recorded tool calls were not re-run
     assert "Replaying this cell's recorded responses" in outputs_text(replayed["cells"][1]["outputs"])
@@ -172,7 +173,7 @@ def test_a_recorded_call_without_a_result_is_not_run_on_replay(tmp_path, capsys)
     replayed = read_notebook(out)
     shown = outputs_text(replayed["cells"][1]["outputs"])
     assert "the recording has no result for tool call read (call-read-1)" in shown and "was not run" in shown
-    store = replayed["metadata"]["ipyagent"]["sessions"]["default"]
+    store = assemble(replayed["metadata"])["sessions"]["default"]
     results = [e["message"] for e in store["entries"] if e["type"] == "message" and e["message"]["role"] == "toolResult"]
     assert len(results) == 1 and results[0]["toolCallId"] == "call-read-1" and results[0]["isError"] is True
     assert text_of(results[0]["content"]) == "Not run: the user interrupted the run."  # as an interrupted call
@@ -183,7 +184,7 @@ def test_a_recorded_call_without_a_result_is_not_run_on_replay(tmp_path, capsys)
 def test_a_diverging_replay_puts_the_reset_notice_on_its_new_branch(record, tmp_path, capsys):
     src = record(tmp_path)
     nb = read_notebook(src)
-    recorded = nb["metadata"]["ipyagent"]["sessions"]["default"]
+    recorded = assemble(nb["metadata"])["sessions"]["default"]
     nb["cells"] = nb["cells"][:5]  # the setup and four %%agent cells
     nb["cells"][4]["source"] = "%%agent\nA question the recording never saw."
     write_notebook(src, nb)
@@ -194,7 +195,7 @@ def test_a_diverging_replay_puts_the_reset_notice_on_its_new_branch(record, tmp_
         out = tmp_path / "out.ipynb"
         assert cli.main(["run", str(src), "-o", str(out), "--replay", "--timeout", "120"]) == 0, capsys.readouterr().err
         live = [r.body for r in server.requests if "A question the recording never saw." in str(r.body)]
-    store = read_notebook(out)["metadata"]["ipyagent"]["sessions"]["default"]
+    store = assemble(read_notebook(out)["metadata"])["sessions"]["default"]
     entries = {e["id"]: e for e in store["entries"]}
     assert all(entries[i] == e for i, e in before.items())  # the recording is untouched
     resets = [e for e in store["entries"] if e.get("customType") == "ipyagent.kernel_reset"]

@@ -118,6 +118,8 @@ def test_interrupt_during_agent_cell_keeps_a_valid_session(tmp_path):
         cell = k.interrupt_when(streaming, msg_id)
         assert cell.status == "error" and cell.error["ename"] == "KeyboardInterrupt"
         assert "Interrupted" in outputs_text(cell.outputs)
+        # one line, not a traceback through the loop's internals (issue 37)
+        assert cell.error["traceback"] == ["KeyboardInterrupt"], cell.error["traceback"]
         roles = k.evaluate("[(e['message']['role'], e['message'].get('stopReason')) for e in "
                            "__import__('ipyagent.kernel.extension', fromlist=['x']).get_runtime(get_ipython())"
                            ".slot().session.path() if e['type'] == 'message']")

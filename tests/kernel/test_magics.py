@@ -464,6 +464,7 @@ class _FakeBridge:
         self._all: list[str] = []
 
     is_open = True
+    path = None  # the page gave no notebook path
     answers_during_cells = False
 
     def wait_for_frontend(self):
@@ -650,7 +651,7 @@ def test_small_wording_of_mcp_masks_status_and_tool_rounds(ip, server, tmp_path)
     ip.run_line_magic("config", 'Agent.tool_approval = "auto"')
     server.enqueue_tool_call("python", {"code": "print(6 * 7)"})
     server.enqueue_text("42.")
-    run(ip, "", "compute")
+    computed = run(ip, "", "compute")
     with capture_output() as masked:
         ip.run_line_magic("agent", "mask --tool-results-before 0")
     assert "masked 1 tool result in" in masked.stdout and "recall(entry_id)" in masked.stdout
@@ -661,10 +662,13 @@ def test_small_wording_of_mcp_masks_status_and_tool_rounds(ip, server, tmp_path)
     with capture_output() as unmasked:
         ip.run_line_magic("agent", "unmask")
     assert "unmasked 1 tool result in" in unmasked.stdout and "recall(entry_id)" not in unmasked.stdout
-    # free calls to a server on this machine: the cost says so
+    # free calls to a server on this machine: the cost says so, in the same words as the widget
+    # (issue 37: the widget said "cost unknown (42 unpriced calls)" beside status's "free")
     with capture_output() as status:
         ip.run_line_magic("agent", "status")
-    assert "cost: free (local server)" in status.stdout, status.stdout
+    assert "cost: free" in status.stdout and "unpriced" not in status.stdout, status.stdout
+    widget = "".join(o.data.get("text/plain", "") for o in computed.outputs)
+    assert "cost: free" in widget and "unpriced" not in widget, widget
     # one tool round is one round
     ip.run_line_magic("config", "Agent.max_tool_rounds = 1")
     server.enqueue_tool_call("python", {"code": "1"})

@@ -5,6 +5,7 @@ stored as tool results, and after the kernel shuts down no server process is lef
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -91,7 +92,9 @@ def test_a_slow_server_does_not_hold_the_prompt_and_its_tools_join_later(tmp_pat
     slow = {"slow": {"command": "sh", "args": ["-c", script],
                      "env": {MARKER_VAR: marker}}}
     with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
-        k.run(SETUP + "%config Agent.tool_approval = 'auto'\n" + f"%config Agent.mcp_servers = {slow!r}", "setup")
+        # a prompt waits Agent.mcp_start_wait for a server that starts (30 s by default): here 1 s
+        k.run(SETUP + "%config Agent.tool_approval = 'auto'\n%config Agent.mcp_start_wait = 1\n"
+              + f"%config Agent.mcp_servers = {slow!r}", "setup")
         server.enqueue_text("No clock yet.")
         cell = k.run("%%agent\nWhat time is it?", "c1")
         assert cell.status == "ok", outputs_text(cell.outputs)
@@ -104,3 +107,66 @@ def test_a_slow_server_does_not_hold_the_prompt_and_its_tools_join_later(tmp_pat
         assert "mcp__slow__get_current_time" in [t["function"]["name"] for t in server.requests[-1].body["tools"]]
         k.run("%unload_ext ipyagent", "unload")
         assert processes_with(marker) == []
+
+
+def _gated_server(tmp_path, marker):
+    """mcp-server-time behind a gate: it starts once the test writes the file."""
+    gate = tmp_path / "go"
+    script = f'while [ ! -e "{gate}" ]; do sleep 0.2; done; exec {python_server("mcp-server-time")}'
+    return gate, {"slow": {"command": "sh", "args": ["-c", script], "env": {MARKER_VAR: marker}}}
+
+
+def _shown(k, msg_id: str, text: str) -> bool:
+    """Whether the running cell shows ``text`` (a live line shows its label as text at once)."""
+    return text in outputs_text(k.cells[k._by_msg[msg_id]].outputs)
+
+
+def test_the_first_cell_waits_for_a_server_slower_than_five_seconds(tmp_path):
+    # issue 37, item 5: mcp-server-time took more than 5 s to start on a loaded machine, and the
+    # first cell went on without it ("0 of 1 ready after 5.0 s"); now it waits (30 s by default)
+    marker = server_marker()
+    script = f"sleep 6; exec {python_server('mcp-server-time')}"  # six seconds before it even starts
+    slow = {"slow": {"command": "sh", "args": ["-c", script], "env": {MARKER_VAR: marker}}}
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
+        k.run(SETUP + "%config Agent.tool_approval = 'auto'\n" + f"%config Agent.mcp_servers = {slow!r}", "setup")
+        server.enqueue_tool_call("mcp__slow__get_current_time", {"timezone": "UTC"})
+        server.enqueue_text("It is now in UTC.")
+        cell = k.run("%%agent\nWhat time is it in UTC?", "c1")
+        shown = outputs_text(cell.outputs)
+        assert cell.status == "ok", shown
+        waited = re.search(r"MCP servers: 1 of 1 ready after (\d+\.\d) s\.", shown)
+        assert waited and float(waited.group(1)) > 5, shown
+        assert "still starting" not in shown
+        assert "mcp__slow__get_current_time" in [t["function"]["name"] for t in server.requests[0].body["tools"]]
+        [result] = _tool_results(k)
+        assert not result["isError"] and json.loads(result["content"][0]["text"])["timezone"] == "UTC", result
+        k.run("%unload_ext ipyagent", "unload")
+    assert processes_with(marker) == []
+
+
+def test_a_call_to_a_server_still_starting_waits_for_it(tmp_path):
+    # Ctrl-C ends the first cell's wait; the next prompt does not wait again, but the model's call
+    # to the server's tool waits for it, instead of failing as an unknown tool
+    marker = server_marker()
+    gate, slow = _gated_server(tmp_path, marker)
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path)) as k:
+        k.run(SETUP + "%config Agent.tool_approval = 'auto'\n" + f"%config Agent.mcp_servers = {slow!r}", "setup")
+        first = k.send_execute("%%agent\nWhat time is it?", "c1")
+        cell = k.interrupt_when(lambda: _shown(k, first, "Starting MCP servers"), first)
+        shown = outputs_text(cell.outputs)
+        assert re.search(r"MCP servers: 0 of 1 ready after \d+\.\d s\.", shown), shown
+        assert server.chat_calls == 0  # nothing was asked of the model
+        server.enqueue_tool_call("mcp__slow__get_current_time", {"timezone": "UTC"})
+        server.enqueue_text("It is now in UTC.")
+        second = k.send_execute("%%agent\nWhat time is it in UTC?", "c2")
+        k.wait(second, until=lambda: _shown(k, second, "Waiting for MCP server 'slow'"))
+        gate.write_text("")
+        cell = k.wait(second)
+        shown = outputs_text(cell.outputs)
+        assert cell.status == "ok", shown
+        assert "MCP server 'slow' is still starting" in shown and "Unknown tool" not in shown
+        assert not [t for t in server.requests[0].body["tools"] if t["function"]["name"].startswith("mcp__")]
+        [result] = _tool_results(k)
+        assert not result["isError"] and json.loads(result["content"][0]["text"])["timezone"] == "UTC", result
+        k.run("%unload_ext ipyagent", "unload")
+    assert processes_with(marker) == []

@@ -12,6 +12,7 @@ import pytest
 from ipyagent import cli
 from ipyagent.bridge.headless import kernel_environment
 from ipyagent.session.messages import text_of
+from ipyagent.store.chunks import assemble
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import fake_provider, notebook
 from support.mcp_servers import MARKER_VAR, processes_with, python_server, server_marker
@@ -33,7 +34,7 @@ def _setup(marker: str) -> str:
 
 
 def _results(nb) -> list[dict]:
-    entries = nb["metadata"]["ipyagent"]["sessions"]["default"]["entries"]
+    entries = assemble(nb["metadata"])["sessions"]["default"]["entries"]
     return [e["message"] for e in entries if e["type"] == "message" and e["message"]["role"] == "toolResult"]
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from ipyagent import cli
 from ipyagent.session.messages import text_of
+from ipyagent.store.chunks import assemble
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import SETUP, LiveKernel, fake_provider, notebook
 from support.outputs import outputs_text
@@ -64,7 +65,7 @@ def test_skills_in_a_headless_run(tmp_path, monkeypatch, capsys):
     assert "- Not listed here (" in prompt and prompt.count("\n- filler-") < 100  # capped, the rest in one line
     assert "skill" in offered
     nb = read_notebook(src)
-    entries = nb["metadata"]["ipyagent"]["sessions"]["default"]["entries"]
+    entries = assemble(nb["metadata"])["sessions"]["default"]["entries"]
     skill_result, read_result = [e["message"] for e in entries
                                  if e["type"] == "message" and e["message"]["role"] == "toolResult"]
     assert not skill_result["isError"] and BODY in text_of(skill_result["content"])
@@ -123,7 +124,7 @@ def test_a_replay_gives_the_recorded_skill_and_does_not_read_it_again(tmp_path, 
         assert cli.main(["run", str(src), "--timeout", "120"]) == 0, capsys.readouterr().err
     (skill / "SKILL.md").write_text("---\nname: csv-report\ndescription: changed\n---\nCHANGED-BODY\n")
     assert cli.main(["run", str(src), "-o", str(out), "--replay", "--timeout", "120"]) == 0, capsys.readouterr().err
-    recorded = json.dumps(read_notebook(src)["metadata"]["ipyagent"])
-    replayed = json.dumps(read_notebook(out)["metadata"]["ipyagent"])
+    recorded = json.dumps(assemble(read_notebook(src)["metadata"]))
+    replayed = json.dumps(assemble(read_notebook(out)["metadata"]))
     assert "BODY-MARKER-31c7" in replayed and "CHANGED-BODY" not in replayed
     assert replayed == recorded  # the session, byte for byte

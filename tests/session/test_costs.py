@@ -66,14 +66,26 @@ def test_a_known_models_cost_equals_genai_prices(protocol, model, provider_id):
 def test_unknown_model_has_no_cost_and_one_log_line(caplog):
     caplog.set_level(logging.INFO, logger="ipyagent.providers.pricing")
     model = f"my-own-finetune-{uuid.uuid4().hex[:8]}"
-    with FakeProviderServer() as srv, warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning of any kind, let alone one per reply
-        messages = [reply_via(srv, "openai", model) for _ in range(5)]
-    for message in messages:
-        assert message["usage"]["costUnknown"] is True
-        assert message["usage"]["cost"] == dict.fromkeys(pricing.COST_KEYS, 0.0)
+        usages = [pricing.price_usage("openai", model, dict(USAGE)) for _ in range(5)]
+    for usage in usages:
+        assert usage["costUnknown"] is True
+        assert usage["cost"] == dict.fromkeys(pricing.COST_KEYS, 0.0)
     lines = [r for r in caplog.records if model in r.getMessage()]
     assert len(lines) == 1 and lines[0].levelno == logging.INFO
+
+
+def test_an_unpriced_model_on_a_local_server_is_free_and_a_priced_one_keeps_its_price():
+    # llama-cpp-python or vLLM on this machine: free, as %agent status and the widget both say
+    # (issue 37: "cost unknown (42 unpriced calls)" beside "cost: free (local server)"); a priced
+    # model behind a local proxy is still priced
+    model = f"my-own-finetune-{uuid.uuid4().hex[:8]}"
+    with FakeProviderServer() as srv:
+        local = reply_via(srv, "openai", model)
+        proxied = reply_via(srv, "openai", "gpt-4o")
+    assert local["usage"]["cost"]["total"] == 0 and "costUnknown" not in local["usage"]
+    assert proxied["usage"]["cost"]["total"] > 0
 
 
 def test_local_servers_are_free_and_never_looked_up():

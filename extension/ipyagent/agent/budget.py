@@ -21,13 +21,13 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any, Final
 
 from ipyagent.agent import run_events as ev
 from ipyagent.agent.provider_summarizer import summary_input_budget
-from ipyagent.agent.run_config import WINDOW_FLOOR, LearnedWindow, RunConfig
+from ipyagent.agent.run_config import WINDOW_FLOOR, LearnedWindow, RunConfig, SavedTokenFactor
 from ipyagent.compaction.planner import CompactionRoom
 from ipyagent.compaction.settings import Budget, CompactionSettings, fit_budget, for_model
 from ipyagent.core import Session
@@ -178,6 +178,43 @@ def raw_token_ratio(discovery: Discovery | None) -> float:
     return min(MAX_TOKEN_FACTOR, max(1 / MAX_TOKEN_FACTOR, discovery.sample_tokens / estimate)) if estimate else 1.0
 
 
+TOKEN_FACTOR: Final = "token_factor"  # the key, in a session's saved settings, of its measured token factor
+
+
+def server_discovery(providers: ProviderRegistry, provider: Provider, model_string: str) -> Discovery | None:
+    """What ``provider``'s server said about the model of ``model_string`` (None: nothing yet)."""
+    return providers.discovery.cached(provider, providers.parse(model_string)[1])
+
+
+def token_factor_setting(config: RunConfig, providers: ProviderRegistry) -> SavedTokenFactor | None:
+    """The token factor measured for the settings' model against its server's tokenizer, as saved
+    with the session (with the model it is for); None when the server has no tokenizer or was not
+    asked yet."""
+    if not config.model:
+        return None
+    try:
+        found = server_discovery(providers, configured_provider(config, providers)(), config.model)
+    except ValueError:  # an unknown provider: nothing measured
+        return None
+    if found is None or not found.sample_tokens or not found.sample:
+        return None
+    return {"model": config.model, "factor": token_factor(found),
+            "tokenizer": found.tokenizer or "the server's tokenizer"}
+
+
+def with_saved_token_factor(config: RunConfig, settings: Any) -> RunConfig:
+    """``config`` counting with the token factor a session's saved settings hold for its model (a
+    restart, a reopen: the counts stay those the session had); another model's factor, or a value
+    that is no factor, is not used."""
+    saved = settings.get(TOKEN_FACTOR) if isinstance(settings, dict) else None
+    if not isinstance(saved, dict) or saved.get("model") != config.model:
+        return config
+    factor = saved.get("factor")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 <= factor <= MAX_TOKEN_FACTOR:
+        return config
+    return replace(config, token_factor=float(factor))
+
+
 def request_tokens(session: Session, system_prompt: str, tool_specs: Iterable[Any], factor: float = 1.0) -> int:
     """The tokens the next request will hold (see the module docstring)."""
     state = session.context_state()
@@ -228,7 +265,7 @@ class RequestBudget:
         if not self.config.model:
             return None
         try:
-            return self.providers.discovery.cached(self.provider(), self.providers.parse(self.config.model)[1])
+            return server_discovery(self.providers, self.provider(), self.config.model)
         except ValueError:  # an unknown provider: the call itself will say so
             return None
 
@@ -284,7 +321,10 @@ class RequestBudget:
                             time.monotonic() - started))
 
     def token_factor(self) -> float:
-        """Real tokens per chars/4-estimated token, from the server's tokenizer (1 when unknown)."""
+        """Real tokens per chars/4-estimated token: the session's saved one, else from the server's
+        tokenizer (1 when unknown)."""
+        if self.config.token_factor:  # measured before and saved with the session: the same counts
+            return self.config.token_factor
         try:
             return token_factor(self.server())
         except Exception:  # noqa: BLE001 - no factor is the estimate as it is

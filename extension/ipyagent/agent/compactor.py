@@ -114,7 +114,7 @@ class Compactor:
         said = self.output.said_this_run(str(exc))
         if not (reason != "manual" and isinstance(exc, NothingToCompact) and said):
             self.output.emit(ev.CompactionEnd(reason, error=str(exc), aborted=isinstance(exc, CompactionCancelled),
-                                              duration=duration))
+                                              duration=duration, skipped=isinstance(exc, NothingToCompact)))
         if reason != "manual" and isinstance(exc, SummarizerError):
             self.failures.failed(str(exc))
             if self.failures.blocked:

@@ -375,6 +375,8 @@ class AgentLoop:
             # inside the try: an interrupt here still closes the call
             self.output.emit(ev.ToolExecutionStart(call_id, name, arguments))
             def run(tool: Tool | None = tool) -> ToolOutput:
+                if tool is None and self._ports.late_tool is not None:  # an MCP server still starting
+                    tool = self._ports.late_tool(name, self.tools)
                 if tool is None:
                     return ToolOutput(f"Unknown tool {name!r}. Available: {', '.join(self.tools)}", is_error=True)
                 self.tool_context.history = self.session  # recall reads this session's history

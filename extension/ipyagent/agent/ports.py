@@ -11,20 +11,23 @@ nothing is patched onto the agent from outside.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ipyagent.agent.compaction_oracle import CompactionOracle
-from ipyagent.agent.tools.tool import ApprovalCallback, ToolOutput
+from ipyagent.agent.tools.tool import ApprovalCallback, Tool, ToolOutput
 from ipyagent.compaction.ledger import Describe
 from ipyagent.compaction.summarizer import Summarizer
 from ipyagent.providers.provider import Provider
 from ipyagent.shapes import ContentBlock
 
-__all__ = ["RunPorts", "ToolResultSource"]
+__all__ = ["LateTool", "RunPorts", "ToolResultSource"]
 
 # (tool call, run it) -> its output; replay answers from the recording instead of running.
 ToolResultSource = Callable[[ContentBlock, Callable[[], ToolOutput]], ToolOutput]
+# (name, the run's tool names) -> a tool the run did not offer but that exists now (an MCP server's,
+# still starting when the prompt began: the kernel waits for it), or None
+LateTool = Callable[[str, Iterable[str]], Tool | None]
 
 
 @dataclass(frozen=True)
@@ -35,3 +38,4 @@ class RunPorts:
     compaction_oracle: CompactionOracle | None = None  # None: the budget alone decides
     describe_namespace: Describe | None = None  # kernel variables -> type and shape, for the ledger
     approve: ApprovalCallback | None = None  # None: calls that need approval are refused
+    late_tool: LateTool | None = None  # None: a call to a tool the run did not offer is an unknown tool

@@ -26,6 +26,14 @@ class LearnedWindow(TypedDict, total=False):
     learned: str  # the day it was learned (ISO), named when a notebook brings it back
 
 
+class SavedTokenFactor(TypedDict, total=False):
+    """The token factor measured once for a session's model, saved with the session (agent/budget.py)."""
+
+    model: str
+    factor: float
+    tokenizer: str
+
+
 class SavedSettings(TypedDict, total=False):
     """What is stored with a session (:meth:`RunConfig.saved_settings`), and read back from a notebook
     (unchecked there: every reader checks the values it uses). Keys a newer ipyagent saved survive."""
@@ -46,6 +54,7 @@ class SavedSettings(TypedDict, total=False):
     auto_mask_turns: int | None
     model_overrides: dict[str, dict[str, int]]
     learned_window: LearnedWindow
+    token_factor: SavedTokenFactor
 
 
 @dataclass
@@ -78,11 +87,16 @@ class RunConfig:
     # Where ``context_window`` came from when the user did not set it (restored with the session,
     # learned in this notebook): said by ``%agent status`` and the widget; never saved.
     window_note: str = ""
+    # Real tokens per chars/4 token, as measured once for this session's model and saved with the
+    # session (agent/budget.py's TOKEN_FACTOR): every count uses it, before and after a restart.
+    # None: measured against the server's tokenizer now (1 where it has none).
+    token_factor: float | None = None
 
     def saved_settings(self) -> SavedSettings:
-        """What is stored with the session: everything but provider options (may hold keys)."""
+        """What is stored with the session: everything but provider options (may hold keys); the
+        token factor is saved with what it was measured for, apart (agent/budget.py)."""
         data: dict[str, Any] = asdict(self)
-        for private in ("provider_options", "secrets", "system_prompt", "window_note"):
+        for private in ("provider_options", "secrets", "system_prompt", "window_note", "token_factor"):
             data.pop(private, None)
         data["compaction"] = self.compaction.to_dict()
         return cast(SavedSettings, data)

@@ -75,6 +75,7 @@ class CompactionEnd:
     aborted: bool = False
     will_retry: bool = False
     duration: float = 0.0
+    skipped: bool = False  # nothing to compact: no summary was asked
 
 
 @dataclass

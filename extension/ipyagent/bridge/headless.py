@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import os
 import re
@@ -36,6 +37,7 @@ from typing import Any
 
 from ipyagent.bridge import comm as bridge_mod
 from ipyagent.shapes import Ipynb, IpynbCell, KernelMessage
+from ipyagent.store.chunks import LAYOUT_TEXT
 from ipyagent.store.ipynb import read_notebook, sessions_from_notebook, write_notebook, write_sessions_into_notebook
 from ipyagent.store.schema import METADATA_KEY, NotebookSessions
 
@@ -90,6 +92,7 @@ class HeadlessFrontend:
     stored: int = 0  # entries newly stored
     inserted: list[CellInsertion] = field(default_factory=list)  # in the order asked
     name: str = "ipyagent-run"  # the frontend hello_ack names (the kernel never compacts in idle time under it)
+    path: str | None = None  # the notebook's path its hello_ack gives (a page's, relative to the server's root)
 
     def on_comm_open(self, msg: KernelMessage) -> _FrontendComm | None:
         content = msg.get("content") or {}
@@ -99,7 +102,7 @@ class HeadlessFrontend:
             return None
         self.comms.append(comm_id)
         self.send(comm_id, {"type": "hello_ack", "protocol": bridge_mod.PROTOCOL, "frontend": self.name,
-                            "path": None, "features": ["insert_cell"]})
+                            "path": self.path, "features": ["insert_cell"]})
         return _FrontendComm(self, comm_id)
 
     def on_comm_msg(self, comm_id: str, msg: KernelMessage) -> None:
@@ -505,7 +508,9 @@ def kernel_environment(**values: str | None) -> Iterator[None]:
 def run_notebook(path: str | Path, output: str | Path | None = None, *, timeout: int | None = 600,
                  kernel_name: str | None = None, replay: str | None = None, replay_tools: bool = False,
                  progress: CellProgress | None = None) -> RunOutcome:
-    """``ipyagent run``: execute ``path`` and write the result to ``output`` (default: in place).
+    """``ipyagent run``: execute ``path`` and write the result to ``output`` (default: in place),
+    its sessions in the current layout (``store/chunks.py``'s layout 3; ``outcome.nb`` keeps the
+    layout the notebook held).
 
     ``replay`` ("on", "auto", "off"; None: the kernel's default) and ``replay_tools`` reach the
     kernel through ``IPYAGENT_REPLAY`` / ``IPYAGENT_REPLAY_TOOLS`` (the kernel inherits them).
@@ -517,7 +522,11 @@ def run_notebook(path: str | Path, output: str | Path | None = None, *, timeout:
     with kernel_environment(**{name: value for name, value in chosen.items() if value is not None}):
         outcome = execute_notebook(nb, timeout=timeout, kernel_name=kernel_name, cwd=str(path.parent.resolve()),
                                    progress=progress)
-    write_notebook(Path(output) if output else path, outcome.nb)
+    # on disk in the layout the labextension writes: a page that opens the output has nothing to
+    # move (a layout-1 output was moved at once and read modified before the user changed anything)
+    on_disk = write_sessions_into_notebook(copy.deepcopy(outcome.nb), outcome.sessions, LAYOUT_TEXT) \
+        if outcome.sessions is not None else outcome.nb
+    write_notebook(Path(output) if output else path, on_disk)
     if outcome.interrupted is not None:
         raise outcome.interrupted
     return outcome

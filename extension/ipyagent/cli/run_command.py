@@ -1,5 +1,6 @@
 """``ipyagent run NOTEBOOK [-o OUT] [--timeout S]``: execute a notebook headlessly (nbclient, a real
-kernel), answer the ipyagent bridge, and write the sessions into the output's metadata."""
+kernel), answer the ipyagent bridge, and write the sessions into the output's metadata (in the
+layout the labextension writes, so opening the output changes nothing)."""
 
 from __future__ import annotations
 

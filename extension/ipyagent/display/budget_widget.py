@@ -163,6 +163,8 @@ def cost_text(costs: Any) -> str:
         return ""
     if not costs.known:
         return f"cost unknown ({costs.unpriced} unpriced call{'s' if costs.unpriced != 1 else ''})"
+    if not costs.total:  # priced at nothing: a local server (or a free provider)
+        return "cost: free"
     text = f"cost {_dollars(costs.total)}"
     if costs.summaries:
         text += f" (summaries {_dollars(costs.summaries)})"
@@ -311,21 +313,25 @@ class BudgetWidget:
             self.facts.status = status
             self._status.value = f"<i>{escape_html(status)}</i>" if status else ""
 
-    def start_ticker(self, label: str, interval: float = 0.25) -> None:
-        """Show ``label`` with the seconds elapsed, updated from a thread until :meth:`stop_ticker`
-        (where no thread can start, a browser page's kernel, the label alone)."""
+    def start_ticker(self, label: str | Callable[[], str], interval: float = 0.25) -> None:
+        """Show ``label`` with the seconds elapsed, updated from a thread until :meth:`stop_ticker`;
+        a callable ``label`` gives the whole line each time (it counts its own seconds). Where no
+        thread can start (a browser page's kernel), the label alone."""
         self.stop_ticker()
         if not host.can_start_threads():
-            self.set_status(label)
+            self.set_status(label() if callable(label) else label)
             return
         started = time.monotonic()
         self._ticking = stop = threading.Event()
 
+        def line() -> str:
+            return label() if callable(label) else f"{label} {time.monotonic() - started:.1f} s"
+
         def tick() -> None:
             while not stop.wait(interval):
-                self.set_status(f"{label} {time.monotonic() - started:.1f} s")
+                self.set_status(line())
 
-        self.set_status(f"{label} 0.0 s")
+        self.set_status(line())
         self._ticker = threading.Thread(target=tick, name="ipyagent-widget-ticker", daemon=True)
         self._ticker.start()
 

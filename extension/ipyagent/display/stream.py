@@ -469,7 +469,9 @@ class RunRenderer:
         if self.widget is not None:
             self.widget.stop_ticker()
         received = f"{self._summary_tokens:,} tokens of summary" if self._summary_tokens else "summary"
-        self._close_progress(f"Summarised: {received} in {event.duration:.1f} s." if event.entry is not None
+        # nothing to compact: no summary was asked, so its line goes (the reason is said below)
+        self._close_progress(None if event.skipped
+                             else f"Summarised: {received} in {event.duration:.1f} s." if event.entry is not None
                              else f"Summary stopped after {event.duration:.1f} s.")
         if event.entry is not None and event.reason == "manual":
             self._refresh_widget("")  # %compact shows its own result

@@ -68,6 +68,15 @@ def _ceil_to(value: float, step: int) -> int:
     return int(math.ceil(value / step) * step)
 
 
+def grid(low: int, high: int, value: int, step: int) -> tuple[int, int]:
+    """A slider's (min, max) for ``step`` whose steps pass through ``value``: the page snaps a
+    slider's value to min + k × step and sends the snapped value back, so a grid through 0 moved
+    a session's 4,096-token window to 4,100 and planned for that. min is the first point of the
+    grid at or above ``low`` (never above ``value``), max the first at or above ``high``."""
+    start = min(low + (value - low) % step, value)
+    return start, start + _ceil_to(max(high, value) - start, step)
+
+
 def _scrubbed_html(redact: Callable[[str], str]) -> Any:
     """An HTML widget class whose every value is scrubbed before it is kept and sent to the page
     (a widget's state is not an output: it reaches the notebook when the page saves widget state)."""
@@ -189,22 +198,24 @@ class CompactionExplorer:
         self._drawn_key = tokens.key
         window_max = max(2 * s.window, 2 * x.tokens_before, 8192)
         window_step = nice_step(window_max)
-        window_max = _ceil_to(window_max, window_step)
         recent = tokens.span(tokens.start, len(tokens.path))
         keep_max = max(2 * s.keep_recent_tokens, int(1.1 * recent), 1000)
         keep_step = nice_step(keep_max)
-        keep_max = _ceil_to(keep_max, keep_step)
         self._updating = True
         try:
             for slider, low, high, step, value in ((self.window, window_step, window_max, window_step, s.window),
                                                    (self.reserve, 0, window_max, window_step, s.reserve_tokens),
                                                    (self.keep, 0, keep_max, keep_step, s.keep_recent_tokens)):
-                high = max(high, value)
-                slider.max = max(slider.max, high)  # widen first, so the old value stays inside while min moves
-                slider.min, slider.step = min(low, value), step
-                slider.max = high
+                start, end = grid(low, high, value, step)  # the session's values are on the sliders' steps
+                slider.max = max(slider.max, end)  # widen first, so the old value stays inside while min moves
+                slider.min, slider.step = start, step
+                slider.max = end
         finally:
             self._updating = False
+
+    def _off_grid(self) -> bool:
+        """Whether a slider's value is off its steps (set from Python): the page would move it."""
+        return any((slider.value - slider.min) % slider.step for slider in (self.window, self.reserve, self.keep))
 
     # ---- updates ---------------------------------------------------------------------------------
 
@@ -223,8 +234,8 @@ class CompactionExplorer:
                               focus=self.focus.value.strip())
         if counting:
             self.status.value = ""
-        if self._drawn_key != self.model.path_tokens().key:  # the session grew: the sliders' ranges too
-            self._set_ranges(x)
+        if self._drawn_key != self.model.path_tokens().key or self._off_grid():  # the session grew, or a
+            self._set_ranges(x)  # value set from Python: the sliders' ranges too
         self._render(x)
         return x
 
@@ -240,8 +251,8 @@ class CompactionExplorer:
         try:
             for name, value in values.items():
                 control = controls[name]
-                if name in ("window", "reserve", "keep_recent") and value > control.max:
-                    control.max = value
+                if name in ("window", "reserve", "keep_recent"):  # widened to the value (not clamped)
+                    control.max, control.min = max(control.max, value), min(control.min, value)
                 control.value = value
         finally:
             self._updating = False

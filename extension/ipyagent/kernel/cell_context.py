@@ -41,6 +41,8 @@ class RuntimeFacts(Protocol):
     def instruction_reads(self) -> dict[str, bool]: ...
     @property
     def activity(self) -> ActivityRecorder: ...
+    @property
+    def bridge(self) -> Any: ...  # the frontend bridge (bridge/comm.py), or None
 
 
 def cell_identity(shell: Any) -> tuple[str | None, int | None]:
@@ -73,7 +75,8 @@ def kernel_notebook_path(shell: Any, explicit: str | None) -> tuple[Path | None,
 
 
 def notebook_path(runtime: RuntimeFacts) -> Path | None:
-    """This kernel's notebook, if the kernel can tell (the same sources hydration uses)."""
+    """This kernel's notebook, if the kernel can tell: the sources hydration uses, then the path
+    the page's bridge gave (what ``%agent status`` shows), found in the kernel's folder."""
     path: Path | str | None
     try:
         path, _ = kernel_notebook_path(runtime.shell, runtime.config.notebook_path)
@@ -81,6 +84,10 @@ def notebook_path(runtime: RuntimeFacts) -> Path | None:
         path = None
     if path is None and runtime.load_result is not None:
         path = runtime.load_result.path
+    if path is None:  # the page's (the bridge's hello): relative to the server's root, in the kernel's folder
+        shown = runtime.bridge.path if runtime.bridge is not None else None
+        if isinstance(shown, str) and shown.endswith(".ipynb") and Path(Path(shown).name).is_file():
+            path = Path(shown).name
     return Path(path).resolve() if path is not None else None
 
 

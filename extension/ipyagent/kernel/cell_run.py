@@ -44,6 +44,19 @@ __all__ = ["CellRun", "start_approver"]
 INTERRUPTED = "Interrupted. The session keeps everything that arrived."
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """An interrupted run, raised on from the cell: the cell still ends interrupted (Run All stops
+    there), shown as one line instead of a traceback through the agent's internals (IPython shows
+    an exception's ``_render_traceback_``); the cell's note has already said what was kept."""
+
+    def _render_traceback_(self) -> list[str]:
+        return ["KeyboardInterrupt"]
+
+
+# the error a frontend shows names the exception a user knows (``ename`` of the execute reply)
+RunInterrupted.__name__ = RunInterrupted.__qualname__ = "KeyboardInterrupt"
+
+
 # what starts a project file's server where nobody can approve it (tool_approval does not)
 PROJECT_SERVER_ADVICE = ("a project file's MCP server starts only once approved in a live kernel, or when "
                          "Agent.mcp_servers names it (copy its definition there)")
@@ -197,4 +210,6 @@ class CellRun:
                     # the budget widget stays live while the kernel compacts in its idle time
                     if arm and not self.runtime.idle.arm(self) and self.view is not None:
                         self.view.close()
-        return shown  # an interrupt always goes on up
+        if interrupted and not isinstance(exc, RunInterrupted):
+            raise RunInterrupted from None  # an interrupt always goes on up, without the loop's frames
+        return shown

@@ -115,6 +115,9 @@ class _Share(Float):  # type: ignore[type-arg]
         return value
 
 
+MCP_START_WAIT = 30.0  # seconds; Claude Code reads MCP_TIMEOUT (milliseconds) for the same wait
+
+
 class AgentSettings(Configurable):
     """ipyagent's settings. ``%config Agent`` lists them; ``%config Agent.model = "openai:gpt-4.1-mini"``."""
 
@@ -186,8 +189,11 @@ class AgentSettings(Configurable):
     mcp_project_files = Bool(True, help="Also read the servers of .mcp.json files from the notebook's folder up to "
                                         "the repository root; each starts only after you approve it once (never "
                                         "in a headless run).").tag(config=True)
-    mcp_start_wait = Float(5.0, help="How long a prompt waits, at most, for MCP servers that are still starting "
-                                     "(their tools join a later prompt).").tag(config=True)
+    mcp_start_wait = Float(help="How long, at most, the first prompt after an MCP server is defined waits for it to "
+                                "start, and a call to one of its tools while it still starts waits for it, with a "
+                                "live line that Ctrl-C stops (Claude Code's MCP_TIMEOUT; default 30 s, or "
+                                "$MCP_TIMEOUT in milliseconds). A slower server's tools join a later prompt."
+                           ).tag(config=True)
     mcp_warn_share = Float(0.10, help="Warn when one MCP server's tool definitions take more than this share of "
                                       "the context window (enable only some with its \"tools\" list)."
                            ).tag(config=True)
@@ -239,6 +245,13 @@ class AgentSettings(Configurable):
         value = os.environ.get("IPYAGENT_REPLAY", "auto").strip().lower()
         return {"1": "on", "true": "on", "0": "off", "false": "off"}.get(value, value) \
             if value in ("auto", "on", "off", "1", "true", "0", "false") else "auto"
+
+    @default("mcp_start_wait")
+    def _default_mcp_start_wait(self) -> float:
+        try:  # Claude Code's variable, in milliseconds
+            return max(0.0, float(os.environ["MCP_TIMEOUT"]) / 1000)
+        except (KeyError, ValueError):
+            return MCP_START_WAIT
 
     @default("replay_tools")
     def _default_replay_tools(self) -> bool:

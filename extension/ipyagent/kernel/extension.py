@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ipyagent.bridge.kernel_status import keep_busy_while_running
 from ipyagent.kernel.persistence import pin_notes
 from ipyagent.kernel.runtime import AgentRuntime
 from ipyagent.providers.pricing import warm_up as warm_up_prices
@@ -37,6 +38,8 @@ def load(ipython: Any) -> AgentRuntime:
         runtime.load_plugins(BUILTIN_COMMANDS)
     register_magics(ipython, runtime)
     if fresh:
+        # the page's acks, handled on a subshell during a run, must not make the kernel read idle
+        keep_busy_while_running(getattr(ipython, "kernel", None))
         _register_widget_control()
         warm_up_prices()  # loaded while the user writes the first prompt, not when its reply ends
         runtime.start()
@@ -70,9 +73,9 @@ def _announce(runtime: AgentRuntime) -> None:
         lines.extend(pin_notes(runtime.slots, result.slots))
         lines.extend(runtime.settings_policy.load_notes(runtime.slots, result.slots))
     elif result is not None and result.path is None and not result.pushed and runtime.config.hydrate:
-        lines.append("ipyagent: no stored sessions found (no frontend push, notebook path unknown). "
-                     "New runs are kept in memory and saved with the notebook through the bridge or the "
-                     "runs' journal outputs; set %config Agent.notebook_path to reload from disk after a restart.")
+        # true wherever it loads: a page with the bridge may still answer (it pushes only sessions
+        # it holds), so nothing is said here about the bridge or the notebook's path
+        lines.append("ipyagent: nothing stored to resume; the first %%agent cell starts the session.")
     lines.extend(n for n in runtime.notes if n)
     runtime.notes.clear()
     if lines:

@@ -296,7 +296,7 @@ class IdleCompactor:
         elapsed = self._clock() - job.started
         if job.entry is None:
             job.outcome = (f"cancelled ({job.cancelled_by or 'cancelled'}): no entry written" if job.cancel.is_set()
-                           else f"nothing written ({job.error or 'nothing to compact'})")
+                           else f"wrote nothing ({job.error or 'nothing to compact'})")
             return
         after = agent.budget.request_tokens()
         job.outcome = f"compacted in the background: {job.before:,} → {after:,} tokens in {elapsed:.1f} s"
@@ -326,23 +326,29 @@ class IdleCompactor:
         if widget is None or not isinstance(event, (ev.CompactionStart, ev.CompactionProgress)):
             return
         try:
-            widget.set_status(f"{BACKGROUND} {self.progress_text(job)}")
+            if isinstance(event, ev.CompactionStart):  # the line ticks while the server reads the
+                # conversation (no token for a while), as the foreground one does; it stops when the view closes
+                widget.start_ticker(lambda: f"{BACKGROUND} {self.progress_text(job)}", interval=0.5)
+            else:
+                widget.set_status(f"{BACKGROUND} {self.progress_text(job)}")
         except Exception:  # noqa: BLE001 - the widget must never break the job
             pass
 
     def progress_text(self, job: IdleJob) -> str:
         limit = f" / {job.limit:,}" if job.limit else ""
         elapsed = self._clock() - job.started if job.started else 0.0
-        return f"{job.tokens:,}{limit} tokens of summary, {elapsed:.1f} s"
+        reading = "" if job.tokens else " (the server reads the conversation before the summary's first token)"
+        return f"{job.tokens:,}{limit} tokens of summary, {elapsed:.1f} s{reading}"
 
     def _finish(self, job: IdleJob) -> None:
         with self._cond:
             if job.state in ("waiting", "running"):
                 job.state = "done"
         try:
-            if job.view is not None:  # the arming run's output: its last view, and the journal if any
-                job.view.close(_sentence(job.outcome) if job.entry is not None else "", journal=job.journal,
-                               background=True)
+            if job.view is not None:  # the arming run's output: what became of the compaction its line
+                # said it would run, and the journal if any
+                said = job.outcome if job.entry is not None or not job.outcome else f"idle compaction {job.outcome}"
+                job.view.close(_sentence(said) if said else "", journal=job.journal, background=True)
         except Exception:  # noqa: BLE001 - a closed comm (the page went away): nothing to update
             pass
         with self._cond:

@@ -2,9 +2,13 @@
 files), starting them at the first prompt that offers tools, the tools a prompt offers, and
 stopping them all when the kernel shuts down or the extension unloads.
 
-A prompt waits ``Agent.mcp_start_wait`` seconds at most for servers that are still starting; their
-tools join a later prompt, and the cell says so. A failed server is named once per failure, in one
-line. The hub (``agent/mcp/hub.py``) and its thread exist only once a server is defined.
+The first prompt after a server is defined (the one that starts it) waits for it, with a live line
+that Ctrl-C stops, ``Agent.mcp_start_wait`` seconds at most (30 s, like Claude Code's
+``MCP_TIMEOUT``); a server slower than that is named, and its tools join a later prompt, whose own
+start does not wait for it again. A call to a tool of a server still starting (the model knows its
+tools from earlier turns) waits for it as long, instead of failing as an unknown tool. A failed
+server is named once per failure, in one line. The hub (``agent/mcp/hub.py``) and its thread exist
+only once a server is defined.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from ipyagent.agent.budget import system_tools_tokens
 from ipyagent.agent.mcp.hub import McpHub, ServerStatus
 from ipyagent.agent.mcp.mcp_tool import McpTool, offered_tools, recorded_tools
+from ipyagent.agent.mcp.names import is_mcp_name
 from ipyagent.agent.mcp.server_definitions import ServerConfig, parse_servers
 from ipyagent.agent.tools.tool import Tool
 from ipyagent.display.progress import ProgressLine
@@ -48,14 +53,18 @@ def tool_tokens(tools: Iterable[Tool]) -> int:
     return system_tools_tokens("", [t.spec() for t in tools])
 
 
-def wait_with_progress(hub: Any, names: list[str], limit: float, *, step: float = 0.1) -> list[str]:
+STARTING = ("starting", "restarting")
+
+
+def wait_with_progress(hub: Any, names: list[str], limit: float, *, step: float = 0.1,
+                       label: str = "Starting MCP servers") -> list[str]:
     """Wait for the servers ``names`` (``limit`` seconds at most; the names still starting). When
     one is not ready at once, a progress line in the cell counts them as they come up, and stays
-    as one static line."""
+    as one static line. A KeyboardInterrupt (Ctrl-C) ends the wait and goes on up."""
     waiting: list[str] = hub.wait_ready(names, 0.0)
     if not waiting or limit <= 0:
         return waiting
-    line = ProgressLine("Starting MCP servers")
+    line = ProgressLine(label)
     started = time.monotonic()
     deadline = started + limit
     try:
@@ -77,6 +86,7 @@ class KernelMcp:
         self.approved: set[str] = set()  # fingerprints of project servers approved in this kernel
         self.declined: set[str] = set()
         self._lines_shown: set[str] = set()
+        self._waited: set[str] = set()  # fingerprints of the servers a prompt's start waited for
 
     @property
     def hub(self) -> McpHub:
@@ -124,10 +134,17 @@ class KernelMcp:
         hub.retain({s.name for s in wanted})
         for server in wanted:
             hub.start(server)
-        waiting = wait_with_progress(hub, [s.name for s in wanted],
-                                     self.settings.mcp_start_wait if wait is None else wait)
-        for name in waiting:
-            note(f"MCP server {name!r} is still starting; its tools join the prompts after it is ready.")
+        # an explicit wait (%agent mcp start) waits for every server; a prompt, for the new ones
+        first = [s.name for s in wanted if wait is not None or s.fingerprint() not in self._waited]
+        try:
+            wait_with_progress(hub, first, self.settings.mcp_start_wait if wait is None else wait)
+        finally:  # waited for once (also when Ctrl-C ended the wait): later prompts go on without it
+            self._waited.update(s.fingerprint() for s in wanted)
+        for server in wanted:
+            status = hub.status(server.name)
+            if status is not None and status.state in STARTING:
+                note(f"MCP server {server.name!r} is still starting; its tools join the prompts after it is "
+                     "ready (a call to one of them waits for it).")
         ready: list[tuple[ServerConfig, Any]] = []
         for server in wanted:
             status = hub.status(server.name)
@@ -140,6 +157,23 @@ class KernelMcp:
         tools = offered_tools(ready, hub, taken)
         self._warn_heavy(note, tools, window)
         return tools
+
+    def late_tool(self, name: str, taken: Iterable[str]) -> McpTool | None:
+        """The tool ``name`` of a server that was still starting when the prompt began, once the
+        server is ready: the call waits for it (``Agent.mcp_start_wait`` at most, a live line that
+        Ctrl-C stops). None when no such server is starting, or it did not get ready in time."""
+        if self._hub is None or not is_mcp_name(name):
+            return None
+        starting = [s for s in self._hub.statuses() if s.state in STARTING]
+        if not starting:
+            return None
+        names = [s.config.name for s in starting]
+        wait_with_progress(self._hub, names, self.settings.mcp_start_wait,
+                           label=f"Waiting for MCP server{'s' if len(names) > 1 else ''} "
+                                 f"{', '.join(repr(n) for n in names)} to call {name}")
+        ready = [(s.config, s.tools) for s in (self._hub.status(n) for n in names)
+                 if s is not None and s.state == "ready"]
+        return next((t for t in offered_tools(ready, self._hub, taken) if t.name == name), None)
 
     def _may_start(self, server: ServerConfig, note: Note, approve_start: ApproveStart | None) -> bool:
         if not server.from_project:

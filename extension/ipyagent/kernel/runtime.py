@@ -12,7 +12,15 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ipyagent.agent.budget import LEARNED_WINDOW, RequestBudget, configured_provider, learned_window_setting
+from ipyagent.agent.budget import (
+    LEARNED_WINDOW,
+    TOKEN_FACTOR,
+    RequestBudget,
+    configured_provider,
+    learned_window_setting,
+    token_factor_setting,
+    with_saved_token_factor,
+)
 from ipyagent.agent.loop import AgentLoop
 from ipyagent.agent.ports import RunPorts
 from ipyagent.agent.prompt.record import SystemPromptRecord
@@ -24,7 +32,7 @@ from ipyagent.agent.tools import ApprovalCallback, Tool
 from ipyagent.bridge.comm import KernelBridge
 from ipyagent.bridge.push import inbox_of
 from ipyagent.core import Session
-from ipyagent.kernel.cell_context import KernelNotebookContext, cell_identity, kernel_notebook_path
+from ipyagent.kernel.cell_context import KernelNotebookContext, cell_identity, notebook_path
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.idle import IdleCompactor
 from ipyagent.kernel.mcp_servers import KernelMcp
@@ -220,6 +228,7 @@ class AgentRuntime:
         """The slot's agent (kept across runs for its failure tracker), set up for this run: its
         session, these settings and tools, the kernel's namespace, folder and ports."""
         tool_list = self.plugins.tools.tools() if tools is None else list(tools)
+        config = with_saved_token_factor(config, slot.settings)
         if slot.agent is None:
             slot.agent = AgentLoop(slot.session, config=config, tools=tool_list, providers=self.providers)
         cell_runner, notebook_port = self.tool_ports()
@@ -258,7 +267,7 @@ class AgentRuntime:
         outside a run comes from it (``%agent status``, ``context``, ``mask``, the explorer, the
         teaching helpers); no agent is set up for it."""
         slot = slot or self.slot()
-        config = self.run_config(slot=slot)
+        config = with_saved_token_factor(self.run_config(slot=slot), slot.settings)
         tools = self.tools_for(slot)
         offered = {t.name for t in tools}
         record = SystemPromptRecord(config.system_prompt, KernelNotebookContext(self, slot.name))
@@ -270,14 +279,15 @@ class AgentRuntime:
         """What a run in this kernel takes from outside: ``approve`` for the calls that ask, and the
         kernel's namespace described for the artifact ledger (the provider and the summariser come
         from the settings; replay replaces them, ``kernel/replay_control.py``)."""
-        return RunPorts(approve=approve, describe_namespace=namespace_describer(self.shell.user_ns))
+        return RunPorts(approve=approve, describe_namespace=namespace_describer(self.shell.user_ns),
+                        late_tool=self.mcp.late_tool)
 
     def notebook_folder(self) -> str:
         """The folder read-only tools read without asking: the notebook's, found the way hydration
         finds the notebook (Agent.notebook_path, __session__, JPY_SESSION_NAME, __vsc_ipynb_file__),
         else the kernel's working directory."""
-        path, _ = kernel_notebook_path(self.shell, self.config.notebook_path)
-        return os.path.dirname(os.path.abspath(path)) if path is not None else os.getcwd()
+        path = notebook_path(self)
+        return os.path.dirname(path) if path is not None else os.getcwd()
 
     def project_mcp_servers(self) -> tuple[list[Any], list[str]]:
         """The servers of the project's ``.mcp.json`` files (from the notebook's folder up to the
@@ -301,6 +311,10 @@ class AgentRuntime:
         learned = learned_window_setting(self.providers.models, config.model, settings.get(LEARNED_WINDOW))
         if learned:  # survives a restart and a reopen (for this session), and `ipyagent inspect` reads it
             settings[LEARNED_WINDOW] = learned
+        if with_saved_token_factor(config, settings) is config:  # none saved for this model yet
+            measured = token_factor_setting(config, self.providers)
+            if measured:  # measured once for this model and kept: a restart counts as before
+                settings[TOKEN_FACTOR] = measured
         slot.settings = settings
         return settings
 

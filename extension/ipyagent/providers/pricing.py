@@ -131,12 +131,16 @@ def calculate(provider: str, model: str, usage: Usage) -> dict[str, float] | Non
             "cacheRead": float(read), "cacheWrite": float(write), "total": float(result.total_price)}
 
 
-def price_usage(provider: str, model: str, usage: Usage) -> Usage:
+def price_usage(provider: str, model: str, usage: Usage, *, local: bool = False) -> Usage:
     """``usage`` with its ``cost`` filled in (in place, and returned). A usage without tokens
-    (an aborted or failed call) costs nothing and is not looked up."""
+    (an aborted or failed call) costs nothing and is not looked up. ``local``: the reply came from
+    a server on this machine or a private network; a model with no price there costs nothing (a
+    priced model behind a local proxy keeps its price)."""
     if not _has_tokens(usage):
         return usage
     cost = calculate(provider, model, usage)
+    if cost is None and local:
+        cost = dict.fromkeys(COST_KEYS, 0.0)
     if cost is None:
         usage["cost"] = cast(UsageCost, dict.fromkeys(COST_KEYS, 0.0))
         usage["costUnknown"] = True

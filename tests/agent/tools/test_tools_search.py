@@ -146,3 +146,36 @@ def test_glob_translation():
     assert not matches("*.py", "a/b.py")
     assert matches("test_[!x]?.py", "test_ab.py") and not matches("test_[!x]?.py", "test_xb.py")
     assert matches("a/**/z", "a/z") and matches("a/**/z", "a/b/c/z")
+
+
+# ---- notebooks: the agent's own transcript -------------------------------------------------
+
+
+@pytest.fixture
+def notebooks(tree: Path) -> Path:
+    """The open notebook (its outputs hold the agent's tool blocks), its checkpoint, a script."""
+    transcript = '{"cells": [{"outputs": [{"text": "grep(pattern=\'def main\') &amp;amp; src/util.py"}]}]}'
+    (tree / "analysis.ipynb").write_text(transcript)
+    (tree / ".ipynb_checkpoints").mkdir()
+    (tree / ".ipynb_checkpoints" / "analysis-checkpoint.ipynb").write_text(transcript)
+    (tree / ".ipynb_checkpoints" / "notes.py").write_text("def main(): checkpointed\n")
+    return tree
+
+
+def test_grep_of_a_folder_leaves_the_notebooks_out_and_says_so(notebooks, ctx):
+    out = run("grep", ctx, pattern="def main")
+    body, notice = out.text.split("\n\n")
+    assert body == "src/pkg/core.py:1: def main():"
+    assert notice == ("[Left out 1 notebook file (*.ipynb: they hold this session's own transcript); give one as "
+                      "the path to search it]")
+    assert out.details["notebooks_left_out"] == ["analysis.ipynb"]
+    # named as the path, a notebook is searched
+    assert run("grep", ctx, pattern="def main", path="analysis.ipynb").text.startswith("analysis.ipynb:1: ")
+
+
+def test_find_leaves_the_notebooks_out_unless_the_pattern_names_them(notebooks, ctx):
+    out = run("find", ctx, pattern="analysis*")
+    assert out.text == ("No files found matching pattern 'analysis*'\n\n[Left out 1 notebook file (*.ipynb: they hold "
+                        "this session's own transcript); a pattern that says .ipynb finds them]")
+    assert run("find", ctx, pattern="*.py").text == "src/pkg/core.py\nsrc/util.py"
+    assert run("find", ctx, pattern="*.ipynb").text == ".ipynb_checkpoints/analysis-checkpoint.ipynb\nanalysis.ipynb"

@@ -78,12 +78,17 @@ export class IdleMove {
   }
 
   private say({ entries, chunks }: IMoved): void {
+    // in the user's words: the notebook reads modified because of this, and nothing else changed
     const text =
-      `ipyagent: this notebook's agent sessions were moved to the current layout (layout ${LAYOUT_TEXT}: ` +
-      `${entries} entries in ${chunks} chunks), a chunk at a time while the page was idle; ` +
-      'the next save writes it.';
+      `ipyagent: this notebook's agent history (${entries} entries) was in an older storage format ` +
+      'and has been converted to the current one; that is the only change to the notebook, and ' +
+      'saving it keeps the conversion.';
     console.info(LOG, text);
-    console.debug(LOG, 'the move into layout 3 took', { steps: this.steps, longest: this.longest });
+    console.debug(LOG, `the move into layout ${LAYOUT_TEXT} took`, {
+      chunks,
+      steps: this.steps,
+      longest: this.longest
+    });
     Notification.info(text, { autoClose: 8000 });
   }
 }

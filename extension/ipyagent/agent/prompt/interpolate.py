@@ -8,7 +8,9 @@
 A value of several lines goes in as a fenced block of its own.
 
 Anything else in braces is left alone (code and JSON in prompts pass untouched), and
-``{{In[3]}}`` / ``{{name}}`` write the braces literally. The prompt then says what was filled in.
+``{{In[3]}}`` / ``{{name}}`` write the braces literally. The prompt then says what was filled in,
+and which ``{name}`` it left as written for want of such a variable (after a restart the model
+would otherwise take ``{by_region}`` for a value it was given).
 The values come through :class:`Lookup`, which the notebook layer implements.
 """
 
@@ -52,6 +54,7 @@ class Interpolated:
     text: str
     items: list[Interpolation] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # cell references with nothing recorded
+    unknown: list[str] = field(default_factory=list)  # {name} with no such variable in the namespace
     escaped: int = 0
 
     @property
@@ -66,6 +69,9 @@ class Interpolated:
                 f"{i.ref} = {i.what} ({i.chars:,} characters{', cut' if i.cut else ''})" for i in self.items))
         if self.missing:
             bits.append("left as written (nothing recorded): " + ", ".join(self.missing))
+        if self.unknown:
+            bits.append("left as written (no variable of that name in the kernel, whose namespace may be new): "
+                        + ", ".join(self.unknown))
         return f"[ipyagent {' and '.join(bits)}]" if bits else ""
 
 
@@ -95,8 +101,13 @@ def interpolate(prompt: str, lookup: Lookup, *, max_chars: int = MAX_VALUE_CHARS
                 continue
         else:
             found = lookup.variable(match.group("name"))
-            if found is None:
-                out.append(token)  # not a variable: ordinary text in braces
+            if found is None:  # ordinary text in braces, or a variable this kernel lacks (after a restart)
+                before = prompt[match.start() - 1] if match.start() else " "
+                after = prompt[match.end()] if match.end() < len(prompt) else " "
+                # in a string or an f-string of code it is code; standing alone it was meant as a value
+                if before not in "\"'`" and after not in "\"'`" and token not in result.unknown:
+                    result.unknown.append(token)
+                out.append(token)
                 continue
             value, type_name = found
             what = f"repr of `{match.group('name')}` ({type_name})"
@@ -108,6 +119,6 @@ def interpolate(prompt: str, lookup: Lookup, *, max_chars: int = MAX_VALUE_CHARS
     out.append(prompt[position:])
     result.text = "".join(out)
     note = result.note()
-    if result.items or result.missing:
+    if result.items or result.missing or result.unknown:
         result.text = f"{result.text}\n\n{note}"
     return result

@@ -80,9 +80,10 @@ def agent_status(runtime: AgentRuntime, rest: str) -> None:
         lines.append(f"notebook path: {shown} (the frontend's, relative to the server's root)")
     elif result is not None:
         lines.append(f"notebook path: {result.path or 'unknown'} ({result.path_source or 'not searched'})")
-    lines.append(cost_text(facts.costs) if facts.costs is not None and facts.costs.priced
-                 else "cost: free (local server)" if _local_model(runtime.run_config(), runtime.providers)
-                 else cost_text(facts.costs) or "cost: no priced calls yet")
+    # the widget's words (both count the session's recorded calls); before any call, the server's kind
+    lines.append(cost_text(facts.costs) or ("cost: free (local server)"
+                                            if _local_model(runtime.run_config(), runtime.providers)
+                                            else "cost: no priced calls yet"))
     lines.append("pins: " + pins_note(active_pins(slot.session.entries)))
     lines.append(last_compaction_note(slot.session.compactions()) or "last compaction: none yet")
     lines.append(runtime.idle.status())

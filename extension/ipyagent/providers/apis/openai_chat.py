@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipyagent.providers import function_calling_format as fcf
 from ipyagent.providers.errors import EmptyStreamError, NetworkError
 from ipyagent.providers.provider import (
     ModelRequest,
@@ -98,7 +99,10 @@ def merge_reasoning_details(held: list[dict[str, Any]], pieces: list[Any]) -> No
             held.append(dict(piece))
 
 
-def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[dict[str, Any]]:
+def to_openai_messages(request: ModelRequest, provider: str, api: str,
+                       results_as_user: bool = False) -> list[dict[str, Any]]:
+    """The request's history as Chat Completions messages. ``results_as_user``: tool results go
+    as user messages (llama-cpp-python's function-calling format leaves ``tool`` messages out)."""
     out: list[dict[str, Any]] = []
     if request.system_prompt:
         out.append({"role": "system", "content": request.system_prompt})
@@ -130,7 +134,11 @@ def to_openai_messages(request: ModelRequest, provider: str, api: str) -> list[d
             text = text_of(blocks, "\n")
             images += [{"type": "image_url", "image_url": {"url": image_data_url(b)}}
                        for b in blocks if b.get("type") == "image"]
-            out.append({"role": "tool", "tool_call_id": message["toolCallId"], "content": text or "(no output)"})
+            if results_as_user:
+                out.append({"role": "user",
+                            "content": fcf.result_as_user_text(message.get("toolName") or "", text or "(no output)")})
+            else:
+                out.append({"role": "tool", "tool_call_id": message["toolCallId"], "content": text or "(no output)"})
     if images:
         out.append({"role": "user", "content": [{"type": "text", "text": "Images from the tool results above:"},
                                                 *images]})
@@ -172,6 +180,9 @@ class OpenAIChatProvider(HTTPProvider):
         # stream=False asks for each reply whole: no text as it arrives, but servers that send no
         # usage in streams (llama-cpp-python) report it in complete answers
         self.streaming = bool(stream)
+        # set once a reply's tool call shows llama-cpp-python's chatml-function-calling format
+        # (providers/function_calling_format.py): said once, undone from then on
+        self.function_calling_format = False
 
     def endpoint(self) -> str:
         return f"{self.base_url}/chat/completions"
@@ -182,7 +193,10 @@ class OpenAIChatProvider(HTTPProvider):
     def payload(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": request.model,
-            "messages": to_openai_messages(request, self.name, self.api),
+            "messages": to_openai_messages(
+                request, self.name, self.api,
+                results_as_user=self.function_calling_format
+                or fcf.calls_of_the_format(request.messages, self.name, request.model)),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -270,6 +284,8 @@ class OpenAIChatProvider(HTTPProvider):
             block = builder.finish_block(position)
             if not block["id"]:
                 block["id"] = f"call_{uuid.uuid4().hex[:24]}"
+            if fcf.made_by_the_format(block["id"], block["name"]) and "rawArguments" not in block:
+                yield from self._unescape(builder, position)
             yield ToolCallEnd(ordinal, block["id"], block["name"], block["arguments"])
         end = outcome(self.api, ctx.label, state.finish, bool(state.calls))
         if end.unknown is not None:
@@ -313,6 +329,14 @@ class OpenAIChatProvider(HTTPProvider):
             merge_reasoning_details(block.setdefault("reasoningDetails", []), details)
         if piece:
             yield ThinkingDelta(piece)
+
+    def _unescape(self, builder: MessageBuilder, position: int) -> Iterator[ProviderNote]:
+        """Undo the HTML escaping the model copied into a call's arguments (once per kernel, said)."""
+        builder.pieces[position] = [json.dumps(fcf.unescaped(builder.content[position]["arguments"]))]
+        builder.finish_block(position)
+        if not self.function_calling_format:
+            self.function_calling_format = True
+            yield ProviderNote(fcf.NOTE)
 
     @staticmethod
     def _tool_delta(call: dict[str, Any], builder: MessageBuilder, calls: list[int], by_index: dict[int, int],

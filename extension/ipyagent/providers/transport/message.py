@@ -31,10 +31,11 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any], bool]:
 class MessageBuilder:
     """Collects content blocks in arrival order; text is joined only when the message is built."""
 
-    def __init__(self, api: str, provider: str, model: str):
+    def __init__(self, api: str, provider: str, model: str, *, local: bool = False):
         self.api = api
         self.provider = provider
         self.model = model
+        self.local = local  # from a server on this machine: an unpriced model is free
         self.timestamp = int(time.time() * 1000)
         self.content: list[ContentBlock] = []
         self.pieces: list[list[str]] = []  # parallel to content: text/thinking pieces or argument JSON
@@ -97,7 +98,7 @@ class MessageBuilder:
         content = [b for b in self.content
                    if not (b["type"] == "text" and not b["text"])
                    and not (b["type"] == "thinking" and not b["thinking"] and not b.get("thinkingSignature"))]
-        price_usage(self.provider, self.model, self.usage)
+        price_usage(self.provider, self.model, self.usage, local=self.local)
         message: Message = {
             "role": "assistant", "content": content, "api": self.api, "provider": self.provider,
             "model": self.model, "usage": self.usage, "stopReason": stop_reason, "timestamp": self.timestamp,

@@ -34,6 +34,7 @@ from ipyagent.providers.errors import (
     StreamInterrupted,
 )
 from ipyagent.providers.overflow import max_tokens_that_fit
+from ipyagent.providers.pricing import is_local_server
 from ipyagent.providers.pricing import warm_up as warm_up_prices
 from ipyagent.providers.provider import MessageDone, ModelRequest, ProviderNote, StreamEvent
 from ipyagent.providers.transport.http import (
@@ -153,7 +154,7 @@ class HTTPProvider:
     # ---- the lifecycle -------------------------------------------------------------------------
 
     def new_builder(self, request: ModelRequest) -> MessageBuilder:
-        return MessageBuilder(self.api, self.name, request.model)
+        return MessageBuilder(self.api, self.name, request.model, local=is_local_server(self.base_url))
 
     def request_target(self, url: str, key: str | None) -> tuple[str, dict[str, str]]:
         """The URL to send to and the headers to send. A base URL's ``user:password@`` never

@@ -45,6 +45,11 @@ FIND_LIMIT = 1000
 # file, so a huge or sparse file cannot fill the kernel's memory.
 GREP_LINE_CAP = 1 << 20
 GREP_FILE_BUDGET = 64 * 1024 * 1024
+# Notebook files hold the agent's own transcript (its session in the metadata, its tool blocks in
+# the outputs): a search of a folder leaves them out, unless it names them (a notebook as grep's
+# path, a find pattern that says .ipynb), and says how many it left out.
+NOTEBOOK_SUFFIX = ".ipynb"
+NOTEBOOK_DIRS = frozenset({".ipynb_checkpoints"})
 
 
 class _PathTool(Tool):
@@ -68,11 +73,18 @@ def _finish(lines: list[str], notices: list[str], details: dict[str, Any]) -> To
     return ToolOutput(text, details=details)
 
 
-def _walk(base: str) -> Iterator[tuple[str, list[str], list[str]]]:
-    """os.walk in sorted order, skipping .git and node_modules."""
+def _walk(base: str, notebooks: bool = True) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk in sorted order, skipping .git and node_modules (and .ipynb_checkpoints, unless
+    ``notebooks``)."""
+    skip = SKIP_DIRS if notebooks else SKIP_DIRS | NOTEBOOK_DIRS
     for root, dirs, files in os.walk(base):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        dirs[:] = sorted(d for d in dirs if d not in skip)
         yield root, dirs, sorted(files)
+
+
+def _notebooks_left_out(count: int, how: str) -> str:
+    return (f"Left out {count} notebook file{'s' if count != 1 else ''} (*.ipynb: they hold this session's own "
+            f"transcript); {how}")
 
 
 def _missing(path: str) -> ToolOutput:
@@ -142,10 +154,11 @@ class GrepTool(_PathTool):
         path = arguments.get("path") or "."
         full = resolve_path(path, context.cwd)
         skipped_links: list[str] = []
+        notebooks: list[str] = []
         if os.path.isfile(full):
             files: Iterator[tuple[str, str]] = iter([(full, os.path.basename(full))])
         elif os.path.isdir(full):
-            files = _files_within(full, (root_of(context), os.path.realpath(full)), skipped_links)
+            files = _files_within(full, (root_of(context), os.path.realpath(full)), skipped_links, notebooks)
         else:
             return _missing(path)
 
@@ -163,6 +176,9 @@ class GrepTool(_PathTool):
                 break
         notices: list[str] = [fallback] if fallback else []
         details: dict[str, Any] = {"pattern_fallback": fallback} if fallback else {}
+        if notebooks:
+            notices.append(_notebooks_left_out(len(notebooks), "give one as the path to search it"))
+            details["notebooks_left_out"] = notebooks
         if skipped_links:
             notices.append(f"Skipped {len(skipped_links)} symlink(s) leading outside the searched folder and the "
                            f"notebook's folder: {', '.join(skipped_links[:5])}")
@@ -191,12 +207,17 @@ class _Words:
     fullmatch = search  # find: a path holding every word of the glob
 
 
-def _files_within(base: str, allowed: tuple[str, ...], skipped: list[str]) -> Iterator[tuple[str, str]]:
+def _files_within(base: str, allowed: tuple[str, ...], skipped: list[str],
+                  notebooks: list[str]) -> Iterator[tuple[str, str]]:
     """The files under ``base`` (os.walk does not follow directory symlinks), without file symlinks
-    that lead outside every folder in ``allowed`` (those are listed in ``skipped``)."""
-    for root, _, names in _walk(base):
+    that lead outside every folder in ``allowed`` (those are listed in ``skipped``) and without
+    notebook files (listed in ``notebooks``)."""
+    for root, _, names in _walk(base, notebooks=False):
         for name in names:
             p = os.path.join(root, name)
+            if name.endswith(NOTEBOOK_SUFFIX):
+                notebooks.append(os.path.relpath(p, base))
+                continue
             if os.path.islink(p) and not any(is_within(os.path.realpath(p), a) for a in allowed):
                 skipped.append(os.path.relpath(p, base))
                 continue
@@ -293,21 +314,27 @@ class FindTool(_PathTool):
         try:
             # Like fd: a bare name pattern matches at any depth.
             return self._find(compile_bounded(glob_to_regex(pattern if "/" in pattern else "**/" + pattern)),
-                              full, glob, "")
+                              full, glob, "", notebooks=NOTEBOOK_SUFFIX[1:] in glob.lower())
         except PatternInvalid as e:
             return ToolOutput(f"Invalid glob pattern {glob!r}: {e}", is_error=True)
         except PatternTooCostly as e:  # `*a*a*a*a*b` over long names backtracks: the glob's words
             words = pattern_words(pattern)
-            return self._find(_Words(words), full, glob, e.note(words))
+            return self._find(_Words(words), full, glob, e.note(words), notebooks=NOTEBOOK_SUFFIX[1:] in glob.lower())
 
-    def _find(self, matcher: BoundedPattern | _Words, full: str, glob: str, fallback: str) -> ToolOutput:
+    def _find(self, matcher: BoundedPattern | _Words, full: str, glob: str, fallback: str,
+              notebooks: bool) -> ToolOutput:
+        """``notebooks``: the pattern names them, so notebook files and checkpoints are found too."""
         found: list[str] = []
+        left_out = 0
         limit_hit = False
-        for root, dirs, files in _walk(full):
+        for root, dirs, files in _walk(full, notebooks=notebooks):
             rel_root = os.path.relpath(root, full).replace(os.sep, "/")
             prefix = "" if rel_root == "." else rel_root + "/"
             for name, suffix in [(d, "/") for d in dirs] + [(f, "") for f in files]:
                 if matcher.fullmatch(prefix + name):
+                    if not notebooks and not suffix and name.endswith(NOTEBOOK_SUFFIX):
+                        left_out += 1
+                        continue
                     if len(found) == FIND_LIMIT:
                         limit_hit = True
                         break
@@ -316,9 +343,12 @@ class FindTool(_PathTool):
                 break
         notices: list[str] = [fallback] if fallback else []
         details: dict[str, Any] = {"pattern_fallback": fallback} if fallback else {}
+        if left_out:
+            notices.append(_notebooks_left_out(left_out, "a pattern that says .ipynb finds them"))
+            details["notebooks_left_out"] = left_out
         if not found:
-            return ToolOutput(f"No files found matching pattern {glob!r}" + (f"\n\n[{fallback}]" if fallback else ""),
-                              details=details)
+            return ToolOutput(f"No files found matching pattern {glob!r}"
+                              + ("\n\n[" + ". ".join(notices) + "]" if notices else ""), details=details)
         if limit_hit:
             notices.append(f"{FIND_LIMIT} results limit reached. Refine the pattern or narrow the path")
             details["result_limit_reached"] = FIND_LIMIT
