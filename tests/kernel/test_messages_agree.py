@@ -79,3 +79,37 @@ def test_the_count_is_the_same_after_a_restart(tmp_path):
         server.enqueue_text("Still steady.")
         k.run("%%agent\nAnd station 3?", "ask-3")  # a run counts with it too, and keeps it
         assert k.metadata["sessions"]["default"]["settings"]["token_factor"] == saved
+
+
+def test_the_wait_for_the_first_word_is_said_while_the_server_reads_the_request(tmp_path):
+    # issue 37, item 12: a local server read 1,635 tokens of system prompt and tools for 82.9 s
+    # before the first output, with nothing said meanwhile. The run's widget says what is happening,
+    # with the seconds, until the first word arrives (the kernel's widget messages, as a page gets them)
+    import threading
+
+    first_word = threading.Event()
+    with fake_provider() as server, LiveKernel(cwd=str(tmp_path), frontend="jupyterlab") as k:
+        k.run("%load_ext ipyagent\n%config Agent.model = 'openai:fake-model'", "setup")
+        server.enqueue_text("The answer, at last.", hold=first_word)
+        statuses: list[str] = []
+        read = k.kc.get_iopub_msg
+
+        def watched(*args, **kwargs):
+            msg = read(*args, **kwargs)
+            state = msg["content"].get("data", {}).get("state", {}) if msg["msg_type"] == "comm_msg" else {}
+            if isinstance(state.get("value"), str) and state["value"].startswith("<i>"):
+                statuses.append(state["value"])
+            return msg
+
+        k.kc.get_iopub_msg = watched
+        reading = "Waiting for the model: the server reads the request ("
+        msg_id = k.send_execute("%%agent --no-tools\nWhat is the answer?", "ask")
+        try:
+            k.wait(msg_id, until=lambda: sum(reading in s for s in statuses) >= 2)  # it ticks
+        finally:
+            first_word.set()
+        k.wait(msg_id)
+    said = [s for s in statuses if reading in s]
+    assert len(said) >= 2 and re.search(r"\(\d[\d,]* tokens\) before its first word… \d+\.\d s", said[-1]), said
+    after = statuses[statuses.index(said[-1]) + 1:]
+    assert after and not any(reading in s for s in after), statuses  # the first word ends it

@@ -295,6 +295,7 @@ class BudgetWidget:
         self._lock = threading.Lock()
         self._ticker: threading.Thread | None = None
         self._ticking = threading.Event()
+        self._ticking.set()  # no ticker yet
         self.update(self.facts)
 
     def update(self, facts: BudgetFacts) -> None:
@@ -318,11 +319,11 @@ class BudgetWidget:
         a callable ``label`` gives the whole line each time (it counts its own seconds). Where no
         thread can start (a browser page's kernel), the label alone."""
         self.stop_ticker()
+        self._ticking = stop = threading.Event()  # set: no ticker (stop_ticker says whether one ran)
         if not host.can_start_threads():
             self.set_status(label() if callable(label) else label)
             return
         started = time.monotonic()
-        self._ticking = stop = threading.Event()
 
         def line() -> str:
             return label() if callable(label) else f"{label} {time.monotonic() - started:.1f} s"
@@ -335,11 +336,14 @@ class BudgetWidget:
         self._ticker = threading.Thread(target=tick, name="ipyagent-widget-ticker", daemon=True)
         self._ticker.start()
 
-    def stop_ticker(self) -> None:
+    def stop_ticker(self) -> bool:
+        """Stop the ticker; whether one was running."""
+        running = not self._ticking.is_set()
         self._ticking.set()
         if self._ticker is not None:
             self._ticker.join(timeout=1)
             self._ticker = None
+        return running
 
     def bundle(self) -> dict[str, Any]:
         data = dict(static_bundle(self.facts))
