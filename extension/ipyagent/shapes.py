@@ -10,6 +10,7 @@ because of its type. The bottom layer, so session hooks can name the shapes too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypedDict
 
 
@@ -113,7 +114,7 @@ class Message(TypedDict, total=False):
     diagnostics: list[Any]
     nestedCalls: dict[str, Any]  # toolResult (codemode): {"calls": [{id, name, arguments?, status…}], "complete"}
     providerStopReason: str  # ipyagent's: the provider's own word for the ending
-    providerContent: list[dict[str, Any]]  # ipyagent's: the provider's own blocks, sent back as they came
+    providerContent: list[Mapping[str, object]]  # ipyagent's: the provider's own blocks, sent back as they came
     # toolResult
     toolCallId: str
     toolName: str
