@@ -309,7 +309,8 @@ RESPONSES_OVERFLOW_MESSAGE = ("Your input exceeds the context window of this mod
                               "try again.")
 
 
-def error_body(protocol: str, status: int, error_type: str | None = None, message: str | None = None) -> dict[str, object]:
+def error_body(protocol: str, status: int, error_type: str | None = None,
+               message: str | None = None) -> dict[str, object]:
     """The body each provider really sends for ``status``."""
     if protocol == "anthropic":
         kind = error_type or {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
