@@ -227,6 +227,44 @@ def test_entries_restart_push_second_tab_reopen(jupyterlab, context):
     assert not bridge_comms, console
 
 
+# the page's fetch with the reply to a save (a PUT to the contents API) held back 3 s: a loaded
+# machine, where the file is written before the page hears so
+SLOW_SAVE_REPLY = """(() => {
+  const fetch0 = window.fetch;
+  window.fetch = async (...args) => {
+    const reply = await fetch0(...args);
+    const req = args[0];
+    if (req instanceof Request && req.method === 'PUT' && req.url.includes('/api/contents/')) {
+      await new Promise(done => setTimeout(done, 3000));
+    }
+    return reply;
+  };
+})()"""
+
+
+def test_a_save_after_a_slow_save_asks_nothing(jupyterlab, context):
+    """save_notebook returns once the page has finished its save: the reopen step above saved
+    again as soon as the file on disk held the entries, and when the reply to the first save was
+    slow (CI under load) the page still held the old hash, took the file for changed on disk and
+    waited on JupyterLab's File Changed dialog until pytest-timeout."""
+    name = "slow-save.ipynb"
+    path = jupyterlab.root / name
+    write_notebook(path, ["x = 1"])
+    page = context.new_page()
+    page.add_init_script(SLOW_SAVE_REPLY)
+    open_notebook(page, jupyterlab, name)
+    run_cell(page, name, 0)
+    save_notebook(page, name)
+    saved_notebook(path, lambda nb: nb["cells"][0]["execution_count"] == 1, what="the run cell")
+    page.evaluate("(path) => { window.__ipa.watchSave(path); window.__ipa.panel(path).context.save(); }", name)
+    page.wait_for_function(
+        f"() => window.__ipa.saves[{json.dumps(name)}] || document.querySelector('.jp-Dialog')", timeout=120_000
+    )
+    dialogs = page.evaluate("() => [...document.querySelectorAll('.jp-Dialog')].map(d => d.innerText)")
+    assert dialogs == []
+    assert page.evaluate("(p) => window.__ipa.saves[p]", name) == "completed"
+
+
 # beyond a double's precision (next++ stays put), 1e+22 as a number, Infinity as a number
 HOSTILE_KEYS = ["ipyagent/" + "1" * 17, "ipyagent/1" + "0" * 21, "ipyagent/" + "9" * 400]
 

@@ -22,7 +22,7 @@ from support.outputs import outputs_text
 ARTIFACTS = Path(__file__).resolve().parents[1] / "browser" / "artifacts"  # screenshots, console logs
 
 # window.__ipa: panel(path), ready(path), meta(path) (the store as one value, whatever its layout),
-# outputs(panel, i), run(path, i), restartThenRun(path, i)
+# outputs(panel, i), run(path, i), watchSave(path) (how the next save ends, in saves[path]), restartThenRun(path, i)
 PAGE_HELPERS = r"""
 window.__ipa = {
   panel(path) {
@@ -87,6 +87,19 @@ window.__ipa = {
     await app.commands.execute('notebook:run-cell');
     return this.outputs(p, i);
   },
+  // per path, how the save watched by watchSave ended ('completed' or 'failed'; null: not yet)
+  saves: {},
+  watchSave(path) {
+    const p = this.panel(path);
+    this.saves[path] = null;
+    const seen = (_, state) => {
+      if (state === 'completed' || state === 'failed') {
+        this.saves[path] = state;
+        p.context.saveState.disconnect(seen);
+      }
+    };
+    p.context.saveState.connect(seen);
+  },
   async restartThenRun(path, i) {
     const app = window.jupyterapp;
     const p = this.panel(path);
@@ -121,13 +134,25 @@ def run_text(page: Any, name: str, index: int) -> str:
 
 
 def save_notebook(page: Any, name: str) -> None:
-    """Save as a user does: command mode in the notebook's panel, then Ctrl+S."""
+    """Save as a user does: command mode in the notebook's panel, then Ctrl+S; return once the page
+    has finished that save. The file is on disk before the page has read back its new hash: a save
+    started in between (a test's next step) finds the disk changed "since the last time it was
+    opened or saved" and waits on JupyterLab's File Changed dialog for ever."""
     page.evaluate(
         "(path) => { const p = window.__ipa.panel(path); window.jupyterapp.shell.activateById(p.id);"
-        " p.content.activeCellIndex = 0; p.content.mode = 'command'; p.content.node.focus(); }",
+        " p.content.activeCellIndex = 0; p.content.mode = 'command'; p.content.node.focus();"
+        " window.__ipa.watchSave(path); }",
         name,
     )
     page.keyboard.press("Control+s")
+    try:
+        page.wait_for_function("(p) => window.__ipa.saves[p]", arg=name, timeout=120_000)
+        ended = page.evaluate("(p) => window.__ipa.saves[p]", name)
+    except Exception as exc:  # noqa: BLE001 - Playwright's TimeoutError: say what the page shows
+        ended = f"not finished ({exc.__class__.__name__})"
+    if ended != "completed":
+        dialogs = page.evaluate("() => [...document.querySelectorAll('.jp-Dialog')].map(d => d.innerText)")
+        raise AssertionError(f"saving {name}: {ended}; dialogs on the page: {dialogs}")
 
 
 def restart_kernel(page: Any, name: str) -> None:
