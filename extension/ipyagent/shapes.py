@@ -10,6 +10,7 @@ because of its type. The bottom layer, so session hooks can name the shapes too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypedDict
 
 
@@ -30,8 +31,15 @@ class ContentBlock(TypedDict, total=False):
     # what a provider needs back on the next request (ipyagent's; Pi ignores them)
     rawArguments: str  # a tool call's arguments as received, when they were not valid JSON
     reasoningDetails: list[Any]  # OpenRouter's reasoning blocks
-    extraContent: dict[str, Any]  # Gemini's thought signature on an OpenAI-compatible tool call
+    extraContent: dict[str, object]  # Gemini's thought signature on an OpenAI-compatible tool call
     phase: str  # OpenAI Responses: a text's phase ("commentary", "final_answer")
+
+
+class NestedCalls(TypedDict, total=False):
+    """The calls a codemode script made inside one tool result (Pi 1.6's ``nestedCalls``)."""
+
+    calls: list[object]  # each {id, name, arguments?, status…} as Pi wrote it: readers check each
+    complete: bool
 
 
 class UsageCost(TypedDict, total=False):
@@ -111,9 +119,9 @@ class Message(TypedDict, total=False):
     endTurn: bool
     deferred: bool
     diagnostics: list[Any]
-    nestedCalls: dict[str, Any]  # toolResult (codemode): {"calls": [{id, name, arguments?, status…}], "complete"}
+    nestedCalls: NestedCalls  # toolResult (codemode)
     providerStopReason: str  # ipyagent's: the provider's own word for the ending
-    providerContent: list[dict[str, Any]]  # ipyagent's: the provider's own blocks, sent back as they came
+    providerContent: list[Mapping[str, object]]  # ipyagent's: the provider's own blocks, sent back as they came
     # toolResult
     toolCallId: str
     toolName: str
@@ -216,6 +224,21 @@ class Entry(TypedDict, total=False):
 # ---- the notebook around the session (nbformat 4) -------------------------------------------------
 
 
+class IpynbOutput(TypedDict, total=False):
+    """An output of a code cell (nbformat 4): ``stream``, ``display_data``, ``execute_result`` or ``error``."""
+
+    output_type: str
+    name: str  # stream: "stdout" or "stderr"
+    text: Any  # stream: a string, or a list of lines as nbformat splits it
+    data: dict[str, object]  # a mime bundle: each value a string, a list of lines, or JSON (application/json)
+    metadata: dict[str, object]
+    execution_count: int | None
+    ename: str
+    evalue: str
+    traceback: list[str]
+    transient: dict[str, str]  # {"display_id": …}
+
+
 class IpynbCell(TypedDict, total=False):
     """A cell of an nbformat 4 notebook (``outputs`` and ``execution_count``: code cells only)."""
 
@@ -223,7 +246,7 @@ class IpynbCell(TypedDict, total=False):
     id: str
     metadata: dict[str, Any]
     source: Any  # a string, or a list of lines as nbformat splits it
-    outputs: list[dict[str, Any]]
+    outputs: list[IpynbOutput]
     execution_count: int | None
     attachments: dict[str, Any]
 
@@ -237,11 +260,23 @@ class Ipynb(TypedDict, total=False):
     nbformat_minor: int
 
 
+class KernelMessageHeader(TypedDict, total=False):
+    """A message's ``header`` (or ``parent_header``: empty when the message answers nothing)."""
+
+    msg_id: str
+    msg_type: str
+    session: str
+    username: str
+    date: Any  # jupyter_client hands over a datetime; JSON carries an ISO string
+    version: str
+    subshell_id: str | None
+
+
 class KernelMessage(TypedDict, total=False):
     """A Jupyter messaging protocol message as jupyter_client hands it over (a dict)."""
 
-    header: dict[str, Any]
-    parent_header: dict[str, Any]
+    header: KernelMessageHeader
+    parent_header: KernelMessageHeader
     metadata: dict[str, Any]
     content: dict[str, Any]
     buffers: list[Any]

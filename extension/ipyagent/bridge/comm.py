@@ -34,7 +34,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ipyagent.bridge.document_state import DocumentState
 from ipyagent.bridge.push import PushInbox, inbox_of, merge_metadata
@@ -91,6 +91,28 @@ def receive_push_part(text: str, *, push: str, index: int, count: int, source: s
     inbox = current_inbox()
     if inbox is not None:
         inbox.receive_part(text, push=push, index=index, count=count, source=source)
+
+
+class FromFrontend(TypedDict, total=False):
+    """A message of the frontend over the comm (``ToKernel`` in ``frontend/src/protocol.ts``):
+    ``hello_ack``, ``ack``, ``insert_cell_ack``, ``cells`` or ``path``. Sent by a page, so
+    untrusted: readers check each value."""
+
+    type: str
+    seq: object
+    protocol: int
+    frontend: str
+    path: str | None
+    features: list[str]
+    subshells: bool
+    session: str
+    stored: int
+    ids: list[str]
+    cell_id: str
+    index: int
+    placement: str
+    cells: list[object]
+    error: str
 
 
 def pending_push() -> dict[str, Any] | None:
@@ -162,8 +184,8 @@ class KernelBridge:
         self,
         *,
         target: str = TARGET,
-        on_ack: Callable[[dict[str, Any]], None] | None = None,
-        on_hello_ack: Callable[[dict[str, Any]], None] | None = None,
+        on_ack: Callable[[FromFrontend], None] | None = None,
+        on_hello_ack: Callable[[FromFrontend], None] | None = None,
         comm_factory: Callable[..., Any] | None = None,
         inbox: PushInbox | None = None,
     ) -> None:
@@ -180,19 +202,19 @@ class KernelBridge:
         self.is_open = False  # a comm is open, and the frontend has not closed it
         self.seq = 0  # the ``seq`` of the last message sent (0 before the first)
         self.opened_at: float | None = None
-        self._hello_ack: dict[str, Any] | None = None
+        self._hello_ack: FromFrontend | None = None
         self.document = DocumentState()  # what was sent, and what the page acknowledged
-        self.acks: list[dict[str, Any]] = []  # every ack received, newest last
-        self._replies: dict[int, dict[str, Any]] = {}  # seq -> the frontend's answer to a request
+        self.acks: list[FromFrontend] = []  # every ack received, newest last
+        self._replies: dict[int, FromFrontend] = {}  # seq -> the frontend's answer to a request
         self._off_main_thread = False  # a message of this comm was handled off the main thread
 
     # -- state ----------------------------------------------------------------------------------
 
     @property
-    def hello_ack(self) -> dict[str, Any] | None:
+    def hello_ack(self) -> FromFrontend | None:
         """The frontend's ``hello_ack`` (``frontend``, ``path``, ``features``, ``subshells``), or ``None``."""
         with self._lock:
-            return dict(self._hello_ack) if self._hello_ack is not None else None
+            return self._hello_ack.copy() if self._hello_ack is not None else None
 
     @property
     def frontend(self) -> str | None:
@@ -362,15 +384,17 @@ class KernelBridge:
     # -- receiving ------------------------------------------------------------------------------
 
     def _handle_msg(self, c: Any, msg: Mapping[str, Any]) -> None:
-        data = (msg.get("content") or {}).get("data") or {}
-        if not isinstance(data, Mapping):
+        sent = (msg.get("content") or {}).get("data") or {}
+        if not isinstance(sent, Mapping):
             return
+        data = cast(FromFrontend, sent)
         kind = data.get("type")
         if threading.current_thread() is not threading.main_thread():
             self._off_main_thread = True
-        if kind in REPLY_TYPES and isinstance(data.get("seq"), int):
+        seq = data.get("seq")
+        if kind in REPLY_TYPES and isinstance(seq, int):
             with self._lock:
-                self._replies[data["seq"]] = dict(data)
+                self._replies[seq] = cast(FromFrontend, dict(data))
                 if len(self._replies) > 100:  # answers nobody waited for
                     self._replies.pop(min(self._replies))
                 self._changed.notify_all()
@@ -378,11 +402,11 @@ class KernelBridge:
             with self._lock:
                 if c is not self._comm:
                     return  # an answer on a comm we already replaced
-                self._hello_ack = dict(data)
+                self._hello_ack = cast(FromFrontend, dict(data))
                 self.connected = True
                 self._changed.notify_all()
             if self.on_hello_ack is not None:
-                self.on_hello_ack(dict(data))
+                self.on_hello_ack(cast(FromFrontend, dict(data)))
             self.resend_unacked()  # a new frontend: whatever was never acknowledged goes to it now
         elif kind == "path":
             path = data.get("path")
@@ -392,10 +416,10 @@ class KernelBridge:
         elif kind == "ack":
             with self._lock:
                 self.document.acknowledge(data)
-                self.acks.append(dict(data))
+                self.acks.append(cast(FromFrontend, dict(data)))
                 self._changed.notify_all()
             if self.on_ack is not None:
-                self.on_ack(dict(data))
+                self.on_ack(cast(FromFrontend, dict(data)))
 
     def _handle_close(self, c: Any, msg: Mapping[str, Any]) -> None:
         with self._lock:
@@ -439,7 +463,7 @@ class KernelBridge:
         c.send(msg)
         answer_where_sent(c)
 
-    def wait_reply(self, seq: int, timeout: float) -> dict[str, Any] | None:
+    def wait_reply(self, seq: int, timeout: float) -> FromFrontend | None:
         """The frontend's answer to request ``seq``, waiting up to ``timeout`` s (``None``: none
         arrived — always so within a cell unless :attr:`answers_during_cells`)."""
         with self._changed:

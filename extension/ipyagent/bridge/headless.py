@@ -120,11 +120,11 @@ class HeadlessFrontend:
         session = self.metadata["sessions"].get(name) or {"entries": []}
         have = {e.get("id") for e in session.get("entries", [])}
         new = [e for e in entries if e["id"] not in have]
-        piece: dict[str, Any] = {"leaf": data.get("leaf"), "entries": new}
+        piece: dict[str, object] = {"leaf": data.get("leaf"), "entries": new}
         for key in ("header", "settings"):
             if isinstance(data.get(key), dict):
                 piece[key] = data[key]
-        update: dict[str, Any] = {"sessions": {name: piece}}
+        update: dict[str, object] = {"sessions": {name: piece}}
         if data.get("active"):
             update["active"] = name
         self.metadata = bridge_mod.merge_metadata(self.metadata, update)
@@ -132,7 +132,7 @@ class HeadlessFrontend:
         self.send(comm_id, {"type": "ack", "seq": data.get("seq"), "session": name, "stored": len(new),
                             "ids": [e["id"] for e in entries]})
 
-    def on_insert_cell(self, comm_id: str, data: dict[str, Any]) -> None:
+    def on_insert_cell(self, comm_id: str, data: Mapping[str, object]) -> None:
         """Keep the requested cell for the output notebook; acknowledge with its id."""
         cell_type, source = data.get("cell_type"), data.get("source")
         if cell_type not in ("code", "markdown") or not isinstance(source, str):
@@ -149,7 +149,7 @@ class HeadlessFrontend:
         self.inserted.append(CellInsertion(cell, data.get("after"), data.get("anchor")))
         self.send(comm_id, {"type": "insert_cell_ack", "seq": data.get("seq"), "cell_id": cell_id})
 
-    def send(self, comm_id: str, data: dict[str, Any]) -> None:
+    def send(self, comm_id: str, data: Mapping[str, object]) -> None:
         # kc.shell_channel.send is the ordered path (OrderedShell) once the runner installed it
         msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
         self.kc.shell_channel.send(msg)

@@ -13,6 +13,7 @@ only its own words or ``escape_markdown`` text.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ipyagent.agent.run_config import SavedSettings
@@ -28,12 +29,16 @@ if TYPE_CHECKING:
 __all__ = ["journal_bundle", "entry_line", "transcript_markdown"]
 
 MAX_ROWS = 20
+
+JournalOutput = tuple[Mapping[str, object], Mapping[str, object]]
+"""``(data, metadata)`` of a journal output: a MIME bundle (the payload under :data:`JOURNAL_MIME`,
+Markdown, plain text) and its metadata (``{"ipyagent": {"entry_ids": [...], "final": true}}``)."""
 MAX_TEXT = 80
 
 
 def journal_bundle(session_name: str, header: SessionHeader | None, leaf: str | None,
                    settings: SavedSettings | None, entries: list[Entry]
-                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+                   ) -> JournalOutput:
     """``(data, metadata)`` for ``display(data, metadata=metadata, raw=True)``.
 
     ``data`` holds the entries under :data:`JOURNAL_MIME` plus a Markdown table and a plain-text

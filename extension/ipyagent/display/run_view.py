@@ -15,6 +15,7 @@ from ipyagent.agent.run_config import RunConfig
 from ipyagent.compaction.settings import Budget
 from ipyagent.core import Session
 from ipyagent.display.budget_widget import BudgetFacts, BudgetWidget, budget_facts, static_bundle
+from ipyagent.display.journal_view import JournalOutput
 from ipyagent.display.stream import RunRenderer
 
 __all__ = ["RunView", "facts_for"]
@@ -86,7 +87,7 @@ class RunView:
     def facts(self, status: str) -> Any:
         return facts_for(self.agent.budget, self.slot.name, status, self.config)
 
-    def close(self, status: str = "", *, journal: tuple[dict[str, Any], dict[str, Any]] | None = None,
+    def close(self, status: str = "", *, journal: JournalOutput | None = None,
               background: bool = False) -> None:
         """When the run ends, its output becomes the static view alone and the widget's models are
         closed: the widget is live while the run can change the budget (also while the kernel

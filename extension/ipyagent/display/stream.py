@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from IPython.display import display
@@ -45,7 +45,7 @@ def _clip(text: str, limit: int = MAX_TOOL_TEXT) -> str:
     return f"{text[:half]}\n… ({len(text) - limit:,} characters not shown) …\n{text[-half:]}"
 
 
-def short_args(arguments: dict[str, Any], limit: int = 80) -> str:
+def short_args(arguments: Mapping[str, object], limit: int = 80) -> str:
     """``python(code='1 + 1')``-style one-line summary of a call's arguments."""
     parts = []
     for key, value in arguments.items():
@@ -58,10 +58,11 @@ def short_args(arguments: dict[str, Any], limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _main_argument(name: str, arguments: dict[str, Any]) -> tuple[str, str] | None:
+def _main_argument(name: str, arguments: Mapping[str, object]) -> tuple[str, str] | None:
     for key, lang in (("code", "python"), ("command", "bash"), ("content", "")):
-        if isinstance(arguments.get(key), str):
-            return arguments[key], lang
+        value = arguments.get(key)
+        if isinstance(value, str):
+            return value, lang
     return None
 
 
@@ -93,7 +94,7 @@ def _rich_parts(result: Message) -> tuple[list[str], int]:
     return parts, images
 
 
-def tool_bundle(name: str, arguments: dict[str, Any], result: Message | None) -> dict[str, str]:
+def tool_bundle(name: str, arguments: Mapping[str, object], result: Message | None) -> dict[str, str]:
     """A compact expandable block for one tool call (and its result once known)."""
     if result is None:
         state, icon = "running…", "⏳"
@@ -268,18 +269,19 @@ class _Outputs:
         self.display = display_func
         self.redact = redact
 
-    def show(self, data: dict[str, Any], *, display_id: bool = False, metadata: dict[str, Any] | None = None) -> Any:
-        kwargs: dict[str, Any] = {"raw": True}
+    def show(self, data: Mapping[str, object], *, display_id: bool = False,
+             metadata: Mapping[str, object] | None = None) -> Any:
+        kwargs: dict[str, object] = {"raw": True}
         if metadata:
             kwargs["metadata"] = metadata
         if display_id:
             kwargs["display_id"] = True
         return self.display(self.scrubbed(data), **kwargs)
 
-    def update(self, handle: Any, data: dict[str, Any]) -> None:
+    def update(self, handle: Any, data: Mapping[str, object]) -> None:
         handle.update(self.scrubbed(data), raw=True)
 
-    def scrubbed(self, data: dict[str, Any]) -> dict[str, Any]:
+    def scrubbed(self, data: Mapping[str, object]) -> Mapping[str, object]:
         redact = self.redact
         if redact is None:
             return data
@@ -356,7 +358,7 @@ class RunRenderer:
         interval = 1.0 / max_updates_per_second if max_updates_per_second > 0 else 0.0
         self.reply = _ReplyStream(self._outputs, interval, clock, widget)
         self._compaction_before: int | None = None
-        self._tools: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+        self._tools: dict[str, tuple[Any, str, Mapping[str, object]]] = {}
         self._question: Any = None  # the output an approval question is shown in, until it is answered
         self._progress: ProgressLine | None = None  # a summary's progress line, while it is made
         self._summary_tokens = 0
@@ -369,7 +371,8 @@ class RunRenderer:
 
     # ---- plumbing ----------------------------------------------------------------------------
 
-    def show(self, data: dict[str, Any], *, display_id: bool = False, metadata: dict[str, Any] | None = None) -> Any:
+    def show(self, data: Mapping[str, object], *, display_id: bool = False,
+             metadata: Mapping[str, object] | None = None) -> Any:
         return self._outputs.show(data, display_id=display_id, metadata=metadata)
 
     def _refresh_widget(self, status: str = "") -> None:

@@ -35,7 +35,7 @@ import dataclasses
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,6 +48,7 @@ from ipyagent.agent.tools import ApprovalCallback
 from ipyagent.bridge.comm import KernelBridge
 from ipyagent.compaction.summarizer import SummarizerError, SummaryRequest, SummaryResponse
 from ipyagent.core import CompactionCancelled
+from ipyagent.display.journal_view import JournalOutput
 from ipyagent.display.progress import ProgressLine
 from ipyagent.kernel.configurable import AgentSettings
 from ipyagent.kernel.persistence import SessionSlot
@@ -79,7 +80,7 @@ class IdleJob:
     started: float = 0.0
     before: int = 0
     thread: threading.Thread | None = None
-    journal: tuple[dict[str, Any], dict[str, Any]] | None = None  # for the arming run's output
+    journal: JournalOutput | None = None  # for the arming run's output
 
 
 class _Cancellable:
@@ -121,7 +122,7 @@ class IdleRuntime(Protocol):
     def ports_for(self, *, approve: ApprovalCallback | None = None) -> RunPorts: ...
 
     def persist(self, slot: SessionSlot, config: RunConfig | None = None, *, force: bool = False,
-                journal: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> str | None: ...
+                journal: Callable[[Mapping[str, object], Mapping[str, object]], bool] | None = None) -> str | None: ...
 
 
 class IdleCompactor:
@@ -329,7 +330,7 @@ class IdleCompactor:
                 job.outcome += "; the page did not acknowledge it: the next run saves it"
 
     @staticmethod
-    def _keep_journal(job: IdleJob, data: dict[str, Any], metadata: dict[str, Any]) -> bool:
+    def _keep_journal(job: IdleJob, data: Mapping[str, object], metadata: Mapping[str, object]) -> bool:
         """Keep the journal for the output of the run that armed ``job`` (its view writes it there
         when the job ends); False when that run has no output to write it in."""
         if job.view is None or getattr(job.view, "handle", None) is None or job.view.widget is None:

@@ -47,7 +47,7 @@ from ipyagent.agent.run_config import (
 from ipyagent.bridge.comm import KernelBridge
 from ipyagent.bridge.push import PushInbox
 from ipyagent.core import Session
-from ipyagent.display.journal_view import journal_bundle
+from ipyagent.display.journal_view import JournalOutput, journal_bundle
 from ipyagent.kernel.configurable import SETTING_NAMES, AgentSettings
 from ipyagent.providers.registry import ProviderRegistry
 from ipyagent.session.intake import LoadReport, sanitize_entries
@@ -275,7 +275,7 @@ class SettingsPolicy:
 
 
 def journal_output(session_name: str, header: SessionHeader, leaf: str | None, settings: SavedSettings,
-                   entries: list[Entry]) -> tuple[dict[str, Any], dict[str, Any]]:
+                   entries: list[Entry]) -> JournalOutput:
     """(data, metadata) of the journal output for ``entries``."""
     return journal_bundle(session_name, header.copy(), leaf, settings.copy(), list(entries))
 
@@ -295,7 +295,7 @@ class Persister:
         self.sent = 0
         self._sent_before: dict[str, set[str]] = {}
 
-    def _show(self, data: dict[str, Any], metadata: dict[str, Any]) -> None:
+    def _show(self, data: Mapping[str, object], metadata: Mapping[str, object]) -> None:
         if self._display is not None:
             self._display(data, raw=True, metadata=metadata)
             return
@@ -326,7 +326,7 @@ class Persister:
 
     def persist(self, slot: SessionSlot, settings: SavedSettings, *, active: bool = True,
                 force: bool = False, redact: Callable[[Any], Any] | None = None,
-                journal: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> str | None:
+                journal: Callable[[Mapping[str, object], Mapping[str, object]], bool] | None = None) -> str | None:
         """Persist ``slot``'s new entries; return "bridge", "journal", "kept", "none" (only the leaf
         moved and no bridge holds the notebook: a journal without entries would carry nothing a
         lifter takes) or None (nothing to do).

@@ -9,7 +9,7 @@ from the kernel (``ports_for``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from ipyagent.agent.budget import (
@@ -324,7 +324,7 @@ class AgentRuntime:
         return settings
 
     def persist(self, slot: SessionSlot, config: RunConfig | None = None, *, force: bool = False,
-                journal: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> str | None:
+                journal: Callable[[Mapping[str, object], Mapping[str, object]], bool] | None = None) -> str | None:
         config = config or self.run_config(slot=slot)
         return self.persister.persist(slot, self.settings_of(slot, config), active=slot.name == self.active,
                                       force=force, redact=Redactor.configured(config.provider_options).data,

@@ -7,15 +7,15 @@ import json
 import math
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 
 @dataclass
 class ToolCallSpec:
     name: str
-    arguments: dict[str, Any]
+    arguments: Mapping[str, object]
     id: str | None = None
 
 
@@ -72,6 +72,20 @@ class RawStream:
     delay: float | None = None
 
 
+class _CallFunction(TypedDict, total=False):
+    name: str
+    arguments: str
+
+
+class _CallChunk(TypedDict, total=False):
+    """A piece of a streamed Chat Completions tool call (``index`` is left out as Ollama does)."""
+
+    index: int
+    id: str
+    type: str
+    function: _CallFunction
+
+
 _OPENAI_STOP = {"stop": "stop", "length": "length", "toolUse": "tool_calls"}
 _ANTHROPIC_STOP = {"stop": "end_turn", "length": "max_tokens", "toolUse": "tool_use"}
 
@@ -87,12 +101,12 @@ def sse(obj: Any, event: str | None = None) -> bytes:
     return head + b"data: " + data + b"\n\n"
 
 
-def openai_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: int,
+def openai_stream(reply: Reply, model: str, usage: dict[str, int], chunk_size: int,
                   with_usage: bool = True) -> Iterator[bytes]:
     base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk", "created": 0,
             "model": model}
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    def chunk(delta: Mapping[str, object], finish: str | None = None) -> bytes:
         return sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], "usage": None})
 
     yield chunk({"role": "assistant", "content": ""})
@@ -101,13 +115,13 @@ def openai_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: i
     for piece in _pieces(reply.text, chunk_size):
         yield chunk({"content": piece})
     for i, call in enumerate(reply.tool_calls):
-        first: dict[str, Any] = {"index": i, "id": call.id or f"call_{uuid.uuid4().hex[:16]}", "type": "function",
-                                 "function": {"name": call.name, "arguments": ""}}
+        first: _CallChunk = {"index": i, "id": call.id or f"call_{uuid.uuid4().hex[:16]}", "type": "function",
+                             "function": {"name": call.name, "arguments": ""}}
         if reply.omit_tool_index:
             del first["index"]
         yield chunk({"tool_calls": [first]})
         for piece in _pieces(json.dumps(call.arguments), chunk_size):
-            fragment: dict[str, Any] = {"function": {"arguments": piece}}
+            fragment: _CallChunk = {"function": {"arguments": piece}}
             if not reply.omit_tool_index:
                 fragment["index"] = i
             yield chunk({"tool_calls": [fragment]})
@@ -120,7 +134,7 @@ def openai_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: i
     wire_usage = {"prompt_tokens": prompt, "completion_tokens": usage["output"],
                   "total_tokens": prompt + usage["output"],
                   "prompt_tokens_details": {"cached_tokens": usage["cacheRead"]}}
-    last: dict[str, Any] = {**base, "usage": wire_usage}
+    last: dict[str, object] = {**base, "usage": wire_usage}
     if reply.usage_choices == "empty":
         last["choices"] = []
     elif reply.usage_choices == "null":
@@ -129,9 +143,9 @@ def openai_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: i
     yield sse(b"[DONE]")
 
 
-def openai_completion(reply: Reply, model: str, usage: dict[str, Any]) -> dict[str, Any]:
+def openai_completion(reply: Reply, model: str, usage: dict[str, int]) -> dict[str, object]:
     """The whole reply as one ``chat.completion`` answer (a request with ``"stream": false``)."""
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    message: dict[str, object] = {"role": "assistant", "content": reply.text or None}
     if reply.thinking:
         message["reasoning_content"] = reply.thinking
     if reply.tool_calls:
@@ -147,7 +161,7 @@ def openai_completion(reply: Reply, model: str, usage: dict[str, Any]) -> dict[s
                       "total_tokens": prompt + usage["output"]}}
 
 
-def anthropic_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: int) -> Iterator[bytes]:
+def anthropic_stream(reply: Reply, model: str, usage: dict[str, int], chunk_size: int) -> Iterator[bytes]:
     start_usage = {"input_tokens": usage["input"], "cache_creation_input_tokens": usage["cacheWrite"],
                    "cache_read_input_tokens": usage["cacheRead"], "output_tokens": 1}
     yield sse({"type": "message_start", "message": {
@@ -156,7 +170,7 @@ def anthropic_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size
     yield sse({"type": "ping"}, "ping")
     index = 0
 
-    def block(start: dict[str, Any], deltas: Iterator[dict[str, Any]]) -> Iterator[bytes]:
+    def block(start: Mapping[str, object], deltas: Iterator[Mapping[str, object]]) -> Iterator[bytes]:
         yield sse({"type": "content_block_start", "index": index, "content_block": start}, "content_block_start")
         for delta in deltas:
             yield sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
@@ -183,7 +197,7 @@ def anthropic_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size
     yield sse({"type": "message_stop"}, "message_stop")
 
 
-def _response_usage(usage: dict[str, Any], reasoning: int) -> dict[str, Any]:
+def _response_usage(usage: dict[str, int], reasoning: int) -> dict[str, object]:
     prompt = usage["input"] + usage["cacheRead"]
     return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": usage["cacheRead"]},
             "output_tokens": usage["output"], "output_tokens_details": {"reasoning_tokens": reasoning},
@@ -201,7 +215,7 @@ class _ResponsesEvents:
     def __init__(self, chunk_size: int) -> None:
         self.chunk_size = chunk_size
         self.seq = iter(range(1_000_000))
-        self.output: list[dict[str, Any]] = []
+        self.output: list[Mapping[str, object]] = []
 
     def event(self, kind: str, **fields: Any) -> bytes:
         return sse({"type": kind, "sequence_number": next(self.seq), **fields}, kind)
@@ -224,15 +238,15 @@ class _ResponsesEvents:
 
     def message(self, text: str) -> Iterator[bytes]:
         index, item_id = len(self.output), f"msg_{uuid.uuid4().hex[:24]}"
-        item: dict[str, Any] = {"id": item_id, "type": "message", "role": "assistant", "status": "in_progress",
-                                "content": []}
+        item: dict[str, object] = {"id": item_id, "type": "message", "role": "assistant", "status": "in_progress",
+                                   "content": []}
         yield self.event("response.output_item.added", output_index=index, item=item)
         where = {"item_id": item_id, "output_index": index, "content_index": 0}
         yield self.event("response.content_part.added", **where,
                          part={"type": "output_text", "text": "", "annotations": []})
         for piece in _pieces(text, self.chunk_size):
             yield self.event("response.output_text.delta", **where, delta=piece, logprobs=[])
-        part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
+        part: dict[str, object] = {"type": "output_text", "text": text, "annotations": []}
         yield self.event("response.output_text.done", **where, text=text, logprobs=[])
         yield self.event("response.content_part.done", **where, part=part)
         item = {**item, "status": "completed", "content": [part]}
@@ -255,7 +269,7 @@ class _ResponsesEvents:
         yield self.event("response.output_item.done", output_index=index, item=item)
 
 
-def responses_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size: int) -> Iterator[bytes]:
+def responses_stream(reply: Reply, model: str, usage: dict[str, int], chunk_size: int) -> Iterator[bytes]:
     """A reply as the Responses API streams it: ``response.created``, then per output item
     ``output_item.added`` / deltas / ``output_item.done``, then ``response.completed`` (or
     ``response.incomplete``) carrying the usage."""
@@ -282,7 +296,7 @@ def responses_stream(reply: Reply, model: str, usage: dict[str, Any], chunk_size
         yield events.event("response.completed", response=final)
 
 
-def responses_failed_stream(error: dict[str, Any], model: str) -> Iterator[bytes]:
+def responses_failed_stream(error: Mapping[str, object], model: str) -> Iterator[bytes]:
     """A 200 stream that fails: ``response.created`` then ``response.failed`` with ``error``."""
     shell = {"id": f"resp_{uuid.uuid4().hex[:24]}", "object": "response", "created_at": 0, "model": model,
              "status": "in_progress", "output": [], "usage": None, "error": None}
@@ -295,7 +309,8 @@ RESPONSES_OVERFLOW_MESSAGE = ("Your input exceeds the context window of this mod
                               "try again.")
 
 
-def error_body(protocol: str, status: int, error_type: str | None = None, message: str | None = None) -> dict[str, Any]:
+def error_body(protocol: str, status: int, error_type: str | None = None,
+               message: str | None = None) -> dict[str, object]:
     """The body each provider really sends for ``status``."""
     if protocol == "anthropic":
         kind = error_type or {401: "authentication_error", 403: "permission_error", 404: "not_found_error",

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from ipyagent.agent.tools.tool import ApprovalCallback, Tool, ToolContext, ToolOutput
 from ipyagent.agent.tools.truncate import bounded_result
+from ipyagent.shapes import JsonSchema
 
 ApprovalPolicy = Literal["ask", "auto"]
 
@@ -44,7 +45,7 @@ def validate_arguments(tool: Tool, arguments: Any) -> str | None:
     if not isinstance(arguments, dict):
         return f"Arguments for `{tool.name}` must be a JSON object, got {type(arguments).__name__}."
     problems: list[str] = []
-    props: dict[str, Any] = tool.parameters.get("properties", {})
+    props: dict[str, JsonSchema] = tool.parameters.get("properties", {})
     for name in tool.parameters.get("required", []):
         if arguments.get(name) is None:
             problems.append(f"missing required argument `{name}`")
@@ -59,7 +60,7 @@ def validate_arguments(tool: Tool, arguments: Any) -> str | None:
 
 def _normalise(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     """Integral floats given for integer parameters become ints; nulls mean "not given"."""
-    props: dict[str, Any] = tool.parameters.get("properties", {})
+    props: dict[str, JsonSchema] = tool.parameters.get("properties", {})
     out: dict[str, Any] = {}
     for name, value in arguments.items():
         if value is None:

@@ -25,8 +25,8 @@ MAX_HTML_CHARS = 200_000  # HTML of one result kept for the tool block; larger o
 class CellOutput:
     """One rich output: a MIME bundle from ``display()`` or the last expression's value."""
 
-    data: dict[str, Any]
-    metadata: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, object]  # a MIME bundle: text as a string (or lines), images base64, JSON as itself
+    metadata: dict[str, object] = field(default_factory=dict)
     is_result: bool = False  # the value of the last expression (``execute_result``)
 
 

@@ -7,9 +7,9 @@ import dataclasses
 import json
 import os
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import httpx
 
@@ -33,7 +33,7 @@ from ipyagent.providers.transport.sse import SSEEvent
 from ipyagent.providers.transport.sse import loads as sse_loads
 from ipyagent.providers.transport.stop_reasons import outcome, unknown_note
 from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
-from ipyagent.shapes import ContentBlock, Message, Usage
+from ipyagent.shapes import ContentBlock, JsonSchema, Message, Usage
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -59,10 +59,64 @@ def anthropic_usage(raw: dict[str, int]) -> Usage:
     return usage
 
 
-def _blocks(content: Any) -> list[dict[str, Any]]:
+class _ImageSource(TypedDict):
+    type: str
+    media_type: str
+    data: str
+
+
+class _Block(TypedDict, total=False):
+    """A content block of a request message: text, image, thinking, redacted_thinking, tool_use,
+    tool_result (or a block of ``providerContent`` sent back as the API wrote it)."""
+
+    type: str
+    text: str
+    source: _ImageSource
+    data: str
+    thinking: str
+    signature: str
+    id: str
+    name: str
+    input: Mapping[str, object]
+    tool_use_id: str
+    content: list[_Block]
+    is_error: bool
+    cache_control: dict[str, str]
+
+
+class _AnthropicMessage(TypedDict):
+    role: str
+    content: list[_Block]
+
+
+class _Tool(TypedDict):
+    name: str
+    description: str
+    input_schema: JsonSchema
+
+
+class _Thinking(TypedDict):
+    type: str
+    budget_tokens: int
+
+
+class _Body(TypedDict, total=False):
+    """The request body this provider writes (``extra_body`` may add any field after it)."""
+
+    model: str
+    max_tokens: int
+    stream: bool
+    messages: list[_AnthropicMessage]
+    system: list[_Block]
+    tools: list[_Tool]
+    thinking: _Thinking
+    temperature: float
+
+
+def _blocks(content: Any) -> list[_Block]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
-    out: list[dict[str, Any]] = []
+    out: list[_Block] = []
     for block in content or []:
         if block.get("type") == "text" and block.get("text"):
             out.append({"type": "text", "text": block["text"]})
@@ -72,13 +126,13 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _assistant_blocks(content: list[ContentBlock], raw: Any = None) -> list[dict[str, Any]]:
+def _assistant_blocks(content: list[ContentBlock], raw: Any = None) -> list[_Block]:
     """An assistant turn's blocks. ``raw`` is the turn's ``providerContent`` (every block as the
     API sent it, kept when it held server-tool or unknown blocks) when the turn is this model's:
     it goes back unchanged, its tool_use blocks taking the (possibly rewritten) ids of the calls."""
     if isinstance(raw, list) and raw:
         calls = iter(b for b in content if b["type"] == "toolCall")
-        out = []
+        out: list[_Block] = []
         for block in raw:
             if isinstance(block, dict) and block.get("type") == "tool_use":
                 call = next(calls, None)
@@ -86,7 +140,7 @@ def _assistant_blocks(content: list[ContentBlock], raw: Any = None) -> list[dict
                     out.append({"type": "tool_use", "id": call["id"], "name": call["name"],
                                 "input": call.get("arguments") or {}})
             elif isinstance(block, dict):
-                out.append(block)
+                out.append(cast(_Block, block))
         return out
     out = []
     for block in content:
@@ -108,8 +162,8 @@ def _assistant_blocks(content: list[ContentBlock], raw: Any = None) -> list[dict
 
 
 def to_anthropic_messages(request: ModelRequest, provider: str, api: str,
-                          cache: dict[str, str] | None = CACHE) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+                          cache: dict[str, str] | None = CACHE) -> list[_AnthropicMessage]:
+    out: list[_AnthropicMessage] = []
     info = request.info()
     history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
                               tool_id=anthropic_tool_id, images=bool(info and info.vision))
@@ -126,18 +180,18 @@ def to_anthropic_messages(request: ModelRequest, provider: str, api: str,
             if blocks:
                 out.append({"role": "assistant", "content": blocks})
         elif role == "toolResult":
-            result = {"type": "tool_result", "tool_use_id": message["toolCallId"],
-                      "content": _blocks(message.get("content")) or [{"type": "text", "text": "(no output)"}],
-                      "is_error": bool(message.get("isError"))}
+            result: _Block = {"type": "tool_result", "tool_use_id": message["toolCallId"],
+                              "content": _blocks(message.get("content")) or [{"type": "text", "text": "(no output)"}],
+                              "is_error": bool(message.get("isError"))}
             previous = out[-1] if out else None
             # consecutive results share one user message, as the API expects after parallel calls
             if previous and previous["role"] == "user" and previous["content"][-1]["type"] == "tool_result":
                 previous["content"].append(result)
             else:
                 out.append({"role": "user", "content": [result]})
-    for message in reversed(out):
-        if message["role"] == "user" and cache:
-            message["content"][-1] = {**message["content"][-1], "cache_control": cache}
+    for sent in reversed(out):
+        if sent["role"] == "user" and cache:
+            sent["content"][-1] = cast(_Block, {**sent["content"][-1], "cache_control": cache})
             break
     return out
 
@@ -245,10 +299,10 @@ class AnthropicProvider(HTTPProvider):
         info = request.info()
         max_tokens = request.max_tokens or min((info.max_output if info else 0) or 8192, 32_000)
         cache = self.cache_control(request)
-        body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens, "stream": True,
-                                "messages": to_anthropic_messages(request, self.name, self.api, cache)}
+        body: _Body = {"model": request.model, "max_tokens": max_tokens, "stream": True,
+                       "messages": to_anthropic_messages(request, self.name, self.api, cache)}
         if request.system_prompt:
-            system: dict[str, Any] = {"type": "text", "text": request.system_prompt}
+            system: _Block = {"type": "text", "text": request.system_prompt}
             body["system"] = [{**system, "cache_control": cache} if cache else system]
         if request.tools:
             body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
@@ -259,8 +313,7 @@ class AnthropicProvider(HTTPProvider):
             body["max_tokens"] = max(max_tokens, budget + 1024)  # the budget must fit inside max_tokens
         elif request.temperature is not None:
             body["temperature"] = request.temperature  # not allowed together with thinking
-        body.update(request.options.get("extra_body") or {})
-        return body
+        return {**body, **(request.options.get("extra_body") or {})}  # extra_body's fields win
 
     def cache_control(self, request: ModelRequest) -> dict[str, str] | None:
         """Pi's ``cacheRetention`` (request option ``cache_retention``, or ``PI_CACHE_RETENTION``):

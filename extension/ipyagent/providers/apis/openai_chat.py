@@ -8,7 +8,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ipyagent.providers import function_calling_format as fcf
 from ipyagent.providers.errors import EmptyStreamError, NetworkError
@@ -38,6 +38,41 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_text")
 
 
+class _ImageURL(TypedDict):
+    url: str
+
+
+class _ChatPart(TypedDict, total=False):
+    """A part of a user message's content: ``text`` or ``image_url``."""
+
+    type: str
+    text: str
+    image_url: _ImageURL
+
+
+class _WireFunction(TypedDict):
+    name: str
+    arguments: str
+
+
+class _WireCall(TypedDict, total=False):
+    """A tool call of an assistant message as it goes back."""
+
+    id: str
+    type: str
+    function: _WireFunction
+    extra_content: dict[str, object]
+
+
+class _ChatMessage(TypedDict, total=False):
+    """One message of the request's ``messages`` (the reasoning fields of ``_wire_reasoning`` beside)."""
+
+    role: str
+    content: str | list[_ChatPart] | None
+    tool_calls: list[_WireCall]
+    tool_call_id: str
+
+
 def openai_usage(raw: dict[str, Any]) -> Usage:
     prompt = raw.get("prompt_tokens") or 0
     output = raw.get("completion_tokens") or 0
@@ -49,7 +84,7 @@ def openai_usage(raw: dict[str, Any]) -> Usage:
     return usage
 
 
-def _user_content(content: Any) -> Any:
+def _user_content(content: Any) -> str | list[_ChatPart]:
     if isinstance(content, str):
         return content
     blocks = [b for b in content or [] if b.get("type") in ("text", "image")]
@@ -59,26 +94,28 @@ def _user_content(content: Any) -> Any:
             else {"type": "image_url", "image_url": {"url": image_data_url(b)}} for b in blocks]
 
 
-def _wire_call(block: ContentBlock, same: bool) -> dict[str, Any]:
-    call = {"id": block["id"], "type": "function",
+def _wire_call(block: ContentBlock, same: bool) -> _WireCall:
+    call: _WireCall = {"id": block["id"], "type": "function",
             "function": {"name": block["name"], "arguments": json.dumps(block.get("arguments") or {})}}
     if same and block.get("extraContent"):
         call["extra_content"] = block["extraContent"]
     return call
 
 
-def _wire_reasoning(content: list[ContentBlock]) -> dict[str, Any]:
+def _wire_reasoning(content: list[ContentBlock]) -> dict[str, str | list[Any]]:
     """The reasoning of an assistant turn in the fields its server sent it in. ``prepare_history``
     leaves thinking blocks only on turns of the model that wrote them (the only one that reads
     them back): DeepSeek answers 400 to a tool loop without them, OpenRouter keeps a model's
     reasoning across calls with ``reasoning_details``."""
-    wire: dict[str, Any] = {}
+    wire: dict[str, str | list[Any]] = {}
     for block in content:
         source = block.get("thinkingSignature") if block.get("type") == "thinking" else None
         if source in REASONING_FIELDS:
-            wire[source] = wire.get(source, "") + (block.get("thinking") or "")
+            wire[source] = str(wire.get(source, "")) + (block.get("thinking") or "")
         if block.get("type") == "thinking" and block.get("reasoningDetails"):
-            wire.setdefault("reasoning_details", []).extend(block["reasoningDetails"])
+            details = wire.setdefault("reasoning_details", [])
+            assert isinstance(details, list)  # the one key that holds a list
+            details.extend(block["reasoningDetails"])
     return wire
 
 
@@ -100,13 +137,13 @@ def merge_reasoning_details(held: list[dict[str, Any]], pieces: list[Any]) -> No
 
 
 def to_openai_messages(request: ModelRequest, provider: str, api: str,
-                       results_as_user: bool = False) -> list[dict[str, Any]]:
+                       results_as_user: bool = False) -> list[_ChatMessage]:
     """The request's history as Chat Completions messages. ``results_as_user``: tool results go
     as user messages (llama-cpp-python's function-calling format leaves ``tool`` messages out)."""
-    out: list[dict[str, Any]] = []
+    out: list[_ChatMessage] = []
     if request.system_prompt:
         out.append({"role": "system", "content": request.system_prompt})
-    images: list[dict[str, Any]] = []  # images from tool results, sent after the tool messages
+    images: list[_ChatPart] = []  # images from tool results, sent after the tool messages
     info = request.info()
     history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
                               tool_id=openai_tool_id, images=bool(info and info.vision))
@@ -123,11 +160,11 @@ def to_openai_messages(request: ModelRequest, provider: str, api: str,
             calls = [_wire_call(b, same=message.get("provider") == provider)
                      for b in message["content"] if b["type"] == "toolCall"]
             # "" rather than null beside tool calls: OpenAI takes either, llama-cpp-python only a string
-            wire: dict[str, Any] = {"role": "assistant", "content": text or ("" if calls else None)}
+            wire: _ChatMessage = {"role": "assistant", "content": text or ("" if calls else None)}
             if calls:
                 wire["tool_calls"] = calls
             if text or calls:
-                out.append({**wire, **_wire_reasoning(message["content"])})
+                out.append(cast(_ChatMessage, {**wire, **_wire_reasoning(message["content"])}))
         elif role == "toolResult":
             content = message.get("content")
             blocks: list[ContentBlock] = [text_block(content)] if isinstance(content, str) else content or []

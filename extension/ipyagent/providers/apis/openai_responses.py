@@ -19,7 +19,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from ipyagent.providers.apis.openai_chat import OPENAI_BASE_URL, openai_headers
 from ipyagent.providers.errors import NetworkError
@@ -40,12 +40,121 @@ from ipyagent.providers.transport.sse import SSEEvent
 from ipyagent.providers.transport.stop_reasons import outcome, unknown_note
 from ipyagent.providers.transport.streaming import EventLoop, HTTPProvider
 from ipyagent.session.messages import text_block, text_of
-from ipyagent.shapes import ContentBlock, Message, Usage
+from ipyagent.shapes import ContentBlock, JsonSchema, Message, Usage
 
 _RESPONSES_ONLY = re.compile(r"codex|^(o1|o3|gpt-5[\w.]*)-pro\b|deep-research|^computer-use", re.IGNORECASE)
 _ID_BAD = re.compile(r"[^a-zA-Z0-9_-]")
 _SUMMARY_SEPARATOR = "\n\n"
 _KNOWN_ITEMS = frozenset({"message", "reasoning", "function_call"})
+
+
+class _InputPart(TypedDict, total=False):
+    """A part of an input or output message: ``input_text``, ``input_image`` or ``output_text``."""
+
+    type: str
+    text: str
+    detail: str
+    image_url: str
+    annotations: list[object]
+
+
+class _InputItem(TypedDict, total=False):
+    """One item of the request's ``input``: a message, a ``function_call``, its
+    ``function_call_output``, or a reasoning item sent back as the API wrote it."""
+
+    type: str
+    role: str
+    id: str
+    status: str
+    phase: str
+    content: str | list[_InputPart]
+    call_id: str
+    name: str
+    arguments: str
+    output: str | list[_InputPart]
+    summary: list[object]
+    encrypted_content: str
+
+
+class _FunctionTool(TypedDict):
+    type: str
+    name: str
+    description: str
+    parameters: JsonSchema
+
+
+class _Reasoning(TypedDict, total=False):
+    summary: str
+    effort: str
+
+
+class _Body(TypedDict, total=False):
+    """The request body this provider writes (``extra_body`` may add any field after it)."""
+
+    model: str
+    input: list[_InputItem]
+    stream: bool
+    store: bool
+    instructions: str
+    tools: list[_FunctionTool]
+    max_output_tokens: int
+    reasoning: _Reasoning
+    include: list[str]
+    temperature: float
+    prompt_cache_key: str
+
+
+class _TokenDetails(TypedDict, total=False):
+    cached_tokens: int
+    reasoning_tokens: int
+
+
+class _WireUsage(TypedDict, total=False):
+    """The Responses ``usage`` object."""
+
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    input_tokens_details: _TokenDetails
+    output_tokens_details: _TokenDetails
+
+
+class _OutputItem(TypedDict, total=False):
+    """An output item as streamed (``item`` of ``response.output_item.added``/``done``): the fields read."""
+
+    type: str
+    id: str
+    call_id: str
+    name: str
+    arguments: str
+    phase: str
+    summary: list[object]
+    content: list[object]
+
+
+class _IncompleteDetails(TypedDict, total=False):
+    reason: str
+
+
+class _Response(TypedDict, total=False):
+    """The ``response`` of the created, completed, incomplete and failed events: the fields read."""
+
+    id: str
+    status: str
+    usage: _WireUsage
+    incomplete_details: _IncompleteDetails
+    error: object
+
+
+class _Event(TypedDict, total=False):
+    """A streamed event, as parsed from its ``data``: the fields read."""
+
+    type: str
+    output_index: int
+    delta: str
+    item: _OutputItem
+    response: _Response
+    error: object
 
 
 def responses_only(model: str) -> bool:
@@ -54,7 +163,7 @@ def responses_only(model: str) -> bool:
     return bool(_RESPONSES_ONLY.search(model.rsplit("/", 1)[-1]))
 
 
-def responses_usage(raw: dict[str, Any]) -> Usage:
+def responses_usage(raw: _WireUsage) -> Usage:
     """Pi's usage from the Responses ``usage`` object: cached tokens are cacheRead (not input);
     reasoning tokens are part of output and also kept apart as ``reasoning``."""
     prompt = raw.get("input_tokens") or 0
@@ -88,10 +197,10 @@ def _split_id(block_id: str) -> tuple[str, str | None]:
     return call, (item or None)
 
 
-def _input_content(content: Any) -> list[dict[str, Any]]:
+def _input_content(content: Any) -> list[_InputPart]:
     if isinstance(content, str):
         return [{"type": "input_text", "text": content}]
-    out: list[dict[str, Any]] = []
+    out: list[_InputPart] = []
     for block in content or []:
         if block.get("type") == "text":
             out.append({"type": "input_text", "text": block.get("text", "")})
@@ -100,7 +209,7 @@ def _input_content(content: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _reasoning_item(block: ContentBlock) -> dict[str, Any] | None:
+def _reasoning_item(block: ContentBlock) -> _InputItem | None:
     """The reasoning item stored in a thinking block, as it goes back in ``input``: one that holds
     the reasoning itself, encrypted (OpenAI) or as ``reasoning_text`` content (DeepSeek, and the
     servers that run open-weight models); a bare summary refers to an item nothing stored."""
@@ -116,11 +225,11 @@ def _reasoning_item(block: ContentBlock) -> dict[str, Any] | None:
     own = [p for p in item.get("content") or [] if isinstance(p, dict) and p.get("type") == "reasoning_text"]
     if not item.get("encrypted_content") and not own:
         return None
-    return {k: v for k, v in item.items() if k != "status"}
+    return cast(_InputItem, {k: v for k, v in item.items() if k != "status"})
 
 
-def _assistant_items(message: Message, same: bool) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
+def _assistant_items(message: Message, same: bool) -> list[_InputItem]:
+    items: list[_InputItem] = []
     for block in message["content"]:
         kind = block["type"]
         if kind == "thinking":
@@ -136,8 +245,8 @@ def _assistant_items(message: Message, same: bool) -> list[dict[str, Any]]:
             items.append(_output_message(block["text"], signature, block.get("phase") if same else None))
         elif kind == "toolCall":
             call_id, item_id = _split_id(block["id"])
-            call: dict[str, Any] = {"type": "function_call", "call_id": call_id, "name": block["name"],
-                                    "arguments": json.dumps(block.get("arguments") or {})}
+            call: _InputItem = {"type": "function_call", "call_id": call_id, "name": block["name"],
+                                 "arguments": json.dumps(block.get("arguments") or {})}
             if same and item_id:
                 call["id"] = item_id  # pairs the call with the reasoning item sent before it
             items.append(call)
@@ -147,7 +256,7 @@ def _assistant_items(message: Message, same: bool) -> list[dict[str, Any]]:
     return items
 
 
-def _output_message(text: str, item_id: Any, phase: str | None) -> dict[str, Any]:
+def _output_message(text: str, item_id: Any, phase: str | None) -> _InputItem:
     """An assistant text: the output message it came as when it has OpenAI's id for it (an output
     message needs one, starting ``msg``), otherwise an input message with the assistant role (the
     form the API documents for earlier replies, and the one DeepSeek accepted in the recordings)."""
@@ -158,7 +267,7 @@ def _output_message(text: str, item_id: Any, phase: str | None) -> dict[str, Any
             stored = None
         stored = stored if isinstance(stored, dict) else {}
         item_id, phase = stored.get("id"), phase or stored.get("phase")
-    item: dict[str, Any] = {"role": "assistant", "content": text}
+    item: _InputItem = {"role": "assistant", "content": text}
     if item_id and isinstance(item_id, str) and item_id.startswith("msg"):
         item = {"type": "message", "role": "assistant", "id": item_id, "status": "completed",
                 "content": [{"type": "output_text", "text": text, "annotations": []}]}
@@ -167,7 +276,7 @@ def _output_message(text: str, item_id: Any, phase: str | None) -> dict[str, Any
     return item
 
 
-def _tool_output(message: Message) -> Any:
+def _tool_output(message: Message) -> str | list[_InputPart]:
     content = message.get("content")
     blocks: list[ContentBlock] = [text_block(content)] if isinstance(content, str) else content or []
     text = text_of(blocks, "\n")
@@ -176,9 +285,9 @@ def _tool_output(message: Message) -> Any:
     return _input_content(blocks)
 
 
-def to_responses_input(request: ModelRequest, provider: str, api: str) -> list[dict[str, Any]]:
+def to_responses_input(request: ModelRequest, provider: str, api: str) -> list[_InputItem]:
     """The Pi history as Responses input items."""
-    out: list[dict[str, Any]] = []
+    out: list[_InputItem] = []
     info = request.info()
     history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
                               tool_id=responses_tool_id, images=bool(info and info.vision))
@@ -235,7 +344,7 @@ class OpenAIResponsesProvider(HTTPProvider):
         return openai_headers(key)
 
     def payload(self, request: ModelRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {
+        body: _Body = {
             "model": request.model,
             "input": to_responses_input(request, self.name, self.api),
             "stream": True,
@@ -251,7 +360,7 @@ class OpenAIResponsesProvider(HTTPProvider):
         info = request.info()
         reasoning_model = bool(info and info.reasoning)
         if reasoning_model or request.reasoning:
-            reasoning: dict[str, Any] = {"summary": "auto"}
+            reasoning: _Reasoning = {"summary": "auto"}
             if request.reasoning:
                 reasoning["effort"] = request.reasoning
             body["reasoning"] = reasoning
@@ -260,19 +369,18 @@ class OpenAIResponsesProvider(HTTPProvider):
             body["temperature"] = request.temperature  # reasoning models accept only the default
         if request.options.get("session_id"):
             body["prompt_cache_key"] = str(request.options["session_id"])  # routes turns to a warm cache
-        body.update(request.options.get("extra_body") or {})
-        return body
+        return {**body, **(request.options.get("extra_body") or {})}  # extra_body's fields win
 
     def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
                cancel: threading.Event | None) -> EventLoop:
         items: _Items = {}
         calls: list[int] = []  # builder positions of the tool calls, in call order
         ended: set[int] = set()  # positions of the calls whose ToolCallEnd was sent
-        final: dict[str, Any] | None = None
+        final: _Response | None = None
         for event, data in sse:
             if cancel is not None and cancel.is_set():
                 return "aborted"
-            ev = stream_object(ctx, data)
+            ev = cast(_Event, stream_object(ctx, data))
             kind = ev.get("type") or event
             if kind in ("response.completed", "response.incomplete"):
                 final = ev.get("response") or {}
@@ -301,7 +409,7 @@ class OpenAIResponsesProvider(HTTPProvider):
                                f"(no response.completed)")
         return (yield from self._finish(final, calls, ended, builder, ctx))
 
-    def _finish(self, final: dict[str, Any], calls: list[int], ended: set[int], builder: MessageBuilder,
+    def _finish(self, final: _Response, calls: list[int], ended: set[int], builder: MessageBuilder,
                 ctx: ErrorContext) -> EventLoop:
         builder.response_id = final.get("id") or builder.response_id
         if isinstance(final.get("usage"), dict):
@@ -323,14 +431,14 @@ class OpenAIResponsesProvider(HTTPProvider):
         return end.stop
 
     @staticmethod
-    def _failure(kind: str, ev: dict[str, Any], ctx: ErrorContext) -> Exception:
+    def _failure(kind: str, ev: _Event, ctx: ErrorContext) -> Exception:
         if kind == "response.failed":
             response = ev.get("response") or {}
             return error_from_event(ctx, _error_payload(response.get("error") or {"code": "server_error",
                                                                                   "message": "response failed"}))
         return error_from_event(ctx, _error_payload(ev.get("error") if isinstance(ev.get("error"), dict) else ev))
 
-    def _text_delta(self, kind: str, ev: dict[str, Any], items: _Items, builder: MessageBuilder) -> Iterator[Any]:
+    def _text_delta(self, kind: str, ev: _Event, items: _Items, builder: MessageBuilder) -> Iterator[Any]:
         reasoning = "reasoning" in kind
         position = self._block(items, ev, builder, "reasoning" if reasoning else "message")
         if position is not None and ev.get("delta"):
@@ -338,7 +446,7 @@ class OpenAIResponsesProvider(HTTPProvider):
             yield ThinkingDelta(ev["delta"]) if reasoning else TextDelta(ev["delta"])
 
     @staticmethod
-    def _summary_part(ev: dict[str, Any], items: _Items, builder: MessageBuilder) -> Iterator[Any]:
+    def _summary_part(ev: _Event, items: _Items, builder: MessageBuilder) -> Iterator[Any]:
         item = items.get(ev.get("output_index"))
         if item is not None and item.kind == "reasoning":
             if item.parts and builder.pieces[item.position]:
@@ -347,7 +455,7 @@ class OpenAIResponsesProvider(HTTPProvider):
             item.parts += 1
 
     @staticmethod
-    def _block(items: _Items, ev: dict[str, Any], builder: MessageBuilder, kind: str) -> int | None:
+    def _block(items: _Items, ev: _Event, builder: MessageBuilder, kind: str) -> int | None:
         """The builder position for a delta's item, created if the item's ``added`` event was missed."""
         index = ev.get("output_index")
         item = items.get(index)
@@ -362,7 +470,7 @@ class OpenAIResponsesProvider(HTTPProvider):
         return item.position
 
     @staticmethod
-    def _item_added(ev: dict[str, Any], items: _Items, calls: list[int],
+    def _item_added(ev: _Event, items: _Items, calls: list[int],
                     builder: MessageBuilder) -> Iterator[Any]:
         index = ev.get("output_index")
         raw = ev.get("item") or {}
@@ -383,7 +491,7 @@ class OpenAIResponsesProvider(HTTPProvider):
             yield ToolCallStart(item.ordinal, block_id, raw.get("name") or "")
 
     @staticmethod
-    def _item_done(ev: dict[str, Any], items: _Items, builder: MessageBuilder, ended: set[int],
+    def _item_done(ev: _Event, items: _Items, builder: MessageBuilder, ended: set[int],
                    ctx: ErrorContext) -> Iterator[Any]:
         index = ev.get("output_index")
         raw = ev.get("item") or {}
