@@ -32,6 +32,7 @@ from ipyagent.agent.probe.runner import (
 from ipyagent.agent.replayer import ReplayDivergence
 from ipyagent.compaction.settings import CompactionSettings
 from ipyagent.compaction.summarizer import ScriptedSummarizer
+from ipyagent.store.chunks import assemble
 from ipyagent.testing import FakeProviderServer, ProbeScript, Reply
 from ipyagent.testing.accounting import default_summary_detector
 from kernel_support import SETUP, fake_provider, notebook
@@ -312,5 +313,5 @@ def test_agent_probe_in_a_kernel_is_stored_and_replays_offline(tmp_path):
     replayed = json.loads(replayed_path.read_text())
     again = outputs_text(replayed["cells"][-1]["outputs"])
     assert again.split("Mean score")[1] == shown.split("Mean score")[1]
-    entries = replayed["metadata"]["ipyagent"]["sessions"]["default"]["entries"]
+    entries = assemble(replayed["metadata"])["sessions"]["default"]["entries"]  # the labextension's layout
     assert [e["data"]["items"] for e in entries if e["type"] == "custom"][-1] == probe["data"]["items"]

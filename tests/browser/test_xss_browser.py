@@ -98,10 +98,12 @@ AUDIT = r"""
 """
 
 
-def _run(page, name: str, index: int) -> list[dict]:
+def _run(page, name: str, index: int, *, fails: bool = False) -> list[dict]:
+    """The cell's outputs; a cell that ``fails`` (a model error) ends with one AgentCellError, an
+    error output the page shows as plain text."""
     out = run_cell(page, name, index)
     errors = [o for o in out if o.get("output_type") == "error"]
-    assert not errors, (index, errors)
+    assert [e.get("ename") for e in errors] == (["AgentCellError"] if fails else []), (index, errors)
     return out
 
 
@@ -153,7 +155,7 @@ def test_hostile_text_never_runs(jupyterlab, context):
     assert "ipyagent-reply" in reply and "ipyagent-tool" in reply and "ipyagent-thinking" in reply
     assert "text/markdown" not in json.dumps([o.get("data", {}) for o in out if "ipyagent-reply" in json.dumps(o)])
     server.enqueue_error(400, body={"error": {"message": HOSTILE, "type": "invalid_request_error"}})
-    out = _run(page, name, ERROR)
+    out = _run(page, name, ERROR, fails=True)
     assert "Model error" in outputs_text(out) and SENTINEL in outputs_text(out)
     server.enqueue_summary(HOSTILE)
     assert "Compacted:" in outputs_text(_run(page, name, COMPACT))

@@ -30,7 +30,7 @@ def test_only_successful_python_calls_become_cells_and_only_when_asked(tmp_path)
         server.enqueue_text("Done.")
         cell = k.run("%%agent --cells\nMake two variables.", "c1")
         assert cell.status == "ok", outputs_text(cell.outputs)
-        inserted = [item["cell"] for item in k.frontend.inserted]
+        inserted = [item.cell for item in k.frontend.inserted]
         assert [c["source"].split("\n", 1)[1] for c in inserted] == ["first = 1", "second = first + 1"]
         entries = {e["id"]: e for e in k.metadata["sessions"]["default"]["entries"]}
         for c in inserted:
@@ -38,7 +38,7 @@ def test_only_successful_python_calls_become_cells_and_only_when_asked(tmp_path)
             assert marker.startswith(MARKER_PREFIX)
             result = entries[marker[len(MARKER_PREFIX):]]["message"]
             assert result["role"] == "toolResult" and result["toolName"] == "python" and not result["isError"]
-        assert [i["after"] for i in k.frontend.inserted] == ["c1", inserted[0]["id"]]  # in order, below c1
+        assert [i.after for i in k.frontend.inserted] == ["c1", inserted[0]["id"]]  # in order, below c1
 
         server.enqueue_tool_call("python", {"code": "third = 3"})
         server.enqueue_text("Done.")

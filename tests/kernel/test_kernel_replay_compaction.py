@@ -19,6 +19,7 @@ import pytest
 
 from ipyagent import cli
 from ipyagent.bridge.headless import kernel_environment
+from ipyagent.store.chunks import assemble
 from ipyagent.store.ipynb import read_notebook, write_notebook
 from kernel_support import fake_provider, notebook, path_of
 from support.outputs import outputs_text
@@ -74,7 +75,7 @@ def recording(tmp_path_factory):
 
 
 def _session(nb) -> dict:
-    store = nb["metadata"]["ipyagent"]
+    store = assemble(nb["metadata"])  # ipyagent run writes the labextension's layout
     return store["sessions"][store["active"]]
 
 
