@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -69,3 +70,17 @@ def ip(monkeypatch, tmp_path):
     assert runtime is not None
 
 
+
+
+@pytest.fixture(scope="session")
+def playwright() -> Iterator[Any]:
+    """The worker's one Playwright (its sync API runs one instance per thread: tests/browser and
+    tests/lite may share a worker, and a second ``sync_playwright().start()`` there fails with
+    "using Playwright Sync API inside the asyncio loop")."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("playwright is not installed: pip install -e '.[test]'", pytrace=False)
+    pw = sync_playwright().start()
+    yield pw
+    pw.stop()

@@ -141,16 +141,10 @@ def notebook7(tmp_path_factory, labextension_installed) -> JupyterLab:
 
 
 @pytest.fixture(scope="session")
-def browser(chromium_path):
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("playwright is not installed: pip install -e '.[test]'", pytrace=False)
-    pw = sync_playwright().start()
-    b = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS, headless=True)
+def browser(chromium_path, playwright):
+    b = playwright.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS, headless=True)
     yield b
     b.close()
-    pw.stop()
 
 
 @pytest.fixture

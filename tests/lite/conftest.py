@@ -68,14 +68,8 @@ def lite_server(lite_site: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def loopback_browser():
+def loopback_browser(playwright):
     chromium = chromium_or_fail()
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("playwright is not installed: pip install -e '.[test]'", pytrace=False)
-    pw = sync_playwright().start()
-    b = pw.chromium.launch(executable_path=chromium, args=[*CHROMIUM_ARGS, ONLY_LOOPBACK], headless=True)
+    b = playwright.chromium.launch(executable_path=chromium, args=[*CHROMIUM_ARGS, ONLY_LOOPBACK], headless=True)
     yield b
     b.close()
-    pw.stop()
