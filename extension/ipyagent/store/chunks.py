@@ -42,6 +42,7 @@ from ipyagent.session import deep_json
 from ipyagent.store.keyed_chunks import (
     CHUNK_ENTRIES,
     chunk_at,
+    integral,
     is_keyed_key,
     keyed_order,
     latest_leaves,
@@ -100,23 +101,11 @@ def stray_keys(metadata: Mapping[str, Any]) -> list[str]:
                   and chunk_number(k) is None and not is_keyed_key(k))
 
 
-def _integral(value: Any) -> int | None:
-    """``value`` as an integer when it is a JSON number with an integer value (``2.0`` is ``2``,
-    as a browser reads it), else ``None``."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
 def layout_of(metadata: Mapping[str, Any]) -> int:
     """4, 3 or 2 when ``metadata`` holds a chunked store (4 for any later version), else 1 (also
     when it holds none)."""
     index = metadata.get(METADATA_KEY)
-    version = _integral(index.get("version")) if isinstance(index, Mapping) else None
+    version = integral(index.get("version")) if isinstance(index, Mapping) else None
     if version is None or version < LAYOUT_CHUNKED:
         return 1
     return min(version, LAYOUT_KEYED)
@@ -178,7 +167,7 @@ def assemble(metadata: Mapping[str, Any]) -> Any:
     aside = list(kept) if isinstance(kept, list) else [
         {"session": None, "where": f"{METADATA_KEY}.set_aside", "reason": "not a list", "raw": kept}]
     sessions = _index_sessions(index, aside)
-    _read_numbered(metadata, sessions, aside, _integral(index.get("next_chunk")) or 0)
+    _read_numbered(metadata, sessions, aside, integral(index.get("next_chunk")) or 0)
     _read_keyed(metadata, sessions, aside, chunk_at(index))
     for key in stray_keys(metadata):
         raw = metadata[key]
@@ -355,7 +344,7 @@ def _index_clock(metadata: Mapping[str, Any], index: dict[str, Any], old: Any) -
     """The index's ``at``: the stored one while it still makes every session's leaf the index's
     (a rewrite that changes nothing writes the same bytes), else later than every chunk's."""
     keyed = [(k, metadata[k]) for k in _keyed(metadata) if isinstance(metadata[k], Mapping)]
-    previous = chunk_at(old) if isinstance(old, Mapping) and _integral(old.get("at")) is not None else None
+    previous = chunk_at(old) if isinstance(old, Mapping) and integral(old.get("at")) is not None else None
     if previous is not None and not latest_leaves(keyed, previous):
         return previous
     return max([now_ms(), *(chunk_at(c) + 1 for _, c in keyed)])

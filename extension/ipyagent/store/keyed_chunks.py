@@ -30,8 +30,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["KEYED_PREFIX", "CHUNK_CHARS", "fnv1a64", "keyed_key", "is_keyed_key", "keyed_order", "latest_leaves",
-           "new_chunks", "now_ms", "reusable_chunks"]
+__all__ = ["KEYED_PREFIX", "CHUNK_CHARS", "fnv1a64", "integral", "keyed_key", "is_keyed_key", "keyed_order",
+           "latest_leaves", "new_chunks", "now_ms", "reusable_chunks"]
 
 KEYED_PREFIX = "ipyagent/"
 CHUNK_ENTRIES = 100
@@ -63,7 +63,9 @@ def is_keyed_key(key: object) -> bool:
     return isinstance(key, str) and _KEYED.fullmatch(key) is not None
 
 
-def _integral(value: Any) -> int | None:
+def integral(value: Any) -> int | None:
+    """``value`` as an integer when it is a JSON number with an integer value (``2.0`` is ``2``,
+    as a browser reads it), else ``None``."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -75,7 +77,7 @@ def _integral(value: Any) -> int | None:
 
 def chunk_at(chunk: Any) -> int:
     """The writer's clock of a chunk or an index (0 when it has none)."""
-    at = _integral(chunk.get("at")) if isinstance(chunk, Mapping) else None
+    at = integral(chunk.get("at")) if isinstance(chunk, Mapping) else None
     return at if at is not None else 0
 
 
