@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ipyagent.bridge.comm import TARGET
+from ipyagent.bridge.kernel_status import keep_busy_while_running
 from ipyagent.kernel.persistence import pin_notes
 from ipyagent.kernel.runtime import AgentRuntime
 from ipyagent.providers.pricing import warm_up as warm_up_prices
@@ -37,6 +39,8 @@ def load(ipython: Any) -> AgentRuntime:
         runtime.load_plugins(BUILTIN_COMMANDS)
     register_magics(ipython, runtime)
     if fresh:
+        # the page's acks, handled on a subshell during a run, must not make the kernel read idle
+        keep_busy_while_running(getattr(ipython, "kernel", None), TARGET)
         _register_widget_control()
         warm_up_prices()  # loaded while the user writes the first prompt, not when its reply ends
         runtime.start()
