@@ -44,11 +44,26 @@ class IOPubWatch:
     def __init__(self, connection_file: Path):
         self.client = BlockingKernelClient(connection_file=str(connection_file))
         self.client.load_connection_file()
-        self.client.start_channels(shell=False, stdin=False, hb=False, control=False)
+        self.client.start_channels(stdin=False, hb=False, control=False)  # shell: to ask, iopub: to see
         self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
+        self._subscribed()
+
+    def _subscribed(self) -> None:
+        """Return once this client's IOPub subscription reached the kernel: a SUB socket misses what
+        is published before (ZeroMQ's slow joiner), so ask for the kernel's info until the status of
+        one such request is seen (as jupyter_client's wait_for_ready does)."""
+        deadline = time.monotonic() + 120
+        while True:
+            asked = self.client.kernel_info()
+            try:
+                self.until(lambda m, asked=asked: (m.get("parent_header") or {}).get("msg_id") == asked, [],
+                           timeout=1)
+                return
+            except queue.Empty:
+                assert time.monotonic() < deadline, "the kernel's IOPub never reached this client"
 
     def _read(self) -> None:
         while not self.stop.is_set():
