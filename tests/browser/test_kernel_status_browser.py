@@ -33,8 +33,12 @@ pytestmark = pytest.mark.usefixtures("fresh_kernels")
 SUBSHELLS = "print('SUBSHELLS', len(get_ipython().kernel.shell_channel_thread.manager.list_subshell()))"
 
 
-def _connection_file(lab: Any) -> Path:
-    kernel_id = lab.api("/api/kernels")[0]["id"]
+def _kernel_id(lab: Any, name: str) -> str:
+    """The id of the kernel of notebook ``name`` (other tests' kernels may still run on this server)."""
+    return next(s["kernel"]["id"] for s in lab.api("/api/sessions") if s["path"] == name)
+
+
+def _connection_file(lab: Any, kernel_id: str) -> Path:
     return Path(lab.log).parent / "runtime" / f"kernel-{kernel_id}.json"
 
 
@@ -107,7 +111,8 @@ def test_the_kernel_is_busy_while_an_agent_cell_runs(jupyterlab, context):
     deadline = time.monotonic() + 120
     while int(output_line(run_cell(page, name, 2), "SUBSHELLS")) == 0 and time.monotonic() < deadline:
         time.sleep(0.2)
-    watch = IOPubWatch(_connection_file(lab))
+    kernel_id = _kernel_id(lab, name)
+    watch = IOPubWatch(_connection_file(lab, kernel_id))
     release = threading.Event()
     lab.fake.enqueue_text("Once upon a time a kernel said it was idle while it worked. It was not.", hold=release)
     seen: list[dict[str, Any]] = []
@@ -127,7 +132,7 @@ def test_the_kernel_is_busy_while_an_agent_cell_runs(jupyterlab, context):
         while lab.fake.chat_calls == calls and time.monotonic() < deadline:  # the reply begins, then waits
             time.sleep(0.05)
         for _ in range(5):  # the server and the page, asked while the reply is held
-            polled.append(lab.api("/api/kernels")[0]["execution_state"])
+            polled.append(lab.api(f"/api/kernels/{kernel_id}")["execution_state"])
             shown.append(page.evaluate("(p) => window.__ipa.panel(p).sessionContext.session.kernel.status", name))
     finally:
         release.set()

@@ -166,38 +166,6 @@ def assert_every_cell_answered(outcome: Any, cells: int) -> None:
 # ---- the notebooks -------------------------------------------------------------------------------
 
 
-@pytest.mark.timeout(2400)  # ten cells with their summaries: 900 s is missed on a busy machine
-def test_known_window_ten_cells_compact_without_errors(real_provider_env: LlamaServer, tmp_path):
-    cells = agent_cells(10)
-    nb = notebook(setup(window=N_CTX, reserve=500, keep=350), *cells)
-    outcome = run(nb, tmp_path, "10 cells, window 2048 configured")
-    assert model_errors(outcome.nb) == []
-    assert_every_cell_answered(outcome, 10)
-    compactions = [e for e in session_of(outcome)["entries"] if e["type"] == "compaction"]
-    assert len(compactions) >= 2
-    assert all(c["summary"].strip() for c in compactions)
-    assert "window from config" in widget_text(outcome.nb["cells"][-1])
-
-
-@pytest.mark.timeout(2400)  # as above
-def test_unknown_window_is_learned_and_the_session_compacts_without_errors(real_provider_env: LlamaServer,
-                                                                           tmp_path):
-    cells = agent_cells(10)
-    # the overflow comes at about the 7th cell; a reserve of 600 brings the next compaction by the 10th
-    nb = notebook(setup(window=None, reserve=600, keep=350), *cells)
-    outcome = run(nb, tmp_path, "10 cells, no window configured")
-    assert model_errors(outcome.nb) == []
-    assert_every_cell_answered(outcome, 10)
-    entries = session_of(outcome)["entries"]
-    compactions = [e for e in entries if e["type"] == "compaction"]
-    assert len(compactions) >= 2
-    # llama-cpp-python publishes no window: it was learned from the overflow its silent stream hid
-    shown = "".join(outputs_text(c.get("outputs", [])) for c in outcome.nb["cells"])
-    assert shown.count("Compacted (overflow)") >= 1
-    shown = widget_text(outcome.nb["cells"][-1])
-    assert f"/ {N_CTX:,} tokens" in shown and "window from an overflow error" in shown
-
-
 def test_tools_on_the_estimated_request_never_exceeds_the_window(real_provider_env: LlamaServer, tmp_path):
     # The eight tools (about 1,100 tokens of definitions): with recall and notebook too,
     # definitions and system prompt take ~1,600 of the 2,048 tokens, and no compaction can make room.
@@ -294,6 +262,8 @@ def test_defaults_only_ten_cells_compact_without_errors(server_at_each_size: Lla
     assert f"/ {n_ctx:,} tokens" in last
     assert f"reserve {n_ctx // 4:,} (scaled to the {n_ctx:,}-token window)" in last
     assert ("window from config" if window_set else "window from an overflow error") in last
+    if not window_set:  # llama-cpp-python publishes no window: learned from the overflow its silent stream hid
+        assert shown.count("Compacted (overflow)") >= 1
 
 
 # ---- in-process: streaming, usage, summaries, discovery ---------------------------------------------

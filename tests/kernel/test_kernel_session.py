@@ -116,7 +116,8 @@ def test_interrupt_during_agent_cell_keeps_a_valid_session(tmp_path):
             return any("Once upon" in outputs_text([o]) for o in k.cells[-1].outputs)
 
         cell = k.interrupt_when(streaming, msg_id)
-        assert cell.status == "error" and cell.error["ename"] == "KeyboardInterrupt"
+        assert cell.status == "error" and cell.error["ename"] == "KeyboardInterrupt", \
+            (cell.error, outputs_text(cell.outputs))
         assert "Interrupted" in outputs_text(cell.outputs)
         # one line, not a traceback through the loop's internals (issue 37)
         assert cell.error["traceback"] == ["KeyboardInterrupt"], cell.error["traceback"]
@@ -146,7 +147,8 @@ def test_interrupt_during_a_tool_closes_the_call(tmp_path):
             return marker.exists()
 
         cell = k.interrupt_when(tool_running, msg_id)
-        assert cell.status == "error" and cell.error["ename"] == "KeyboardInterrupt"
+        assert cell.status == "error" and cell.error["ename"] == "KeyboardInterrupt", \
+            (cell.error, outputs_text(cell.outputs))
         server.enqueue_text("All right, I stopped.")
         cell = k.run("%%agent\nWhat happened?", "c2")
         assert cell.status == "ok", outputs_text(cell.outputs)
