@@ -191,3 +191,13 @@ def test_tool_calls_and_several_in_one_reply_through_retry(server):
     result = collect(stream_with_retry(server.provider("anthropic"), ModelRequest(model="m", messages=[])))
     assert [(c.name, c.arguments) for c in result.tool_calls] == [("read", {"path": "x"}), ("ls", {"path": "."})]
     assert result.text == "Two calls." and result.message["stopReason"] == "toolUse"
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic", "responses"])
+def test_every_wire_api_sends_extra_body_fields_over_its_own(server, protocol):
+    server.enqueue_text("ok")
+    request = ModelRequest(model="fake-model", messages=[{"role": "user", "content": "hi"}], max_tokens=64,
+                           options={"extra_body": {"max_tokens": 7, "top_k": 3}})
+    assert collect(server.provider(protocol).stream(request)).text == "ok"
+    body = server.last_request.body
+    assert (body["model"], body["max_tokens"], body["top_k"]) == ("fake-model", 7, 3)

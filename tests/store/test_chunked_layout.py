@@ -185,3 +185,24 @@ def test_a_huge_or_too_deep_entry_in_a_text_chunk_is_set_aside_the_rest_loads(tm
                                                                            {e["id"] for e in entries}]
     text = report.summary()
     assert "levels deep" in text and "over the" in text
+
+
+def test_every_chunked_writer_keeps_a_malformed_session_in_the_index_and_writes_no_chunk_for_it():
+    value = _value(30)
+    value["sessions"]["junk"] = "not a session"
+    value["sessions"]["bare"] = {"leaf": None, "entries": "not a list"}
+    for layout in (2, 3, 4):
+        nb = new_notebook()
+        store_value(nb["metadata"], value, layout)
+        meta = nb["metadata"]
+        index = meta["ipyagent"]
+        assert index["version"] == layout
+        assert list(index["sessions"]) == ["default", "junk", "bare"]
+        assert index["sessions"]["junk"] == "not a session"
+        assert index["sessions"]["bare"] == {"leaf": None}
+        chunks = [meta[k] for k in chunk_keys(meta)]
+        assert chunks and {c["session"] for c in chunks} == {"default"}
+        back = assemble(meta)
+        assert back["sessions"]["default"] == value["sessions"]["default"]
+        assert back["sessions"]["bare"] == {"leaf": None, "entries": []}
+        assert [(a["session"], a["raw"]) for a in back["set_aside"]] == [("junk", "not a session")]

@@ -8,7 +8,7 @@ the request carries ``user`` / ``assistant`` / ``toolResult`` messages (already 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -46,6 +46,11 @@ class ModelRequest:
     def info(self) -> ModelInfo | None:
         """What is known of the model: :attr:`model_info`, else the bundled table's entry."""
         return self.model_info or table_info(self.model)
+
+    def with_extra_body(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A provider's request ``body`` with the fields of the ``extra_body`` option (a hook's)
+        added over it: extra_body's fields win."""
+        return {**body, **(self.options.get("extra_body") or {})}
 
 
 # ---- stream events -------------------------------------------------------------------------

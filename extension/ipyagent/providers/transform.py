@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 
 from ipyagent.providers.models import table_info
+from ipyagent.providers.provider import ModelRequest
 from ipyagent.shapes import ContentBlock, Message
 
 _ANTHROPIC_ID_BAD = re.compile(r"[^a-zA-Z0-9_-]")
@@ -44,7 +45,9 @@ def openai_tool_id(call_id: str) -> str:
     return f"{call_id[:28]}_{_digest(call_id)}" if call_id else "call_empty"
 
 
-def _same_model(message: Message, api: str, provider: str, model: str) -> bool:
+def same_model(message: Message, api: str, provider: str, model: str) -> bool:
+    """Whether an assistant ``message`` came from this very model (so its signatures and item ids
+    are valid on the wire it goes back to)."""
     return message.get("api") == api and message.get("provider") == provider and message.get("model") == model
 
 
@@ -86,6 +89,16 @@ def prepare_history(messages: list[Message], *, api: str, provider: str, model: 
     return history.out
 
 
+def request_history(request: ModelRequest, *, api: str, provider: str,
+                    tool_id: Callable[[str], str]) -> list[Message]:
+    """``request``'s messages prepared (:func:`prepare_history`) for its model, with images where
+    what the request knows of the model (:meth:`~ipyagent.providers.provider.ModelRequest.info`)
+    says it accepts them."""
+    info = request.info()
+    return prepare_history(request.messages, api=api, provider=provider, model=request.model,
+                           tool_id=tool_id, images=bool(info and info.vision))
+
+
 class _History:
     """The history being prepared, and the tool calls in it: the wire ids given so far and the
     calls of the latest assistant message still waiting for a result."""
@@ -109,7 +122,7 @@ class _History:
             return
         self.close_pending()
         self.scope = {}
-        same = _same_model(message, self.api, self.provider, self.model)
+        same = same_model(message, self.api, self.provider, self.model)
         content: list[ContentBlock] = []
         blocks = message.get("content") or []
         if isinstance(blocks, str):  # as Pi's session files may hold it

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ipyagent.session import deep_json
@@ -195,19 +195,28 @@ def _index_sessions(index: Mapping[str, Any], aside: list[Any]) -> dict[str, Any
     return sessions
 
 
-def _read_numbered(metadata: Mapping[str, Any], sessions: dict[str, Any], aside: list[Any], leaves_from: int) -> None:
-    """The numbered chunks (layouts 2, 3) into ``sessions``, in number order; the leaf of a chunk
-    numbered from the index's ``next_chunk`` on wins over the index's."""
-    for number, key in _numbered(metadata):
+def _readable(metadata: Mapping[str, Any], keys: Iterable[str],
+              aside: list[Any]) -> Iterator[tuple[str, Mapping[str, Any], str, list[Any]]]:
+    """``(key, chunk, session, entries)`` of each readable chunk under ``keys``, in their order;
+    one that is not a chunk goes under ``aside`` (its key, the reason and its value) instead."""
+    for key in keys:
         chunk = metadata[key]
         name, entries, problem = chunk_entries(chunk)
         if entries is None:
             aside.append({"session": name, "where": key, "reason": problem, "raw": chunk})
             continue
         assert name is not None
+        yield key, chunk, name, entries
+
+
+def _read_numbered(metadata: Mapping[str, Any], sessions: dict[str, Any], aside: list[Any], leaves_from: int) -> None:
+    """The numbered chunks (layouts 2, 3) into ``sessions``, in number order; the leaf of a chunk
+    numbered from the index's ``next_chunk`` on wins over the index's."""
+    numbers = {key: number for number, key in _numbered(metadata)}
+    for key, chunk, name, entries in _readable(metadata, numbers, aside):
         sess = sessions.setdefault(name, {"leaf": None, "entries": []})
         sess["entries"].extend(entries)
-        if number >= leaves_from and "leaf" in chunk:
+        if numbers[key] >= leaves_from and "leaf" in chunk:
             sess["leaf"] = chunk["leaf"]  # written after the index: newer than its leaf
 
 
@@ -215,13 +224,7 @@ def _read_keyed(metadata: Mapping[str, Any], sessions: dict[str, Any], aside: li
     """The keyed chunks (layout 4) into ``sessions``, after the numbered ones, in their reading
     order; the latest chunk leaf written after the index wins over every other."""
     by_session: dict[str, list[tuple[str, Mapping[str, Any], list[Any]]]] = {}
-    for key in _keyed(metadata):
-        chunk = metadata[key]
-        name, entries, problem = chunk_entries(chunk)
-        if entries is None:
-            aside.append({"session": name, "where": key, "reason": problem, "raw": chunk})
-            continue
-        assert name is not None
+    for key, chunk, name, entries in _readable(metadata, _keyed(metadata), aside):
         by_session.setdefault(name, []).append((key, chunk, entries))
     for name, chunks in by_session.items():
         sess = sessions.setdefault(name, {"leaf": None, "entries": []})
@@ -270,18 +273,9 @@ def store_value(metadata: dict[str, Any], value: Mapping[str, Any], layout: int 
     if layout not in (LAYOUT_CHUNKED, LAYOUT_TEXT):
         metadata[METADATA_KEY] = dict(value)
         return
-    index: dict[str, Any] = {k: v for k, v in value.items() if k not in ("version", "sessions")}
-    index["version"] = layout
-    sessions: dict[str, Any] = {}
+    index, parts = _split_value(value, layout)
     number = 0
-    raw = value.get("sessions")
-    for name, sess in (raw.items() if isinstance(raw, Mapping) else ()):
-        if not isinstance(sess, Mapping):
-            sessions[name] = sess
-            continue
-        sessions[name] = {k: v for k, v in sess.items() if k != "entries"}
-        entries = sess.get("entries")
-        entries = entries if isinstance(entries, list) else []
+    for name, entries in parts:
         for start in range(0, len(entries), CHUNK_ENTRIES):
             part = entries[start:start + CHUNK_ENTRIES]
             metadata[chunk_key(number)] = (
@@ -289,9 +283,28 @@ def store_value(metadata: dict[str, Any], value: Mapping[str, Any], layout: int 
                 {"session": name, "ids": [e.get("id") if isinstance(e, Mapping) else None for e in part],
                  "entries": json.dumps(part, separators=(",", ":"))})
             number += 1
-    index["sessions"] = sessions
     index["next_chunk"] = number
     metadata[METADATA_KEY] = index
+
+
+def _split_value(value: Mapping[str, Any], layout: int) -> tuple[dict[str, Any], list[tuple[str, list[Any]]]]:
+    """A layout-1 ``value`` split for a chunked ``layout``: its index (each session without its
+    entries; a session that is not an object kept as it is) and, in order, ``(name, entries)`` of
+    each session that is one (entries that are not a list count as none)."""
+    index: dict[str, Any] = {k: v for k, v in value.items() if k not in ("version", "sessions")}
+    index["version"] = layout
+    sessions: dict[str, Any] = {}
+    parts: list[tuple[str, list[Any]]] = []
+    raw = value.get("sessions")
+    for name, sess in (raw.items() if isinstance(raw, Mapping) else ()):
+        if not isinstance(sess, Mapping):
+            sessions[name] = sess
+            continue
+        sessions[name] = {k: v for k, v in sess.items() if k != "entries"}
+        entries = sess.get("entries")
+        parts.append((name, entries if isinstance(entries, list) else []))
+    index["sessions"] = sessions
+    return index, parts
 
 
 def _stored_chunks(metadata: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], list[Any]]]:
@@ -310,19 +323,11 @@ def _store_keyed(metadata: dict[str, Any], value: Mapping[str, Any]) -> set[str]
     stored."""
     old_index = metadata.get(METADATA_KEY)
     stored = _stored_chunks(metadata)
-    index: dict[str, Any] = {k: v for k, v in value.items() if k not in ("version", "sessions")}
-    index["version"] = LAYOUT_KEYED
-    sessions: dict[str, Any] = {}
+    index, parts = _split_value(value, LAYOUT_KEYED)
     keep: set[str] = set()
     fresh: list[tuple[str, dict[str, Any]]] = []
-    raw = value.get("sessions")
-    for name, sess in (raw.items() if isinstance(raw, Mapping) else ()):
-        if not isinstance(sess, Mapping):
-            sessions[name] = sess
-            continue
-        sessions[name] = {k: v for k, v in sess.items() if k != "entries"}
-        entries = sess.get("entries")
-        kept, rest = reusable_chunks(name, entries if isinstance(entries, list) else [], stored)
+    for name, entries in parts:
+        kept, rest = reusable_chunks(name, entries, stored)
         keep.update(kept)
         taken = {k: metadata[k] for k in keep} | dict(fresh)
         fresh.extend(new_chunks(name, rest, taken))
@@ -331,7 +336,6 @@ def _store_keyed(metadata: dict[str, Any], value: Mapping[str, Any]) -> set[str]
             del metadata[key]
     for key, chunk in fresh:
         metadata[key] = chunk
-    index["sessions"] = sessions
     numbers = [n for n, k in _numbered(metadata)]
     if numbers:  # numbered chunks kept: their leaves are the index's past
         index["next_chunk"] = max(numbers) + 1

@@ -112,6 +112,15 @@ def test_find_with_a_backtracking_glob_returns_within_five_seconds(tmp_path):
     assert out.text.splitlines()[0] == "aaaaab"
 
 
+@pytest.mark.parametrize("engine", ["re"], indirect=True)  # re counts steps; regex's bound is a timeout
+def test_find_says_it_matched_the_words_of_a_glob_that_backtracks(tmp_path, engine):
+    (tmp_path / ("a" * 200)).write_text("")
+    (tmp_path / "aaaaab").write_text("")
+    out = get_tool("find").run({"pattern": "*a*a*a*a*a*b"}, ToolContext(cwd=str(tmp_path)))
+    assert not out.is_error
+    assert FELL_BACK in out.text and FELL_BACK in out.details["pattern_fallback"]
+
+
 def _compacted_with(text: str):
     s = new_session()
     s.append_message(user("Why did the ingest fail?"))

@@ -26,7 +26,7 @@ from ipyagent.providers.provider import (
     ToolCallStart,
     UsageUpdate,
 )
-from ipyagent.providers.transform import anthropic_tool_id, prepare_history
+from ipyagent.providers.transform import anthropic_tool_id, request_history, same_model
 from ipyagent.providers.transport.http import ErrorContext, error_from_event, error_from_response, network_error
 from ipyagent.providers.transport.message import MessageBuilder, empty_usage
 from ipyagent.providers.transport.sse import SSEEvent
@@ -164,9 +164,7 @@ def _assistant_blocks(content: list[ContentBlock], raw: Any = None) -> list[_Blo
 def to_anthropic_messages(request: ModelRequest, provider: str, api: str,
                           cache: dict[str, str] | None = CACHE) -> list[_AnthropicMessage]:
     out: list[_AnthropicMessage] = []
-    info = request.info()
-    history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
-                              tool_id=anthropic_tool_id, images=bool(info and info.vision))
+    history = request_history(request, api=api, provider=provider, tool_id=anthropic_tool_id)
     for message in history:
         role = message["role"]
         if role == "user":
@@ -174,8 +172,7 @@ def to_anthropic_messages(request: ModelRequest, provider: str, api: str,
             if blocks:
                 out.append({"role": "user", "content": blocks})
         elif role == "assistant":
-            same = (message.get("api") == api and message.get("provider") == provider
-                    and message.get("model") == request.model)
+            same = same_model(message, api, provider, request.model)
             blocks = _assistant_blocks(message["content"], message.get("providerContent") if same else None)
             if blocks:
                 out.append({"role": "assistant", "content": blocks})
@@ -313,7 +310,7 @@ class AnthropicProvider(HTTPProvider):
             body["max_tokens"] = max(max_tokens, budget + 1024)  # the budget must fit inside max_tokens
         elif request.temperature is not None:
             body["temperature"] = request.temperature  # not allowed together with thinking
-        return {**body, **(request.options.get("extra_body") or {})}  # extra_body's fields win
+        return request.with_extra_body(body)
 
     def cache_control(self, request: ModelRequest) -> dict[str, str] | None:
         """Pi's ``cacheRetention`` (request option ``cache_retention``, or ``PI_CACHE_RETENTION``):

@@ -22,7 +22,7 @@ from ipyagent.providers.provider import (
     ToolCallStart,
     UsageUpdate,
 )
-from ipyagent.providers.transform import image_data_url, openai_tool_id, prepare_history
+from ipyagent.providers.transform import image_data_url, openai_tool_id, request_history
 from ipyagent.providers.transport.http import ErrorContext, error_from_event, stream_object
 from ipyagent.providers.transport.message import MessageBuilder, empty_usage
 from ipyagent.providers.transport.sse import SSEEvent
@@ -144,9 +144,7 @@ def to_openai_messages(request: ModelRequest, provider: str, api: str,
     if request.system_prompt:
         out.append({"role": "system", "content": request.system_prompt})
     images: list[_ChatPart] = []  # images from tool results, sent after the tool messages
-    info = request.info()
-    history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
-                              tool_id=openai_tool_id, images=bool(info and info.vision))
+    history = request_history(request, api=api, provider=provider, tool_id=openai_tool_id)
     for message in history:
         role = message["role"]
         if role != "toolResult" and images:
@@ -258,8 +256,7 @@ class OpenAIChatProvider(HTTPProvider):
             body["reasoning_effort"] = request.reasoning
         if request.options.get("session_id") and "api.openai.com" in self.base_url:
             body["prompt_cache_key"] = str(request.options["session_id"])  # routes turns to a warm cache
-        body.update(request.options.get("extra_body") or {})
-        return body
+        return request.with_extra_body(body)
 
     def unstreamed(self, body: dict[str, Any]) -> dict[str, Any]:
         plain = {k: v for k, v in body.items() if k != "stream_options"}

@@ -33,7 +33,7 @@ from ipyagent.providers.provider import (
     ToolCallStart,
     UsageUpdate,
 )
-from ipyagent.providers.transform import image_data_url, prepare_history
+from ipyagent.providers.transform import image_data_url, request_history, same_model
 from ipyagent.providers.transport.http import ErrorContext, error_from_event, stream_object
 from ipyagent.providers.transport.message import MessageBuilder, empty_usage
 from ipyagent.providers.transport.sse import SSEEvent
@@ -288,9 +288,7 @@ def _tool_output(message: Message) -> str | list[_InputPart]:
 def to_responses_input(request: ModelRequest, provider: str, api: str) -> list[_InputItem]:
     """The Pi history as Responses input items."""
     out: list[_InputItem] = []
-    info = request.info()
-    history = prepare_history(request.messages, api=api, provider=provider, model=request.model,
-                              tool_id=responses_tool_id, images=bool(info and info.vision))
+    history = request_history(request, api=api, provider=provider, tool_id=responses_tool_id)
     for message in history:
         role = message["role"]
         if role == "user":
@@ -298,8 +296,7 @@ def to_responses_input(request: ModelRequest, provider: str, api: str) -> list[_
             if content:
                 out.append({"role": "user", "content": content})
         elif role == "assistant":
-            same = (message.get("api") == api and message.get("provider") == provider
-                    and message.get("model") == request.model)
+            same = same_model(message, api, provider, request.model)
             out += _assistant_items(message, same)
         elif role == "toolResult":
             out.append({"type": "function_call_output", "call_id": _split_id(message["toolCallId"])[0],
@@ -369,7 +366,7 @@ class OpenAIResponsesProvider(HTTPProvider):
             body["temperature"] = request.temperature  # reasoning models accept only the default
         if request.options.get("session_id"):
             body["prompt_cache_key"] = str(request.options["session_id"])  # routes turns to a warm cache
-        return {**body, **(request.options.get("extra_body") or {})}  # extra_body's fields win
+        return request.with_extra_body(body)
 
     def events(self, sse: Iterator[SSEEvent], builder: MessageBuilder, ctx: ErrorContext,
                cancel: threading.Event | None) -> EventLoop:

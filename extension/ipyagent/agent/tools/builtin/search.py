@@ -6,7 +6,7 @@ import io
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -91,6 +91,16 @@ def _missing(path: str) -> ToolOutput:
     return ToolOutput(f"Path not found: {path}", is_error=True)
 
 
+def _no_directory(path: str, full: str) -> ToolOutput | None:
+    """The error for a ``path`` argument (``full`` once resolved) that names no directory, else
+    ``None``."""
+    if not os.path.exists(full):
+        return _missing(path)
+    if not os.path.isdir(full):
+        return ToolOutput(f"Not a directory: {path}", is_error=True)
+    return None
+
+
 class LsTool(_PathTool):
     name = "ls"
     description = (
@@ -106,10 +116,8 @@ class LsTool(_PathTool):
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         path = arguments.get("path") or "."
         full = resolve_path(path, context.cwd)
-        if not os.path.exists(full):
-            return _missing(path)
-        if not os.path.isdir(full):
-            return ToolOutput(f"Not a directory: {path}", is_error=True)
+        if (refusal := _no_directory(path, full)) is not None:
+            return refusal
         with os.scandir(full) as it:
             entries = sorted(it, key=lambda e: (e.name.lower(), e.name))
         if not entries:
@@ -142,12 +150,10 @@ class GrepTool(_PathTool):
     def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutput:
         pattern = str(arguments["pattern"])
         try:
-            return self._grep(compile_bounded(pattern), arguments, context, "")
+            return _bounded_search(pattern, pattern,
+                                   lambda matcher, fallback: self._grep(matcher, arguments, context, fallback))
         except PatternInvalid as e:
             return ToolOutput(f"Invalid regular expression {pattern!r}: {e}", is_error=True)
-        except PatternTooCostly as e:  # backtracks: every line holding all of its words, said so
-            words = pattern_words(pattern)
-            return self._grep(_Words(words), arguments, context, e.note(words))
 
     def _grep(self, matcher: BoundedPattern | _Words, arguments: dict[str, Any], context: ToolContext,
               fallback: str) -> ToolOutput:
@@ -205,6 +211,18 @@ class _Words:
         return has_words(line, self.words)
 
     fullmatch = search  # find: a path holding every word of the glob
+
+
+def _bounded_search(regex: str, words_of: str,
+                    search: Callable[[BoundedPattern | _Words, str], ToolOutput]) -> ToolOutput:
+    """``search(matcher, "")`` with ``regex`` compiled bounded; where it backtracks too much (to
+    compile, or on a line while searching), ``search`` again with a :class:`_Words` matcher of the
+    words of ``words_of`` and the note saying so. :class:`PatternInvalid` is the caller's."""
+    try:
+        return search(compile_bounded(regex), "")
+    except PatternTooCostly as e:
+        words = pattern_words(words_of)
+        return search(_Words(words), e.note(words))
 
 
 def _files_within(base: str, allowed: tuple[str, ...], skipped: list[str],
@@ -306,20 +324,18 @@ class FindTool(_PathTool):
         pattern: str = arguments["pattern"].removeprefix("./").rstrip("/")
         path = arguments.get("path") or "."
         full = resolve_path(path, context.cwd)
-        if not os.path.exists(full):
-            return _missing(path)
-        if not os.path.isdir(full):
-            return ToolOutput(f"Not a directory: {path}", is_error=True)
+        if (refusal := _no_directory(path, full)) is not None:
+            return refusal
         glob = arguments["pattern"]
+        notebooks = NOTEBOOK_SUFFIX[1:] in glob.lower()
+        # Like fd: a bare name pattern matches at any depth. (`*a*a*a*a*b` over long names
+        # backtracks: then the glob's words.)
+        regex = glob_to_regex(pattern if "/" in pattern else "**/" + pattern)
         try:
-            # Like fd: a bare name pattern matches at any depth.
-            return self._find(compile_bounded(glob_to_regex(pattern if "/" in pattern else "**/" + pattern)),
-                              full, glob, "", notebooks=NOTEBOOK_SUFFIX[1:] in glob.lower())
+            return _bounded_search(regex, pattern,
+                                   lambda matcher, fallback: self._find(matcher, full, glob, fallback, notebooks))
         except PatternInvalid as e:
             return ToolOutput(f"Invalid glob pattern {glob!r}: {e}", is_error=True)
-        except PatternTooCostly as e:  # `*a*a*a*a*b` over long names backtracks: the glob's words
-            words = pattern_words(pattern)
-            return self._find(_Words(words), full, glob, e.note(words), notebooks=NOTEBOOK_SUFFIX[1:] in glob.lower())
 
     def _find(self, matcher: BoundedPattern | _Words, full: str, glob: str, fallback: str,
               notebooks: bool) -> ToolOutput:
