@@ -4,7 +4,7 @@ definitions take as the budget counts them (chars/4 of the definitions as sent).
 
     python tests/benchmarks/mcp_servers.py [--runs 3]
 
-Needs the servers of tests/mcp_servers (.ci/run installs them).
+Needs the servers of tests/mcp_servers (.ci/install-test-parts installs them).
 """
 
 from __future__ import annotations

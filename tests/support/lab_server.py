@@ -39,7 +39,7 @@ def chromium_or_fail() -> str:
 
         pytest.fail(
             f"chromium not found at {CHROMIUM}: the browser tests need Debian's chromium "
-            "(apt-get update && apt-get install -y chromium; .ci/run does this), "
+            "(apt-get update && apt-get install -y chromium; .ci/install-test-parts does this), "
             "or IPYAGENT_CHROMIUM=/path/to/chromium",
             pytrace=False,
         )

@@ -8,7 +8,7 @@
   launcher (jupyter_client, nbclient) or an ``ipyagent run`` subprocess — without being marked
   ``kernel`` (or ``browser`` / ``interop``) errors at teardown. So ``-m "not kernel and not browser
   and not interop and not slow"`` starts no kernel.
-* Under pytest-xdist (``-n 2 --dist loadgroup``, the README's commands) tests/browser is one
+* Under pytest-xdist (``-n 3 --dist loadgroup``, the README's commands) tests/browser is one
   ``xdist_group`` (one worker runs all of it: one JupyterLab and one chromium for all of them), and
   tests/lite another. tests/interop is none: its tests go to whichever worker is free, and each
   worker starts the llama.cpp servers its tests ask for (a server starts in ~2 s; its tests take

@@ -1,4 +1,4 @@
-"""The real MCP servers the MCP tests run, installed by .ci/run (tests/mcp_servers/README.md):
+"""The real MCP servers the MCP tests run, installed by .ci/install-test-parts (tests/mcp_servers/README.md):
 ``mcp-server-time`` and ``mcp-server-git`` from PyPI in their own virtualenv (they need the SDK's
 2.x line; the client side uses 1.x), ``@modelcontextprotocol/server-everything`` from npm.
 
@@ -20,7 +20,7 @@ MARKER_VAR = "IPYAGENT_TEST_MCP_MARK"
 def python_server(name: str) -> str:
     """The path of a PyPI server's executable (``mcp-server-time``, ``mcp-server-git``)."""
     path = SERVERS / ".venv" / "bin" / name
-    assert path.exists(), f"{path} is missing: run the MCP section of .ci/run (tests/mcp_servers/README.md)"
+    assert path.exists(), f"{path} is missing: run the MCP section of .ci/install-test-parts (tests/mcp_servers/README.md)"
     return str(path)
 
 
