@@ -2,7 +2,7 @@
 
     python tests/benchmarks/cpu_seconds.py [--out FILE] [--top N] -- PYTEST ARGS
     python tests/benchmarks/cpu_seconds.py -- tests/interop -p no:xdist      # the interop tests, one process
-    python tests/benchmarks/cpu_seconds.py -- -n 2 --dist loadgroup          # the README's command, per worker
+    python tests/benchmarks/cpu_seconds.py -- -n 3 --dist loadgroup          # the README's command, per worker
 
 It runs pytest with this module as a plugin (in every xdist worker too). Around each test's whole
 protocol (setup, call, teardown: a session fixture's server start is billed to the first test that
