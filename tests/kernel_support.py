@@ -17,6 +17,8 @@ import contextlib
 import json
 import os
 import queue
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -95,7 +97,11 @@ class LiveKernel:
                  frontend: str = "ipyagent-run", path: str | None = None):
         from jupyter_client.manager import KernelManager
 
-        self.km = KernelManager(kernel_name="python3")
+        # over IPC, as ipyagent run's kernels: a TCP kernel binds ports its manager found free a
+        # moment before, and beside two other workers' kernels and servers one was sometimes taken
+        # by then ("Address already in use", the kernel dead before its first reply)
+        self._ipc_dir = tempfile.mkdtemp(prefix="ipyagent-k-")  # short: Unix socket paths are limited
+        self.km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(self._ipc_dir, "k"))
         kwargs: dict[str, Any] = {}
         if cwd:
             kwargs["cwd"] = cwd
@@ -307,6 +313,7 @@ class LiveKernel:
             self.kc.stop_channels()
         with contextlib.suppress(Exception):
             self.km.shutdown_kernel(now=True)
+        shutil.rmtree(self._ipc_dir, ignore_errors=True)
 
     def __enter__(self) -> LiveKernel:
         return self

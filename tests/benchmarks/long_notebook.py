@@ -61,7 +61,7 @@ from browser.test_collaboration_browser import _settled
 from ipyagent.store.chunks import assemble, store_value
 from ipyagent.testing import FakeProviderServer
 from support.lab_pages import PAGE_HELPERS, run_text
-from support.lab_server import CHROMIUM, CHROMIUM_ARGS, FAKE_KEY, NO_RTC, JupyterLab, start_server, stop_server
+from support.lab_server import CHROMIUM, CHROMIUM_ARGS, FAKE_KEY, NO_RTC, JupyterLab, start_server
 from support.sessiongen import generate_session
 
 PROBE = "import ipyagent.bridge.comm as _C; print('PUSHED', _C.peek_push() is not None)"
@@ -317,9 +317,9 @@ def main() -> None:
                 print(f"measured {n} entries (layout {layout}); the turns changed "
                       f"{' / '.join(', '.join(t['names']) for t in turns)}", file=sys.stderr, flush=True)
         finally:
-            stop_server(lab.proc)
+            lab.stop()
             if rtc is not None:
-                stop_server(rtc.proc)
+                rtc.stop()
             browser.close()
     _table(rows)
 

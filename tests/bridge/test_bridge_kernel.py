@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -143,9 +145,11 @@ class FakeFrontend:
 def frontend():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PKG_PARENT, env.get("PYTHONPATH")) if p)
-    km, kc = jupyter_client.manager.start_new_kernel(
-        kernel_name="python3", env=env, startup_timeout=120
-    )
+    ipc_dir = tempfile.mkdtemp(prefix="ipyagent-k-")  # over IPC: no TCP port to lose (kernel_support.LiveKernel)
+    km = jupyter_client.manager.KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(ipc_dir, "k"))
+    km.start_kernel(env=env)
+    kc = km.client()
+    kc.start_channels()
     try:
         kc.wait_for_ready(timeout=120)
         fe = FakeFrontend(km, kc)
@@ -154,6 +158,7 @@ def frontend():
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+        shutil.rmtree(ipc_dir, ignore_errors=True)
 
 
 def _print_state(fe: FakeFrontend, expr: str = "") -> dict:

@@ -24,7 +24,6 @@ from support.lab_server import (
     JupyterLab,
     chromium_or_fail,
     start_server,
-    stop_server,
 )
 
 
@@ -96,7 +95,7 @@ def jupyterlab(tmp_path_factory, labextension_installed, fake_provider) -> Jupyt
     )
     lab.fake = fake_provider
     yield lab
-    stop_server(lab.proc)
+    lab.stop()
 
 
 @pytest.fixture(scope="session")
@@ -123,7 +122,7 @@ def collaborative_lab(tmp_path_factory, labextension_installed, fake_provider) -
     lab.fake = fake_provider
     lab.ystore = ystore
     yield lab
-    stop_server(lab.proc)
+    lab.stop()
 
 
 @pytest.fixture(scope="session")
@@ -137,7 +136,7 @@ def notebook7(tmp_path_factory, labextension_installed) -> JupyterLab:
         tmp_path_factory.mktemp("nb7"), "notebook", ["--JupyterNotebookApp.expose_app_in_browser=True", NO_RTC]
     )
     yield nb
-    stop_server(nb.proc)
+    nb.stop()
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,7 @@ def _kernel_id(lab: Any, name: str) -> str:
 
 
 def _connection_file(lab: Any, kernel_id: str) -> Path:
-    return Path(lab.log).parent / "runtime" / f"kernel-{kernel_id}.json"
+    return lab.runtime / f"kernel-{kernel_id}.json"
 
 
 class IOPubWatch:

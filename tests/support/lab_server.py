@@ -1,5 +1,6 @@
 """A real Jupyter server (JupyterLab or Notebook 7) on loopback for the browser tests and the
-benchmarks: a random free port, a token, its own config, runtime, settings and workspace folders.
+benchmarks: a random free port, a token, its own config, runtime, settings and workspace folders;
+its kernels over IPC.
 
 The browser tests' fixtures (tests/browser/conftest.py) start these; tests/benchmarks/long_notebook.py
 too. Chromium is Debian's, started with the flags below (never a browser Playwright downloads).
@@ -10,10 +11,12 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -53,12 +56,17 @@ def _free_port() -> int:
 
 
 class JupyterLab:
-    def __init__(self, root: Path, port: int, token: str, proc: subprocess.Popen, log: Path):
+    def __init__(self, root: Path, port: int, token: str, proc: subprocess.Popen, log: Path, runtime: Path):
         self.root = root
         self.port = port
         self.token = token
         self.proc = proc
         self.log = log
+        self.runtime = runtime  # JUPYTER_RUNTIME_DIR: the kernels' connection files and IPC sockets
+
+    def stop(self) -> None:
+        stop_server(self.proc)
+        shutil.rmtree(self.runtime, ignore_errors=True)
 
     @property
     def base(self) -> str:
@@ -102,10 +110,15 @@ def start_server(base: Path, module: str, extra: list[str], env_extra: dict | No
         {"ServerApp": {"jpserver_extensions": {"jupyterlab_jupytext": False, "nbdime": False}}}))
     port = _free_port()
     token = secrets.token_hex(16)
+    # The kernels talk over IPC: a TCP kernel binds ports its manager found free a moment before,
+    # and beside other workers' kernels and servers one was sometimes taken by then (the kernel
+    # dies with "Address already in use"). Each kernel's sockets are named after its connection
+    # file, so the runtime folder is short (Unix socket paths are limited to ~100 characters).
+    runtime = Path(tempfile.mkdtemp(prefix="jrt-"))
     env = dict(os.environ)
     env.update(
         JUPYTER_CONFIG_DIR=str(base / "config"),
-        JUPYTER_RUNTIME_DIR=str(base / "runtime"),
+        JUPYTER_RUNTIME_DIR=str(runtime),
         JUPYTERLAB_SETTINGS_DIR=str(settings),
         JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"),
         PYTHONUNBUFFERED="1",
@@ -124,23 +137,25 @@ def start_server(base: Path, module: str, extra: list[str], env_extra: dict | No
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={root}",
         "--allow-root",
+        "--KernelManager.transport=ipc",
         *extra,
     ]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
             cmd, cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
         )
-    lab = JupyterLab(root, port, token, proc, log)
+    lab = JupyterLab(root, port, token, proc, log, runtime)
     deadline = time.time() + 180
     while True:
         if proc.poll() is not None:
+            shutil.rmtree(runtime, ignore_errors=True)
             raise RuntimeError(f"{module} exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
         try:
             lab.api("/api/status")
             return lab
         except Exception:  # noqa: BLE001 - the server is not up yet: try again until the deadline
             if time.time() > deadline:
-                stop_server(proc)
+                lab.stop()
                 raise RuntimeError(f"{module} did not start:\n{log.read_text()[-3000:]}") from None
             time.sleep(0.3)
 
