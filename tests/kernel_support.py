@@ -82,6 +82,18 @@ def path_of(session: dict[str, Any]) -> list[dict[str, Any]]:
     return out[::-1]
 
 
+def ipc_kernel_manager() -> tuple[Any, str]:
+    """A jupyter_client ``KernelManager`` (python3) whose kernel talks over IPC, and the temporary
+    folder of its sockets (the caller removes it after the kernel's shutdown). As ipyagent run's
+    kernels: a TCP kernel binds ports its manager found free a moment before, and beside two other
+    workers' kernels and servers one was sometimes taken by then ("Address already in use", the
+    kernel dead before its first reply)."""
+    from jupyter_client.manager import KernelManager
+
+    folder = tempfile.mkdtemp(prefix="ipyagent-k-")  # short: Unix socket paths are limited to ~100 characters
+    return KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(folder, "k")), folder
+
+
 @dataclass
 class CellRun:
     cell_id: str | None
@@ -95,13 +107,7 @@ class LiveKernel:
 
     def __init__(self, cwd: str | None = None, env: dict[str, str] | None = None, *,
                  frontend: str = "ipyagent-run", path: str | None = None):
-        from jupyter_client.manager import KernelManager
-
-        # over IPC, as ipyagent run's kernels: a TCP kernel binds ports its manager found free a
-        # moment before, and beside two other workers' kernels and servers one was sometimes taken
-        # by then ("Address already in use", the kernel dead before its first reply)
-        self._ipc_dir = tempfile.mkdtemp(prefix="ipyagent-k-")  # short: Unix socket paths are limited
-        self.km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(self._ipc_dir, "k"))
+        self.km, self._ipc_dir = ipc_kernel_manager()
         kwargs: dict[str, Any] = {}
         if cwd:
             kwargs["cwd"] = cwd

@@ -12,7 +12,6 @@ import os
 import queue
 import shutil
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ pytest.importorskip("ipykernel")
 import ipyagent  # noqa: E402
 from ipyagent.bridge import comm as bridge_mod  # noqa: E402
 from ipyagent.bridge.push import PushInbox  # noqa: E402
+from kernel_support import ipc_kernel_manager  # noqa: E402
 
 PKG_PARENT = str(Path(ipyagent.__file__).resolve().parent.parent)
 
@@ -145,8 +145,7 @@ class FakeFrontend:
 def frontend():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (PKG_PARENT, env.get("PYTHONPATH")) if p)
-    ipc_dir = tempfile.mkdtemp(prefix="ipyagent-k-")  # over IPC: no TCP port to lose (kernel_support.LiveKernel)
-    km = jupyter_client.manager.KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(ipc_dir, "k"))
+    km, ipc_dir = ipc_kernel_manager()
     km.start_kernel(env=env)
     kc = km.client()
     kc.start_channels()

@@ -71,7 +71,7 @@ def served_model(folder: Path) -> Path:
     target = folder / MODEL_FILE.replace("Q4_1", SERVED_FORMAT)
     if target.is_file():
         return target
-    import llama_cpp  # the server's own package (checked by start_server's caller before here)
+    import llama_cpp  # the server's own package (start_server checked that it is installed)
 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0
