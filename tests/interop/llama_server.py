@@ -56,9 +56,6 @@ def model_path() -> Path:
     return path
 
 
-SERVED_FORMAT = "Q8_0"
-
-
 def served_model(folder: Path) -> Path:
     """The wheel's model as Q8_0, written into ``folder`` (the test session's temporary folder) by
     llama.cpp's quantizer (``llama_model_quantize``, which llama-cpp-python exposes), once.
@@ -68,7 +65,7 @@ def served_model(folder: Path) -> Path:
     ten-cell notebook at n_ctx 4,096: 118.4 s and 92.2 s). It is the same model as far as these
     tests go: Q8_0 keeps each Q4_1 weight within 1/254 of its block's largest (Q4_1's own steps are
     1/15 of its block's range), and the tests assert mechanics, never wording."""
-    target = folder / MODEL_FILE.replace("Q4_1", SERVED_FORMAT)
+    target = folder / MODEL_FILE.replace("Q4_1", "Q8_0")  # the ftype below
     if target.is_file():
         return target
     import llama_cpp  # the server's own package (start_server checked that it is installed)
